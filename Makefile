@@ -1,0 +1,56 @@
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV := .venv
+BIN  := $(VENV)/bin
+
+.PHONY: help setup setup-nodeps run test lint _lint bench chaos clean
+
+help:
+	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations"
+	@echo "make run     - setup, then run the gateway with gateway.toml"
+	@echo "make test    - setup, then ruff, ruff format --check, mypy, pytest"
+	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
+	@echo "make bench   - setup, then python -m bench.run"
+	@echo "make chaos   - setup, then pytest chaos"
+	@echo "make clean   - stop the repo's own NATS (if started here), remove .venv .data caches"
+
+setup:
+	bash scripts/setup.sh
+
+# venv only: no services, tools or migrations
+setup-nodeps:
+	SETUP_SKIP_SERVICES=1 bash scripts/setup.sh
+
+run: setup
+	exec $(BIN)/gateway serve --config gateway.toml
+
+_lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+lint: setup-nodeps
+	$(MAKE) --no-print-directory _lint
+
+test: setup
+	$(MAKE) --no-print-directory _lint
+	$(BIN)/pytest -q
+
+bench: setup
+	$(BIN)/python -m bench.run
+
+chaos: setup
+	$(BIN)/pytest -q chaos
+
+clean:
+	@if [[ -f .data/nats.pid ]]; then \
+		pid=$$(cat .data/nats.pid); \
+		if [[ "$$(ps -o comm= -p "$$pid" 2>/dev/null)" == nats-server ]]; then \
+			echo "stopping the repo's nats-server (pid $$pid)"; kill "$$pid"; \
+			for _ in $$(seq 50); do kill -0 "$$pid" 2>/dev/null || break; sleep 0.1; done; \
+		fi; \
+	fi
+	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache build dist
+	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +

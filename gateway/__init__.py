@@ -1,0 +1,3 @@
+"""Webhook ingestion gateway for payment platforms."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""One module per external system; each translates its library's errors at the edge."""

@@ -1,0 +1,207 @@
+"""NATS JetStream: the connection, the `WEBHOOKS` stream, and pipelined publishing.
+
+The connection is kept in the background: if NATS is down when the gateway starts, or
+goes away later, acceptance carries on (the outbox holds the events) and publishing
+resumes when the server is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import PubAck, StorageType, StreamConfig
+
+from gateway.adapters.webhook_store import StoredEvent
+from gateway.errors import BrokerUnavailable
+from gateway.settings import NatsSettings
+
+log = logging.getLogger("gateway.nats")
+
+STREAM_SUBJECTS = ["webhooks.>", "events.>"]
+
+# Every library error that means "the message may not have reached the stream".
+_NATS_ERRORS = (nats.errors.Error, OSError, TimeoutError)
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """Which rows JetStream confirmed, and which it did not (to be retried)."""
+
+    acked: list[int]
+    failed: list[int]
+
+
+def message_headers(stored: StoredEvent) -> dict[str, str]:
+    """Headers for the stream: the de-duplication id and where the event came from."""
+    event = stored.event
+    return {
+        "Nats-Msg-Id": event.msg_id,
+        "Gateway-Provider": event.provider,
+        "Gateway-Event-Id": event.event_id,
+        "Gateway-Event-Type": event.event_type or "",
+        "Gateway-Received-At": event.received_at.isoformat(),
+    }
+
+
+class JetStreamBroker:
+    """Owns the NATS connection; publishes batches and reports which were acknowledged."""
+
+    def __init__(self, settings: NatsSettings, name: str = "gateway") -> None:
+        self._settings = settings
+        self._name = name
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._connector: asyncio.Task[None] | None = None
+        self._stream_ready = asyncio.Event()
+
+    @property
+    def connected(self) -> bool:
+        return self._nc is not None and self._nc.is_connected and self._stream_ready.is_set()
+
+    async def start(self, wait_s: float = 2.0) -> None:
+        """Begin connecting; wait up to `wait_s` for the first connection, then go on."""
+        self._connector = asyncio.create_task(self._connect_forever(), name="nats-connect")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stream_ready.wait(), wait_s)
+
+    async def _connect_forever(self) -> None:
+        delay_s = 0.5
+        while True:
+            try:
+                nc = await nats.connect(
+                    self._settings.url,
+                    name=self._name,
+                    connect_timeout=2,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=1,
+                    reconnected_cb=self._on_reconnected,
+                    disconnected_cb=self._on_disconnected,
+                    error_cb=self._on_error,
+                )
+            except _NATS_ERRORS as exc:
+                log.warning(
+                    "nats connect failed, retrying",
+                    extra={"error": type(exc).__name__, "delay_s": delay_s},
+                )
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, 5.0)
+                continue
+            self._nc = nc
+            self._js = nc.jetstream(timeout=self._settings.request_timeout_s)
+            await self._ensure_stream_until_ready()
+            return
+
+    async def _ensure_stream_until_ready(self) -> None:
+        while True:
+            try:
+                await self.ensure_stream()
+                self._stream_ready.set()
+                log.info("jetstream ready", extra={"stream": self._settings.stream})
+                return
+            except BrokerUnavailable as exc:
+                log.warning("stream not ready, retrying", extra={"error": str(exc)})
+                await asyncio.sleep(1.0)
+
+    async def ensure_stream(self) -> None:
+        """Create the stream, or update it to the configured settings."""
+        if self._js is None:
+            raise BrokerUnavailable("not connected to NATS")
+        config = StreamConfig(
+            name=self._settings.stream,
+            subjects=STREAM_SUBJECTS,
+            storage=StorageType.FILE,
+            num_replicas=self._settings.replicas,
+            duplicate_window=float(self._settings.duplicate_window_s),
+        )
+        try:
+            try:
+                await self._js.stream_info(self._settings.stream)
+            except nats.js.errors.NotFoundError:
+                await self._js.add_stream(config)
+            else:
+                await self._js.update_stream(config)
+        except _NATS_ERRORS as exc:
+            raise BrokerUnavailable(f"cannot create stream: {type(exc).__name__}") from exc
+
+    async def _on_reconnected(self) -> None:
+        log.info("nats reconnected")
+        # The server may have come back empty (a new node, a lost store): re-create the
+        # stream in the background so the callback does not block the client.
+        asyncio.get_running_loop().create_task(self._ensure_stream_until_ready())
+
+    async def _on_disconnected(self) -> None:
+        log.warning("nats disconnected")
+
+    async def _on_error(self, exc: Exception) -> None:
+        log.warning("nats error", extra={"error": type(exc).__name__})
+
+    async def publish(self, events: Sequence[StoredEvent], timeout_s: float) -> PublishResult:
+        """Publish a batch pipelined (all sent, then all acks awaited); never raises.
+
+        A row counts as acknowledged only on a PubAck from the stream; anything else,
+        including a timeout, leaves it for the outbox relay.
+        """
+        js = self._js
+        if js is None or not self.connected:
+            return PublishResult([], [s.webhook_id for s in events])
+        futures: list[tuple[int, asyncio.Future[PubAck] | None]] = []
+        for stored in events:
+            try:
+                future: asyncio.Future[PubAck] | None = await js.publish_async(
+                    stored.event.subject or "",
+                    stored.event.body,
+                    wait_stall=timeout_s,
+                    headers=message_headers(stored),
+                )
+            except _NATS_ERRORS:
+                future = None
+            futures.append((stored.webhook_id, future))
+        acked, failed = [], []
+        pending = [f for _, f in futures if f is not None]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+        for webhook_id, future in futures:
+            if (
+                future is not None
+                and future.done()
+                and not future.cancelled()
+                and future.exception() is None
+            ):
+                acked.append(webhook_id)
+            else:
+                if future is not None and not future.done():
+                    future.cancel()
+                failed.append(webhook_id)
+        return PublishResult(acked, failed)
+
+    async def ping(self, timeout_s: float = 1.0) -> bool:
+        """True if the server answers a round trip now."""
+        if self._nc is None or not self.connected:
+            return False
+        try:
+            await self._nc.flush(timeout=max(1, int(timeout_s)))
+        except _NATS_ERRORS:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Flush what was sent and close the connection."""
+        if self._connector is not None:
+            self._connector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connector
+        if self._nc is not None:
+            with contextlib.suppress(*_NATS_ERRORS):
+                await self._nc.drain()
+            with contextlib.suppress(*_NATS_ERRORS):
+                await self._nc.close()

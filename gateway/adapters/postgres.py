@@ -1,0 +1,120 @@
+"""PostgreSQL: the connection pool, error translation and migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from gateway.core.classify import sqlstate_is_transient
+from gateway.errors import DatabaseUnavailable, GatewayError
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+# Any constant works; it only has to be the same in every process running migrations.
+_MIGRATION_LOCK_KEY = 0x6761746577617931
+
+Pool = asyncpg.Pool
+#: A connection of its own or one borrowed from a pool: statements take either.
+Conn = asyncpg.Connection | PoolConnectionProxy
+
+
+class DatabaseError(GatewayError):
+    """PostgreSQL refused a statement for a reason retrying will not fix."""
+
+    error_class = "DATABASE_ERROR"
+
+    def __init__(self, message: str, sqlstate: str | None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn asyncpg and socket errors into `DatabaseUnavailable` or `DatabaseError`."""
+    try:
+        yield
+    except asyncpg.PostgresError as exc:
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate_is_transient(sqlstate):
+            raise DatabaseUnavailable(f"database error {sqlstate}") from exc
+        raise DatabaseError(f"database error {sqlstate}: {type(exc).__name__}", sqlstate) from exc
+    except (OSError, asyncpg.InterfaceError, TimeoutError, asyncpg.InternalClientError) as exc:
+        # Connection refused or lost, pool closed, or the statement timed out: the outcome
+        # of the last statement is unknown, and the caller must treat it as not durable.
+        raise DatabaseUnavailable(f"database unreachable: {type(exc).__name__}") from exc
+
+
+async def create_pool(
+    dsn: str, *, max_size: int = 10, connect_timeout_s: float = 5.0, command_timeout_s: float = 10.0
+) -> Pool:
+    """A pool that connects lazily, so the gateway can start while the database is down."""
+    pool = asyncpg.create_pool(
+        dsn,
+        min_size=0,
+        max_size=max_size,
+        timeout=connect_timeout_s,
+        command_timeout=command_timeout_s,
+        # Dead connections are found by the next query; recycle idle ones quickly so a
+        # restarted database is picked up without a burst of failures.
+        max_inactive_connection_lifetime=60.0,
+    )
+    with translate_errors():
+        await pool
+    return pool
+
+
+@contextlib.asynccontextmanager
+async def open_pool(dsn: str, **kwargs: float) -> AsyncIterator[Pool]:
+    """Open a pool for the lifetime of the block; close it gracefully afterwards."""
+    pool = await create_pool(dsn, **kwargs)  # type: ignore[arg-type]
+    try:
+        yield pool
+    finally:
+        try:
+            await asyncio.wait_for(pool.close(), timeout=10)
+        except (TimeoutError, OSError, asyncpg.InterfaceError):
+            pool.terminate()
+
+
+def migration_files(sql_dir: Path = SQL_DIR) -> list[Path]:
+    """The migrations in the order they apply: `NNN_name.sql`, by number."""
+    files = sorted(p for p in sql_dir.glob("*.sql") if p.name[:3].isdigit())
+    return files
+
+
+async def migrate(dsn: str, sql_dir: Path = SQL_DIR) -> list[str]:
+    """Apply every migration not yet applied, once, in order; return the names applied.
+
+    Safe from several processes at once: an advisory lock serialises them, and each
+    migration is recorded in the same transaction that applies it.
+    """
+    with translate_errors():
+        conn = await asyncpg.connect(dsn, timeout=10)
+    applied: list[str] = []
+    try:
+        with translate_errors():
+            await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK_KEY)
+            try:
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+                done = {r["name"] for r in await conn.fetch("SELECT name FROM schema_migrations")}
+                for path in migration_files(sql_dir):
+                    if path.name in done:
+                        continue
+                    async with conn.transaction():
+                        await conn.execute(path.read_text(encoding="utf-8"))
+                        await conn.execute(
+                            "INSERT INTO schema_migrations (name) VALUES ($1)", path.name
+                        )
+                    applied.append(path.name)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK_KEY)
+    finally:
+        await conn.close()
+    return applied

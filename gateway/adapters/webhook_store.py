@@ -1,0 +1,192 @@
+"""The `processed_webhooks` and `dlq_webhooks` tables: the idempotency gate, the outbox,
+and dead letters. Every statement here is one round trip; callers own the batching."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+import orjson
+
+from gateway.adapters.postgres import Conn, translate_errors
+from gateway.core.model import Event, Failure, Stage
+
+# One statement commits a whole group: the arrays are unnested into rows, conflicts with
+# rows already recorded are skipped, and RETURNING says which rows were new.
+_INSERT_EVENTS = """
+INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body, received_at)
+SELECT t.provider, t.event_id, t.event_type, t.subject, t.headers::jsonb, t.body, t.received_at
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[],
+            $7::timestamptz[])
+     AS t(provider, event_id, event_type, subject, headers, body, received_at)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING id, provider, event_id
+"""
+
+_UPSERT_DLQ = """
+INSERT INTO dlq_webhooks (webhook_id, stage, provider, event_id, subject, error_class,
+                          error_message, error_detail, payload, headers, received_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11)
+ON CONFLICT (provider, event_id, stage) WHERE NOT is_resolved DO UPDATE
+SET attempts = dlq_webhooks.attempts + 1,
+    last_failed_at = now(),
+    error_class = EXCLUDED.error_class,
+    error_message = EXCLUDED.error_message,
+    error_detail = EXCLUDED.error_detail
+RETURNING id
+"""
+
+_CLAIM_UNPUBLISHED = """
+SELECT id, provider, event_id, event_type, subject, headers::text AS headers, body, received_at
+FROM processed_webhooks
+WHERE published_at IS NULL AND subject IS NOT NULL
+  AND received_at < now() - make_interval(secs => $1)
+ORDER BY received_at, id
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+"""
+
+_OUTBOX_STATS = """
+SELECT count(*) AS pending,
+       coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8 AS lag_s
+FROM processed_webhooks
+WHERE published_at IS NULL AND subject IS NOT NULL
+"""
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """An event together with the id of its `processed_webhooks` row."""
+
+    webhook_id: int
+    event: Event
+
+
+def _headers_json(event: Event) -> str:
+    return orjson.dumps(dict(event.headers)).decode()
+
+
+async def insert_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, str], int]:
+    """Insert what is new; return the row id of each (provider, event_id) inserted.
+
+    Invalid events that were new also get their `stage='ingest'` dead letter in the same
+    transaction, so a committed row never lacks the reason it went no further. The
+    events must be unique by (provider, event_id); the caller removes repeats.
+    """
+    with translate_errors():
+        async with conn.transaction():
+            rows = await conn.fetch(
+                _INSERT_EVENTS,
+                [e.provider for e in events],
+                [e.event_id for e in events],
+                [e.event_type for e in events],
+                [e.subject for e in events],
+                [_headers_json(e) for e in events],
+                [e.body for e in events],
+                [e.received_at for e in events],
+            )
+            inserted = {(r["provider"], r["event_id"]): int(r["id"]) for r in rows}
+            for event in events:
+                key = (event.provider, event.event_id)
+                if event.failure is not None and key in inserted:
+                    await _upsert_dlq(conn, inserted[key], Stage.INGEST, event, event.failure)
+    return inserted
+
+
+async def _upsert_dlq(
+    conn: Conn, webhook_id: int | None, stage: Stage, event: Event, failure: Failure
+) -> int:
+    row_id = await conn.fetchval(
+        _UPSERT_DLQ,
+        webhook_id,
+        stage.value,
+        event.provider,
+        event.event_id,
+        event.subject,
+        failure.error_class,
+        failure.message,
+        failure.detail,
+        event.body,
+        _headers_json(event),
+        event.received_at,
+    )
+    return int(row_id)
+
+
+async def record_failure(
+    conn: Conn, webhook_id: int | None, stage: Stage, event: Event, failure: Failure
+) -> int:
+    """Park an event in the dead-letter table, or count another attempt on its open row."""
+    with translate_errors():
+        return await _upsert_dlq(conn, webhook_id, stage, event, failure)
+
+
+def _row_event(row: asyncpg.Record) -> StoredEvent:
+    event = Event(
+        provider=row["provider"],
+        event_id=row["event_id"],
+        event_type=row["event_type"],
+        subject=row["subject"],
+        headers=orjson.loads(row["headers"]),
+        body=bytes(row["body"]),
+        received_at=row["received_at"],
+    )
+    return StoredEvent(int(row["id"]), event)
+
+
+async def claim_unpublished(conn: Conn, older_than_s: float, limit: int) -> list[StoredEvent]:
+    """Lock and return the oldest unpublished rows no other relay holds.
+
+    Must run inside a transaction: the locks last until it ends, which is how several
+    relays share the backlog without publishing the same row at the same moment.
+    """
+    with translate_errors():
+        rows = await conn.fetch(_CLAIM_UNPUBLISHED, older_than_s, limit)
+    return [_row_event(r) for r in rows]
+
+
+async def mark_published(conn: Conn, webhook_ids: Sequence[int]) -> None:
+    """Record JetStream's PubAck for these rows, in one statement."""
+    if not webhook_ids:
+        return
+    with translate_errors():
+        await conn.execute(
+            "UPDATE processed_webhooks SET published_at = now(), "
+            "publish_attempts = publish_attempts + 1 "
+            "WHERE id = ANY($1::bigint[]) AND published_at IS NULL",
+            list(webhook_ids),
+        )
+
+
+async def count_publish_attempt(conn: Conn, webhook_ids: Sequence[int]) -> None:
+    """Count an unconfirmed publish for these rows (visible to operators)."""
+    if not webhook_ids:
+        return
+    with translate_errors():
+        await conn.execute(
+            "UPDATE processed_webhooks SET publish_attempts = publish_attempts + 1 "
+            "WHERE id = ANY($1::bigint[])",
+            list(webhook_ids),
+        )
+
+
+async def outbox_stats(conn: Conn) -> tuple[int, float]:
+    """(rows waiting to be published, age in seconds of the oldest of them)."""
+    with translate_errors():
+        row = await conn.fetchrow(_OUTBOX_STATS)
+    if row is None:
+        return 0, 0.0
+    return int(row["pending"]), float(row["lag_s"])
+
+
+async def received_at_of(conn: Conn, provider: str, event_id: str) -> datetime | None:
+    """When an event was first recorded, or None if it never was."""
+    with translate_errors():
+        value = await conn.fetchval(
+            "SELECT received_at FROM processed_webhooks WHERE provider = $1 AND event_id = $2",
+            provider,
+            event_id,
+        )
+    return value  # type: ignore[no-any-return]

@@ -1,0 +1,1 @@
+"""Pure decisions: no I/O, time and randomness passed in."""

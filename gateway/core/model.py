@@ -1,0 +1,267 @@
+"""The event as the gateway records it, and the pure rules that shape it:
+where its id and type come from, which subject it goes to, what makes it invalid."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from gateway.core.signatures.base import FieldRef
+from gateway.errors import BadRequest, EventIdMissing, EventTypeMissing, Forbidden, PayloadNotJson
+
+MAX_EVENT_ID_CHARS = 255
+MAX_EVENT_TYPE_CHARS = 200
+_SUBJECT_TOKEN_BAD = re.compile(r"[^A-Za-z0-9_\-]")
+
+
+class Outcome(enum.StrEnum):
+    """What the idempotency gate decided for one delivery."""
+
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+
+
+class Stage(enum.StrEnum):
+    """Where in the pipeline an event failed, as stored in `dlq_webhooks.stage`."""
+
+    INGEST = "ingest"
+    PUBLISH = "publish"
+    SETTLEMENT = "settlement"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a verified event cannot go further, recorded in the dead-letter table."""
+
+    error_class: str
+    message: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """A verified event ready for the idempotency gate.
+
+    `subject` is None when the event cannot be published (it is then parked in the DLQ
+    with `failure` saying why, but still recorded so the provider's data is kept).
+    """
+
+    provider: str
+    event_id: str
+    event_type: str | None
+    subject: str | None
+    headers: Mapping[str, str]
+    body: bytes
+    received_at: datetime
+    failure: Failure | None = None
+
+    @property
+    def msg_id(self) -> str:
+        """The JetStream de-duplication id: `{provider}:{event_id}`."""
+        return f"{self.provider}:{self.event_id}"
+
+    def __repr__(self) -> str:  # never print the body
+        return (
+            f"Event(provider={self.provider!r}, event_id={self.event_id!r}, "
+            f"event_type={self.event_type!r}, subject={self.subject!r})"
+        )
+
+
+@dataclass
+class ParsedBody:
+    """The body parsed once, lazily, so schemes with header ids never parse it twice."""
+
+    raw: bytes
+    _value: Any = field(default=None, init=False)
+    _error: str | None = field(default=None, init=False)
+    _done: bool = field(default=False, init=False)
+
+    def json(self) -> Any:
+        """The parsed JSON value; raise `PayloadNotJson` if the body is not JSON."""
+        if not self._done:
+            self._done = True
+            try:
+                self._value = orjson.loads(self.raw)
+            except orjson.JSONDecodeError as exc:
+                self._error = f"body is not valid JSON: {exc.msg} at byte {exc.pos}"
+        if self._error is not None:
+            raise PayloadNotJson(self._error)
+        return self._value
+
+
+def lookup(ref: FieldRef, headers: Mapping[str, str], body: ParsedBody) -> str | None:
+    """The value `ref` points at, as a string, or None when absent or empty.
+
+    Raises `PayloadNotJson` when the value lives in a body that is not JSON.
+    """
+    if ref.source == "header":
+        value: Any = headers.get(ref.name)
+    else:
+        doc = body.json()
+        value = doc.get(ref.name) if isinstance(doc, dict) else None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | str):
+        text = str(value).strip()
+        return text or None
+    return None
+
+
+def check_event_id(event_id: str | None) -> str:
+    """Return a usable event id or raise `EventIdMissing` / `BadRequest` (answered 400)."""
+    if event_id is None:
+        raise EventIdMissing("the event id cannot be found in the request")
+    if len(event_id) > MAX_EVENT_ID_CHARS:
+        raise BadRequest(f"event id longer than {MAX_EVENT_ID_CHARS} characters")
+    if not event_id.isprintable():
+        raise BadRequest("event id contains control characters")
+    return event_id
+
+
+def subject_tokens(text: str) -> str:
+    """Turn a free-form event type into valid NATS subject tokens.
+
+    Dots and slashes separate tokens (`orders/create` → `orders.create`); any other
+    character outside letters, digits, `_` and `-` becomes `_`, so wildcards (`*`, `>`)
+    and whitespace can never change what a subject matches. Empty tokens become `_`.
+    """
+    tokens = text.replace("/", ".").split(".")
+    return ".".join(_SUBJECT_TOKEN_BAD.sub("_", t) or "_" for t in tokens)
+
+
+def webhook_subject(provider: str, event_type: str) -> str:
+    """`webhooks.{provider}.{event_type}` with the type made subject-safe."""
+    return f"webhooks.{subject_tokens(provider)}.{subject_tokens(event_type)}"
+
+
+def service_subject(service: str, event_type: str) -> str:
+    """`events.{service}.{type}` with the type made subject-safe."""
+    return f"events.{subject_tokens(service)}.{subject_tokens(event_type)}"
+
+
+def subject_allowed(subject: str, patterns: tuple[str, ...]) -> bool:
+    """True if `subject` matches any NATS pattern (`*` one token, `>` the rest)."""
+    tokens = subject.split(".")
+    for pattern in patterns:
+        parts = pattern.split(".")
+        for i, part in enumerate(parts):
+            if part == ">":
+                if len(tokens) > i:
+                    return True
+                break
+            if i >= len(tokens) or (part != "*" and part != tokens[i]):
+                break
+        else:
+            if len(parts) == len(tokens):
+                return True
+    return False
+
+
+def type_failure(event_type: str | None) -> Failure | None:
+    """Why an event type cannot make a subject, or None when it can."""
+    if event_type is None:
+        return Failure(EventTypeMissing.error_class, "the event carries no event type")
+    if len(event_type) > MAX_EVENT_TYPE_CHARS:
+        return Failure(
+            "EVENT_TYPE_INVALID", f"event type longer than {MAX_EVENT_TYPE_CHARS} characters"
+        )
+    return None
+
+
+# Headers that carry credentials of the sender's own, not of the event: never stored.
+_UNSTORED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "x-api-key"})
+
+
+def storable_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request headers worth keeping with the event (credentials removed)."""
+    return {k: v for k, v in headers.items() if k not in _UNSTORED_HEADERS}
+
+
+def webhook_event(
+    provider: str,
+    id_ref: FieldRef,
+    type_ref: FieldRef,
+    headers: Mapping[str, str],
+    body: bytes,
+    received_at: datetime,
+) -> Event:
+    """Shape a verified provider webhook into an `Event`.
+
+    Raises `EventIdMissing`/`BadRequest` (400) only when no usable event id can be found;
+    every other problem becomes the event's `failure`, so the event is still recorded
+    (and parked in the DLQ) rather than dropped.
+    """
+    parsed = ParsedBody(body)
+    try:
+        event_id = check_event_id(lookup(id_ref, headers, parsed))
+    except PayloadNotJson as exc:
+        raise EventIdMissing(f"the event id cannot be found: {exc}") from None
+    event_type: str | None = None
+    failure: Failure | None = None
+    try:
+        doc = parsed.json()  # every supported provider sends JSON
+        if isinstance(doc, dict):
+            event_type = lookup(type_ref, headers, parsed)
+            failure = type_failure(event_type)
+        else:
+            failure = Failure("PAYLOAD_NOT_OBJECT", "the body is JSON but not an object")
+    except PayloadNotJson as exc:
+        failure = Failure(exc.error_class, str(exc))
+    subject = webhook_subject(provider, event_type) if failure is None and event_type else None
+    return Event(
+        provider,
+        event_id,
+        event_type,
+        subject,
+        storable_headers(headers),
+        body,
+        received_at,
+        failure,
+    )
+
+
+def service_event(
+    service: str,
+    allowed: tuple[str, ...],
+    idempotency_key: str | None,
+    headers: Mapping[str, str],
+    body: bytes,
+    received_at: datetime,
+) -> Event:
+    """Shape an internal `{"type": ..., "data": {...}}` publish into an `Event`.
+
+    Internal publishers are our own code, so a malformed request is refused (400) for
+    the caller to fix, and a subject outside its scope is refused (403).
+    """
+    event_id = check_event_id((idempotency_key or "").strip() or None)
+    try:
+        doc = ParsedBody(body).json()
+    except PayloadNotJson as exc:
+        raise BadRequest(str(exc)) from None
+    if not isinstance(doc, dict):
+        raise BadRequest('body must be a JSON object {"type": ..., "data": {...}}')
+    event_type = doc.get("type")
+    if not isinstance(event_type, str) or not event_type.strip():
+        raise BadRequest('"type" must be a non-empty string')
+    if type_failure(event_type) is not None:
+        raise BadRequest(f'"type" longer than {MAX_EVENT_TYPE_CHARS} characters')
+    if not isinstance(doc.get("data"), dict):
+        raise BadRequest('"data" must be a JSON object')
+    subject = service_subject(service, event_type)
+    if not subject_allowed(subject, allowed):
+        raise Forbidden(f"service {service!r} may not publish to {subject}")
+    return Event(
+        f"service:{service}",
+        event_id,
+        event_type,
+        subject,
+        storable_headers(headers),
+        body,
+        received_at,
+    )

@@ -1,0 +1,63 @@
+"""Signature verification schemes, one per provider family, looked up by name.
+
+Every `verify` checks in the same order, so the error a bad request gets is predictable:
+1. required headers are present (else `SignatureMissing`);
+2. every header is parsed and every offered signature decoded (else `SignatureMalformed`);
+3. the signed timestamp is within ±tolerance_s of now, if the scheme signs one
+   (else `TimestampOutOfWindow`);
+4. some configured secret produces some offered signature (else `SignatureMismatch`).
+The window is checked before any HMAC is computed so stale replays cost no hashing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from gateway.core.signatures.base import (
+    Encoding,
+    FieldRef,
+    Headers,
+    Scheme,
+    SchemeParams,
+)
+from gateway.core.signatures.github import GITHUB
+from gateway.core.signatures.hmac_generic import HMAC, check_hmac_params
+from gateway.core.signatures.paddle import PADDLE
+from gateway.core.signatures.shopify import SHOPIFY
+from gateway.core.signatures.standard import STANDARD, standard_key
+from gateway.core.signatures.stripe import STRIPE
+
+__all__ = [
+    "SCHEMES",
+    "Encoding",
+    "FieldRef",
+    "Headers",
+    "Scheme",
+    "SchemeParams",
+    "carries_id_in_body",
+    "check_hmac_params",
+    "get_scheme",
+    "standard_key",
+]
+
+#: Every scheme by its configuration name; read-only so no caller can swap one out.
+SCHEMES: Mapping[str, Scheme] = MappingProxyType(
+    {s.name: s for s in (STRIPE, STANDARD, GITHUB, SHOPIFY, PADDLE, HMAC)}
+)
+
+
+def get_scheme(name: str) -> Scheme:
+    """The scheme called name; raise KeyError if there is none."""
+    try:
+        return SCHEMES[name]
+    except KeyError:
+        raise KeyError(f"unknown signature scheme {name!r}") from None
+
+
+def carries_id_in_body(scheme: Scheme, params: SchemeParams) -> bool:
+    """True when this provider's event id is in the body (so an unparseable body is a 400).
+
+    Same as `scheme.body_carries_id` for fixed schemes; for "hmac" it depends on params.
+    """
+    return scheme.id_ref(params).source == "json"

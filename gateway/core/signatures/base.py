@@ -1,0 +1,176 @@
+"""What every signature scheme shares: its parameters, its result, and the helpers
+for constant-time comparison and timestamp windows."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.errors import SignatureMalformed, SignatureMissing, TimestampOutOfWindow
+
+#: Request headers as the core sees them: names lower-cased, values as sent.
+Headers = Mapping[str, str]
+
+
+class Encoding(enum.StrEnum):
+    """How a signature is written in its header."""
+
+    HEX = "hex"
+    BASE64 = "base64"
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    """Where a value (event id, event type) comes from: a header or a top-level JSON field."""
+
+    source: str  # "header" | "json"
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> FieldRef:
+        """Parse `header:X-Name` or `json:field`; raise ValueError otherwise."""
+        source, sep, name = text.partition(":")
+        if not sep or source not in ("header", "json") or not name:
+            raise ValueError(f"expected 'header:NAME' or 'json:FIELD', got {text!r}")
+        return cls(source, name.lower() if source == "header" else name)
+
+
+@dataclass(frozen=True)
+class SchemeParams:
+    """Everything a scheme needs to verify one provider's requests.
+
+    `secrets` holds every secret currently accepted (more than one during rotation), as
+    configured (Standard Webhooks secrets keep their `whsec_` prefix here).
+    The fields after `tolerance_s` are used by the generic `hmac` scheme only.
+    """
+
+    secrets: tuple[str, ...]
+    tolerance_s: int = 300
+    header: str = ""
+    encoding: Encoding = Encoding.HEX
+    prefix: str = ""
+    timestamp_header: str = ""
+    event_id_from: FieldRef | None = None
+    event_type_from: FieldRef | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+class Scheme(Protocol):
+    """A signature scheme: verification plus where the event's id and type live."""
+
+    name: str
+    #: True when the event id lives in the body, so an unparseable body is a 400.
+    body_carries_id: bool
+
+    def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
+        """Return if the request is genuine; raise a `SignatureError` subclass otherwise."""
+        ...
+
+    def id_ref(self, params: SchemeParams) -> FieldRef:
+        """Where this provider's event id is found."""
+        ...
+
+    def type_ref(self, params: SchemeParams) -> FieldRef:
+        """Where this provider's event type is found."""
+        ...
+
+
+def any_match(expected: Iterable[bytes], offered: Iterable[bytes]) -> bool:
+    """True if any offered signature equals any expected one.
+
+    Every pair is compared with `hmac.compare_digest` and the loop never exits early, so
+    the time taken does not reveal which secret or signature came closest.
+    """
+    found = False
+    offered = list(offered)
+    for exp in expected:
+        for off in offered:
+            found |= hmac.compare_digest(exp, off)
+    return found
+
+
+def check_window(timestamp_s: int, now_s: float, tolerance_s: int) -> None:
+    """Raise `TimestampOutOfWindow` if the timestamp is more than tolerance_s from now."""
+    if abs(now_s - timestamp_s) > tolerance_s:
+        raise TimestampOutOfWindow(
+            f"timestamp {timestamp_s} is {int(now_s - timestamp_s)} s from now "
+            f"(tolerance {tolerance_s} s)"
+        )
+
+
+def parse_timestamp(text: str) -> int:
+    """Parse a decimal Unix timestamp in seconds; raise `SignatureMalformed` otherwise."""
+    text = text.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 12:
+        raise SignatureMalformed("timestamp is not a Unix time in seconds")
+    return int(text)
+
+
+# Shared by the HMAC-SHA256 schemes; kept here so each scheme module stays a parser.
+
+#: Length in bytes of an HMAC-SHA256 digest.
+SHA256_LEN = 32
+
+
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """HMAC-SHA256 of message under key, as raw bytes."""
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def require_header(headers: Headers, name: str) -> str:
+    """Return a header's stripped value; raise `SignatureMissing` if absent or blank."""
+    value = headers.get(name, "").strip()
+    if not value:
+        raise SignatureMissing(f"missing header {name}")
+    return value
+
+
+def decode_signature(text: str, encoding: Encoding) -> bytes:
+    """Decode one offered HMAC-SHA256 signature; raise `SignatureMalformed` if it is not one.
+
+    Comparing decoded bytes rather than text makes hex case irrelevant. A value of the
+    wrong length can never match, so it is reported as malformed rather than mismatched.
+    """
+    try:
+        if not text.isascii():
+            raise ValueError("non-ASCII signature")
+        if encoding is Encoding.HEX:
+            raw = binascii.unhexlify(text)
+        else:
+            raw = base64.b64decode(text, validate=True)
+    except (ValueError, binascii.Error) as exc:
+        raise SignatureMalformed(f"signature is not valid {encoding.value}") from exc
+    if len(raw) != SHA256_LEN:
+        raise SignatureMalformed(f"signature is {len(raw)} bytes, expected {SHA256_LEN}")
+    return raw
+
+
+def split_pairs(value: str, separator: str) -> list[tuple[str, str]]:
+    """Split `k=v<sep>k=v...` into pairs; raise `SignatureMalformed` on an item without `=`.
+
+    Empty items (a trailing separator) are skipped; keys keep their order and repeats.
+    """
+    pairs: list[tuple[str, str]] = []
+    for item in value.split(separator):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, val = item.partition("=")
+        if not sep:
+            raise SignatureMalformed("signature header item is not key=value")
+        pairs.append((key.strip(), val.strip()))
+    return pairs
+
+
+def single_value(pairs: Iterable[tuple[str, str]], key: str) -> str:
+    """The one value for key; raise `SignatureMalformed` if it is absent or repeated."""
+    values = [v for k, v in pairs if k == key]
+    if len(values) != 1:
+        raise SignatureMalformed(f"signature header needs exactly one {key}=")
+    return values[0]

@@ -1,0 +1,90 @@
+"""Generic HMAC-SHA256 (scheme name "hmac"): header, encoding, prefix and an optional
+timestamp header all come from `SchemeParams`. Named so it does not shadow stdlib `hmac`."""
+
+from __future__ import annotations
+
+import re
+
+from gateway.core.signatures.base import (
+    FieldRef,
+    Headers,
+    SchemeParams,
+    any_match,
+    check_window,
+    decode_signature,
+    hmac_sha256,
+    parse_timestamp,
+    require_header,
+)
+from gateway.errors import SignatureMalformed, SignatureMismatch
+
+#: Several signatures in one header are separated by commas and/or whitespace.
+_SEPARATORS = re.compile(r"[,\s]+")
+
+
+def check_hmac_params(params: SchemeParams) -> None:
+    """Raise ValueError naming the field if params cannot drive the generic scheme.
+
+    Config validation calls this so a bad provider fails at start-up; `verify` calls it
+    too, because a misconfiguration must never pass for a valid signature.
+    """
+    if not params.header.strip():
+        raise ValueError("hmac scheme needs a signature header")
+    if _SEPARATORS.search(params.prefix):
+        # The prefix is stripped per signature after splitting, so it cannot hold a separator.
+        raise ValueError("hmac prefix must not contain commas or whitespace")
+    if params.event_id_from is None:
+        raise ValueError("hmac scheme needs event_id_from")
+    if params.event_type_from is None:
+        raise ValueError("hmac scheme needs event_type_from")
+
+
+class HmacScheme:
+    """A configurable HMAC-SHA256 signature over the body, optionally timestamped."""
+
+    name: str = "hmac"
+    #: Depends on `event_id_from`; this class-level default is only a placeholder, so use
+    #: `gateway.core.signatures.carries_id_in_body(scheme, params)` when params are known.
+    body_carries_id: bool = True
+
+    def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
+        """Read the headers, parse them, check the window (if timestamped), then compare."""
+        check_hmac_params(params)
+        header = params.header.strip().lower()
+        sig_text = require_header(headers, header)
+        ts_text = ""
+        if params.timestamp_header:
+            ts_text = require_header(headers, params.timestamp_header.strip().lower())
+        timestamp = parse_timestamp(ts_text) if ts_text else None
+        offered: list[bytes] = []
+        for token in _SEPARATORS.split(sig_text):
+            if not token:
+                continue
+            if not token.startswith(params.prefix):
+                raise SignatureMalformed(f"{header} value lacks the configured prefix")
+            offered.append(decode_signature(token.removeprefix(params.prefix), params.encoding))
+        if not offered:
+            raise SignatureMalformed(f"{header} has no signature")
+        if timestamp is not None:
+            check_window(timestamp, now_s, params.tolerance_s)
+            message = ts_text.encode("ascii") + b"." + body
+        else:
+            message = body
+        expected = [hmac_sha256(s.encode("utf-8"), message) for s in params.secrets]
+        if not any_match(expected, offered):
+            raise SignatureMismatch(f"no configured secret matches {header}")
+
+    def id_ref(self, params: SchemeParams) -> FieldRef:
+        """Where `event_id_from` says the event id is; ValueError if it is not set."""
+        if params.event_id_from is None:
+            raise ValueError("hmac scheme needs event_id_from")
+        return params.event_id_from
+
+    def type_ref(self, params: SchemeParams) -> FieldRef:
+        """Where `event_type_from` says the event type is; ValueError if it is not set."""
+        if params.event_type_from is None:
+            raise ValueError("hmac scheme needs event_type_from")
+        return params.event_type_from
+
+
+HMAC = HmacScheme()

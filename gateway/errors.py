@@ -1,0 +1,286 @@
+"""The gateway's one exception tree.
+
+Two roots carry the retry decision: anything under `TransientError` may succeed if
+tried again later; anything under `PermanentError` never will, so it goes straight to
+the dead-letter table. Classification is an `isinstance` check, never a look at the
+message text. Adapters translate their library's errors into these with `raise ... from`.
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    """Base class of every error the gateway raises on purpose."""
+
+    #: Short, stable machine name stored in `dlq_webhooks.error_class`.
+    error_class: str = "GATEWAY_ERROR"
+    critical: bool = False  # True: also log at CRITICAL and send an alert
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+
+# --- configuration -------------------------------------------------------------------
+
+
+class ConfigError(GatewayError):
+    """A setting is missing or invalid; the message names the key."""
+
+    error_class = "CONFIG_ERROR"
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"config error: {key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+# --- request verification (answered 4xx, nothing stored) -----------------------------
+
+
+class RequestRejected(GatewayError):
+    """The request is refused before anything is stored."""
+
+    status_code: int = 400
+
+
+class SignatureError(RequestRejected):
+    """The request's signature cannot be trusted (answered 401)."""
+
+    status_code = 401
+    error_class = "SIGNATURE_INVALID"
+
+
+class SignatureMissing(SignatureError):
+    """A header the signature scheme needs is absent."""
+
+    error_class = "SIGNATURE_MISSING"
+
+
+class SignatureMalformed(SignatureError):
+    """A signature header is present but cannot be parsed."""
+
+    error_class = "SIGNATURE_MALFORMED"
+
+
+class SignatureMismatch(SignatureError):
+    """No configured secret produces any of the signatures offered."""
+
+    error_class = "SIGNATURE_MISMATCH"
+
+
+class TimestampOutOfWindow(SignatureError):
+    """The signed timestamp is too old or too far in the future."""
+
+    error_class = "TIMESTAMP_OUT_OF_WINDOW"
+
+
+class Unauthorized(RequestRejected):
+    """An internal publisher's bearer token is missing or unknown (401)."""
+
+    status_code = 401
+    error_class = "UNAUTHORIZED"
+
+
+class Forbidden(RequestRejected):
+    """An authenticated publisher asked for a subject outside its scope (403)."""
+
+    status_code = 403
+    error_class = "FORBIDDEN"
+
+
+class UnknownProvider(RequestRejected):
+    """No provider of that name is configured (404)."""
+
+    status_code = 404
+    error_class = "UNKNOWN_PROVIDER"
+
+
+class BodyTooLarge(RequestRejected):
+    """The body exceeds `http.max_body_bytes` (413)."""
+
+    status_code = 413
+    error_class = "BODY_TOO_LARGE"
+
+
+class EventIdMissing(RequestRejected):
+    """The request cannot be parsed enough to find its event id (400)."""
+
+    status_code = 400
+    error_class = "EVENT_ID_MISSING"
+
+
+class BadRequest(RequestRejected):
+    """The request is malformed in a way the sender must fix (400)."""
+
+    status_code = 400
+    error_class = "BAD_REQUEST"
+
+
+# --- permanent failures: retrying cannot help, straight to the DLQ --------------------
+
+
+class PermanentError(GatewayError):
+    """Retrying will not help; the event goes to the dead-letter table at once."""
+
+    error_class = "PERMANENT"
+
+
+class PayloadInvalid(PermanentError):
+    """A verified event's body fails validation (not JSON, wrong shape)."""
+
+    error_class = "PAYLOAD_INVALID"
+
+
+class PayloadNotJson(PayloadInvalid):
+    """The body of a verified event is not valid JSON where JSON is required."""
+
+    error_class = "PAYLOAD_NOT_JSON"
+
+
+class EventTypeMissing(PayloadInvalid):
+    """A verified event carries no event type, so it has no subject to go to."""
+
+    error_class = "EVENT_TYPE_MISSING"
+
+
+# --- transient failures: retry with backoff ------------------------------------------
+
+
+class TransientError(GatewayError):
+    """May succeed if tried again later."""
+
+    error_class = "TRANSIENT"
+
+
+class DatabaseUnavailable(TransientError):
+    """PostgreSQL cannot be reached or cannot commit right now."""
+
+    error_class = "DATABASE_UNAVAILABLE"
+
+
+class Overloaded(TransientError):
+    """The acceptance queue is full; the sender should retry shortly (503)."""
+
+    error_class = "OVERLOADED"
+
+
+class PublishFailed(TransientError):
+    """JetStream did not confirm a publish; the outbox relay will try again."""
+
+    error_class = "PUBLISH_FAILED"
+
+
+class BrokerUnavailable(TransientError):
+    """NATS cannot be reached right now."""
+
+    error_class = "BROKER_UNAVAILABLE"
+
+
+# --- settlement -----------------------------------------------------------------------
+
+
+class MissingField(PayloadInvalid):
+    """A field the settlement needs is absent from the event; the message names it."""
+
+    error_class = "MISSING_FIELD"
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"missing field: {field}")
+        self.field = field
+
+
+class FieldTypeInvalid(PayloadInvalid):
+    """A field is present but of the wrong type or shape; the message names it."""
+
+    error_class = "FIELD_TYPE_INVALID"
+
+    def __init__(self, field: str, expected: str) -> None:
+        super().__init__(f"field {field}: expected {expected}")
+        self.field = field
+        self.expected = expected
+
+
+class InvalidAmount(PermanentError):
+    """An amount is zero, negative, or rounds to nothing after conversion."""
+
+    error_class = "INVALID_AMOUNT"
+
+
+class UnsupportedPair(PermanentError):
+    """The currency-service does not quote this currency pair."""
+
+    error_class = "UNSUPPORTED_PAIR"
+
+
+class UnknownAccount(PermanentError):
+    """A ledger account the transfer refers to does not exist."""
+
+    error_class = "UNKNOWN_ACCOUNT"
+
+
+class UnknownMerchant(UnknownAccount):
+    """The merchant has no ledger account; open one, then reprocess the event."""
+
+    error_class = "UNKNOWN_MERCHANT"
+
+
+class InsufficientFunds(PermanentError):
+    """The transfer would take an account below zero; held for manual review."""
+
+    error_class = "INSUFFICIENT_FUNDS"
+
+
+class LedgerIdCollision(PermanentError):
+    """A transfer or account id already exists with different fields."""
+
+    error_class = "LEDGER_ID_COLLISION"
+    critical = True
+
+
+class LedgerIdAlreadyFailed(PermanentError):
+    """The ledger refused this transfer id before and will refuse it forever."""
+
+    error_class = "LEDGER_ID_ALREADY_FAILED"
+
+
+class LedgerRejected(PermanentError):
+    """The ledger refused a transfer as malformed (our bug, not the event's)."""
+
+    error_class = "LEDGER_REJECTED"
+
+
+class LedgerImbalance(PermanentError):
+    """Total debits differ from total credits: the ledger is inconsistent."""
+
+    error_class = "LEDGER_IMBALANCE"
+    critical = True
+
+
+class RateServiceUnavailable(TransientError):
+    """The currency-service did not answer usefully (down, slow, 5xx, bad body)."""
+
+    error_class = "RATE_SERVICE_UNAVAILABLE"
+
+
+class RateUnavailable(TransientError):
+    """No rate: the currency-service is down and no cached rate exists."""
+
+    error_class = "RATE_UNAVAILABLE"
+
+
+class RateStale(TransientError):
+    """The currency-service is down and the cached rate is too old to use."""
+
+    error_class = "RATE_STALE"
+
+
+class LedgerUnavailable(TransientError):
+    """The ledger did not answer in time; the outcome is unknown, retry with the same ids."""
+
+    error_class = "LEDGER_UNAVAILABLE"
+
+
+class PaymentNotSettled(TransientError):
+    """A refund arrived before its payment settled; the payment may still arrive."""
+
+    error_class = "PAYMENT_NOT_SETTLED"

@@ -1,0 +1,194 @@
+"""Acceptance: hand a verified event to the idempotency gate and learn, after the
+commit, whether it was new.
+
+`GroupCommitInbox` gathers what arrives within a short window into one multi-row
+INSERT, so a burst costs one commit per group instead of one per request, and answers
+each waiting request only after its group's commit. `DirectInbox` commits one row per
+request; it exists so the difference can be measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import asyncpg
+
+from gateway.adapters.postgres import DatabaseError
+from gateway.adapters.webhook_store import StoredEvent, insert_events
+from gateway.core.model import Event, Outcome
+from gateway.errors import DatabaseUnavailable, Overloaded, TransientError
+from gateway.settings import IngestSettings
+
+log = logging.getLogger("gateway.inbox")
+
+#: Called with the rows a commit added, so they can be published right away.
+OnCommitted = Callable[[Sequence[StoredEvent]], None]
+
+
+class Inbox(Protocol):
+    """The idempotency gate as the HTTP handlers see it."""
+
+    async def accept(self, event: Event) -> Outcome:
+        """Record the event durably; say whether it was new. Raises TransientError."""
+        ...
+
+
+def _unique(events: Sequence[Event]) -> list[Event]:
+    """Drop repeats of the same (provider, event_id) within a group, keeping the first."""
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for event in events:
+        key = (event.provider, event.event_id)
+        if key not in seen:
+            seen.add(key)
+            unique.append(event)
+    return unique
+
+
+async def _commit(pool: asyncpg.Pool, events: Sequence[Event]) -> dict[tuple[str, str], int]:
+    try:
+        async with pool.acquire() as conn:
+            return await insert_events(conn, events)
+    except (OSError, asyncpg.InterfaceError, TimeoutError) as exc:
+        # Raised by acquire() itself, outside the statement's own translation.
+        raise DatabaseUnavailable(f"database unreachable: {type(exc).__name__}") from exc
+
+
+class DirectInbox:
+    """One INSERT and one commit per request (batching off)."""
+
+    def __init__(self, pool: asyncpg.Pool, on_committed: OnCommitted, timeout_s: float) -> None:
+        self._pool = pool
+        self._on_committed = on_committed
+        self._timeout_s = timeout_s
+
+    async def accept(self, event: Event) -> Outcome:
+        try:
+            inserted = await asyncio.wait_for(_commit(self._pool, [event]), self._timeout_s)
+        except TimeoutError as exc:
+            raise DatabaseUnavailable("commit did not finish in time") from exc
+        row_id = inserted.get((event.provider, event.event_id))
+        if row_id is None:
+            return Outcome.DUPLICATE
+        self._on_committed([StoredEvent(row_id, event)])
+        return Outcome.ACCEPTED
+
+    async def close(self) -> None:
+        """Nothing is queued, so there is nothing to flush."""
+
+
+_Pending = tuple[Event, "asyncio.Future[Outcome]"]
+
+
+class GroupCommitInbox:
+    """Group commit: a bounded queue drained by a few writer tasks."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, settings: IngestSettings, on_committed: OnCommitted
+    ) -> None:
+        self._pool = pool
+        self._settings = settings
+        self._on_committed = on_committed
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=settings.queue_max)
+        self._writers: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    async def start(self) -> None:
+        for i in range(self._settings.writers):
+            self._writers.append(asyncio.create_task(self._write_loop(), name=f"inbox-writer-{i}"))
+
+    async def accept(self, event: Event) -> Outcome:
+        if self._closing:
+            raise Overloaded("shutting down")
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        try:
+            self._queue.put_nowait((event, future))
+        except asyncio.QueueFull:
+            raise Overloaded("acceptance queue is full") from None
+        try:
+            # shield: a request that gives up must not cancel the commit of its group.
+            return await asyncio.wait_for(asyncio.shield(future), self._settings.commit_timeout_s)
+        except TimeoutError as exc:
+            raise DatabaseUnavailable("commit did not finish in time") from exc
+
+    async def close(self) -> None:
+        """Stop taking events, commit what is queued, then stop the writers."""
+        self._closing = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), self._settings.commit_timeout_s)
+        for task in self._writers:
+            task.cancel()
+        await asyncio.gather(*self._writers, return_exceptions=True)
+        while not self._queue.empty():  # anything left never committed: say so
+            _, future = self._queue.get_nowait()
+            if not future.done():
+                future.set_exception(Overloaded("shutting down"))
+
+    def _take(self, batch: list[_Pending]) -> None:
+        while len(batch) < self._settings.batch_max_rows:
+            try:
+                batch.append(self._queue.get_nowait())
+            except asyncio.QueueEmpty:
+                return
+
+    async def _write_loop(self) -> None:
+        window_s = self._settings.batch_window_us / 1_000_000
+        while True:
+            batch = [await self._queue.get()]
+            self._take(batch)
+            if len(batch) < self._settings.batch_max_rows and window_s > 0:
+                await asyncio.sleep(window_s)  # let the rest of a burst join this group
+                self._take(batch)
+            try:
+                await self._commit_group(batch)
+            except Exception:  # a writer must never die; the futures already carry the error
+                log.exception("group commit failed unexpectedly")
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _commit_group(self, batch: list[_Pending]) -> None:
+        live = [(e, f) for e, f in batch if not f.done()]
+        events = _unique([e for e, _ in live])
+        try:
+            inserted = await _commit(self._pool, events)
+        except TransientError as exc:
+            for _, future in live:
+                _set_exception(future, exc)
+            return
+        except DatabaseError:
+            # One bad row must not fail the others: commit each on its own.
+            inserted = await self._commit_one_by_one(live)
+        self._resolve(live, inserted)
+
+    async def _commit_one_by_one(self, live: list[_Pending]) -> dict[tuple[str, str], int]:
+        inserted: dict[tuple[str, str], int] = {}
+        for event, future in live:
+            try:
+                inserted.update(await _commit(self._pool, [event]))
+            except Exception as exc:
+                _set_exception(future, exc)
+        return inserted
+
+    def _resolve(self, live: list[_Pending], inserted: dict[tuple[str, str], int]) -> None:
+        stored = []
+        for event, future in live:
+            if future.done():
+                continue
+            row_id = inserted.pop((event.provider, event.event_id), None)
+            if row_id is not None:  # popped: a repeat within the group is a duplicate
+                stored.append(StoredEvent(row_id, event))
+                future.set_result(Outcome.ACCEPTED)
+            else:
+                future.set_result(Outcome.DUPLICATE)
+        if stored:
+            self._on_committed(stored)
+
+
+def _set_exception(future: asyncio.Future[Outcome], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)

@@ -1,0 +1,133 @@
+"""A small Prometheus registry: counters, gauges and histograms with labels, rendered in
+the text exposition format. Enough for `/metrics`; no global state, the composition root
+owns the one `Metrics` instance."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+
+Labels = tuple[tuple[str, str], ...]
+
+_REQUEST_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _label_text(labels: Labels, extra: str = "") -> str:
+    parts = [f'{k}="{_escape(v)}"' for k, v in labels]
+    if extra:
+        parts.append(extra)
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+
+
+class Counter:
+    """A monotonically increasing count per label set."""
+
+    kind = "counter"
+
+    def __init__(self, name: str, help_text: str) -> None:
+        self.name, self.help = name, help_text
+        self.values: dict[Labels, float] = {}
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        key = tuple(sorted(labels.items()))
+        self.values[key] = self.values.get(key, 0.0) + amount
+
+    def get(self, **labels: str) -> float:
+        return self.values.get(tuple(sorted(labels.items())), 0.0)
+
+    def render(self) -> list[str]:
+        return [f"{self.name}{_label_text(k)} {_number(v)}" for k, v in sorted(self.values.items())]
+
+
+class Gauge(Counter):
+    """A value that goes up and down, per label set."""
+
+    kind = "gauge"
+
+    def set(self, value: float, **labels: str) -> None:
+        self.values[tuple(sorted(labels.items()))] = value
+
+
+class Histogram:
+    """Observations counted into cumulative buckets, per label set."""
+
+    kind = "histogram"
+
+    def __init__(
+        self, name: str, help_text: str, buckets: Sequence[float] = _REQUEST_BUCKETS_S
+    ) -> None:
+        self.name, self.help = name, help_text
+        self.buckets = tuple(sorted(buckets))
+        self.series: dict[Labels, tuple[list[int], list[float]]] = {}
+
+    def observe(self, value: float, **labels: str) -> None:
+        key = tuple(sorted(labels.items()))
+        counts, totals = self.series.setdefault(key, ([0] * (len(self.buckets) + 1), [0.0]))
+        counts[bisect.bisect_left(self.buckets, value)] += 1
+        totals[0] += value
+
+    def render(self) -> list[str]:
+        lines = []
+        for key, (counts, totals) in sorted(self.series.items()):
+            cumulative = 0
+            for bound, count in zip((*self.buckets, math.inf), counts, strict=True):
+                cumulative += count
+                le = 'le="' + _number(bound) + '"'
+                lines.append(f"{self.name}_bucket{_label_text(key, le)} {cumulative}")
+            lines.append(f"{self.name}_sum{_label_text(key)} {_number(totals[0])}")
+            lines.append(f"{self.name}_count{_label_text(key)} {cumulative}")
+        return lines
+
+
+class Metrics:
+    """Every metric the gateway exports; names are part of the public contract."""
+
+    def __init__(self) -> None:
+        self.webhooks_total = Counter(
+            "gateway_webhooks_total", "Webhook and event deliveries by provider and outcome."
+        )
+        self.request_seconds = Histogram(
+            "gateway_request_seconds", "Time to answer an ingestion request."
+        )
+        self.outbox_pending = Gauge(
+            "gateway_outbox_pending", "Recorded events not yet confirmed by JetStream."
+        )
+        self.outbox_lag_seconds = Gauge(
+            "gateway_outbox_lag_seconds", "Age of the oldest event not yet confirmed by JetStream."
+        )
+        self.published_total = Counter(
+            "gateway_published_total", "Events confirmed by JetStream, by path (inline, relay)."
+        )
+        self.retries_total = Counter(
+            "gateway_retries_total", "Retries scheduled by consumers, by subject."
+        )
+        self.dlq_total = Counter(
+            "gateway_dlq_total", "Events parked in the dead-letter table, by stage and error class."
+        )
+        self.dlq_unresolved = Gauge("gateway_dlq_unresolved", "Dead-letter rows not yet resolved.")
+        self.dlq_oldest_unresolved_seconds = Gauge(
+            "gateway_dlq_oldest_unresolved_seconds", "Age of the oldest unresolved dead-letter row."
+        )
+
+    def _all(self) -> list[Counter | Histogram]:
+        return [v for v in vars(self).values() if isinstance(v, Counter | Histogram)]
+
+    def render(self) -> str:
+        """The Prometheus text exposition of every metric."""
+        lines: list[str] = []
+        for metric in self._all():
+            lines.append(f"# HELP {metric.name} {metric.help}")
+            lines.append(f"# TYPE {metric.name} {metric.kind}")
+            lines.extend(metric.render())
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,177 @@
+"""Getting recorded events onto the stream.
+
+`InlinePublisher` publishes rows right after their commit, off the request path, in
+pipelined batches. `OutboxRelay` sweeps for rows whose publish was never confirmed (NATS
+was down, the process died between commit and PubAck) and publishes them again; any
+number of relays can run, each claiming rows with `FOR UPDATE SKIP LOCKED`.
+`published_at` is set only after JetStream's PubAck, so a row is never marked done
+before the stream has it; JetStream's duplicate window absorbs a second publish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+import asyncpg
+
+from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.webhook_store import (
+    StoredEvent,
+    claim_unpublished,
+    count_publish_attempt,
+    mark_published,
+    outbox_stats,
+)
+from gateway.errors import GatewayError
+from gateway.metrics import Metrics
+from gateway.settings import OutboxSettings
+
+log = logging.getLogger("gateway.relay")
+
+
+class InlinePublisher:
+    """Publishes freshly committed rows in the background; the relay covers any it drops."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        broker: JetStreamBroker,
+        settings: OutboxSettings,
+        metrics: Metrics,
+        queue_max: int = 50_000,
+    ) -> None:
+        self._pool = pool
+        self._broker = broker
+        self._settings = settings
+        self._metrics = metrics
+        self._queue: asyncio.Queue[StoredEvent] = asyncio.Queue(maxsize=queue_max)
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, stored: Sequence[StoredEvent]) -> None:
+        """Queue committed rows for publishing; never blocks the request path."""
+        for item in stored:
+            if item.event.subject is None:
+                continue
+            try:
+                self._queue.put_nowait(item)
+            except asyncio.QueueFull:
+                return  # the rows are durable; the relay will publish them
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="inline-publisher")
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self._settings.batch_size and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await publish_and_mark(
+                    self._pool, self._broker, batch, self._settings, self._metrics, path="inline"
+                )
+            except GatewayError as exc:
+                log.warning(
+                    "inline publish not recorded; the relay will retry",
+                    extra={"error": repr(exc), "rows": len(batch)},
+                )
+            except Exception:
+                log.exception("inline publisher failed; the relay will retry")
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Publish what is queued (up to `timeout_s`), then stop."""
+        if self._task is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), timeout_s)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def publish_and_mark(
+    pool: asyncpg.Pool,
+    broker: JetStreamBroker,
+    batch: Sequence[StoredEvent],
+    settings: OutboxSettings,
+    metrics: Metrics,
+    path: str,
+) -> int:
+    """Publish a batch and record the PubAcks; return how many were confirmed."""
+    result = await broker.publish(batch, settings.publish_timeout_s)
+    async with pool.acquire() as conn:
+        await mark_published(conn, result.acked)
+    if result.acked:
+        metrics.published_total.inc(len(result.acked), path=path)
+    return len(result.acked)
+
+
+class OutboxRelay:
+    """Re-publishes rows still unpublished after `relay_after_s`, oldest first."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        broker: JetStreamBroker,
+        settings: OutboxSettings,
+        metrics: Metrics,
+    ) -> None:
+        self._pool = pool
+        self._broker = broker
+        self._settings = settings
+        self._metrics = metrics
+        self._task: asyncio.Task[None] | None = None
+
+    async def sweep(self, older_than_s: float | None = None) -> int:
+        """One pass: claim a batch, publish it, record the acks. Returns rows confirmed."""
+        age_s = self._settings.relay_after_s if older_than_s is None else older_than_s
+        if not self._broker.connected:
+            return 0
+        async with self._pool.acquire() as conn, conn.transaction():
+            batch = await claim_unpublished(conn, age_s, self._settings.batch_size)
+            if not batch:
+                return 0
+            result = await self._broker.publish(batch, self._settings.publish_timeout_s)
+            await mark_published(conn, result.acked)
+            await count_publish_attempt(conn, result.failed)
+        if result.acked:
+            self._metrics.published_total.inc(len(result.acked), path="relay")
+            log.info(
+                "relay published", extra={"rows": len(result.acked), "failed": len(result.failed)}
+            )
+        return len(result.acked)
+
+    async def refresh_metrics(self) -> None:
+        """Update the outbox gauges from the table."""
+        async with self._pool.acquire() as conn:
+            pending, lag_s = await outbox_stats(conn)
+        self._metrics.outbox_pending.set(pending)
+        self._metrics.outbox_lag_seconds.set(lag_s)
+
+    async def run(self) -> None:
+        """Sweep forever: straight away while there is a backlog, else every interval."""
+        while True:
+            published = 0
+            try:
+                published = await self.sweep()
+                await self.refresh_metrics()
+            except GatewayError as exc:
+                log.warning("relay pass failed", extra={"error": repr(exc)})
+            except Exception:
+                log.exception("relay pass failed unexpectedly")
+            if published < self._settings.batch_size:
+                await asyncio.sleep(self._settings.relay_interval_s)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="outbox-relay")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

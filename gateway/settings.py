@@ -1,0 +1,317 @@
+"""Settings: one immutable value, parsed once at start-up, with errors that name the key.
+
+The TOML file holds everything; connection URLs can be overridden by environment
+variables so the same file serves several environments. Secrets may be written inline
+(development) or named by `secret_env` / `token_env` (production).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gateway.core.signatures import check_hmac_params, standard_key
+from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
+from gateway.errors import ConfigError
+
+SCHEME_NAMES = ("stripe", "standard", "github", "shopify", "paddle", "hmac")
+CONFIG_ENV = "GATEWAY_CONFIG"
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """One webhook sender: its name, signature scheme and verification parameters."""
+
+    name: str
+    scheme: str
+    params: SchemeParams
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """One internal publisher: its bearer token and the subjects it may publish to."""
+
+    name: str
+    token: str
+    subjects: tuple[str, ...]
+
+    def __repr__(self) -> str:  # never print the token
+        return f"ServiceSettings(name={self.name!r}, subjects={self.subjects!r})"
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """The receiver's listening address and request limits."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_body_bytes: int = 1_048_576
+    request_timeout_s: float = 10.0
+    retry_after_s: int = 5
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """How accepted events are committed (group commit) and queued."""
+
+    batching: bool = True
+    batch_max_rows: int = 64
+    batch_window_us: int = 1000
+    writers: int = 2
+    queue_max: int = 10_000
+    commit_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class OutboxSettings:
+    """How the relay re-publishes rows whose publish was not confirmed."""
+
+    relay_after_s: float = 5.0
+    relay_interval_s: float = 1.0
+    batch_size: int = 256
+    publish_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class NatsSettings:
+    """The JetStream connection and stream."""
+
+    url: str = "nats://127.0.0.1:4222"
+    stream: str = "WEBHOOKS"
+    duplicate_window_s: int = 120
+    replicas: int = 1
+    request_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The whole configuration, validated."""
+
+    database_url: str
+    nats: NatsSettings
+    redis_url: str
+    http: HttpSettings = field(default_factory=HttpSettings)
+    ingest: IngestSettings = field(default_factory=IngestSettings)
+    outbox: OutboxSettings = field(default_factory=OutboxSettings)
+    providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
+    services: Mapping[str, ServiceSettings] = field(default_factory=dict)
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+# --- reading helpers: each names the key it complains about ---------------------------
+
+
+def _table(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}{key}", "must be a table")
+    return value
+
+
+def _get(data: Mapping[str, Any], key: str, path: str, kind: type, default: Any) -> Any:
+    if key not in data:
+        return default
+    value = data[key]
+    # bool is an int in Python; a `true` where a number belongs is still a mistake.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{path}{key}", f"must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _positive(value: float, key: str) -> None:
+    if value <= 0:
+        raise ConfigError(key, f"must be positive, got {value!r}")
+
+
+def _url(
+    data: Mapping[str, Any], section: str, env: str, default: str, schemes: tuple[str, ...]
+) -> str:
+    url = os.environ.get(env) or _get(_table(data, section, ""), "url", f"{section}.", str, default)
+    if url.split("://", 1)[0] not in schemes or "://" not in url:
+        where = env if os.environ.get(env) else f"{section}.url"
+        raise ConfigError(where, f"must be a {'/'.join(schemes)} URL, got {url!r}")
+    return str(url)
+
+
+def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> tuple[str, ...]:
+    secrets: list[str] = []
+    if "secrets" in data:
+        raw = data["secrets"]
+        if not isinstance(raw, list) or not all(isinstance(s, str) and s for s in raw):
+            raise ConfigError(f"{path}secrets", "must be a list of non-empty strings")
+        secrets.extend(raw)
+    if "secret_env" in data:
+        name = data["secret_env"]
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{path}secret_env", "must name an environment variable")
+        value = env.get(name)
+        if not value:
+            raise ConfigError(f"{path}secret_env", f"environment variable {name} is not set")
+        # One variable may carry several secrets during a rotation, separated by spaces.
+        secrets.extend(value.split())
+    if not secrets:
+        raise ConfigError(f"{path}secrets", "is required (or secret_env)")
+    return tuple(secrets)
+
+
+def _field_ref(data: Mapping[str, Any], key: str, path: str) -> FieldRef | None:
+    text = _get(data, key, path, str, None)
+    if text is None:
+        return None
+    try:
+        return FieldRef.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}{key}", str(exc)) from None
+
+
+def _provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ProviderSettings:
+    path = f"providers.{name}."
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"providers.{name}", "name must be letters, digits, '-' or '_'")
+    scheme = _get(data, "scheme", path, str, None)
+    if scheme is None:
+        raise ConfigError(f"{path}scheme", f"is required (one of {', '.join(SCHEME_NAMES)})")
+    if scheme not in SCHEME_NAMES:
+        raise ConfigError(
+            f"{path}scheme", f"unknown scheme {scheme!r} (one of {', '.join(SCHEME_NAMES)})"
+        )
+    secrets = _secret_list(data, path, env)
+    tolerance_s = _get(data, "tolerance_s", path, int, 300)
+    _positive(tolerance_s, f"{path}tolerance_s")
+    encoding_text = _get(data, "encoding", path, str, "hex")
+    try:
+        encoding = Encoding(encoding_text)
+    except ValueError:
+        raise ConfigError(f"{path}encoding", "must be 'hex' or 'base64'") from None
+    params = SchemeParams(
+        secrets=secrets,
+        tolerance_s=tolerance_s,
+        header=_get(data, "header", path, str, "").lower(),
+        encoding=encoding,
+        prefix=_get(data, "prefix", path, str, ""),
+        timestamp_header=_get(data, "timestamp_header", path, str, "").lower(),
+        event_id_from=_field_ref(data, "event_id_from", path),
+        event_type_from=_field_ref(data, "event_type_from", path),
+    )
+    if scheme == "hmac":
+        for key, value in (
+            ("header", params.header),
+            ("event_id_from", params.event_id_from),
+            ("event_type_from", params.event_type_from),
+        ):
+            if not value:
+                raise ConfigError(f"{path}{key}", "is required for scheme 'hmac'")
+        try:
+            check_hmac_params(params)
+        except ValueError as exc:
+            raise ConfigError(f"{path}prefix", str(exc)) from None
+    if scheme == "standard":
+        for secret in secrets:
+            try:
+                standard_key(secret)
+            except ValueError:
+                raise ConfigError(f"{path}secrets", "must be 'whsec_' + base64 key") from None
+    return ProviderSettings(name=name, scheme=scheme, params=params)
+
+
+def _service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ServiceSettings:
+    path = f"services.{name}."
+    token = _get(data, "token", path, str, None)
+    if token is None and "token_env" in data:
+        var = _get(data, "token_env", path, str, "")
+        token = env.get(var)
+        if not token:
+            raise ConfigError(f"{path}token_env", f"environment variable {var} is not set")
+    if not token:
+        raise ConfigError(f"{path}token", "is required (or token_env)")
+    subjects = data.get("subjects")
+    if (
+        not isinstance(subjects, list)
+        or not subjects
+        or not all(isinstance(s, str) for s in subjects)
+    ):
+        raise ConfigError(f"{path}subjects", "must be a non-empty list of subject patterns")
+    return ServiceSettings(name=name, token=token, subjects=tuple(subjects))
+
+
+# Settings where zero is meaningful (turns a wait off) rather than a mistake.
+_ZERO_ALLOWED = frozenset({"batch_window_us", "relay_after_s"})
+
+
+def _section(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...] = ()) -> Any:
+    """Read one table into its settings class, rejecting unknown keys and bad values."""
+    table = _table(data, section, "")
+    defaults = cls()
+    values: dict[str, Any] = {}
+    for key in table:
+        if not hasattr(defaults, key) and key not in skip:
+            raise ConfigError(f"{section}.{key}", "unknown setting")
+    for name, default in vars(defaults).items():
+        if name in skip:
+            continue
+        kind = type(default)
+        value = _get(table, name, f"{section}.", kind, default)
+        if kind in (int, float) and not (name in _ZERO_ALLOWED and value == 0):
+            _positive(value, f"{section}.{name}")
+        values[name] = value
+    return cls(**values)
+
+
+def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
+    """Validate a parsed TOML document; raise `ConfigError` naming the first bad key."""
+    env = os.environ if env is None else env
+    nats_url = _url(data, "nats", "GATEWAY_NATS_URL", NatsSettings.url, ("nats", "tls"))
+    nats = replace(_section(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
+    http = _section(HttpSettings, data, "http")
+    if http.port >= 65536:
+        raise ConfigError("http.port", f"must be a TCP port, got {http.port}")
+    providers = {n: _provider(n, t, env) for n, t in _table(data, "providers", "").items()}
+    services = {n: _service(n, t, env) for n, t in _table(data, "services", "").items()}
+    return Settings(
+        database_url=_url(
+            data,
+            "database",
+            "GATEWAY_DATABASE_URL",
+            "postgresql://127.0.0.1:5432/test",
+            ("postgresql", "postgres"),
+        ),
+        nats=nats,
+        redis_url=_url(
+            data,
+            "redis",
+            "GATEWAY_REDIS_URL",
+            "redis://127.0.0.1:6379/0",
+            ("redis", "rediss", "unix"),
+        ),
+        http=http,
+        ingest=_section(IngestSettings, data, "ingest"),
+        outbox=_section(OutboxSettings, data, "outbox"),
+        providers=providers,
+        services=services,
+        raw=data,
+    )
+
+
+def load(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Settings:
+    """Read and validate the TOML file at `path` (or `$GATEWAY_CONFIG`)."""
+    env = os.environ if env is None else env
+    path = path or env.get(CONFIG_ENV)
+    if not path:
+        raise ConfigError("--config", f"no config file given (use --config PATH or {CONFIG_ENV})")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("--config", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("--config", f"{path} is not valid TOML: {exc}") from None
+    return parse(data, env)

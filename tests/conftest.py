@@ -1,0 +1,75 @@
+"""Shared fixtures: a migrated database per test, private NATS servers, Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.adapters.postgres import migrate
+from tests.support.services import (
+    REDIS_URL,
+    NatsServer,
+    create_database,
+    drop_database,
+    unique_name,
+)
+
+
+@pytest.fixture(scope="session")
+def template_db() -> Iterator[str]:
+    """A database with every migration applied, cloned for each test (fast)."""
+    name = unique_name("gw_tmpl")
+
+    async def setup() -> None:
+        dsn = await create_database(name)
+        await migrate(dsn)
+
+    asyncio.run(setup())
+    yield name
+    asyncio.run(drop_database(name))
+
+
+@pytest.fixture
+async def database_url(template_db: str) -> AsyncIterator[str]:
+    """The DSN of a fresh, migrated database of this test's own."""
+    name = unique_name("gw_test")
+    dsn = await create_database(name, template=template_db)
+    yield dsn
+    await drop_database(name)
+
+
+@pytest.fixture
+async def empty_database_url() -> AsyncIterator[str]:
+    """The DSN of a fresh database with no migrations applied."""
+    name = unique_name("gw_empty")
+    dsn = await create_database(name)
+    yield dsn
+    await drop_database(name)
+
+
+@pytest.fixture
+def nats_server() -> Iterator[NatsServer]:
+    """A private nats-server with JetStream (file storage, fsync always)."""
+    server = NatsServer()
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def nats_url(nats_server: NatsServer) -> str:
+    return nats_server.url
+
+
+@pytest.fixture
+async def redis_url() -> AsyncIterator[str]:
+    """The shared Redis; each test uses keys under its own prefix or flushes what it set."""
+    client = aioredis.from_url(REDIS_URL)
+    try:
+        await client.ping()
+    finally:
+        await client.aclose()
+    yield REDIS_URL
