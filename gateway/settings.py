@@ -130,12 +130,20 @@ def _positive(value: float, key: str) -> None:
 
 
 def _url(
-    data: Mapping[str, Any], section: str, env: str, default: str, schemes: tuple[str, ...]
+    data: Mapping[str, Any],
+    env: Mapping[str, str],
+    section: str,
+    default: str,
+    schemes: tuple[str, ...],
 ) -> str:
-    url = os.environ.get(env) or _get(_table(data, section, ""), "url", f"{section}.", str, default)
+    """`{section}.url`, unless `GATEWAY_{SECTION}_URL` overrides it."""
+    var = f"GATEWAY_{section.upper()}_URL"
+    url = env.get(var) or _get(_table(data, section, ""), "url", f"{section}.", str, default)
     if url.split("://", 1)[0] not in schemes or "://" not in url:
-        where = env if os.environ.get(env) else f"{section}.url"
-        raise ConfigError(where, f"must be a {'/'.join(schemes)} URL, got {url!r}")
+        # Name the key that held the bad value; never echo it, a URL may carry a password.
+        raise ConfigError(
+            var if env.get(var) else f"{section}.url", f"must be a {'/'.join(schemes)}:// URL"
+        )
     return str(url)
 
 
@@ -266,7 +274,7 @@ def _section(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, 
 def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
     """Validate a parsed TOML document; raise `ConfigError` naming the first bad key."""
     env = os.environ if env is None else env
-    nats_url = _url(data, "nats", "GATEWAY_NATS_URL", NatsSettings.url, ("nats", "tls"))
+    nats_url = _url(data, env, "nats", NatsSettings.url, ("nats", "tls"))
     nats = replace(_section(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
     http = _section(HttpSettings, data, "http")
     if http.port >= 65536:
@@ -276,16 +284,16 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     return Settings(
         database_url=_url(
             data,
+            env,
             "database",
-            "GATEWAY_DATABASE_URL",
             "postgresql://127.0.0.1:5432/test",
             ("postgresql", "postgres"),
         ),
         nats=nats,
         redis_url=_url(
             data,
+            env,
             "redis",
-            "GATEWAY_REDIS_URL",
             "redis://127.0.0.1:6379/0",
             ("redis", "rediss", "unix"),
         ),

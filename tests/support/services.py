@@ -137,3 +137,28 @@ async def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.0
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout_s} s (last value {value!r})")
         await asyncio.sleep(interval_s)
+
+
+async def stream_messages(
+    nats_url: str, stream: str = "WEBHOOKS"
+) -> list[tuple[str, dict[str, str], bytes]]:
+    """Every message in the stream as (subject, headers, data), read from JetStream."""
+    import nats
+    import nats.errors
+
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(stream)
+        found: list[tuple[str, dict[str, str], bytes]] = []
+        if info.state.messages == 0:
+            return found
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            try:
+                msg = await js.get_msg(stream, seq)
+            except nats.js.errors.NotFoundError:
+                continue
+            found.append((msg.subject, dict(msg.headers or {}), msg.data or b""))
+        return found
+    finally:
+        await nc.close()

@@ -1,0 +1,1 @@
+"""Fault injection and the loss/duplicate audit."""

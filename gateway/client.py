@@ -1,0 +1,127 @@
+"""`Publisher`: the async client internal services use to publish events through the
+gateway (`POST /v1/events`), retrying what is safe to retry.
+
+Every publish carries an idempotency key, so a retry after a lost answer is recorded once
+and answered `duplicate`: retrying is always safe, and the client retries timeouts,
+connection errors, 503 and 5xx with capped, jittered backoff. 4xx answers are the
+caller's to fix and raise at once.
+
+    async with Publisher("http://gateway:8080", token=os.environ["BILLING_TOKEN"]) as pub:
+        await pub.publish("payment.captured", {"settlement_id": "s_1", ...}, key="s_1")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from gateway.errors import GatewayError
+
+
+class PublishRejected(GatewayError):
+    """The gateway refused the event (4xx); retrying will not help."""
+
+    error_class = "PUBLISH_REJECTED"
+
+    def __init__(self, status_code: int, detail: str) -> None:
+        super().__init__(f"{status_code}: {detail}")
+        self.status_code = status_code
+
+
+class PublishUnavailable(GatewayError):
+    """The gateway could not record the event after every retry."""
+
+    error_class = "PUBLISH_UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """The gateway's answer: `accepted` the first time, `duplicate` after that."""
+
+    status: str
+    event_id: str
+
+
+def backoff_s(attempt: int, base_s: float, cap_s: float, rand: Callable[[], float]) -> float:
+    """Full-jitter exponential backoff: uniform in [0, min(cap, base * 2**attempt)]."""
+    return rand() * min(cap_s, base_s * 2.0**attempt)
+
+
+class Publisher:
+    """Publishes events to the gateway with retries; use as an async context manager."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        attempts: int = 6,
+        timeout_s: float = 10.0,
+        base_delay_s: float = 0.2,
+        max_delay_s: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self._client = httpx.AsyncClient(
+            base_url=base_url,
+            timeout=timeout_s,
+            transport=transport,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        self._attempts = attempts
+        self._base_delay_s = base_delay_s
+        self._max_delay_s = max_delay_s
+
+    async def __aenter__(self) -> Publisher:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def publish(
+        self, event_type: str, data: Mapping[str, Any], *, key: str | None = None
+    ) -> PublishResult:
+        """Publish `{"type": event_type, "data": data}`; `key` defaults to a new UUID.
+
+        Pass a key derived from your own record (a payment id) so that a retry after a
+        crash on your side is recognised as the same event.
+        """
+        key = key or str(uuid.uuid4())
+        body = {"type": event_type, "data": dict(data)}
+        last_problem = "no attempt made"
+        for attempt in range(self._attempts):
+            if attempt:
+                await asyncio.sleep(
+                    backoff_s(attempt, self._base_delay_s, self._max_delay_s, random.random)
+                )
+            try:
+                response = await self._client.post(
+                    "/v1/events", json=body, headers={"Idempotency-Key": key}
+                )
+            except httpx.TransportError as exc:
+                last_problem = type(exc).__name__
+                continue
+            if response.status_code == 200:
+                doc = response.json()
+                return PublishResult(status=doc["status"], event_id=doc["event_id"])
+            if response.status_code in (408, 429) or response.status_code >= 500:
+                last_problem = f"HTTP {response.status_code}"
+                continue
+            raise PublishRejected(response.status_code, response.text)
+        raise PublishUnavailable(f"gave up after {self._attempts} attempts: {last_problem}")

@@ -1,0 +1,128 @@
+"""The `gateway` command as a user runs it: real processes, real TCP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.support.gateway import SECRETS
+from tests.support.services import free_port, stream_messages, wait_for_port
+
+GATEWAY = str(Path(sys.executable).parent / "gateway")
+
+
+def write_config(path: Path, database_url: str, nats_url: str, port: int) -> Path:
+    path.write_text(
+        f"""
+[database]
+url = "{database_url}"
+[nats]
+url = "{nats_url}"
+[http]
+host = "127.0.0.1"
+port = {port}
+
+[providers.stripe]
+scheme = "stripe"
+secrets = ["{SECRETS["stripe"]}"]
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    return subprocess.run(
+        [GATEWAY, *args], capture_output=True, text=True, timeout=60, env={**clean, **(env or {})}
+    )
+
+
+def test_help_on_every_level():
+    assert "serve" in run("--help").stdout
+    for command in ("serve", "migrate", "relay", "sign"):
+        result = run(command, "--help")
+        assert result.returncode == 0
+        assert "usage: gateway" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "key"),
+    [
+        ('[providers.x]\nscheme = "nope"\nsecrets = ["s"]\n', "providers.x.scheme"),
+        ('[http]\nport = "eighty"\n', "http.port"),
+        ("[database\n", "--config"),
+    ],
+)
+def test_bad_config_stops_with_one_line_naming_the_key(tmp_path, content, key):
+    path = tmp_path / "gateway.toml"
+    path.write_text(content, encoding="utf-8")
+    result = run("migrate", "--config", str(path))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"gateway: config error: {key}:")
+
+
+def test_serve_sign_send_and_graceful_stop(tmp_path, empty_database_url, nats_url):
+    """migrate → serve → `gateway sign --send` → SIGTERM: the README's path, for real."""
+    port = free_port()
+    cfg = write_config(tmp_path / "gateway.toml", empty_database_url, nats_url, port)
+    migrated = run("migrate", "--config", str(cfg))
+    assert migrated.returncode == 0, migrated.stderr
+    assert "001_ingest.sql" in migrated.stdout
+    assert "applied 0 migration(s)" in run("migrate", "--config", str(cfg)).stdout
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    server = subprocess.Popen(
+        [GATEWAY, "serve", "--config", str(cfg)],
+        env=clean,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_port(port, timeout_s=20)
+        body = tmp_path / "event.json"
+        body.write_bytes(b'{"id": "evt_cli_1", "type": "payment_intent.succeeded", "data": {}}')
+        url = f"http://127.0.0.1:{port}/webhooks/stripe"
+        sent = run(
+            "sign", "stripe", "--secret", SECRETS["stripe"], "--body", str(body), "--send", url
+        )
+        assert sent.returncode == 0, sent.stdout + sent.stderr
+        assert sent.stdout.startswith('200 {"status":"accepted","event_id":"evt_cli_1"}')
+
+        printed = run("sign", "stripe", "--secret", SECRETS["stripe"], "--body", str(body))
+        name, _, value = printed.stdout.strip().partition(": ")
+        again = httpx.post(url, content=body.read_bytes(), headers={name: value})
+        assert again.json() == {"status": "duplicate", "event_id": "evt_cli_1"}
+
+        wrong = run("sign", "stripe", "--secret", "whsec_wrong", "--body", str(body), "--send", url)
+        assert wrong.returncode == 1
+        assert wrong.stdout.startswith("401 ")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=30)
+    # uvicorn re-raises the signal once shut down, as a process killed by it would exit.
+    assert server.returncode in (0, -signal.SIGTERM), stderr
+    assert "gateway stopped" in stderr
+    # Logs are JSON lines and never carry the secret.
+    assert SECRETS["stripe"] not in stderr
+    for line in stderr.strip().splitlines():
+        orjson.loads(line)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        messages = asyncio.run(stream_messages(nats_url))
+        if messages:
+            break
+        time.sleep(0.2)
+    assert [m[1]["Nats-Msg-Id"] for m in messages] == ["stripe:evt_cli_1"]

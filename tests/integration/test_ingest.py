@@ -1,0 +1,245 @@
+"""Provider webhooks end to end: real HTTP, real PostgreSQL, real JetStream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import asyncpg
+import orjson
+import pytest
+
+from tests.support.deliveries import deliver
+from tests.support.gateway import ROTATED, config, running_server
+from tests.support.services import stream_messages, wait_until
+
+SCHEMES = ["stripe", "standard", "github", "shopify", "paddle", "hmac"]
+TIMESTAMPED = ["stripe", "standard", "paddle", "hmac"]
+
+
+async def rows(dsn: str, sql: str, *args: object) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
+
+
+async def all_published(dsn: str) -> bool:
+    pending = await rows(
+        dsn, "SELECT 1 FROM processed_webhooks WHERE published_at IS NULL AND subject IS NOT NULL"
+    )
+    return not pending
+
+
+@pytest.fixture
+async def server(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+    async with running_server(config(database_url, nats_url)) as srv:
+        yield srv
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+async def test_valid_delivery_is_recorded_published_and_deduplicated(
+    server, database_url, nats_url, scheme
+):
+    """A genuine event is accepted once, stored byte for byte, and reaches the stream once."""
+    d = deliver(scheme, f"evt_{scheme}_1", "payment.succeeded")
+    first = await server.client.post(d.path, content=d.body, headers=d.headers)
+    again = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert first.status_code == 200, first.text
+    assert first.json() == {"status": "accepted", "event_id": d.event_id}
+    assert again.status_code == 200
+    assert again.json() == {"status": "duplicate", "event_id": d.event_id}
+
+    stored = await rows(database_url, "SELECT * FROM processed_webhooks")
+    assert len(stored) == 1
+    assert bytes(stored[0]["body"]) == d.body
+    assert stored[0]["subject"] == f"webhooks.{scheme}.payment.succeeded"
+    await wait_until(lambda: all_published(database_url))
+    messages = await stream_messages(nats_url)
+    assert [(m[0], m[1]["Nats-Msg-Id"], m[2]) for m in messages] == [
+        (f"webhooks.{scheme}.payment.succeeded", f"{scheme}:{d.event_id}", d.body)
+    ]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+async def test_rotated_secret_is_accepted(server, scheme):
+    """During a rotation the older secret still verifies."""
+    d = deliver(scheme, f"evt_rot_{scheme}", secret=ROTATED[scheme])
+    response = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "accepted"
+
+
+def _tampered(scheme: str):  # type: ignore[no-untyped-def]
+    d = deliver(scheme, f"evt_t_{scheme}")
+    d.body = d.body.replace(b"1200", b"9200")
+    return d
+
+
+def _wrong_secret(scheme: str):  # type: ignore[no-untyped-def]
+    secret = (
+        "whsec_" + "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXk=" if scheme == "standard" else "nope"
+    )
+    return deliver(scheme, f"evt_w_{scheme}", secret=secret)
+
+
+def _missing_headers(scheme: str):  # type: ignore[no-untyped-def]
+    d = deliver(scheme, f"evt_m_{scheme}")
+    d.headers = {"Content-Type": "application/json"}
+    return d
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize(
+    "make",
+    [_tampered, _wrong_secret, _missing_headers],
+    ids=["tampered-body", "wrong-secret", "missing-headers"],
+)
+async def test_untrusted_delivery_gets_401_and_nothing_is_stored(
+    server, database_url, scheme, make, caplog
+):
+    """Anything whose signature does not check out is refused and leaves no trace."""
+    d = make(scheme)
+    response = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert response.status_code == 401, response.text
+    assert await rows(database_url, "SELECT 1 FROM processed_webhooks") == []
+    logged = caplog.text
+    assert d.body.decode() not in logged
+    for secret in ("whsec_test_stripe_secret", "gh-test-secret", "generic-test-secret"):
+        assert secret not in logged
+
+
+@pytest.mark.parametrize("scheme", TIMESTAMPED)
+@pytest.mark.parametrize("offset_s", [-301, 301, -3600], ids=["stale", "future", "an-hour-old"])
+async def test_timestamp_outside_window_gets_401(server, database_url, scheme, offset_s):
+    """A replayed (old) or forged-future timestamp is refused even with a valid HMAC."""
+    d = deliver(scheme, f"evt_ts_{scheme}", now_s=int(time.time()) + offset_s)
+    response = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert response.status_code == 401
+    assert response.json()["error"] == "timestamp_out_of_window"
+    assert await rows(database_url, "SELECT 1 FROM processed_webhooks") == []
+
+
+async def test_unknown_provider_is_404(server):
+    d = deliver("stripe", "evt_x")
+    response = await server.client.post("/webhooks/nobody", content=d.body, headers=d.headers)
+    assert response.status_code == 404
+
+
+async def test_oversize_body_is_413_declared_or_streamed(server, database_url):
+    """The limit holds whether the size is declared up front or only seen while reading."""
+    big = b'{"id": "evt_big", "type": "x", "pad": "' + b"a" * 70_000 + b'"}'
+    d = deliver("stripe", "evt_big", body=big)
+    declared = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert declared.status_code == 413
+
+    async def chunks():  # type: ignore[no-untyped-def]
+        for i in range(0, len(big), 8192):
+            yield big[i : i + 8192]
+
+    streamed = await server.client.post(d.path, content=chunks(), headers=d.headers)
+    assert streamed.status_code == 413
+    assert await rows(database_url, "SELECT 1 FROM processed_webhooks") == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"type": "payment.succeeded"}', b"not json at all", b"[1, 2]"],
+    ids=["no-id-field", "not-json", "json-array"],
+)
+async def test_event_id_not_findable_is_400(server, database_url, body):
+    """Stripe carries the id in the body: without one there is nothing to deduplicate on."""
+    d = deliver("stripe", "unused", body=body)
+    response = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert response.status_code == 400
+    assert await rows(database_url, "SELECT 1 FROM processed_webhooks") == []
+
+
+@pytest.mark.parametrize(
+    ("scheme", "body", "event_type", "error_class"),
+    [
+        ("github", b"<xml>not json</xml>", "push", "PAYLOAD_NOT_JSON"),
+        ("shopify", b'{"id": 1}', None, "EVENT_TYPE_MISSING"),
+        ("stripe", b'{"id": "evt_nt", "data": {}}', None, "EVENT_TYPE_MISSING"),
+    ],
+    ids=["github-body-not-json", "shopify-no-topic", "stripe-no-type"],
+)
+async def test_verified_but_invalid_event_is_accepted_and_parked(
+    server, database_url, nats_url, scheme, body, event_type, error_class
+):
+    """The provider's data is never dropped: it is recorded and parked in the DLQ."""
+    d = deliver(scheme, "evt_invalid_1", event_type, body=body)
+    response = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "accepted"
+    again = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert again.json()["status"] == "duplicate"
+
+    dlq = await rows(database_url, "SELECT * FROM dlq_webhooks")
+    assert len(dlq) == 1
+    assert dlq[0]["stage"] == "ingest"
+    assert dlq[0]["error_class"] == error_class
+    assert bytes(dlq[0]["payload"]) == body
+    stored = await rows(database_url, "SELECT id, subject FROM processed_webhooks")
+    assert dlq[0]["webhook_id"] == stored[0]["id"]
+    assert stored[0]["subject"] is None
+    await asyncio.sleep(1.0)  # longer than relay_after_s: the relay must leave it alone
+    assert await stream_messages(nats_url) == []
+
+
+async def test_hundred_concurrent_deliveries_of_one_event(server, database_url, nats_url):
+    """Exactly one row, one accepted, 99 duplicates, one message on the stream."""
+    d = deliver("stripe", "evt_concurrent")
+    responses = await asyncio.gather(
+        *(server.client.post(d.path, content=d.body, headers=d.headers) for _ in range(100))
+    )
+    statuses = sorted(r.json()["status"] for r in responses)
+    assert [r.status_code for r in responses] == [200] * 100
+    assert statuses.count("accepted") == 1
+    assert statuses.count("duplicate") == 99
+    assert len(await rows(database_url, "SELECT 1 FROM processed_webhooks")) == 1
+    await wait_until(lambda: all_published(database_url))
+    await asyncio.sleep(0.5)
+    assert len(await stream_messages(nats_url)) == 1
+
+
+async def test_many_distinct_events_concurrently_each_recorded_once(server, database_url, nats_url):
+    """A burst of distinct events (several groups committed together) loses nothing."""
+    deliveries = [deliver("standard", f"msg_burst_{i}") for i in range(300)]
+    responses = await asyncio.gather(
+        *(server.client.post(d.path, content=d.body, headers=d.headers) for d in deliveries)
+    )
+    assert {r.json()["status"] for r in responses} == {"accepted"}
+    assert len(await rows(database_url, "SELECT 1 FROM processed_webhooks")) == 300
+    await wait_until(lambda: all_published(database_url))
+    ids = sorted(m[1]["Nats-Msg-Id"] for m in await stream_messages(nats_url))
+    assert ids == sorted(f"standard:{d.event_id}" for d in deliveries)
+
+
+async def test_metrics_and_health(server):
+    d = deliver("github", "gh-delivery-1", "push")
+    await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert (await server.client.get("/healthz")).status_code == 200
+    ready = await server.client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ready", "database": True, "nats": True}
+    text = (await server.client.get("/metrics")).text
+    assert 'gateway_webhooks_total{outcome="accepted",provider="github"} 1' in text
+    for name in (
+        "gateway_request_seconds_bucket",
+        "gateway_outbox_pending",
+        "gateway_outbox_lag_seconds",
+    ):
+        assert name in text
+
+
+async def test_body_stored_byte_for_byte_with_headers(server, database_url):
+    """Whitespace, key order and unicode survive: signatures can be re-checked later."""
+    body = '{ "type":"payment.succeeded",\n  "id" : "evt_raw", "note": "café ✓" }'.encode()
+    d = deliver("stripe", "evt_raw", body=body)
+    response = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert response.json()["status"] == "accepted"
+    row = (await rows(database_url, "SELECT body, headers FROM processed_webhooks"))[0]
+    assert bytes(row["body"]) == body
+    assert orjson.loads(row["headers"])["stripe-signature"] == d.headers["Stripe-Signature"]

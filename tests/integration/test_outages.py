@@ -1,0 +1,194 @@
+"""Outages and concurrency: NATS down, PostgreSQL unreachable, several relays, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from chaos.proxy import FaultProxy
+from gateway import settings as settings_mod
+from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.postgres import migrate, open_pool
+from gateway.adapters.webhook_store import insert_events
+from gateway.compose import running_gateway
+from gateway.core.model import webhook_event
+from gateway.core.signatures.base import FieldRef
+from gateway.metrics import Metrics
+from gateway.relay import OutboxRelay
+from tests.support.deliveries import deliver
+from tests.support.gateway import config, running_server
+from tests.support.services import NatsServer, stream_messages, wait_until
+
+
+async def count(dsn: str, sql: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return int(await conn.fetchval(sql))
+    finally:
+        await conn.close()
+
+
+async def test_nats_down_acceptance_continues_and_every_event_reaches_stream_once(
+    database_url, nats_server: NatsServer
+):
+    """With NATS stopped, webhooks are still accepted; when it returns, the outbox drains."""
+    async with running_server(config(database_url, nats_server.url)) as server:
+        before = [deliver("stripe", f"evt_before_{i}") for i in range(5)]
+        for d in before:
+            assert (
+                await server.client.post(d.path, content=d.body, headers=d.headers)
+            ).status_code == 200
+        await wait_until(
+            lambda: count(
+                database_url,
+                "SELECT count(*) = 5 FROM processed_webhooks WHERE published_at IS NOT NULL",
+            )
+        )
+        nats_server.stop()
+        during = [deliver("stripe", f"evt_during_{i}") for i in range(40)]
+        answers = await asyncio.gather(
+            *(server.client.post(d.path, content=d.body, headers=d.headers) for d in during)
+        )
+        assert {a.status_code for a in answers} == {200}
+        assert {a.json()["status"] for a in answers} == {"accepted"}
+        assert (
+            await count(
+                database_url, "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL"
+            )
+            == 40
+        )
+        ready = await server.client.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["nats"] is False
+
+        nats_server.start()  # same port, same store: the stream and its messages survive
+        await wait_until(
+            lambda: count(
+                database_url,
+                "SELECT count(*) = 0 FROM processed_webhooks WHERE published_at IS NULL",
+            ),
+            timeout_s=30,
+        )
+    messages = await stream_messages(nats_server.url)
+    ids = sorted(m[1]["Nats-Msg-Id"] for m in messages)
+    assert ids == sorted(f"stripe:{d.event_id}" for d in before + during)
+
+
+async def test_database_unreachable_gives_503_and_nothing_half_written(database_url, nats_url):
+    """No 2xx without a committed row; the gateway recovers by itself afterwards."""
+    proxy = FaultProxy("127.0.0.1", 5432)
+    await proxy.start()
+    proxied = database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.listen_port}")
+    doc = config(proxied, nats_url, ingest={"commit_timeout_s": 2.0})
+    try:
+        async with running_server(doc) as server:
+            ok = deliver("stripe", "evt_ok_before")
+            assert (
+                await server.client.post(ok.path, content=ok.body, headers=ok.headers)
+            ).status_code == 200
+
+            await proxy.set_enabled(False)
+            down = [deliver("stripe", f"evt_down_{i}") for i in range(10)]
+            answers = await asyncio.gather(
+                *(server.client.post(d.path, content=d.body, headers=d.headers) for d in down)
+            )
+            assert {a.status_code for a in answers} == {503}
+            assert all(a.headers["Retry-After"].isdigit() for a in answers)
+            assert (await server.client.get("/readyz")).json()["database"] is False
+
+            await proxy.set_enabled(True)
+            retried = await asyncio.gather(
+                *(server.client.post(d.path, content=d.body, headers=d.headers) for d in down)
+            )
+            assert {a.status_code for a in retried} == {200}
+    finally:
+        await proxy.close()
+    # Every event that got a 2xx has exactly one row; nothing else was written.
+    assert await count(database_url, "SELECT count(*) FROM processed_webhooks") == 11
+    assert await count(database_url, "SELECT count(*) FROM dlq_webhooks") == 0
+
+
+async def test_relays_share_the_backlog_without_publishing_a_row_twice(database_url, nats_url):
+    """Rows committed while no publisher ran are each published by exactly one relay."""
+    ref_id, ref_type = FieldRef("json", "id"), FieldRef("json", "type")
+    events = []
+    for i in range(600):
+        d = deliver("stripe", f"evt_backlog_{i}")
+        events.append(webhook_event("stripe", ref_id, ref_type, {}, d.body, datetime.now(UTC)))
+    settings = settings_mod.parse(config(database_url, nats_url), env={})
+    outbox = settings.outbox
+    metrics = [Metrics(), Metrics(), Metrics()]
+    async with open_pool(database_url) as pool:
+        async with pool.acquire() as conn:
+            await insert_events(conn, events)
+        brokers = [JetStreamBroker(settings.nats) for _ in metrics]
+        for broker in brokers:
+            await broker.start()
+        relays = [OutboxRelay(pool, b, outbox, m) for b, m in zip(brokers, metrics, strict=True)]
+
+        async def drain(relay: OutboxRelay) -> None:
+            while await relay.sweep(older_than_s=0):
+                pass
+
+        await asyncio.gather(*(drain(r) for r in relays))
+        for broker in brokers:
+            await broker.close()
+    per_relay = [int(m.published_total.get(path="relay")) for m in metrics]
+    assert sum(per_relay) == 600, per_relay  # each row confirmed once, by one relay
+    assert (
+        await count(
+            database_url, "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL"
+        )
+        == 0
+    )
+    assert len(await stream_messages(nats_url)) == 600
+
+
+async def test_graceful_shutdown_publishes_what_was_accepted(database_url, nats_url):
+    """Stopping the gateway flushes the publisher: nothing accepted waits for a restart."""
+    settings = settings_mod.parse(config(database_url, nats_url), env={})
+    async with running_gateway(settings, with_relay=False) as gw:
+        for i in range(50):
+            d = deliver("paddle", f"evt_shutdown_{i}")
+            event = webhook_event(
+                "paddle",
+                FieldRef("json", "event_id"),
+                FieldRef("json", "event_type"),
+                {},
+                d.body,
+                datetime.now(UTC),
+            )
+            await gw.inbox.accept(event)
+    assert (
+        await count(
+            database_url, "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL"
+        )
+        == 0
+    )
+    assert len(await stream_messages(nats_url)) == 50
+
+
+async def test_migrations_apply_once_from_several_processes(empty_database_url):
+    results = await asyncio.gather(*(migrate(empty_database_url) for _ in range(4)))
+    applied = sorted(name for names in results for name in names)
+    assert applied == sorted({name for names in results for name in names})  # no repeats
+    assert await count(empty_database_url, "SELECT count(*) FROM schema_migrations") == len(applied)
+    assert await migrate(empty_database_url) == []
+
+
+@pytest.mark.parametrize("batching", [True, False], ids=["group-commit", "one-commit-per-request"])
+async def test_both_commit_modes_give_the_same_answers(database_url, nats_url, batching):
+    async with running_server(
+        config(database_url, nats_url, ingest={"batching": batching})
+    ) as server:
+        ds = [deliver("shopify", f"shop-{i % 20}", "orders/create") for i in range(60)]
+        answers = await asyncio.gather(
+            *(server.client.post(d.path, content=d.body, headers=d.headers) for d in ds)
+        )
+    statuses = [a.json()["status"] for a in answers]
+    assert statuses.count("accepted") == 20
+    assert statuses.count("duplicate") == 40
+    assert await count(database_url, "SELECT count(*) FROM processed_webhooks") == 20
+    assert await count(database_url, "SELECT count(DISTINCT subject) FROM processed_webhooks") == 1
