@@ -3,7 +3,9 @@
 #   - .venv with the project installed (editable, with dev extras)
 #   - PostgreSQL on 127.0.0.1:5432 with a database "test"
 #   - Redis on 127.0.0.1:6379
-#   - NATS with JetStream on 127.0.0.1:4222 (the venv's nats-server, scripts/nats.conf)
+#   - NATS with JetStream on 127.0.0.1:4223 (the venv's nats-server 2.11+, scripts/nats.conf).
+#     Its own port, not 4222: a system nats-server there (Debian ships 2.9) lacks
+#     sync_interval and multi-subject consumer filters, which the gateway relies on.
 #   - optional tools: wrk, promtool (warnings only)
 #   - a demo gateway.toml (never overwritten)
 #   - database migrations (gateway migrate)
@@ -32,7 +34,7 @@ PG_DB="test"
 REDIS_HOST=127.0.0.1
 REDIS_PORT=6379
 NATS_HOST=127.0.0.1
-NATS_PORT=4222
+NATS_PORT=4223
 NATS_CONF="scripts/nats.conf"
 
 export DEBIAN_FRONTEND=noninteractive
@@ -306,7 +308,7 @@ write_demo_config() {
 [database]
 url = "postgresql://127.0.0.1:5432/test"
 [nats]
-url = "nats://127.0.0.1:4222"
+url = "nats://127.0.0.1:4223"
 [redis]
 url = "redis://127.0.0.1:6379/0"
 [http]

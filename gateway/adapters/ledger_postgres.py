@@ -1,0 +1,267 @@
+"""The embedded ledger: double-entry accounts and transfers in PostgreSQL.
+
+Same semantics and result codes as TigerBeetle (see `core.ledger`), so `make run` can
+settle with no extra server and one contract suite covers both backends. A batch is one
+transaction: its accounts are locked with `SELECT ... FOR UPDATE` in id order (so two
+batches never wait on each other in a cycle), every transfer is checked against the
+locked balances, and the balances are written back before the commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+
+from gateway.adapters.postgres import Conn, Pool, translate_errors
+from gateway.core.ledger import (
+    ID_BURNING_RESULTS,
+    ID_MAX,
+    AccountSpec,
+    Balance,
+    LedgerTotals,
+    LedgerTransfer,
+    TransferResult,
+)
+from gateway.errors import LedgerIdCollision
+
+_INSERT_ACCOUNT = """
+    INSERT INTO ledger_accounts
+        (id, ledger, code, debits_must_not_exceed_credits, credits_must_not_exceed_debits)
+    VALUES ($1, $2, $3, $4, $5)
+    ON CONFLICT (id) DO NOTHING"""
+_SELECT_ACCOUNT = """
+    SELECT id, ledger, code, debits_must_not_exceed_credits, credits_must_not_exceed_debits
+    FROM ledger_accounts WHERE id = $1"""
+_LOCK_ACCOUNTS = """
+    SELECT id, ledger, debits_must_not_exceed_credits, credits_must_not_exceed_debits,
+           debits_posted, credits_posted
+    FROM ledger_accounts WHERE id = ANY($1::numeric[])
+    ORDER BY id FOR UPDATE"""
+_SELECT_TRANSFERS = """
+    SELECT id, debit_account_id, credit_account_id, amount, ledger, code, settlement_id,
+           rate_at_payment
+    FROM ledger_transfers WHERE id = ANY($1::numeric[])"""
+_INSERT_TRANSFER = """
+    INSERT INTO ledger_transfers
+        (id, debit_account_id, credit_account_id, amount, ledger, code, settlement_id,
+         rate_at_payment)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (id) DO NOTHING RETURNING id"""
+_BURN_ID = """
+    INSERT INTO ledger_failed_transfers (id, result) VALUES ($1, $2)
+    ON CONFLICT (id) DO NOTHING RETURNING id"""
+
+
+@dataclass
+class _Account:
+    """A locked account's limits and running totals while a batch is checked."""
+
+    ledger: int
+    debits_limited: bool  # debits_must_not_exceed_credits
+    credits_limited: bool  # credits_must_not_exceed_debits
+    debits_posted: int
+    credits_posted: int
+    touched: bool = False
+
+
+#: What must match for a repost to be `EXISTS` rather than a collision.
+_Fields = tuple[int, int, int, int, int, str, Decimal]
+
+
+def _fields(t: LedgerTransfer) -> _Fields:
+    return (
+        t.debit_account_id,
+        t.credit_account_id,
+        t.amount_minor,
+        t.ledger,
+        int(t.code),
+        t.settlement_id,
+        t.rate_at_payment,
+    )
+
+
+def _row_fields(row: asyncpg.Record) -> _Fields:
+    return (
+        int(row["debit_account_id"]),
+        int(row["credit_account_id"]),
+        int(row["amount"]),
+        int(row["ledger"]),
+        int(row["code"]),
+        str(row["settlement_id"]),
+        Decimal(row["rate_at_payment"]),
+    )
+
+
+class PostgresLedger:
+    """The `Ledger` port on PostgreSQL tables `ledger_accounts` and `ledger_transfers`."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    async def ensure_accounts(self, accounts: Sequence[AccountSpec]) -> None:
+        """Create missing accounts; an existing id with other fields is a collision."""
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                for spec in sorted(accounts, key=lambda a: a.id):
+                    wanted = (
+                        spec.id,
+                        spec.ledger,
+                        int(spec.code),
+                        spec.debits_must_not_exceed_credits,
+                        spec.credits_must_not_exceed_debits,
+                    )
+                    await conn.execute(_INSERT_ACCOUNT, *wanted)
+                    row = await conn.fetchrow(_SELECT_ACCOUNT, spec.id)
+                    # Inserted just now or before: either way it must be this account.
+                    found = None if row is None else tuple(row.values())
+                    if found != wanted:
+                        raise LedgerIdCollision(
+                            f"account {spec.id:#034x} exists with different fields"
+                        )
+
+    async def post(self, transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
+        """Post a batch in one transaction; one result per transfer, in order."""
+        if not transfers:
+            return []
+        with translate_errors():
+            async with self._pool.acquire() as conn, conn.transaction():
+                return await _post(conn, transfers)
+
+    async def balance(self, account_id: int) -> Balance | None:
+        """The account's posted totals, or None if it does not exist."""
+        with translate_errors():
+            row = await self._pool.fetchrow(
+                "SELECT id, debits_posted, credits_posted FROM ledger_accounts WHERE id = $1",
+                account_id,
+            )
+        return None if row is None else _balance(row)
+
+    async def balances(self) -> list[Balance]:
+        """Every account's posted totals, by id."""
+        with translate_errors():
+            rows = await self._pool.fetch(
+                "SELECT id, debits_posted, credits_posted FROM ledger_accounts ORDER BY id"
+            )
+        return [_balance(r) for r in rows]
+
+    async def check(self) -> LedgerTotals:
+        """Sums of posted debits and credits over every account."""
+        with translate_errors():
+            row = await self._pool.fetchrow(
+                "SELECT coalesce(sum(debits_posted), 0) AS debits,"
+                " coalesce(sum(credits_posted), 0) AS credits FROM ledger_accounts"
+            )
+        if row is None:  # an aggregate always returns a row; keep the type checker honest
+            return LedgerTotals(0, 0)
+        return LedgerTotals(debits_posted=int(row["debits"]), credits_posted=int(row["credits"]))
+
+
+async def _post(conn: Conn, transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
+    # 1. Lock every account of the batch in id order. Everything read after this sees
+    #    what concurrent posters to these accounts committed before us.
+    account_ids = sorted({a for t in transfers for a in (t.debit_account_id, t.credit_account_id)})
+    accounts = {
+        int(r["id"]): _Account(
+            ledger=int(r["ledger"]),
+            debits_limited=r["debits_must_not_exceed_credits"],
+            credits_limited=r["credits_must_not_exceed_debits"],
+            debits_posted=int(r["debits_posted"]),
+            credits_posted=int(r["credits_posted"]),
+        )
+        for r in await conn.fetch(_LOCK_ACCOUNTS, account_ids)
+    }
+    # 2. What the batch's ids already mean: posted transfers and burnt ids.
+    ids = [t.id for t in transfers]
+    existing = {int(r["id"]): _row_fields(r) for r in await conn.fetch(_SELECT_TRANSFERS, ids)}
+    failed = {
+        int(r["id"])
+        for r in await conn.fetch(
+            "SELECT id FROM ledger_failed_transfers WHERE id = ANY($1::numeric[])", ids
+        )
+    }
+    # 3. Decide and apply each transfer in order, as TigerBeetle does.
+    results: list[TransferResult] = []
+    for t in transfers:
+        result = _decide(t, accounts, existing, failed)
+        if result is TransferResult.CREATED:
+            result = await _insert(conn, t, accounts, existing)
+        elif result in ID_BURNING_RESULTS:
+            failed.add(t.id)
+            if await conn.fetchval(_BURN_ID, t.id, result.value) is None:
+                result = TransferResult.ID_ALREADY_FAILED  # a concurrent batch burnt it first
+        results.append(result)
+    # 4. Write the new totals of every account that moved.
+    touched = [(i, a.debits_posted, a.credits_posted) for i, a in accounts.items() if a.touched]
+    if touched:
+        await conn.executemany(
+            "UPDATE ledger_accounts SET debits_posted = $2, credits_posted = $3 WHERE id = $1",
+            touched,
+        )
+    return results
+
+
+async def _insert(
+    conn: Conn, t: LedgerTransfer, accounts: dict[int, _Account], existing: dict[int, _Fields]
+) -> TransferResult:
+    """Insert a transfer that passed every check, and move the locked balances."""
+    inserted = await conn.fetchval(_INSERT_TRANSFER, *_row_params(t))
+    if inserted is None:
+        # A concurrent batch on other accounts committed this id after our look-up.
+        rows = await conn.fetch(_SELECT_TRANSFERS, [t.id])
+        existing[t.id] = _row_fields(rows[0])
+        return _compare(t, existing[t.id])
+    existing[t.id] = _fields(t)
+    debit, credit = accounts[t.debit_account_id], accounts[t.credit_account_id]
+    debit.debits_posted += t.amount_minor
+    credit.credits_posted += t.amount_minor
+    debit.touched = credit.touched = True
+    return TransferResult.CREATED
+
+
+def _row_params(t: LedgerTransfer) -> tuple[Any, ...]:
+    return (t.id, *_fields(t))
+
+
+def _balance(row: asyncpg.Record) -> Balance:
+    return Balance(int(row["id"]), int(row["debits_posted"]), int(row["credits_posted"]))
+
+
+def _compare(t: LedgerTransfer, found: _Fields) -> TransferResult:
+    if found == _fields(t):
+        return TransferResult.EXISTS
+    return TransferResult.EXISTS_WITH_DIFFERENT_FIELDS
+
+
+def _decide(
+    t: LedgerTransfer,
+    accounts: dict[int, _Account],
+    existing: dict[int, _Fields],
+    failed: set[int],
+) -> TransferResult:
+    """TigerBeetle's checks for one transfer, in its order of precedence."""
+    if t.id in existing:
+        return _compare(t, existing[t.id])
+    if t.id in failed:
+        return TransferResult.ID_ALREADY_FAILED
+    if t.debit_account_id == t.credit_account_id:
+        return TransferResult.ACCOUNTS_MUST_BE_DIFFERENT
+    debit = accounts.get(t.debit_account_id)
+    if debit is None:
+        return TransferResult.DEBIT_ACCOUNT_NOT_FOUND
+    credit = accounts.get(t.credit_account_id)
+    if credit is None:
+        return TransferResult.CREDIT_ACCOUNT_NOT_FOUND
+    if debit.ledger != credit.ledger or t.ledger != debit.ledger:
+        return TransferResult.LEDGER_MISMATCH
+    amount = t.amount_minor
+    if debit.debits_posted + amount > ID_MAX or credit.credits_posted + amount > ID_MAX:
+        return TransferResult.REJECTED  # TigerBeetle's overflows_debits / overflows_credits
+    if debit.debits_limited and debit.debits_posted + amount > debit.credits_posted:
+        return TransferResult.EXCEEDS_CREDITS
+    if credit.credits_limited and credit.credits_posted + amount > credit.debits_posted:
+        return TransferResult.EXCEEDS_DEBITS
+    return TransferResult.CREATED

@@ -1,0 +1,240 @@
+"""The production ledger: TigerBeetle through its official client (`ClientAsync`).
+
+The client retries for ever while the cluster is unreachable, so every call here has a
+deadline; a call that misses it is `LedgerUnavailable` with an unknown outcome, and the
+caller retries with the same ids (TigerBeetle answers `exists` for what did land).
+
+User data on each transfer:
+- `user_data_128`: `core.settlement.settlement_ref(settlement_id)`, a 128-bit hash;
+- `user_data_64`: `rate_at_payment` * 10**9 (`RATE_SCALE`), exact because the rate is
+  kept to 9 decimal places; rates up to about 1.8e10 fit in the u64.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
+
+import tigerbeetle as tb
+from tigerbeetle.client import InitError
+
+from gateway.core.ledger import (
+    RATE_DECIMALS,
+    AccountSpec,
+    Balance,
+    LedgerTotals,
+    LedgerTransfer,
+    TransferResult,
+)
+from gateway.core.settlement import settlement_ref
+from gateway.errors import ConfigError, LedgerIdCollision, LedgerRejected, LedgerUnavailable
+
+log = logging.getLogger(__name__)
+
+RATE_SCALE = 10**RATE_DECIMALS
+_U64_MAX = 2**64 - 1
+#: Events per request: TigerBeetle takes at most 8189 per 1 MiB message.
+_BATCH_MAX = 8000
+_QUERY_LIMIT = 8000
+T = TypeVar("T")
+
+_S = tb.CreateTransferStatus
+#: TigerBeetle's transfer results onto the port's; anything not listed is REJECTED.
+TRANSFER_RESULTS: dict[tb.CreateTransferStatus, TransferResult] = {
+    _S.CREATED: TransferResult.CREATED,
+    _S.EXISTS: TransferResult.EXISTS,
+    _S.EXISTS_WITH_DIFFERENT_FLAGS: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_PENDING_ID: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_TIMEOUT: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_DEBIT_ACCOUNT_ID: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_CREDIT_ACCOUNT_ID: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_AMOUNT: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_USER_DATA_128: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_USER_DATA_64: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_USER_DATA_32: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_LEDGER: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.EXISTS_WITH_DIFFERENT_CODE: TransferResult.EXISTS_WITH_DIFFERENT_FIELDS,
+    _S.ID_ALREADY_FAILED: TransferResult.ID_ALREADY_FAILED,
+    _S.DEBIT_ACCOUNT_NOT_FOUND: TransferResult.DEBIT_ACCOUNT_NOT_FOUND,
+    _S.CREDIT_ACCOUNT_NOT_FOUND: TransferResult.CREDIT_ACCOUNT_NOT_FOUND,
+    _S.ACCOUNTS_MUST_BE_DIFFERENT: TransferResult.ACCOUNTS_MUST_BE_DIFFERENT,
+    _S.ACCOUNTS_MUST_HAVE_THE_SAME_LEDGER: TransferResult.LEDGER_MISMATCH,
+    _S.TRANSFER_MUST_HAVE_THE_SAME_LEDGER_AS_ACCOUNTS: TransferResult.LEDGER_MISMATCH,
+    _S.EXCEEDS_CREDITS: TransferResult.EXCEEDS_CREDITS,
+    _S.EXCEEDS_DEBITS: TransferResult.EXCEEDS_DEBITS,
+}
+_A = tb.CreateAccountStatus
+_ACCOUNT_OK = frozenset({_A.CREATED, _A.EXISTS})
+_ACCOUNT_COLLISIONS = frozenset(
+    {
+        _A.EXISTS_WITH_DIFFERENT_FLAGS,
+        _A.EXISTS_WITH_DIFFERENT_USER_DATA_128,
+        _A.EXISTS_WITH_DIFFERENT_USER_DATA_64,
+        _A.EXISTS_WITH_DIFFERENT_USER_DATA_32,
+        _A.EXISTS_WITH_DIFFERENT_LEDGER,
+        _A.EXISTS_WITH_DIFFERENT_CODE,
+    }
+)
+
+
+def map_transfer_status(status: tb.CreateTransferStatus) -> TransferResult:
+    """The port's result for one of TigerBeetle's transfer statuses."""
+    return TRANSFER_RESULTS.get(status, TransferResult.REJECTED)
+
+
+def to_tb_account(spec: AccountSpec) -> tb.Account:
+    """The TigerBeetle account for `spec`."""
+    flags = tb.AccountFlags.NONE
+    if spec.debits_must_not_exceed_credits:
+        flags |= tb.AccountFlags.DEBITS_MUST_NOT_EXCEED_CREDITS
+    if spec.credits_must_not_exceed_debits:
+        flags |= tb.AccountFlags.CREDITS_MUST_NOT_EXCEED_DEBITS
+    return tb.Account(id=spec.id, ledger=spec.ledger, code=int(spec.code), flags=flags)
+
+
+def to_tb_transfer(t: LedgerTransfer) -> tb.Transfer:
+    """The TigerBeetle transfer for `t`, with the settlement and rate in its user data."""
+    rate_scaled = int(t.rate_at_payment * RATE_SCALE)
+    if rate_scaled > _U64_MAX:
+        raise LedgerRejected(f"rate {t.rate_at_payment} does not fit user_data_64 at 1e9 scale")
+    return tb.Transfer(
+        id=t.id,
+        debit_account_id=t.debit_account_id,
+        credit_account_id=t.credit_account_id,
+        amount=t.amount_minor,
+        user_data_128=settlement_ref(t.settlement_id),
+        user_data_64=rate_scaled,
+        ledger=t.ledger,
+        code=int(t.code),
+    )
+
+
+class TigerBeetleLedger:
+    """The `Ledger` port on a TigerBeetle cluster; every call bounded by `timeout_s`."""
+
+    def __init__(self, client: tb.ClientAsync, *, timeout_s: float = 5.0) -> None:
+        self._client = client
+        self._timeout_s = timeout_s
+
+    async def _call(self, what: str, call: Awaitable[T]) -> T:
+        try:
+            return await asyncio.wait_for(call, self._timeout_s)
+        except TimeoutError as exc:
+            raise LedgerUnavailable(
+                f"TigerBeetle did not answer {what} within {self._timeout_s} s; outcome unknown"
+            ) from exc
+        except (
+            tb.ClientClosedError,
+            tb.ClientEvictedError,
+            tb.ClientReleaseTooLowError,
+            tb.ClientReleaseTooHighError,
+        ) as exc:
+            raise LedgerUnavailable(f"TigerBeetle {what}: {type(exc).__name__}") from exc
+        except (tb.TooMuchDataError, tb.IntegerOverflowError) as exc:
+            raise LedgerRejected(f"TigerBeetle {what}: {type(exc).__name__}") from exc
+
+    async def ensure_accounts(self, accounts: Sequence[AccountSpec]) -> None:
+        """Create missing accounts; an existing id with other fields is a collision."""
+        for start in range(0, len(accounts), _BATCH_MAX):
+            batch = list(accounts[start : start + _BATCH_MAX])
+            results = await self._call(
+                "create_accounts", self._client.create_accounts([to_tb_account(a) for a in batch])
+            )
+            _check_count("create_accounts", results, batch)
+            for spec, result in zip(batch, results, strict=True):
+                if result.status in _ACCOUNT_OK:
+                    continue
+                if result.status in _ACCOUNT_COLLISIONS:
+                    raise LedgerIdCollision(
+                        f"account {spec.id:#034x} exists with different fields "
+                        f"({result.status.name.lower()})"
+                    )
+                raise LedgerRejected(
+                    f"account {spec.id:#034x} refused: {result.status.name.lower()}"
+                )
+
+    async def post(self, transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
+        """Post in batches; one result per transfer, in order."""
+        out: list[TransferResult] = []
+        for start in range(0, len(transfers), _BATCH_MAX):
+            batch = list(transfers[start : start + _BATCH_MAX])
+            results = await self._call(
+                "create_transfers",
+                self._client.create_transfers([to_tb_transfer(t) for t in batch]),
+            )
+            _check_count("create_transfers", results, batch)
+            out.extend(map_transfer_status(r.status) for r in results)
+        return out
+
+    async def balance(self, account_id: int) -> Balance | None:
+        """The account's posted totals, or None if it does not exist."""
+        found = await self._call("lookup_accounts", self._client.lookup_accounts([account_id]))
+        return _balance(found[0]) if found else None
+
+    async def balances(self) -> list[Balance]:
+        """Every account's posted totals, in creation order (paged by timestamp)."""
+        out: list[Balance] = []
+        timestamp_min = 0
+        while True:
+            query = tb.QueryFilter(
+                user_data_128=0,
+                user_data_64=0,
+                user_data_32=0,
+                ledger=0,
+                code=0,
+                timestamp_min=timestamp_min,
+                timestamp_max=0,
+                limit=_QUERY_LIMIT,
+                flags=tb.QueryFilterFlags.NONE,
+            )
+            page = await self._call("query_accounts", self._client.query_accounts(query))
+            out.extend(_balance(a) for a in page)
+            if len(page) < _QUERY_LIMIT:
+                return out
+            timestamp_min = page[-1].timestamp + 1
+
+    async def check(self) -> LedgerTotals:
+        """Sums of posted debits and credits over every account."""
+        all_balances = await self.balances()
+        return LedgerTotals(
+            debits_posted=sum(b.debits_posted for b in all_balances),
+            credits_posted=sum(b.credits_posted for b in all_balances),
+        )
+
+
+def _balance(account: tb.Account) -> Balance:
+    return Balance(account.id, account.debits_posted, account.credits_posted)
+
+
+def _check_count(what: str, results: Sequence[Any], sent: Sequence[Any]) -> None:
+    # Since 0.17 the client returns one result per event; anything else means a client
+    # with other semantics, and guessing which result belongs to which event is unsafe.
+    if len(results) != len(sent):
+        raise LedgerRejected(f"TigerBeetle {what}: {len(results)} results for {len(sent)} events")
+
+
+@contextlib.asynccontextmanager
+async def open_tigerbeetle(
+    cluster_id: int, addresses: str, *, timeout_s: float = 5.0
+) -> AsyncIterator[TigerBeetleLedger]:
+    """A TigerBeetle ledger for the block's lifetime; `addresses` like `3000` or `a:3000,b:3000`.
+
+    Opening never waits for the cluster (the client connects in the background), so the
+    worker starts while TigerBeetle is down and its first call answers `LedgerUnavailable`.
+    """
+    try:
+        client = tb.ClientAsync(cluster_id=cluster_id, replica_addresses=addresses)
+    except InitError as exc:
+        raise ConfigError("ledger.tigerbeetle.addresses", f"client refused {addresses!r}") from exc
+    try:
+        yield TigerBeetleLedger(client, timeout_s=timeout_s)
+    finally:
+        try:
+            await asyncio.wait_for(client.close(), timeout=timeout_s)
+        except (TimeoutError, AssertionError) as exc:
+            # A request abandoned at its deadline stays in the client's books, and close()
+            # asserts there are none; the native client is shut down either way.
+            log.warning("TigerBeetle client closed uncleanly: %s", type(exc).__name__)

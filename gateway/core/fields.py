@@ -1,0 +1,68 @@
+"""Reading fields out of parsed JSON, with errors that name the field's path.
+
+Used by the settlement extractors: a missing field is `MissingField`, a present field of
+the wrong type is `FieldTypeInvalid`, a non-positive amount is `InvalidAmount`; all of
+them are permanent, so a malformed event goes to the dead-letter table at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.core.money import check_currency
+from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField
+
+
+def get_object(doc: Any, path: str) -> Mapping[str, Any]:
+    """The object at dotted `path` (`data.object`) inside `doc`."""
+    node: Any = doc
+    walked = ""
+    for key in path.split("."):
+        if not isinstance(node, Mapping):
+            raise FieldTypeInvalid(walked or "(body)", "an object")
+        walked = f"{walked}.{key}" if walked else key
+        if node.get(key) is None:
+            raise MissingField(walked)
+        node = node[key]
+    if not isinstance(node, Mapping):
+        raise FieldTypeInvalid(path, "an object")
+    return node
+
+
+def get_str(obj: Mapping[str, Any], key: str, prefix: str = "") -> str:
+    """A required non-empty string; `prefix` is the object's path, for the error."""
+    value = obj.get(key)
+    if value is None:
+        raise MissingField(prefix + key)
+    if not isinstance(value, str) or not value.strip():
+        raise FieldTypeInvalid(prefix + key, "a non-empty string")
+    return value
+
+
+def optional_str(doc: Any, key: str) -> str | None:
+    """A non-empty string at `key`, or None when absent or of another type."""
+    value = doc.get(key) if isinstance(doc, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
+def get_amount(obj: Mapping[str, Any], key: str, prefix: str = "") -> int:
+    """A required positive integer amount in minor units."""
+    value = obj.get(key)
+    if value is None:
+        raise MissingField(prefix + key)
+    # bool is an int in Python, and a float amount is ambiguous in minor units.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldTypeInvalid(prefix + key, "an integer amount in minor units")
+    if value <= 0:
+        raise InvalidAmount(f"{prefix}{key} is {value}; amounts must be positive")
+    return value
+
+
+def get_currency(obj: Mapping[str, Any], key: str, prefix: str = "") -> str:
+    """A required currency code, upper-cased (Stripe sends `usd`)."""
+    value = get_str(obj, key, prefix)
+    try:
+        return check_currency(value)
+    except ValueError:
+        raise FieldTypeInvalid(prefix + key, "a currency code of 3 to 6 letters") from None

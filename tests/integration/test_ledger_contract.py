@@ -1,0 +1,260 @@
+"""One contract for every ledger backend: TigerBeetle's semantics, real balances.
+
+The PostgreSQL ledger always runs (a fresh migrated database per test). TigerBeetle runs
+only when `TIGERBEETLE_ADDRESS` names a cluster (`TIGERBEETLE_CLUSTER_ID`, default 0):
+its server cannot be installed on these machines. Every test uses ids of its own, so a
+long-lived TigerBeetle cluster can serve many runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import uuid
+from collections.abc import AsyncIterator
+from decimal import Decimal
+
+import pytest
+
+from gateway.adapters.ledger_postgres import PostgresLedger
+from gateway.adapters.ledger_tigerbeetle import open_tigerbeetle
+from gateway.adapters.postgres import open_pool
+from gateway.core.ledger import (
+    AccountCode,
+    AccountSpec,
+    Ledger,
+    LedgerTransfer,
+    TransferResult,
+    interpret,
+    verify_totals,
+)
+from gateway.core.settlement import (
+    SettlementInstruction,
+    SettlementKind,
+    build_transfer,
+    clearing_account,
+    merchant_account,
+)
+from gateway.errors import LedgerIdCollision, LedgerImbalance, LedgerUnavailable
+from tests.support.services import free_port
+
+R = TransferResult
+RATE = Decimal("1.08")
+
+
+@pytest.fixture(params=["postgres", "tigerbeetle"])
+async def ledger(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[Ledger]:
+    """Each backend in turn, behind the same port."""
+    # database_url is requested for both backends: the session's template database is
+    # built by a synchronous fixture that cannot start inside this running event loop.
+    if request.param == "postgres":
+        async with open_pool(database_url, max_size=8) as pool:
+            yield PostgresLedger(pool)
+        return
+    address = os.environ.get("TIGERBEETLE_ADDRESS")
+    if not address:
+        pytest.skip("TIGERBEETLE_ADDRESS not set: no TigerBeetle server here")
+    cluster_id = int(os.environ.get("TIGERBEETLE_CLUSTER_ID", "0"))
+    async with open_tigerbeetle(cluster_id, address, timeout_s=10.0) as tb_ledger:
+        yield tb_ledger
+
+
+class Book:
+    """A provider, a merchant and helpers to build their transfers; unique per test."""
+
+    def __init__(self) -> None:
+        tag = uuid.uuid4().hex[:12]
+        self.provider = f"psp_{tag}"
+        self.merchant = f"m_{tag}"
+        self.clearing = clearing_account(self.provider, "USD")
+        self.account = merchant_account(self.merchant, "USD")
+
+    def capture(self, settlement_id: str, amount_minor: int) -> LedgerTransfer:
+        return self._transfer(SettlementKind.CAPTURE, settlement_id, None, amount_minor)
+
+    def refund(self, settlement_id: str, refund_id: str, amount_minor: int) -> LedgerTransfer:
+        return self._transfer(SettlementKind.REFUND, settlement_id, refund_id, amount_minor)
+
+    def _transfer(
+        self, kind: SettlementKind, settlement_id: str, refund_id: str | None, amount_minor: int
+    ) -> LedgerTransfer:
+        instruction = SettlementInstruction(
+            settlement_id=f"{self.merchant}:{settlement_id}", kind=kind, merchant_id=self.merchant,
+            amount_minor=amount_minor, currency="USD", refund_id=refund_id, source_event_id=None,
+        )  # fmt: skip
+        return build_transfer(instruction, provider=self.provider, ledger_currency="USD",
+                              amount_minor=amount_minor, rate_at_payment=RATE)  # fmt: skip
+
+
+@pytest.fixture
+async def book(ledger: Ledger) -> Book:
+    """A book whose two accounts exist."""
+    b = Book()
+    await ledger.ensure_accounts([b.clearing, b.account])
+    return b
+
+
+async def merchant_credit(ledger: Ledger, book: Book) -> int:
+    balance = await ledger.balance(book.account.id)
+    assert balance is not None
+    return balance.credit_balance_minor
+
+
+async def test_post_creates_and_moves_balances(ledger: Ledger, book: Book) -> None:
+    """A capture debits clearing and credits the merchant by exactly its amount."""
+    assert await ledger.post([book.capture("p1", 1000)]) == [R.CREATED]
+    clearing = await ledger.balance(book.clearing.id)
+    merchant = await ledger.balance(book.account.id)
+    assert clearing is not None and merchant is not None
+    assert (clearing.debits_posted, clearing.credits_posted) == (1000, 0)
+    assert (merchant.debits_posted, merchant.credits_posted) == (0, 1000)
+
+
+async def test_repost_is_exists_and_moves_nothing(ledger: Ledger, book: Book) -> None:
+    """The same transfer again, alone or twice in one batch, is EXISTS; money moves once."""
+    t = book.capture("p1", 1000)
+    assert await ledger.post([t, t]) == [R.CREATED, R.EXISTS]
+    assert await ledger.post([t]) == [R.EXISTS]
+    assert interpret(R.EXISTS, t) is R.EXISTS
+    assert await merchant_credit(ledger, book) == 1000
+
+
+async def test_same_id_different_amount_is_a_collision(ledger: Ledger, book: Book) -> None:
+    """An id reused with other fields is refused and changes nothing."""
+    first = book.capture("p1", 1000)
+    await ledger.post([first])
+    clash = LedgerTransfer(**{**first.__dict__, "amount_minor": 999})
+    results = await ledger.post([clash])
+    assert results == [R.EXISTS_WITH_DIFFERENT_FIELDS]
+    with pytest.raises(LedgerIdCollision):
+        interpret(results[0], clash)
+    assert await merchant_credit(ledger, book) == 1000
+
+
+async def test_merchant_cannot_go_negative(ledger: Ledger, book: Book) -> None:
+    """Refunding more than was captured is EXCEEDS_CREDITS; the id stays refused after."""
+    await ledger.post([book.capture("p1", 1000)])
+    too_much = book.refund("p1", "r1", 1500)
+    fits = book.refund("p1", "r2", 400)
+    assert await ledger.post([too_much, fits]) == [R.EXCEEDS_CREDITS, R.CREATED]
+    assert await merchant_credit(ledger, book) == 600
+    # Even once the merchant could afford it, the refused id is never posted.
+    await ledger.post([book.capture("p2", 5000)])
+    assert await ledger.post([too_much]) == [R.ID_ALREADY_FAILED]
+    assert await merchant_credit(ledger, book) == 5600
+
+
+async def test_missing_accounts_are_reported(ledger: Ledger, book: Book) -> None:
+    """A transfer to an account that does not exist is refused; its balance is None."""
+    stranger = Book()
+    stranger.provider = book.provider
+    stranger.clearing = book.clearing
+    assert await ledger.post([stranger.capture("p1", 10)]) == [R.CREDIT_ACCOUNT_NOT_FOUND]
+    assert await ledger.balance(stranger.account.id) is None
+
+
+async def test_ensure_accounts_is_idempotent(ledger: Ledger, book: Book) -> None:
+    """Ensuring existing accounts is a no-op; the same id with other flags is a collision."""
+    await ledger.ensure_accounts([book.clearing, book.account])
+    await ledger.post([book.capture("p1", 10)])
+    await ledger.ensure_accounts([book.account])
+    assert await merchant_credit(ledger, book) == 10
+    changed = AccountSpec(id=book.account.id, ledger=book.account.ledger, code=AccountCode.MERCHANT)
+    with pytest.raises(LedgerIdCollision):
+        await ledger.ensure_accounts([changed])
+
+
+async def test_check_holds_after_many_postings(ledger: Ledger) -> None:
+    """After hundreds of captures and refunds in batches, debits equal credits."""
+    rng = random.Random(7)
+    books = [Book() for _ in range(5)]
+    await ledger.ensure_accounts([a for b in books for a in (b.clearing, b.account)])
+    expected = {b.account.id: 0 for b in books}
+    for round_no in range(20):
+        batch: list[tuple[Book, LedgerTransfer, int]] = []
+        for i in range(10):
+            b = rng.choice(books)
+            amount = rng.randint(1, 5000)
+            if rng.random() < 0.3:
+                batch.append((b, b.refund(f"p{round_no}", f"r{round_no}-{i}", amount), -amount))
+            else:
+                batch.append((b, b.capture(f"p{round_no}-{i}", amount), amount))
+        results = await ledger.post([t for _, t, _ in batch])
+        for (b, _, delta), result in zip(batch, results, strict=True):
+            if result is R.CREATED:
+                expected[b.account.id] += delta
+            else:
+                assert result is R.EXCEEDS_CREDITS and expected[b.account.id] + delta < 0
+    for b in books:
+        assert await merchant_credit(ledger, b) == expected[b.account.id]
+    assert verify_totals(await ledger.check()).balanced
+
+
+async def test_concurrent_posts_of_one_transfer_move_money_once(ledger: Ledger, book: Book) -> None:
+    """Twenty workers posting the same transfer at once: one CREATED, the rest EXISTS."""
+    t = book.capture("p1", 700)
+    results = await asyncio.gather(*(ledger.post([t]) for _ in range(20)))
+    flat = [r for batch in results for r in batch]
+    assert flat.count(R.CREATED) == 1
+    assert flat.count(R.EXISTS) == 19
+    assert await merchant_credit(ledger, book) == 700
+
+
+async def test_concurrent_posts_to_one_account_lose_no_update(ledger: Ledger, book: Book) -> None:
+    """Distinct transfers racing on the same accounts all land, in full."""
+    transfers = [book.capture(f"p{i}", i + 1) for i in range(30)]
+    results = await asyncio.gather(*(ledger.post([t]) for t in transfers))
+    assert all(r == [R.CREATED] for r in results)
+    assert await merchant_credit(ledger, book) == sum(range(1, 31))
+    assert (await ledger.check()).balanced
+
+
+# --- backend-specific ----------------------------------------------------------------------
+
+
+async def test_postgres_check_detects_an_imbalance(database_url: str) -> None:
+    """A balance changed behind the ledger's back fails `check` with LEDGER_IMBALANCE."""
+    async with open_pool(database_url) as pool:
+        ledger = PostgresLedger(pool)
+        b = Book()
+        await ledger.ensure_accounts([b.clearing, b.account])
+        await ledger.post([b.capture("p1", 100)])
+        await pool.execute(
+            "UPDATE ledger_accounts SET credits_posted = credits_posted + 1 WHERE id = $1",
+            b.account.id,
+        )
+        with pytest.raises(LedgerImbalance):
+            verify_totals(await ledger.check())
+
+
+async def test_postgres_transfer_rows_keep_settlement_and_rate(database_url: str) -> None:
+    """The transfer row records which settlement it is and the rate used."""
+    async with open_pool(database_url) as pool:
+        ledger = PostgresLedger(pool)
+        b = Book()
+        await ledger.ensure_accounts([b.clearing, b.account])
+        t = b.capture("p1", 100)
+        await ledger.post([t])
+        row = await pool.fetchrow(
+            "SELECT settlement_id, rate_at_payment, amount FROM ledger_transfers WHERE id = $1",
+            t.id,
+        )
+        assert row is not None
+        assert (row["settlement_id"], row["rate_at_payment"], int(row["amount"])) == (
+            t.settlement_id,
+            RATE,
+            100,
+        )
+
+
+async def test_tigerbeetle_unreachable_is_unavailable_within_the_deadline() -> None:
+    """With no cluster listening, a post gives up at its deadline: LEDGER_UNAVAILABLE."""
+    address = f"127.0.0.1:{free_port()}"
+    b = Book()
+    async with open_tigerbeetle(0, address, timeout_s=0.5) as tb_ledger:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(LedgerUnavailable):
+            await tb_ledger.post([b.capture("p1", 100)])
+        assert loop.time() - started < 3.0
