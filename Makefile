@@ -9,7 +9,7 @@ BIN  := $(VENV)/bin
 
 help:
 	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations"
-	@echo "make run     - setup, then run the gateway with gateway.toml"
+	@echo "make run     - setup, then run the gateway (serve + settle + currency-stub) with gateway.toml"
 	@echo "make test    - setup, then ruff, ruff format --check, mypy, pytest"
 	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
 	@echo "make bench   - setup, then python -m bench.run"
@@ -24,7 +24,7 @@ setup-nodeps:
 	SETUP_SKIP_SERVICES=1 bash scripts/setup.sh
 
 run: setup
-	exec $(BIN)/gateway serve --config gateway.toml
+	exec bash scripts/run.sh
 
 _lint:
 	$(BIN)/ruff check .

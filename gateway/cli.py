@@ -162,7 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
     """Sub-commands defined beside the parts they run (settle, dlq, currency-stub...)."""
     found = []
-    for module_name in ("gateway.worker", "gateway.dlq", "gateway.currency_stub"):
+    for module_name in (
+        "gateway.worker",
+        "gateway.ledger_ops",
+        "gateway.dlq",
+        "gateway.currency_stub",
+    ):
         with contextlib.suppress(ModuleNotFoundError):
             module = __import__(module_name, fromlist=["add_cli"])
             if hasattr(module, "add_cli"):

@@ -12,14 +12,21 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import asyncpg
+import httpx
+import redis.asyncio as aioredis
 
+from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
+from gateway.adapters.ledger_postgres import PostgresLedger
 from gateway.adapters.nats import JetStreamBroker
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.webhook_store import StoredEvent
+from gateway.core.ledger import Ledger
+from gateway.core.retry import RetryPolicy
 from gateway.inbox import DirectInbox, GroupCommitInbox
 from gateway.metrics import Metrics
 from gateway.relay import InlinePublisher, OutboxRelay
 from gateway.settings import Settings
+from gateway.settler import Settler
 
 log = logging.getLogger("gateway")
 
@@ -80,3 +87,64 @@ async def running_gateway(settings: Settings, *, with_relay: bool = True) -> Asy
             await relay.close()
             await broker.close()
             log.info("gateway stopped")
+
+
+@dataclass
+class SettlementParts:
+    """What the settlement worker (and DLQ replay of settlement rows) needs."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    broker: JetStreamBroker
+    ledger: Ledger
+    settler: Settler
+    metrics: Metrics
+
+
+@contextlib.asynccontextmanager
+async def open_ledger(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[Ledger]:
+    """The configured ledger backend for the block's lifetime."""
+    if settings.ledger.backend == "tigerbeetle":
+        from gateway.adapters.ledger_tigerbeetle import open_tigerbeetle
+
+        async with open_tigerbeetle(
+            settings.ledger.cluster_id,
+            ",".join(settings.ledger.addresses),
+            timeout_s=settings.ledger.timeout_s,
+        ) as ledger:
+            yield ledger
+    else:
+        yield PostgresLedger(pool)
+
+
+@contextlib.asynccontextmanager
+async def settlement_parts(
+    settings: Settings, metrics: Metrics | None = None
+) -> AsyncIterator[SettlementParts]:
+    """Open the database, NATS, the ledger, Redis and the currency-service client."""
+    metrics = metrics or Metrics()
+    pool_size = settings.settlement.concurrency + 4
+    async with (
+        open_pool(settings.database_url, max_size=pool_size) as pool,
+        open_ledger(settings, pool) as ledger,
+        httpx.AsyncClient() as http_client,
+    ):
+        redis_client = aioredis.from_url(
+            settings.redis_url, socket_connect_timeout=0.5, socket_timeout=0.5
+        )
+        broker = JetStreamBroker(settings.nats, name="gateway-settle")
+        await broker.start()
+        try:
+            rates = RateSource(
+                CurrencyClient(
+                    http_client, settings.currency.url, timeout_s=settings.currency.timeout_s
+                ),
+                RateCache(redis_client, key_prefix=settings.currency.cache_key_prefix),
+                max_age_s=settings.currency.max_age_s,
+                policy=RetryPolicy(settings.currency.retry_delays_s),
+            )
+            settler = Settler(settings, pool, ledger, rates)
+            yield SettlementParts(settings, pool, broker, ledger, settler, metrics)
+        finally:
+            await broker.close()
+            await redis_client.aclose()

@@ -192,6 +192,7 @@ def add_cli(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-default-rates", action="store_true", help="quote only the --rate pairs"
     )
+    parser.set_defaults(func=run)
     return parser
 
 

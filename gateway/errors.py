@@ -284,3 +284,26 @@ class PaymentNotSettled(TransientError):
     """A refund arrived before its payment settled; the payment may still arrive."""
 
     error_class = "PAYMENT_NOT_SETTLED"
+
+
+# --- retry control -------------------------------------------------------------------
+
+
+class RetryScheduled(TransientError):
+    """A dependency named its own retry delay (the currency schedule); `cause` says why."""
+
+    def __init__(self, cause: GatewayError, delay_s: float) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.delay_s = delay_s
+        self.error_class = cause.error_class
+
+
+class RetriesExhausted(PermanentError):
+    """A transient failure outlasted its retry schedule; `cause` is the last failure."""
+
+    def __init__(self, cause: GatewayError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.error_class = cause.error_class
+        self.critical = cause.critical

@@ -4,6 +4,7 @@ owns the one `Metrics` instance."""
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import math
 from collections.abc import Sequence
@@ -115,6 +116,14 @@ class Metrics:
         self.dlq_total = Counter(
             "gateway_dlq_total", "Events parked in the dead-letter table, by stage and error class."
         )
+        self.settlements_total = Counter(
+            "gateway_settlements_total",
+            "Settlement outcomes (settled, duplicate, ignored, retry, dead_letter).",
+        )
+        self.critical_total = Counter(
+            "gateway_critical_total",
+            "Critical events (ledger collisions, imbalance, ledger down for good).",
+        )
         self.dlq_unresolved = Gauge("gateway_dlq_unresolved", "Dead-letter rows not yet resolved.")
         self.dlq_oldest_unresolved_seconds = Gauge(
             "gateway_dlq_oldest_unresolved_seconds", "Age of the oldest unresolved dead-letter row."
@@ -131,3 +140,25 @@ class Metrics:
             lines.append(f"# TYPE {metric.name} {metric.kind}")
             lines.extend(metric.render())
         return "\n".join(lines) + "\n"
+
+
+async def serve_metrics(metrics: Metrics, host: str, port: int) -> asyncio.Server:
+    """A minimal HTTP endpoint answering any GET with the metrics, for processes without
+    a web server of their own (`gateway settle`, `gateway relay`)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            body = metrics.render().encode()
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(answer, host, port)

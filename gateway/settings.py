@@ -88,6 +88,47 @@ class NatsSettings:
 
 
 @dataclass(frozen=True)
+class SettlementSettings:
+    """The settlement worker: what it consumes and how it posts."""
+
+    subjects: tuple[str, ...] = (
+        "webhooks.*.payment_intent.succeeded",
+        "webhooks.*.charge.refunded",
+        "events.*.payment.captured",
+        "events.*.payment.refunded",
+    )
+    currency: str = "USD"  # the ledger currency every amount is converted to
+    consumer: str = "settlement"  # the durable JetStream consumer's name
+    batch_size: int = 128  # messages fetched at once
+    concurrency: int = 32  # messages settled at the same time
+    ack_wait_s: float = 30.0  # redelivery after a worker died mid-message
+    metrics_port: int = 9102  # `gateway settle` serves /metrics here (0 = off)
+    retry_delays_s: tuple[float, ...] = (5.0, 30.0, 120.0)  # the consumer default
+
+
+@dataclass(frozen=True)
+class CurrencySettings:
+    """The currency-service and how long its rates stay usable from the cache."""
+
+    url: str = "http://127.0.0.1:8090"
+    max_age_s: float = 900.0
+    timeout_s: float = 2.0
+    retry_delays_s: tuple[float, ...] = (1.0, 5.0, 30.0)
+    cache_key_prefix: str = "fx"  # Redis keys `{prefix}:{BASE}:{QUOTE}`
+
+
+@dataclass(frozen=True)
+class LedgerSettings:
+    """Which ledger backend settles, and how to reach TigerBeetle."""
+
+    backend: str = "postgres"  # postgres | tigerbeetle
+    cluster_id: int = 0
+    addresses: tuple[str, ...] = ("127.0.0.1:3000",)
+    timeout_s: float = 5.0
+    retry_delays_s: tuple[float, ...] = (2.0, 10.0, 60.0)
+
+
+@dataclass(frozen=True)
 class Settings:
     """The whole configuration, validated."""
 
@@ -99,6 +140,9 @@ class Settings:
     outbox: OutboxSettings = field(default_factory=OutboxSettings)
     providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
     services: Mapping[str, ServiceSettings] = field(default_factory=dict)
+    settlement: SettlementSettings = field(default_factory=SettlementSettings)
+    currency: CurrencySettings = field(default_factory=CurrencySettings)
+    ledger: LedgerSettings = field(default_factory=LedgerSettings)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -116,12 +160,27 @@ def _get(data: Mapping[str, Any], key: str, path: str, kind: type, default: Any)
     if key not in data:
         return default
     value = data[key]
+    if kind is tuple:
+        return _list(value, f"{path}{key}", numbers=isinstance(default[0], float))
     # bool is an int in Python; a `true` where a number belongs is still a mistake.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
         raise ConfigError(f"{path}{key}", f"must be {kind.__name__}, got {value!r}")
     return value
+
+
+def _list(value: Any, key: str, numbers: bool) -> tuple[Any, ...]:
+    """A non-empty list of strings, or of positive numbers (delays)."""
+    if numbers:
+        ok = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value)
+        what = "positive numbers"
+    else:
+        ok = all(isinstance(v, str) and v for v in value)
+        what = "strings"
+    if not isinstance(value, list) or not value or not ok:
+        raise ConfigError(key, f"must be a non-empty list of {what}")
+    return tuple(float(v) for v in value) if numbers else tuple(value)
 
 
 def _positive(value: float, key: str) -> None:
@@ -249,7 +308,7 @@ def _service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> Serv
 
 
 # Settings where zero is meaningful (turns a wait off) rather than a mistake.
-_ZERO_ALLOWED = frozenset({"batch_window_us", "relay_after_s"})
+_ZERO_ALLOWED = frozenset({"batch_window_us", "relay_after_s", "cluster_id", "metrics_port"})
 
 
 def _section(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...] = ()) -> Any:
@@ -269,6 +328,28 @@ def _section(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, 
             _positive(value, f"{section}.{name}")
         values[name] = value
     return cls(**values)
+
+
+def _settlement(data: Mapping[str, Any]) -> SettlementSettings:
+    from gateway.core.money import check_currency  # the core's own rule for codes
+
+    settlement: SettlementSettings = _section(SettlementSettings, data, "settlement")
+    try:
+        check_currency(settlement.currency)
+    except ValueError as exc:
+        raise ConfigError("settlement.currency", str(exc)) from None
+    return settlement
+
+
+def _ledger(data: Mapping[str, Any], env: Mapping[str, str]) -> LedgerSettings:
+    ledger: LedgerSettings = _section(LedgerSettings, data, "ledger")
+    if ledger.backend not in ("postgres", "tigerbeetle"):
+        raise ConfigError(
+            "ledger.backend", f"must be 'postgres' or 'tigerbeetle', got {ledger.backend!r}"
+        )
+    if env.get("TIGERBEETLE_ADDRESS"):
+        ledger = replace(ledger, addresses=tuple(env["TIGERBEETLE_ADDRESS"].split(",")))
+    return ledger
 
 
 def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
@@ -302,6 +383,9 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         outbox=_section(OutboxSettings, data, "outbox"),
         providers=providers,
         services=services,
+        settlement=_settlement(data),
+        currency=_section(CurrencySettings, data, "currency"),
+        ledger=_ledger(data, env),
         raw=data,
     )
 

@@ -16,6 +16,7 @@ from tests.support.services import (
     drop_database,
     unique_name,
 )
+from tests.support.stub import Stub, running_stub
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +63,13 @@ def nats_server() -> Iterator[NatsServer]:
 @pytest.fixture
 def nats_url(nats_server: NatsServer) -> str:
     return nats_server.url
+
+
+@pytest.fixture
+async def stub() -> AsyncIterator[Stub]:
+    """The currency-stub, served for real on a free port."""
+    async with running_stub() as running:
+        yield running
 
 
 @pytest.fixture

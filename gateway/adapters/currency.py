@@ -30,6 +30,7 @@ from gateway.core.currency import (
     decide_rate,
 )
 from gateway.core.money import check_currency
+from gateway.core.retry import CURRENCY, RetryPolicy
 from gateway.errors import GatewayError, RateServiceUnavailable, UnsupportedPair
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,7 @@ class RateSource:
         cache: RateCache,
         *,
         max_age_s: float = DEFAULT_MAX_AGE_S,
+        policy: RetryPolicy = CURRENCY,
         clock: Callable[[], datetime] = utc_now,
         rand: Callable[[], float] = random.random,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -164,6 +166,7 @@ class RateSource:
         self._client = client
         self._cache = cache
         self._max_age_s = max_age_s
+        self._policy = policy
         self._clock = clock
         self._rand = rand
         self._sleep = sleep
@@ -203,6 +206,7 @@ class RateSource:
             now=now,
             rand=self._rand,
             max_age_s=self._max_age_s,
+            policy=self._policy,
         )
         if decision.origin is RateOrigin.SERVICE and decision.rate is not None:
             await self._cache.put(decision.rate)

@@ -112,6 +112,13 @@ class JetStreamBroker:
                 log.warning("stream not ready, retrying", extra={"error": str(exc)})
                 await asyncio.sleep(1.0)
 
+    async def jetstream(self, timeout_s: float | None = None) -> JetStreamContext:
+        """The JetStream context, once connected and the stream is in place."""
+        await asyncio.wait_for(self._stream_ready.wait(), timeout_s)
+        if self._js is None:
+            raise BrokerUnavailable("not connected to NATS")
+        return self._js
+
     async def ensure_stream(self) -> None:
         """Create the stream, or update it to the configured settings."""
         if self._js is None:
@@ -201,7 +208,9 @@ class JetStreamBroker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._connector
         if self._nc is not None:
+            # flush, not drain: drain waits out open pull requests (up to 30 s), and every
+            # publish that matters has already been acknowledged or left to the outbox.
             with contextlib.suppress(*_NATS_ERRORS):
-                await self._nc.drain()
+                await self._nc.flush(timeout=2)
             with contextlib.suppress(*_NATS_ERRORS):
                 await self._nc.close()

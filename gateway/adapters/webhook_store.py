@@ -27,10 +27,10 @@ RETURNING id, provider, event_id
 
 _UPSERT_DLQ = """
 INSERT INTO dlq_webhooks (webhook_id, stage, provider, event_id, subject, error_class,
-                          error_message, error_detail, payload, headers, received_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11)
+                          error_message, error_detail, payload, headers, received_at, attempts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12)
 ON CONFLICT (provider, event_id, stage) WHERE NOT is_resolved DO UPDATE
-SET attempts = dlq_webhooks.attempts + 1,
+SET attempts = dlq_webhooks.attempts + EXCLUDED.attempts,
     last_failed_at = now(),
     error_class = EXCLUDED.error_class,
     error_message = EXCLUDED.error_message,
@@ -96,7 +96,12 @@ async def insert_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
 
 
 async def _upsert_dlq(
-    conn: Conn, webhook_id: int | None, stage: Stage, event: Event, failure: Failure
+    conn: Conn,
+    webhook_id: int | None,
+    stage: Stage,
+    event: Event,
+    failure: Failure,
+    attempts: int = 1,
 ) -> int:
     row_id = await conn.fetchval(
         _UPSERT_DLQ,
@@ -111,16 +116,23 @@ async def _upsert_dlq(
         event.body,
         _headers_json(event),
         event.received_at,
+        attempts,
     )
     return int(row_id)
 
 
 async def record_failure(
-    conn: Conn, webhook_id: int | None, stage: Stage, event: Event, failure: Failure
+    conn: Conn,
+    webhook_id: int | None,
+    stage: Stage,
+    event: Event,
+    failure: Failure,
+    attempts: int = 1,
 ) -> int:
-    """Park an event in the dead-letter table, or count another attempt on its open row."""
+    """Park an event in the dead-letter table after `attempts` tries, or add them to the
+    attempts of its open row."""
     with translate_errors():
-        return await _upsert_dlq(conn, webhook_id, stage, event, failure)
+        return await _upsert_dlq(conn, webhook_id, stage, event, failure, attempts)
 
 
 def _row_event(row: asyncpg.Record) -> StoredEvent:

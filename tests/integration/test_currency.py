@@ -11,52 +11,18 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
-import httpx
 import pytest
 import redis.asyncio as aioredis
-import uvicorn
 
 from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
 from gateway.core.currency import Rate, RateAction, RateOrigin
-from gateway.currency_stub import StubState, add_cli, build_app
+from gateway.currency_stub import add_cli
 from gateway.errors import RateStale, RateUnavailable, UnsupportedPair
 from tests.support.services import free_port
-
-
-@dataclass
-class Stub:
-    """A running currency-stub: its URL, its live state, and a control client."""
-
-    url: str
-    state: StubState
-    http: httpx.AsyncClient
-
-    async def control(self, **body: Any) -> httpx.Response:
-        return await self.http.post(f"{self.url}/control", json=body)
-
-
-@pytest.fixture
-async def stub() -> AsyncIterator[Stub]:
-    """The stub served by uvicorn on a free port, in this test's event loop."""
-    app = build_app({"EUR/USD": "1.08", "GBP/USD": "1.27"})
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="off", timeout_graceful_shutdown=1)  # fmt: skip
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()  # surface a start-up failure
-        await asyncio.sleep(0.01)
-    async with httpx.AsyncClient() as http:
-        yield Stub(url=f"http://127.0.0.1:{port}", state=app.state.stub, http=http)
-    server.should_exit = True
-    await asyncio.wait_for(task, timeout=5)
+from tests.support.stub import Stub
 
 
 @pytest.fixture

@@ -1,0 +1,201 @@
+"""Settling one event: extract the instruction, fix the rate, post the transfer once.
+
+Used by the JetStream worker and by DLQ replay alike, so a replayed event goes through
+exactly the same idempotency as a live one: the transfer id is derived from the
+settlement, the ledger answers EXISTS to a repeat, and the amount and rate are fixed by
+the first attempt.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+
+from gateway.adapters import settlement_store as store
+from gateway.adapters.currency import RateSource
+from gateway.core.currency import Rate, RateAction
+from gateway.core.ledger import Ledger, TransferResult, interpret
+from gateway.core.model import Event, ParsedBody
+from gateway.core.money import convert_minor
+from gateway.core.settlement import (
+    SettlementInstruction,
+    SettlementKind,
+    SettlementState,
+    build_transfer,
+    clearing_account,
+    from_internal,
+    from_stripe,
+    merchant_account_id,
+    transfer_id,
+)
+from gateway.errors import (
+    GatewayError,
+    MissingField,
+    PaymentNotSettled,
+    RetriesExhausted,
+    RetryScheduled,
+    TransientError,
+    UnknownMerchant,
+)
+from gateway.settings import Settings
+
+log = logging.getLogger("gateway.settle")
+
+# Rates are re-used in-process for a few seconds so a burst does not ask the
+# currency-service once per payment; far shorter than any rate's validity.
+_RATE_MEMO_S = 5.0
+
+
+class SettleOutcome(enum.StrEnum):
+    """How an event ended, as counted in `gateway_settlements_total{outcome}`."""
+
+    SETTLED = "settled"
+    DUPLICATE = "duplicate"  # already settled: nothing moved
+    IGNORED = "ignored"  # an event type that does not settle
+
+
+def instruction_for(event: Event, schemes: Mapping[str, str]) -> SettlementInstruction | None:
+    """The event's settlement instruction, or None when its source or type does not settle."""
+    if event.event_type is None:
+        return None
+    doc = ParsedBody(event.body).json()
+    if event.provider.startswith("service:"):
+        return from_internal(event.event_type, doc)
+    if schemes.get(event.provider) == "stripe":
+        return from_stripe(event.event_type, doc)
+    return None
+
+
+class Settler:
+    """Settles events against one ledger with rates from one source."""
+
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, ledger: Ledger, rates: RateSource
+    ) -> None:
+        self._currency = settings.settlement.currency
+        self._schemes = {name: p.scheme for name, p in settings.providers.items()}
+        self._sources = [*settings.providers, *(f"service:{s}" for s in settings.services)]
+        self._pool = pool
+        self._ledger = ledger
+        self._rates = rates
+        self._memo: dict[tuple[str, str], tuple[float, Rate]] = {}
+
+    async def open_clearing_accounts(self) -> None:
+        """Create each source's clearing account (idempotent), so captures can post."""
+        await self._ledger.ensure_accounts(
+            [clearing_account(source, self._currency) for source in self._sources]
+        )
+
+    async def settle(self, event: Event, attempt: int) -> SettleOutcome:
+        """Settle `event` (delivery number `attempt`); raise a `GatewayError` on failure."""
+        instruction = instruction_for(event, self._schemes)
+        if instruction is None:
+            return SettleOutcome.IGNORED
+        tid = transfer_id(instruction)
+        async with self._pool.acquire() as conn:
+            existing = await store.by_transfer(conn, tid)
+            if existing is not None and existing.state is SettlementState.SETTLED:
+                return SettleOutcome.DUPLICATE
+            merchant = await self._merchant(conn, instruction)
+        # Checked before posting: a ledger refuses for ever an id it once refused for a
+        # missing account, and the merchant may be opened later and the event replayed.
+        if await self._ledger.balance(merchant_account_id(merchant, self._currency)) is None:
+            raise UnknownMerchant(f"merchant {merchant!r} has no {self._currency} account")
+        if existing is not None and existing.ledger_amount_minor and existing.rate_at_payment:
+            amount_minor, rate = existing.ledger_amount_minor, existing.rate_at_payment
+        else:
+            rate = await self._rate(instruction.currency, attempt)
+            amount_minor = convert_minor(
+                instruction.amount_minor, rate, instruction.currency, self._currency
+            )
+            async with self._pool.acquire() as conn:
+                fixed = await store.fix_pending(
+                    conn,
+                    instruction,
+                    transfer_id=tid,
+                    provider=event.provider,
+                    merchant_id=merchant,
+                    ledger_amount_minor=amount_minor,
+                    ledger_currency=self._currency,
+                    rate=rate,
+                )
+            amount_minor = fixed.ledger_amount_minor or amount_minor
+            rate = fixed.rate_at_payment or rate
+        transfer = build_transfer(
+            instruction,
+            provider=event.provider,
+            ledger_currency=self._currency,
+            amount_minor=amount_minor,
+            rate_at_payment=rate,
+            merchant_id=merchant,
+        )
+        [result] = await self._ledger.post([transfer])
+        result = interpret(result, transfer)
+        async with self._pool.acquire() as conn:
+            await store.set_state(conn, tid, SettlementState.SETTLED)
+        log.info(
+            "settled",
+            extra={
+                "settlement_id": instruction.settlement_id,
+                "kind": instruction.kind.value,
+                "amount_minor": amount_minor,
+                "currency": self._currency,
+                "rate": str(rate),
+                "result": result.value,
+            },
+        )
+        return (
+            SettleOutcome.SETTLED if result is TransferResult.CREATED else SettleOutcome.DUPLICATE
+        )
+
+    async def record_failure(self, event: Event, error: BaseException, final: bool) -> None:
+        """Note a failed attempt on the settlement row (failed when `final`)."""
+        try:
+            instruction = instruction_for(event, self._schemes)
+        except GatewayError:
+            return  # the payload itself is bad: there is no settlement row to update
+        if instruction is None:
+            return
+        error_class = getattr(error, "error_class", type(error).__name__)
+        async with self._pool.acquire() as conn:
+            if final:
+                await store.set_state(
+                    conn, transfer_id(instruction), SettlementState.FAILED, error_class
+                )
+            else:
+                await store.note_failure(conn, transfer_id(instruction), error_class)
+
+    async def _merchant(self, conn: Any, instruction: SettlementInstruction) -> str:
+        if instruction.kind is SettlementKind.REFUND:
+            capture = await store.capture_of(conn, instruction.settlement_id)
+            if capture is None or capture.state is not SettlementState.SETTLED:
+                # The payment's event may still be on its way: transient, DLQ after the schedule.
+                raise PaymentNotSettled(
+                    f"refund of {instruction.settlement_id!r} before its payment settled"
+                )
+            return instruction.merchant_id or capture.merchant_id
+        if not instruction.merchant_id:
+            raise MissingField("merchant_id")
+        return instruction.merchant_id
+
+    async def _rate(self, currency: str, attempt: int) -> Decimal:
+        key = (currency, self._currency)
+        memo = self._memo.get(key)
+        if memo is not None and time.monotonic() - memo[0] < _RATE_MEMO_S:
+            return memo[1].rate
+        decision = await self._rates.decide(currency, self._currency, attempt=attempt)
+        if decision.action is RateAction.USE and decision.rate is not None:
+            self._memo[key] = (time.monotonic(), decision.rate)
+            return decision.rate.rate
+        error = decision.error or TransientError(f"no rate for {currency}/{self._currency}")
+        if decision.action is RateAction.RETRY and decision.delay_s is not None:
+            raise RetryScheduled(error, decision.delay_s)
+        if isinstance(error, TransientError):
+            raise RetriesExhausted(error)  # RATE_UNAVAILABLE / RATE_STALE: schedule spent
+        raise error

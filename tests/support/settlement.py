@@ -1,0 +1,69 @@
+"""Run the real settlement worker in-process, and look at what it did."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+
+from gateway import settings as settings_mod
+from gateway.compose import SettlementParts, settlement_parts
+from gateway.core.settlement import merchant_account, merchant_account_id
+from gateway.worker import SettlementWorker
+
+
+def settlement_sections(
+    stub_url: str, redis_url: str, **overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """Config sections for settling in tests: tiny retry delays, a private cache prefix."""
+    sections: dict[str, Any] = {
+        "redis": {"url": redis_url},
+        "currency": {
+            "url": stub_url,
+            "retry_delays_s": [0.2, 0.3, 0.4],
+            "cache_key_prefix": f"fx-test-{uuid.uuid4().hex[:8]}",
+            "timeout_s": 1.0,
+        },
+        "settlement": {"retry_delays_s": [0.2, 0.3, 0.4], "ack_wait_s": 2.0, "metrics_port": 0},
+        "ledger": {"retry_delays_s": [0.2, 0.3, 0.4]},
+    }
+    for name, values in overrides.items():
+        sections[name] = {**sections.get(name, {}), **values}
+    return sections
+
+
+@contextlib.asynccontextmanager
+async def running_worker(doc: dict[str, Any]) -> AsyncIterator[SettlementParts]:
+    """The worker consuming in the background until the block ends."""
+    settings = settings_mod.parse(doc, env={})
+    async with settlement_parts(settings) as parts:
+        stop = asyncio.Event()
+        task = asyncio.create_task(SettlementWorker(parts).run(stop))
+        try:
+            yield parts
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+
+
+async def open_merchant(parts: SettlementParts, merchant_id: str, currency: str = "USD") -> None:
+    await parts.ledger.ensure_accounts([merchant_account(merchant_id, currency)])
+
+
+async def merchant_balance(
+    parts: SettlementParts, merchant_id: str, currency: str = "USD"
+) -> int | None:
+    balance = await parts.ledger.balance(merchant_account_id(merchant_id, currency))
+    return None if balance is None else balance.credit_balance_minor
+
+
+async def fetch(dsn: str, sql: str, *args: object) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
