@@ -6,6 +6,7 @@ no module-level clients and no event loop grabbed in a constructor.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -20,6 +21,8 @@ from gateway.adapters.ledger_postgres import PostgresLedger
 from gateway.adapters.nats import JetStreamBroker
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.webhook_store import StoredEvent
+from gateway.alerts import run_alerts
+from gateway.core.alerting import parse_alert_settings
 from gateway.core.ledger import Ledger
 from gateway.core.retry import RetryPolicy
 from gateway.inbox import DirectInbox, GroupCommitInbox
@@ -48,6 +51,7 @@ class Gateway:
 async def running_gateway(settings: Settings, *, with_relay: bool = True) -> AsyncIterator[Gateway]:
     """Start the gateway's parts; on exit, stop them so nothing accepted is left behind."""
     metrics = Metrics()
+    parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up, not a task
     pool_size = settings.ingest.writers + 8
     async with open_pool(settings.database_url, max_size=pool_size) as pool:
         # 1. NATS in the background: acceptance must not wait for the broker.
@@ -69,6 +73,8 @@ async def running_gateway(settings: Settings, *, with_relay: bool = True) -> Asy
         relay = OutboxRelay(pool, broker, settings.outbox, metrics)
         if with_relay:
             await relay.start()
+        # DLQ gauges and the in-process alerts (thresholds every interval, once per episode).
+        alerts = asyncio.create_task(run_alerts(pool, settings, metrics), name="dlq-alerts")
         gateway = Gateway(settings, pool, broker, inbox, publisher, relay, metrics)
         log.info(
             "gateway started",
@@ -83,7 +89,10 @@ async def running_gateway(settings: Settings, *, with_relay: bool = True) -> Asy
             await inbox.close()
             # 2. Publish what was committed (anything left is the relay's, next start).
             await publisher.close()
-            # 3. Stop sweeping, then let go of NATS and the database.
+            # 3. Stop sweeping and alerting, then let go of NATS and the database.
+            alerts.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await alerts
             await relay.close()
             await broker.close()
             log.info("gateway stopped")

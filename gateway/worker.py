@@ -24,12 +24,17 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from gateway.adapters.webhook_store import record_failure
+from gateway.alerts import run_alerts
 from gateway.compose import SettlementParts, settlement_parts
+from gateway.core.alerting import parse_alert_settings
 from gateway.core.disposition import Action, Disposition, Policies, dispose
+from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Event, Failure, Stage
 from gateway.core.retry import RetryPolicy
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, PayloadInvalid
 from gateway.metrics import serve_metrics
+from gateway.replay import ReplayContext, StageHandler, register_stage_handler_factory
+from gateway.settler import SettleOutcome
 
 log = logging.getLogger("gateway.worker")
 
@@ -200,11 +205,48 @@ class SettlementWorker:
             log.error("critical alert not delivered", extra={"error": type(exc).__name__})
 
 
+async def _settlement_replay_handler(ctx: ReplayContext) -> StageHandler:
+    """Replay of `stage = 'settlement'` rows: the live path's `Settler`, same idempotency."""
+    parts = await ctx.resources.enter_async_context(settlement_parts(ctx.settings, ctx.metrics))
+    await parts.settler.open_clearing_accounts()
+
+    async def replay_settlement(row: DlqRow) -> None:
+        event_type = None
+        if row.webhook_id is not None:
+            async with ctx.pool.acquire() as conn:
+                event_type = await conn.fetchval(
+                    "SELECT event_type FROM processed_webhooks WHERE id = $1", row.webhook_id
+                )
+        event = Event(
+            provider=row.provider,
+            event_id=row.event_id,
+            event_type=event_type,
+            subject=row.subject,
+            headers={},
+            body=row.payload,
+            received_at=row.received_at,
+        )
+        # Attempt 1: a rate that is not to be had now fails this replay (recorded by the
+        # replayer) instead of waiting out the currency schedule inside the command.
+        outcome = await parts.settler.settle(event, attempt=1)
+        if outcome is SettleOutcome.IGNORED:
+            # It failed in settlement before; "nothing to settle" now means the event or
+            # the configuration changed under it, which an operator must look at.
+            raise PayloadInvalid(f"event type {event_type!r} from {row.provider} does not settle")
+        log.info("settlement replayed", extra={"dlq_id": row.id, "outcome": outcome.value})
+
+    return replay_settlement
+
+
+register_stage_handler_factory(Stage.SETTLEMENT.value, _settlement_replay_handler)
+
+
 def cmd_settle(args: argparse.Namespace) -> int:
     from gateway import settings as settings_mod
     from gateway.cli import run_until_signalled
 
     settings = settings_mod.load(args.config)
+    parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up, not a task
 
     async def main() -> None:
         async with settlement_parts(settings) as parts:
@@ -212,9 +254,15 @@ def cmd_settle(args: argparse.Namespace) -> int:
             port = settings.settlement.metrics_port
             if port:
                 server = await serve_metrics(parts.metrics, "127.0.0.1", port)
+            # Retries are counted here, so their alert threshold is judged here too; the
+            # shared alert state keeps serve and settle from announcing an episode twice.
+            alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics))
             try:
                 await SettlementWorker(parts).run()
             finally:
+                alerts.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await alerts
                 if server is not None:
                     server.close()
 

@@ -12,37 +12,12 @@ from pathlib import Path
 
 import asyncpg
 
+from tests.support.config_file import write_toml
 from tests.support.gateway import BILLING_TOKEN, config, running_server
 from tests.support.services import wait_until
 from tests.support.settlement import fetch, settlement_sections
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
-
-
-def toml_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return str(value)
-
-
-def write_toml(path: Path, doc: dict[str, dict[str, object]]) -> Path:
-    """A TOML file for `doc` (two levels of tables, as the gateway's config has)."""
-    lines: list[str] = []
-    for section, values in doc.items():
-        nested = {k: v for k, v in values.items() if isinstance(v, dict)}
-        plain = {k: v for k, v in values.items() if not isinstance(v, dict)}
-        if plain:
-            lines.append(f"[{section}]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in plain.items()]
-        for name, table in nested.items():
-            lines.append(f"[{section}.{name}]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in table.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def gateway(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,231 @@
+"""DLQ health inside `gateway serve`: the DLQ gauges, and the team's three alert
+thresholds sent to `[alerts] webhook_url` for teams without Prometheus.
+
+Each evaluation (every `interval_s`, 30 s by default):
+1. one query fetches the DLQ figures, which also refresh the gauges;
+2. the retry counter of this process is sampled into a one-minute window;
+3. each condition is compared with what the receiver was last told, stored in
+   `dlq_alert_state`; a difference is notified under that row's lock and recorded only
+   once the receiver answered 2xx. Keeping the state in PostgreSQL is what makes it once
+   per episode across several gateway processes and across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import asyncpg
+import httpx
+
+from gateway import dlq_store
+from gateway.adapters.postgres import Conn, translate_errors
+from gateway.core.alerting import (
+    AlertSettings,
+    AlertState,
+    Notice,
+    Observation,
+    Reading,
+    RetryWindow,
+    parse_alert_settings,
+    readings,
+    transition,
+)
+from gateway.errors import GatewayError, TransientError
+from gateway.metrics import Metrics
+from gateway.settings import Settings
+
+log = logging.getLogger("gateway.alerts")
+
+Clock = Callable[[], datetime]
+
+
+class AlertNotDelivered(TransientError):
+    """The alert webhook did not answer 2xx; the notice is owed at the next evaluation."""
+
+    error_class = "ALERT_NOT_DELIVERED"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def set_dlq_gauges(metrics: Metrics, unresolved: int, oldest_s: float | None) -> None:
+    metrics.dlq_unresolved.set(unresolved)
+    metrics.dlq_oldest_unresolved_seconds.set(oldest_s or 0.0)
+
+
+async def refresh_dlq_gauges(
+    pool: asyncpg.Pool, metrics: Metrics, window_s: float = 300.0, now: datetime | None = None
+) -> tuple[int, float | None]:
+    """Set `gateway_dlq_unresolved` and `gateway_dlq_oldest_unresolved_seconds` from the
+    table; return (rows first failed in the last `window_s`, oldest unresolved age)."""
+    now = now or _utc_now()
+    async with pool.acquire() as conn:
+        added, unresolved, oldest = await dlq_store.health_counts(conn, now, window_s)
+    oldest_s = None if oldest is None else max(0.0, (now - oldest).total_seconds())
+    set_dlq_gauges(metrics, unresolved, oldest_s)
+    return added, oldest_s
+
+
+def retries_by_subject(metrics: Metrics) -> dict[str, float]:
+    """This process's `gateway_retries_total`, summed by subject."""
+    totals: dict[str, float] = {}
+    for labels, value in metrics.retries_total.values.items():
+        subject = dict(labels).get("subject", "")
+        totals[subject] = totals.get(subject, 0.0) + value
+    return totals
+
+
+class DlqAlerts:
+    """Refreshes the DLQ gauges and notifies the alert webhook once per episode."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: AlertSettings,
+        metrics: Metrics,
+        client: httpx.AsyncClient,
+        *,
+        clock: Clock = _utc_now,
+        source: str | None = None,
+    ) -> None:
+        self._pool = pool
+        self._settings = settings
+        self._metrics = metrics
+        self._client = client
+        self._clock = clock
+        self._source = source or socket.gethostname()
+        self._retries = RetryWindow()
+        self._task: asyncio.Task[None] | None = None
+
+    async def evaluate(self, now: datetime) -> list[Notice]:
+        """One evaluation at `now`; returns the notices delivered."""
+        added, oldest_s = await refresh_dlq_gauges(
+            self._pool, self._metrics, self._settings.dlq_window_s, now
+        )
+        self._retries.add(now.timestamp(), retries_by_subject(self._metrics))
+        if not self._settings.webhook_url:
+            return []
+        obs = Observation(added, oldest_s, self._retries.per_minute())
+        async with self._pool.acquire() as conn:
+            stored = await _states(conn)
+        delivered = []
+        for reading in readings(obs, self._settings):
+            state, since = stored.get((reading.rule.value, reading.key), (AlertState.OK, None))
+            if transition(state, since, reading, now) is None:
+                continue  # the receiver already knows; nothing to lock
+            notice = await self._notify(reading, now)
+            if notice is not None:
+                delivered.append(notice)
+        return delivered
+
+    async def _notify(self, reading: Reading, now: datetime) -> Notice | None:
+        """Decide again under the state row's lock, send, and record only if delivered."""
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                state, since = await _lock_state(conn, reading, now)
+                # Another process may have sent this very notice while we were deciding.
+                notice = transition(state, since, reading, now)
+                if notice is None:
+                    return None
+                await self._post(notice)
+                await _save_state(conn, notice)
+        except AlertNotDelivered as exc:
+            log.warning(
+                "alert not delivered; will try again",
+                extra={"alert": reading.rule.value, "key": reading.key, "error": str(exc)},
+            )
+            return None
+        log.info(
+            "alert sent",
+            extra={"alert": reading.rule.value, "key": reading.key, "status": notice.state.value},
+        )
+        return notice
+
+    async def _post(self, notice: Notice) -> None:
+        try:
+            response = await self._client.post(
+                self._settings.webhook_url,
+                json=notice.payload(self._source),
+                timeout=self._settings.timeout_s,
+            )
+        except httpx.HTTPError as exc:
+            # The exception text may include the URL, which usually carries a credential.
+            raise AlertNotDelivered(type(exc).__name__) from exc
+        if not response.is_success:
+            raise AlertNotDelivered(f"receiver answered {response.status_code}")
+
+    async def run(self) -> None:
+        """Evaluate every `interval_s` until cancelled; a failed pass is logged, not fatal."""
+        while True:
+            try:
+                await self.evaluate(self._clock())
+            except GatewayError as exc:
+                log.warning("alert evaluation failed", extra={"error": repr(exc)})
+            except Exception:
+                log.exception("alert evaluation failed unexpectedly")
+            await asyncio.sleep(self._settings.interval_s)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="dlq-alerts")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+async def _states(conn: Conn) -> dict[tuple[str, str], tuple[AlertState, datetime]]:
+    with translate_errors():
+        records = await conn.fetch("SELECT rule, key, state, since FROM dlq_alert_state")
+    return {(r["rule"], r["key"]): (AlertState(r["state"]), r["since"]) for r in records}
+
+
+async def _lock_state(
+    conn: Conn, reading: Reading, now: datetime
+) -> tuple[AlertState, datetime | None]:
+    with translate_errors():
+        await conn.execute(
+            "INSERT INTO dlq_alert_state (rule, key, state, since) VALUES ($1, $2, 'ok', $3) "
+            "ON CONFLICT (rule, key) DO NOTHING",
+            reading.rule.value,
+            reading.key,
+            now,
+        )
+        record = await conn.fetchrow(
+            "SELECT state, since FROM dlq_alert_state WHERE rule = $1 AND key = $2 FOR UPDATE",
+            reading.rule.value,
+            reading.key,
+        )
+    if record is None:  # inserted just above, in this transaction
+        raise GatewayError("dlq_alert_state row vanished")
+    return AlertState(record["state"]), record["since"]
+
+
+async def _save_state(conn: Conn, notice: Notice) -> None:
+    with translate_errors():
+        await conn.execute(
+            "UPDATE dlq_alert_state SET state = $3, since = $4, value = $5, notified_at = now() "
+            "WHERE rule = $1 AND key = $2",
+            notice.reading.rule.value,
+            notice.reading.key,
+            notice.state.value,
+            notice.since,
+            notice.reading.value,
+        )
+
+
+async def run_alerts(pool: asyncpg.Pool, settings: Settings, metrics: Metrics) -> None:
+    """Keep the DLQ gauges current and send the alerts, until cancelled.
+
+    Raises `ConfigError` at once (before any work) if `[alerts]` is invalid.
+    """
+    alert_settings = parse_alert_settings(settings.raw)
+    async with httpx.AsyncClient() as client:
+        await DlqAlerts(pool, alert_settings, metrics, client).run()

@@ -1,0 +1,205 @@
+"""The in-process alerts' decisions: settings, thresholds, the retry rate, and the episode
+state machine that notifies once when a condition starts and once when it clears.
+
+Pure: time comes in as arguments; the caller fetches counts and stores the states.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+from gateway.errors import ConfigError
+
+
+class AlertState(enum.StrEnum):
+    """What the webhook receiver was last told about one alert."""
+
+    OK = "ok"
+    FIRING = "firing"
+
+
+class Rule(enum.StrEnum):
+    """The team's thresholds, as names in notifications and in `dlq_alert_state.rule`."""
+
+    DLQ_BURST = "dlq_burst"  # more than N rows parked within the window
+    DLQ_STALE = "dlq_stale"  # an unresolved row older than the limit
+    RETRY_STORM = "retry_storm"  # more than N retries a minute on one subject
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """`[alerts]`: where notifications go, how often to look, and the thresholds."""
+
+    webhook_url: str = ""  # empty: no notifications (the DLQ gauges are still kept)
+    interval_s: float = 30.0
+    timeout_s: float = 5.0
+    dlq_rows_max: int = 10
+    dlq_window_s: float = 300.0
+    oldest_unresolved_max_s: float = 3600.0
+    retries_per_minute_max: float = 50.0
+
+
+def parse_alert_settings(raw: Mapping[str, Any]) -> AlertSettings:
+    """Read `[alerts]` from the whole TOML document; `ConfigError` names the bad key."""
+    table = raw.get("alerts", {})
+    if not isinstance(table, Mapping):
+        raise ConfigError("alerts", "must be a table")
+    known = {f.name for f in fields(AlertSettings)}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"alerts.{key}", "unknown setting")
+        default = getattr(AlertSettings, key)
+        if isinstance(default, str):
+            if not isinstance(value, str):
+                raise ConfigError(f"alerts.{key}", f"must be a string, got {type(value).__name__}")
+        else:
+            # bool is an int in Python; `true` where a number belongs is still a mistake.
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"alerts.{key}", f"must be a number, got {value!r}")
+            if isinstance(default, int) and not isinstance(value, int):
+                raise ConfigError(f"alerts.{key}", f"must be a whole number, got {value!r}")
+            if value <= 0:
+                raise ConfigError(f"alerts.{key}", f"must be positive, got {value!r}")
+            value = type(default)(value)
+        values[key] = value
+    url = values.get("webhook_url", "")
+    if url and (not url.startswith(("http://", "https://")) or not url.split("://", 1)[1]):
+        # Never echo the URL: webhook URLs usually carry their credential in the path.
+        raise ConfigError("alerts.webhook_url", "must be an http:// or https:// URL")
+    return AlertSettings(**values)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One judged condition: its current value against its threshold."""
+
+    rule: Rule
+    key: str  # the subject for RETRY_STORM, else ""
+    value: float
+    threshold: float
+    active: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The figures one evaluation judges."""
+
+    dlq_rows_in_window: int
+    oldest_unresolved_s: float | None
+    retries_per_minute: Mapping[str, float]  # only subjects this process saw retried
+
+
+def readings(obs: Observation, s: AlertSettings) -> list[Reading]:
+    """Judge every condition; one reading per rule (and per retried subject)."""
+    oldest_s = obs.oldest_unresolved_s or 0.0
+    found = [
+        Reading(
+            Rule.DLQ_BURST,
+            "",
+            obs.dlq_rows_in_window,
+            s.dlq_rows_max,
+            obs.dlq_rows_in_window > s.dlq_rows_max,
+            f"{obs.dlq_rows_in_window} rows parked in the DLQ in the last "
+            f"{s.dlq_window_s:g} s (threshold {s.dlq_rows_max})",
+        ),
+        Reading(
+            Rule.DLQ_STALE,
+            "",
+            oldest_s,
+            s.oldest_unresolved_max_s,
+            oldest_s > s.oldest_unresolved_max_s,
+            f"oldest unresolved DLQ row is {oldest_s:.0f} s old "
+            f"(threshold {s.oldest_unresolved_max_s:g} s)",
+        ),
+    ]
+    for subject, per_minute in sorted(obs.retries_per_minute.items()):
+        found.append(
+            Reading(
+                Rule.RETRY_STORM,
+                subject,
+                per_minute,
+                s.retries_per_minute_max,
+                per_minute > s.retries_per_minute_max,
+                f"{per_minute:.0f} retries a minute on {subject} "
+                f"(threshold {s.retries_per_minute_max:g})",
+            )
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A message for the webhook receiver: an episode started or ended."""
+
+    reading: Reading
+    state: AlertState  # the new state: FIRING starts an episode, OK ends it
+    since: datetime  # when the episode started (FIRING) or ended (OK)
+    started_at: datetime | None = None  # for OK: when the episode had started
+
+    def payload(self, source: str) -> dict[str, Any]:
+        """The JSON body; `text` makes it readable by Slack-style incoming webhooks."""
+        r = self.reading
+        prefix = "FIRING" if self.state is AlertState.FIRING else "RESOLVED"
+        return {
+            "status": "firing" if self.state is AlertState.FIRING else "resolved",
+            "alert": r.rule.value,
+            "key": r.key,
+            "value": r.value,
+            "threshold": r.threshold,
+            "summary": r.summary,
+            "started_at": (self.started_at or self.since).isoformat(),
+            "resolved_at": self.since.isoformat() if self.state is AlertState.OK else None,
+            "source": source,
+            "text": f"[{prefix}] gateway {r.rule.value}: {r.summary}",
+        }
+
+
+def transition(
+    previous: AlertState, previous_since: datetime | None, reading: Reading, now: datetime
+) -> Notice | None:
+    """The notice owed when the receiver's last news no longer matches the condition.
+
+    Nothing while a condition holds or stays clear, so one episode is one FIRING and one
+    OK however many evaluations it lasts. A notice that could not be delivered is simply
+    owed again at the next evaluation, since the stored state did not change.
+    """
+    if reading.active and previous is AlertState.OK:
+        return Notice(reading, AlertState.FIRING, now)
+    if not reading.active and previous is AlertState.FIRING:
+        return Notice(reading, AlertState.OK, now, started_at=previous_since)
+    return None
+
+
+class RetryWindow:
+    """Cumulative retry counts sampled over time, turned into retries a minute per subject."""
+
+    def __init__(self, window_s: float = 60.0) -> None:
+        self._window_s = window_s
+        self._samples: list[tuple[float, dict[str, float]]] = []
+
+    def add(self, now_s: float, counts: Mapping[str, float]) -> None:
+        self._samples.append((now_s, dict(counts)))
+        # Keep the newest sample at least a window old as the base; drop older ones.
+        while len(self._samples) > 2 and self._samples[1][0] <= now_s - self._window_s:
+            self._samples.pop(0)
+
+    def per_minute(self) -> dict[str, float]:
+        """Retries a minute per subject between the base sample and the newest one."""
+        if len(self._samples) < 2:
+            return {}
+        (base_s, base), (now_s, current) = self._samples[0], self._samples[-1]
+        elapsed_s = now_s - base_s
+        if elapsed_s <= 0:
+            return {}
+        rates = {}
+        for subject, count in current.items():
+            before = base.get(subject, 0.0)
+            added = count - before if count >= before else count  # a counter reset
+            rates[subject] = added * 60.0 / elapsed_s
+        return rates

@@ -1,0 +1,57 @@
+"""A dead-letter row as the DLQ commands and replay handlers see it: plain values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class RowBrief:
+    """A dead-letter row without its payload, headers or stack: what a table shows."""
+
+    id: int
+    stage: str
+    provider: str
+    event_id: str
+    subject: str | None
+    error_class: str
+    attempts: int
+    received_at: datetime
+    first_failed_at: datetime
+    last_failed_at: datetime
+    is_resolved: bool
+    resolution: str | None
+
+
+@dataclass(frozen=True)
+class DlqRow:
+    """One dead-letter row as stored."""
+
+    id: int
+    webhook_id: int | None
+    stage: str
+    provider: str
+    event_id: str
+    subject: str | None
+    error_class: str
+    error_message: str
+    error_detail: str | None
+    payload: bytes
+    headers: Mapping[str, str]
+    attempts: int
+    received_at: datetime
+    first_failed_at: datetime
+    last_failed_at: datetime
+    is_resolved: bool
+    resolved_at: datetime | None
+    resolution: str | None
+    resolution_note: str | None
+    resolved_by: str | None
+
+    def __repr__(self) -> str:  # never print the payload
+        return (
+            f"DlqRow(id={self.id}, stage={self.stage!r}, provider={self.provider!r}, "
+            f"event_id={self.event_id!r}, error_class={self.error_class!r})"
+        )

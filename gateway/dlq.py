@@ -1,0 +1,267 @@
+"""`gateway dlq`: inspect, replay and resolve dead letters, and see the DLQ's health.
+
+Exit status: 0 done; 1 a row failed to replay, an id is unknown or a row is not open;
+2 the flags or the configuration cannot be used. Bad input is one line, never a stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import logging
+import sys
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+from gateway import dlq_format as fmt
+from gateway import dlq_store
+from gateway import settings as settings_mod
+from gateway.adapters.postgres import open_pool
+from gateway.core.dlq_filters import (
+    DlqFilter,
+    DlqRowNotFound,
+    DlqUsageError,
+    build_filter,
+    check_replay_flags,
+    parse_ids,
+)
+from gateway.core.dlq_model import RowBrief
+from gateway.metrics import Metrics
+from gateway.replay import ReplayContext, ReplayPlan, RowOutcome, RowResult, replay
+
+Settings = settings_mod.Settings
+Body = Callable[[Settings, argparse.Namespace, DlqFilter], Coroutine[Any, Any, int]]
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Reports a bad flag in one line (argparse's default adds the whole usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _command(body: Body) -> Callable[[argparse.Namespace], int]:
+    """Run `body` on a fresh event loop; an operator's mistake is one line on stderr."""
+
+    def run(args: argparse.Namespace) -> int:
+        name = f"gateway dlq {args.dlq_command}"
+        # The replay's short-lived NATS connection would log its connect and disconnect;
+        # for an operator that is noise next to the per-row report.
+        logging.getLogger("gateway.nats").setLevel(logging.ERROR)
+        try:
+            # Flags are checked before the configuration is read or anything connects.
+            dlq_filter = _filter(args) if hasattr(args, "stage") else DlqFilter()
+            return asyncio.run(body(settings_mod.load(args.config), args, dlq_filter))
+        except DlqUsageError as exc:
+            print(f"{name}: error: {exc}", file=sys.stderr)
+            return 2
+        except DlqRowNotFound as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _filter(args: argparse.Namespace) -> DlqFilter:
+    return build_filter(
+        datetime.now(UTC),
+        stages=args.stage or (),
+        error_classes=args.error_class or (),
+        providers=args.provider or (),
+        since=args.since,
+        until=args.until,
+        resolved=getattr(args, "resolved", False),
+        unresolved=getattr(args, "unresolved", False),
+        include_all=getattr(args, "any", False),
+    )
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)
+
+
+async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
+    if args.limit <= 0:
+        raise DlqUsageError(f"--limit must be a positive number, got {args.limit}")
+    now = datetime.now(UTC)
+    async with open_pool(settings.database_url, max_size=2) as pool, pool.acquire() as conn:
+        rows, total = await dlq_store.list_rows(conn, f, args.limit)
+    if args.json:
+        _out(fmt.dumps([fmt.brief_doc(r, now) for r in rows]))
+        return 0
+    _out(fmt.brief_table(rows, now) if rows else "no matching dead letters")
+    if total > len(rows):
+        _out(f"showing {len(rows)} of {total} matching rows (raise --limit to see more)")
+    return 0
+
+
+async def show_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
+    (row_id,) = parse_ids([args.id], "ID")
+    async with open_pool(settings.database_url, max_size=2) as pool, pool.acquire() as conn:
+        row = await dlq_store.get_row(conn, row_id)
+    if row is None:
+        raise DlqRowNotFound([row_id])
+    _out(fmt.dumps(fmt.row_doc(row)) if args.json else fmt.show_page(row, datetime.now(UTC)))
+    return 0
+
+
+async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
+    (row_id,) = parse_ids([args.id], "ID")
+    note = args.note.strip()
+    if not note:
+        raise DlqUsageError("--note must say what was done (it is kept as the cause)")
+    user: str | None = None
+    with contextlib.suppress(OSError, KeyError):  # no login name in some containers
+        user = getpass.getuser()
+    async with open_pool(settings.database_url, max_size=2) as pool, pool.acquire() as conn:
+        done = await dlq_store.resolve_by_hand(conn, row_id, note, user)
+        row = await dlq_store.get_row(conn, row_id)
+    if row is None:
+        raise DlqRowNotFound([row_id])
+    if not done:
+        print(
+            f"gateway dlq resolve: row {row_id} was already resolved "
+            f"({row.resolution} at {fmt.when(row.resolved_at)}); left as it was",
+            file=sys.stderr,
+        )
+        return 1
+    doc = {"id": row_id, "resolution": row.resolution, "note": note, "resolved_by": user}
+    _out(fmt.dumps(doc) if args.json else f"resolved {row_id} by hand: {fmt.safe(note)}")
+    return 0
+
+
+async def stats_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
+    now = datetime.now(UTC)
+    async with open_pool(settings.database_url, max_size=2) as pool, pool.acquire() as conn:
+        stats = await dlq_store.stats(conn, now)
+    _out(fmt.dumps(fmt.stats_doc(stats, now)) if args.json else fmt.stats_page(stats, now))
+    return 0
+
+
+async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
+    options = check_replay_flags(
+        ids=args.id or (),
+        replay_all=args.all,
+        dlq_filter=f,
+        limit=args.limit,
+        rate_per_s=args.rate,
+        max_attempts=args.max_attempts,
+        force=args.force,
+        dry_run=args.dry_run,
+    )
+    report = _ReplayReport(quiet=args.json, dry_run=options.dry_run)
+    async with (
+        open_pool(settings.database_url, max_size=4) as pool,
+        contextlib.AsyncExitStack() as resources,
+    ):
+        ctx = ReplayContext(settings, pool, Metrics(), resources)
+        try:
+            summary = await replay(ctx, f, options, report.row, report.planned)
+        finally:
+            report.finish()
+    if args.json:
+        _out(fmt.dumps(fmt.replay_doc(summary.results, options.dry_run)))
+    elif options.dry_run:
+        if report.would:
+            _out(fmt.brief_table(report.would, datetime.now(UTC)))
+        _out(
+            f"dry run: would replay {summary.would_replay}, skip {summary.skipped}, "
+            f"fail {summary.failed}; nothing was changed"
+        )
+    else:
+        _out(f"replayed {summary.replayed}, failed {summary.failed}, skipped {summary.skipped}")
+    return 1 if summary.failed and not options.dry_run else 0
+
+
+class _ReplayReport:
+    """Prints each failed or skipped row as it happens, under a progress bar on a TTY."""
+
+    def __init__(self, *, quiet: bool, dry_run: bool) -> None:
+        self._quiet = quiet
+        self._dry_run = dry_run
+        self._progress: fmt.Progress | None = None
+        self.would: list[RowBrief] = []
+
+    def planned(self, plan: ReplayPlan) -> None:
+        if not self._dry_run:  # every result from now on is a row being run
+            self._progress = fmt.Progress(sys.stderr, len(plan.to_replay))
+
+    def row(self, result: RowResult) -> None:
+        if result.outcome is RowOutcome.WOULD_REPLAY:
+            self.would.append(result.row)
+        elif result.outcome is not RowOutcome.REPLAYED and not self._quiet:
+            r = result.row
+            why = (
+                f"{result.error_class}: {result.message}" if result.error_class else result.message
+            )
+            if self._progress is not None:
+                self._progress.clear()
+            _out(f"{result.outcome.value:<8} {r.id} {r.stage} {r.provider}/{r.event_id}: {why}")
+        if self._progress is not None:
+            self._progress.advance()
+
+    def finish(self) -> None:
+        if self._progress is not None:
+            self._progress.finish()
+
+
+def _parser(
+    sub: argparse._SubParsersAction[_OneLineParser], name: str, body: Body, text: str
+) -> _OneLineParser:
+    p = sub.add_parser(name, help=text, description=text)
+    p.add_argument("--config", help=f"TOML config file (default: ${settings_mod.CONFIG_ENV})")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_command(body))
+    return p
+
+
+def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
+    each = "(repeatable)"
+    p.add_argument("--stage", action="append", help=f"ingest, publish or settlement {each}")
+    p.add_argument("--error-class", action="append", help=f"e.g. EVENT_TYPE_MISSING {each}")
+    p.add_argument("--provider", action="append", help=f"provider name {each}")
+    when = "2026-11-30T10:00Z, or a duration ago: 30m, 2h, 1d"
+    p.add_argument("--since", help=f"first failure at or after: {when}")
+    p.add_argument("--until", help=f"first failure before: {when}")
+    if states:
+        p.add_argument("--unresolved", action="store_true", help="open rows only (default)")
+        p.add_argument("--resolved", action="store_true", help="resolved rows only")
+        p.add_argument("--any", action="store_true", help="open and resolved rows")
+
+
+def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Mount `gateway dlq ...` (found by `gateway.cli`)."""
+    text = "Inspect, replay and resolve dead-letter rows."
+    dlq = subparsers.add_parser(
+        "dlq", help=text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = dlq.add_subparsers(
+        dest="dlq_command", required=True, metavar="COMMAND", parser_class=_OneLineParser
+    )
+    p = _parser(sub, "list", list_body, "List dead-letter rows (oldest failure first).")
+    _filters(p, states=True)
+    p.add_argument("--limit", type=int, default=50, help="most rows shown (default 50)")
+    p = _parser(sub, "show", show_body, "Show one row: payload, headers, error, stack.")
+    p.add_argument("id", metavar="ID")
+    p = _parser(sub, "replay", replay_body, "Run the rows' stage again; resolve what succeeds.")
+    p.add_argument("--id", action="append", metavar="ID", help="a row to replay (repeatable)")
+    p.add_argument("--all", action="store_true", help="every open row matching the filters")
+    _filters(p, states=False)
+    p.add_argument("--limit", type=int, help="replay at most this many rows")
+    p.add_argument("--rate", type=float, metavar="N", help="at most N rows per second")
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        default=5,
+        metavar="N",
+        help="skip rows with N or more attempts (default 5)",
+    )
+    p.add_argument("--force", action="store_true", help="replay rows past --max-attempts too")
+    p.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
+    p = _parser(sub, "resolve", resolve_body, "Mark a row handled by hand, with the cause.")
+    p.add_argument("id", metavar="ID")
+    p.add_argument("--note", required=True, help="what was done, kept as the documented cause")
+    _parser(sub, "stats", stats_body, "Unresolved rows by stage and class, recent, oldest.")

@@ -1,0 +1,261 @@
+"""The SQL behind the DLQ commands: listing, claiming rows for replay, marking outcomes,
+statistics. Filter values are always bound parameters, never formatted into the text."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import orjson
+
+from gateway.adapters.postgres import Conn, translate_errors
+from gateway.core.dlq_filters import DlqFilter
+from gateway.core.dlq_model import DlqRow, RowBrief
+from gateway.core.model import Failure
+
+_SELECT = """
+SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
+       error_detail, payload, headers::text AS headers, attempts, received_at,
+       first_failed_at, last_failed_at, is_resolved, resolved_at, resolution,
+       resolution_note, resolved_by
+FROM dlq_webhooks"""
+
+# What tables and plans need: no payload, headers or stack, so listing never loads (or
+# prints) a body.
+_SELECT_BRIEF = """
+SELECT id, stage, provider, event_id, subject, error_class, attempts, received_at,
+       first_failed_at, last_failed_at, is_resolved, resolution
+FROM dlq_webhooks"""
+
+
+def _row(record: asyncpg.Record) -> DlqRow:
+    values = dict(record)
+    values["payload"] = bytes(values["payload"])
+    values["headers"] = orjson.loads(values["headers"])
+    return DlqRow(**values)
+
+
+class _Where:
+    """A WHERE clause built from this module's fixed fragments; every value is a parameter."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = ["true"]
+        self.args: list[Any] = []
+
+    def add(self, fragment: str, value: Any) -> _Where:
+        """Append `fragment`; its `{}` becomes the placeholder bound to `value`."""
+        self.args.append(value)
+        self.parts.append(fragment.format(f"${len(self.args)}"))
+        return self
+
+    def query(self, head: str, tail: str = "", limit: int | None = None) -> list[Any]:
+        """`[sql, *args]` for `{head} WHERE ... {tail} LIMIT n` (no LIMIT for None)."""
+        args = [*self.args, limit]
+        sql = " ".join([head, "WHERE", " AND ".join(self.parts), tail, f"LIMIT ${len(args)}"])
+        return [sql, *args]
+
+
+def _filtered(f: DlqFilter) -> _Where:
+    where = _Where()
+    if f.resolved is not None:
+        where.add("is_resolved = {}", f.resolved)
+    if f.stages:
+        where.add("stage = ANY({}::text[])", list(f.stages))
+    if f.error_classes:
+        where.add("upper(error_class) = ANY({}::text[])", list(f.error_classes))
+    if f.providers:
+        where.add("provider = ANY({}::text[])", list(f.providers))
+    if f.since is not None:
+        where.add("first_failed_at >= {}", f.since)
+    if f.until is not None:
+        where.add("first_failed_at < {}", f.until)
+    return where
+
+
+async def list_rows(conn: Conn, f: DlqFilter, limit: int) -> tuple[list[RowBrief], int]:
+    """The matching rows, oldest failure first, up to `limit`; and how many match in all."""
+    where = _filtered(f)
+    with translate_errors():
+        total = await conn.fetchval(*where.query("SELECT count(*) FROM dlq_webhooks"))
+        records = await conn.fetch(
+            *where.query(_SELECT_BRIEF, "ORDER BY first_failed_at, id", limit)
+        )
+    return [RowBrief(**dict(r)) for r in records], int(total)
+
+
+async def get_row(conn: Conn, row_id: int) -> DlqRow | None:
+    """The row with this id, or None."""
+    with translate_errors():
+        record = await conn.fetchrow(*_Where().add("id = {}", row_id).query(_SELECT))
+    return None if record is None else _row(record)
+
+
+async def replay_briefs(conn: Conn, f: DlqFilter, ids: Sequence[int]) -> list[RowBrief]:
+    """Every row a replay of `f` (or of `ids`, whatever their state) considers, in order."""
+    where = _Where().add("id = ANY({}::bigint[])", list(ids)) if ids else _filtered(f)
+    with translate_errors():
+        records = await conn.fetch(*where.query(_SELECT_BRIEF, "ORDER BY received_at, id"))
+    return [RowBrief(**dict(r)) for r in records]
+
+
+async def clock(conn: Conn) -> datetime:
+    """The database's current time, the clock replay marks are compared against."""
+    with translate_errors():
+        return await conn.fetchval("SELECT clock_timestamp()")  # type: ignore[no-any-return]
+
+
+async def claim_next(
+    conn: Conn,
+    f: DlqFilter,
+    ids: Sequence[int],
+    stages: Sequence[str],
+    *,
+    max_attempts: int | None,
+    run_started_at: datetime,
+) -> DlqRow | None:
+    """Lock the oldest replayable row no one else holds; None when none is left.
+
+    Must run inside a transaction: the lock lasts until it ends. A row whose last failure
+    is later than `run_started_at` was already tried during this run, by this replay or an
+    overlapping one, so while replays overlap each row is attempted at most once.
+    """
+    where = _filtered(replace(f, resolved=False))
+    if ids:
+        where.add("id = ANY({}::bigint[])", list(ids))
+    where.add("stage = ANY({}::text[])", list(stages))
+    if max_attempts is not None:
+        where.add("attempts < {}", max_attempts)
+    where.add("last_failed_at < {}", run_started_at)
+    # FOR UPDATE after LIMIT is how PostgreSQL spells it; LIMIT 1 locks one row.
+    sql, *args = where.query(_SELECT, "ORDER BY received_at, id", 1)
+    with translate_errors():
+        record = await conn.fetchrow(sql + " FOR UPDATE SKIP LOCKED", *args)
+    return None if record is None else _row(record)
+
+
+async def mark_replayed(conn: Conn, row_id: int) -> None:
+    """Resolve a row whose stage ran again successfully."""
+    with translate_errors():
+        await conn.execute(
+            "UPDATE dlq_webhooks SET is_resolved = true, resolved_at = now(), "
+            "resolution = 'replayed' WHERE id = $1",
+            row_id,
+        )
+
+
+async def mark_failed(conn: Conn, row_id: int, failure: Failure) -> None:
+    """Count another failed attempt and keep its error as the row's current one."""
+    with translate_errors():
+        # clock_timestamp(), not now(): the mark must be later than the start of any
+        # replay that overlaps this one (see `claim_next`).
+        await conn.execute(
+            "UPDATE dlq_webhooks SET attempts = attempts + 1, last_failed_at = clock_timestamp(),"
+            " error_class = $2, error_message = $3, error_detail = $4 WHERE id = $1",
+            row_id,
+            failure.error_class,
+            failure.message,
+            failure.detail,
+        )
+
+
+async def resolve_by_hand(conn: Conn, row_id: int, note: str, user: str | None) -> bool:
+    """Resolve an open row with the operator's note; False if it is not open (or absent)."""
+    with translate_errors():
+        status = await conn.execute(
+            "UPDATE dlq_webhooks SET is_resolved = true, resolved_at = now(), "
+            "resolution = 'manual', resolution_note = $2, resolved_by = $3 "
+            "WHERE id = $1 AND NOT is_resolved",
+            row_id,
+            note,
+            user,
+        )
+    return status == "UPDATE 1"
+
+
+@dataclass(frozen=True)
+class DlqStats:
+    """The DLQ's health at one moment."""
+
+    unresolved: int
+    by_class: list[tuple[str, str, int]]  # (stage, error_class, unresolved rows)
+    added_in_window: int
+    window_s: float
+    oldest_unresolved_at: datetime | None
+
+
+_HEALTH = """
+SELECT (SELECT count(*) FROM dlq_webhooks
+        WHERE first_failed_at > $1::timestamptz - make_interval(secs => $2)
+          AND first_failed_at <= $1::timestamptz) AS added,
+       (SELECT count(*) FROM dlq_webhooks WHERE NOT is_resolved) AS unresolved,
+       (SELECT min(first_failed_at) FROM dlq_webhooks WHERE NOT is_resolved) AS oldest
+"""
+
+
+async def health_counts(
+    conn: Conn, now: datetime, window_s: float
+) -> tuple[int, int, datetime | None]:
+    """(rows first failed in the `window_s` before `now`, unresolved rows, oldest open one).
+
+    `now` comes from the caller so the alert evaluator can run on an injected clock.
+    """
+    with translate_errors():
+        record = await conn.fetchrow(_HEALTH, now, window_s)
+    if record is None:
+        return 0, 0, None
+    return int(record["added"]), int(record["unresolved"]), record["oldest"]
+
+
+async def stats(conn: Conn, now: datetime, window_s: float = 300.0) -> DlqStats:
+    """Unresolved rows by stage and error class, recent additions, the oldest open row."""
+    added, unresolved, oldest = await health_counts(conn, now, window_s)
+    with translate_errors():
+        records = await conn.fetch(
+            "SELECT stage, error_class, count(*) AS n FROM dlq_webhooks WHERE NOT is_resolved "
+            "GROUP BY stage, error_class ORDER BY count(*) DESC, stage, error_class"
+        )
+    by_class = [(r["stage"], r["error_class"], int(r["n"])) for r in records]
+    return DlqStats(unresolved, by_class, added, window_s, oldest)
+
+
+class OutboxState(enum.StrEnum):
+    """What replaying an `ingest` row found in `processed_webhooks`."""
+
+    QUEUED = "queued"  # the row now has a subject and waits for the outbox
+    ALREADY_PUBLISHED = "already_published"  # the effect already happened: nothing to do
+    MISSING = "missing"  # the event was never recorded; replay will not insert it
+
+
+# Only the existing row is updated, and only while unpublished: the idempotency gate's row
+# is never duplicated, and an event already on the stream is left as it is.
+_QUEUE = """
+WITH target AS (
+    SELECT id, published_at, received_at FROM processed_webhooks
+    WHERE provider = $1 AND event_id = $2
+    FOR UPDATE
+), queued AS (
+    UPDATE processed_webhooks p SET event_type = $3, subject = $4
+    FROM target t WHERE p.id = t.id AND t.published_at IS NULL
+    RETURNING p.id
+)
+SELECT t.id, t.received_at, t.published_at IS NOT NULL AS published FROM target t
+"""
+
+
+async def queue_for_outbox(
+    conn: Conn, provider: str, event_id: str, event_type: str, subject: str
+) -> tuple[OutboxState, int | None, datetime | None]:
+    """Give a recorded, now valid event its type and subject so the outbox publishes it.
+
+    Returns what was found, the `processed_webhooks` id and its `received_at`.
+    """
+    with translate_errors():
+        record = await conn.fetchrow(_QUEUE, provider, event_id, event_type, subject)
+    if record is None:
+        return OutboxState.MISSING, None, None
+    state = OutboxState.ALREADY_PUBLISHED if record["published"] else OutboxState.QUEUED
+    return state, int(record["id"]), record["received_at"]

@@ -1,0 +1,129 @@
+"""Replaying `ingest` dead letters: a verified webhook whose payload failed validation is
+validated again with the provider's current configuration and, if it now passes, handed
+to the outbox like any accepted event.
+
+The typical causes: an operator fixed `event_type_from` for an `hmac` provider, or the
+validation code was fixed after a provider sent something it did not expect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import asyncpg
+
+from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.webhook_store import StoredEvent
+from gateway.core.dlq_model import DlqRow
+from gateway.core.model import Failure, webhook_event
+from gateway.core.signatures import get_scheme
+from gateway.dlq_store import OutboxState, queue_for_outbox
+from gateway.errors import GatewayError, PayloadInvalid, PermanentError
+from gateway.metrics import Metrics
+from gateway.relay import publish_and_mark
+from gateway.replay import ReplayContext, StageHandler, register_stage_handler_factory
+from gateway.settings import Settings
+
+log = logging.getLogger("gateway.replay")
+
+
+class ProviderNotConfigured(PermanentError):
+    """The row's provider is no longer in the configuration."""
+
+    error_class = "PROVIDER_NOT_CONFIGURED"
+
+
+class StillInvalid(PayloadInvalid):
+    """The payload still fails validation under the current configuration."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.error_class = failure.error_class  # the same class the live path would record
+
+
+class EventIdChanged(PermanentError):
+    """The current configuration reads a different event id from the stored request."""
+
+    error_class = "EVENT_ID_CHANGED"
+
+
+class EventNotRecorded(PermanentError):
+    """No `processed_webhooks` row exists for the event; replay never inserts one."""
+
+    error_class = "EVENT_NOT_RECORDED"
+
+
+class IngestReplay:
+    """Validates a parked webhook again and queues it for the stream (the `ingest` stage)."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings,
+        broker: JetStreamBroker | None,
+        metrics: Metrics,
+    ) -> None:
+        self._pool = pool
+        self._settings = settings
+        self._broker = broker
+        self._metrics = metrics
+        self._warned = False
+
+    async def __call__(self, row: DlqRow) -> None:
+        provider = self._settings.providers.get(row.provider)
+        if provider is None:
+            raise ProviderNotConfigured(f"provider {row.provider!r} is not configured")
+        scheme = get_scheme(provider.scheme)
+        # The signature is deliberately not verified again: it was verified when the
+        # request arrived (an unverified request is never stored), and its signed
+        # timestamp would now be outside the tolerance window.
+        event = webhook_event(
+            provider.name,
+            scheme.id_ref(provider.params),
+            scheme.type_ref(provider.params),
+            row.headers,
+            row.payload,
+            row.received_at,
+        )
+        if event.event_id != row.event_id:
+            # Recording it under another id would bypass the idempotency gate.
+            raise EventIdChanged(
+                f"the current configuration reads event id {event.event_id!r}, "
+                f"but the event was recorded as {row.event_id!r}"
+            )
+        if event.failure is not None or event.event_type is None or event.subject is None:
+            raise StillInvalid(event.failure or Failure("PAYLOAD_INVALID", "no subject"))
+        async with self._pool.acquire() as conn:
+            state, webhook_id, received_at = await queue_for_outbox(
+                conn, row.provider, row.event_id, event.event_type, event.subject
+            )
+        if state is OutboxState.MISSING or webhook_id is None or received_at is None:
+            raise EventNotRecorded(f"no processed_webhooks row for {row.provider}/{row.event_id}")
+        if state is OutboxState.ALREADY_PUBLISHED or self._broker is None:
+            return  # published before (a no-op replay), or the outbox relay will do it
+        if not self._broker.connected:
+            if not self._warned:
+                self._warned = True
+                log.warning("NATS unreachable: replayed events wait for the outbox relay")
+            return
+        stored = StoredEvent(webhook_id, dataclasses.replace(event, received_at=received_at))
+        try:
+            # Publishing now is a courtesy: the row is committed with its subject, so the
+            # outbox relay publishes it anyway if this does not get a PubAck.
+            await publish_and_mark(
+                self._pool, self._broker, [stored], self._settings.outbox, self._metrics, "replay"
+            )
+        except GatewayError as exc:
+            log.warning("replayed event left to the outbox relay", extra={"error": repr(exc)})
+
+
+async def ingest_handler(ctx: ReplayContext) -> StageHandler:
+    """Build the `ingest` handler with a JetStream connection of the run's own."""
+    broker = JetStreamBroker(ctx.settings.nats, name="gateway-dlq-replay")
+    ctx.resources.push_async_callback(broker.close)
+    await broker.start()
+    return IngestReplay(ctx.pool, ctx.settings, broker, ctx.metrics)
+
+
+register_stage_handler_factory("ingest", ingest_handler)

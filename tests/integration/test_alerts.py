@@ -1,0 +1,328 @@
+"""Alerts: the Prometheus rules under promtool, and the in-process alerts against a real
+HTTP receiver and real DLQ rows, driven by an injected clock instead of 30 s sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.adapters.postgres import open_pool
+from gateway.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
+from gateway.core.alerting import AlertSettings
+from gateway.errors import ConfigError
+from gateway.metrics import Metrics
+from gateway.settings import parse
+from tests.support.services import free_port, wait_until
+
+RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+needs_promtool = pytest.mark.skipif(
+    not Path(PROMTOOL).exists(),
+    reason="promtool not installed (Debian package 'prometheus'; scripts/setup.sh installs it)",
+)
+T0 = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+
+
+# --- Prometheus rules -------------------------------------------------------------------
+
+
+def promtool(*args: str, cwd: Path = RULES_DIR) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PROMTOOL, *args], capture_output=True, text=True, timeout=60, cwd=cwd, check=False
+    )
+
+
+@needs_promtool
+def test_rules_file_is_valid():
+    """`promtool check rules` accepts every rule."""
+    result = promtool("check", "rules", "alerts.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 5 rules found" in result.stdout
+
+
+@needs_promtool
+def test_each_rule_fires_and_stays_quiet():
+    """`promtool test rules`: every rule fires past its threshold and is quiet below it."""
+    result = promtool("test", "rules", "alerts_test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_rule_has_a_firing_and_a_quiet_case():
+    """The promtool tests cover each alert both ways (so no rule goes untested)."""
+    yaml = pytest.importorskip("yaml")
+    rules = yaml.safe_load((RULES_DIR / "alerts.yml").read_text(encoding="utf-8"))
+    tests = yaml.safe_load((RULES_DIR / "alerts_test.yml").read_text(encoding="utf-8"))
+    names = {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    assert names == {
+        "GatewayDlqBurst",
+        "GatewayDlqRowUnresolved",
+        "GatewayRetryStorm",
+        "GatewayOutboxLag",
+        "GatewayLedgerCritical",
+    }
+    firing, quiet = set(), set()
+    for case in tests["tests"]:
+        for check in case["alert_rule_test"]:
+            (firing if check["exp_alerts"] else quiet).add(check["alertname"])
+    assert firing == names and quiet == names
+
+
+@needs_promtool
+@pytest.mark.parametrize(
+    ("original", "mutant"),
+    [
+        (") > 10", ") > 20"),
+        ("> 3600", "> 7200"),
+        ("[1m])) > 50", "[1m])) > 100"),
+        ("for: 5m", "for: 15m"),
+        ("offset 15m) > 0)", "offset 15m) > 5)"),
+    ],
+)
+def test_the_rule_tests_catch_a_wrong_threshold(tmp_path, original, mutant):
+    """A rule with a changed threshold fails the tests: they check the numbers."""
+    rules = (RULES_DIR / "alerts.yml").read_text(encoding="utf-8")
+    assert rules.count(original) == 1
+    (tmp_path / "alerts.yml").write_text(rules.replace(original, mutant), encoding="utf-8")
+    shutil.copy(RULES_DIR / "alerts_test.yml", tmp_path)
+    assert promtool("test", "rules", "alerts_test.yml", cwd=tmp_path).returncode != 0
+
+
+# --- in-process alerts ------------------------------------------------------------------
+
+
+class Receiver:
+    """A real HTTP server standing in for Slack/PagerDuty: records what it is sent."""
+
+    def __init__(self) -> None:
+        self.received: list[dict] = []
+        self.fail_next = 0
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/hooks/T000/SECRET"
+
+        async def hook(request: Request) -> Response:
+            if self.fail_next:
+                self.fail_next -= 1
+                return Response(status_code=500)
+            self.received.append(await request.json())
+            return Response("ok")
+
+        app = Starlette(routes=[Route("/hooks/T000/SECRET", hook, methods=["POST"])])
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, lifespan="off")
+        )
+
+    def statuses(self) -> list[tuple[str, str, str]]:
+        return [(m["alert"], m["key"], m["status"]) for m in self.received]
+
+
+@pytest.fixture
+async def receiver():
+    r = Receiver()
+    task = asyncio.create_task(r.server.serve())
+    while not r.server.started:
+        await asyncio.sleep(0.01)
+    yield r
+    r.server.should_exit = True
+    await task
+
+
+@pytest.fixture
+async def pool(database_url):
+    async with open_pool(database_url, max_size=6) as p:
+        yield p
+
+
+@pytest.fixture
+async def db(database_url):
+    conn = await asyncpg.connect(database_url)
+    yield conn
+    await conn.close()
+
+
+@pytest.fixture
+async def client():
+    async with httpx.AsyncClient() as c:
+        yield c
+
+
+async def park(db, event_id: str, first_failed_at: datetime) -> int:
+    return await db.fetchval(
+        "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message,"
+        " payload, first_failed_at, last_failed_at)"
+        " VALUES ('settlement', 'stripe', $1, 'UNKNOWN_MERCHANT', 'x', '\\x7b7d', $2, $2)"
+        " RETURNING id",
+        event_id,
+        first_failed_at,
+    )
+
+
+def alerts(pool, receiver, client, metrics=None, **settings) -> DlqAlerts:
+    config = AlertSettings(webhook_url=receiver.url, **settings)
+    return DlqAlerts(pool, config, metrics or Metrics(), client, source="gw-test")
+
+
+async def test_dlq_burst_notifies_once_per_episode_and_when_it_clears(pool, db, receiver, client):
+    """11 rows in 5 minutes: one FIRING, silence while it holds, one RESOLVED after."""
+    for i in range(11):
+        await park(db, f"evt_{i}", T0 - timedelta(minutes=1))
+    evaluator = alerts(pool, receiver, client)
+    sent = await evaluator.evaluate(T0)
+    assert [n.state.value for n in sent] == ["firing"]
+    for step_s in (30, 60, 90, 120):  # the condition holds: no repeat every 30 s
+        assert await evaluator.evaluate(T0 + timedelta(seconds=step_s)) == []
+    assert await evaluator.evaluate(T0 + timedelta(minutes=5)) != []  # rows left the window
+    assert await evaluator.evaluate(T0 + timedelta(minutes=5, seconds=30)) == []
+    assert receiver.statuses() == [("dlq_burst", "", "firing"), ("dlq_burst", "", "resolved")]
+    firing, resolved = receiver.received
+    assert firing["value"] == 11 and firing["threshold"] == 10
+    assert firing["text"].startswith("[FIRING] gateway dlq_burst: 11 rows parked in the DLQ")
+    assert firing["source"] == "gw-test" and firing["resolved_at"] is None
+    assert resolved["started_at"] == T0.isoformat()
+    assert resolved["resolved_at"] == (T0 + timedelta(minutes=5)).isoformat()
+
+
+async def test_stale_row_alert_and_its_resolution_by_the_operator(pool, db, receiver, client):
+    """A row unresolved for over an hour fires; resolving it sends the resolved message."""
+    row_id = await park(db, "evt_old", T0 - timedelta(minutes=59))
+    await park(db, "evt_done", T0 - timedelta(hours=3))
+    await db.execute("UPDATE dlq_webhooks SET is_resolved = true WHERE event_id = 'evt_done'")
+    metrics = Metrics()
+    evaluator = alerts(pool, receiver, client, metrics)
+    assert await evaluator.evaluate(T0) == []
+    assert metrics.dlq_unresolved.get() == 1
+    assert metrics.dlq_oldest_unresolved_seconds.get() == 59 * 60
+    await evaluator.evaluate(T0 + timedelta(minutes=2))
+    assert receiver.statuses() == [("dlq_stale", "", "firing")]
+    assert "oldest unresolved DLQ row is 3660 s old" in receiver.received[0]["summary"]
+    await db.execute("UPDATE dlq_webhooks SET is_resolved = true WHERE id = $1", row_id)
+    await evaluator.evaluate(T0 + timedelta(minutes=3))
+    assert receiver.statuses()[-1] == ("dlq_stale", "", "resolved")
+    assert metrics.dlq_unresolved.get() == 0
+    assert "gateway_dlq_oldest_unresolved_seconds 0" in metrics.render()
+
+
+async def test_retry_storm_per_subject(pool, receiver, client):
+    """More than 50 retries a minute on one subject fires for that subject only."""
+    metrics = Metrics()
+    evaluator = alerts(pool, receiver, client, metrics)
+    busy, calm = "webhooks.stripe.charge_succeeded", "webhooks.paddle.transaction_completed"
+    await evaluator.evaluate(T0)
+    metrics.retries_total.inc(60, subject=busy)
+    metrics.retries_total.inc(10, subject=calm)
+    await evaluator.evaluate(T0 + timedelta(seconds=30))
+    await evaluator.evaluate(T0 + timedelta(seconds=60))  # still 60 in the last minute
+    assert receiver.statuses() == [("retry_storm", busy, "firing")]
+    await evaluator.evaluate(T0 + timedelta(seconds=90))  # nothing new for a minute
+    assert receiver.statuses()[-1] == ("retry_storm", busy, "resolved")
+
+
+async def test_failed_delivery_is_retried_then_sent_once(pool, db, receiver, client):
+    """A receiver error leaves the notice owed; the next evaluation delivers it, once."""
+    for i in range(11):
+        await park(db, f"evt_{i}", T0)
+    receiver.fail_next = 1
+    evaluator = alerts(pool, receiver, client)
+    assert await evaluator.evaluate(T0) == []
+    assert await db.fetchval("SELECT state FROM dlq_alert_state WHERE rule = 'dlq_burst'") in (
+        None,
+        "ok",
+    )
+    assert len(await evaluator.evaluate(T0 + timedelta(seconds=30))) == 1
+    assert await evaluator.evaluate(T0 + timedelta(seconds=60)) == []
+    assert receiver.statuses() == [("dlq_burst", "", "firing")]
+
+
+async def test_several_processes_and_restarts_notify_once(database_url, db, receiver):
+    """Gateways sharing the database send one notice per episode, restarted or not."""
+    for i in range(11):
+        await park(db, f"evt_{i}", T0)
+    async with (
+        open_pool(database_url, max_size=3) as pool_a,
+        open_pool(database_url, max_size=3) as pool_b,
+        httpx.AsyncClient() as client_a,
+        httpx.AsyncClient() as client_b,
+    ):
+        a = alerts(pool_a, receiver, client_a)
+        b = alerts(pool_b, receiver, client_b)
+        await asyncio.gather(a.evaluate(T0), b.evaluate(T0))
+        restarted = alerts(pool_a, receiver, client_a)
+        await restarted.evaluate(T0 + timedelta(seconds=30))
+    assert receiver.statuses() == [("dlq_burst", "", "firing")]
+
+
+async def test_without_webhook_only_the_gauges_are_kept(pool, db, receiver, client):
+    """No webhook_url: gauges are refreshed, nothing is sent or stored."""
+    await park(db, "evt_1", T0 - timedelta(minutes=10))
+    metrics = Metrics()
+    evaluator = DlqAlerts(pool, AlertSettings(), metrics, client)
+    for i in range(20):
+        await park(db, f"evt_burst_{i}", T0)
+    assert await evaluator.evaluate(T0) == []
+    assert receiver.received == []
+    assert await db.fetchval("SELECT count(*) FROM dlq_alert_state") == 0
+    assert metrics.dlq_unresolved.get() == 21
+    assert await refresh_dlq_gauges(pool, metrics, now=T0) == (20, 600.0)
+
+
+async def test_run_loop_evaluates_on_its_interval(pool, db, receiver, client):
+    """`run` evaluates by itself (here every 50 ms) and survives a failing pass."""
+    for i in range(11):
+        await park(db, f"evt_{i}", T0)
+    clock = iter([T0 - timedelta(days=400)] + [T0] * 1000)  # first pass: window empty
+    evaluator = DlqAlerts(
+        pool,
+        AlertSettings(webhook_url=receiver.url, interval_s=0.05),
+        Metrics(),
+        client,
+        clock=lambda: next(clock),
+    )
+    await evaluator.start()
+    try:
+        await wait_until(lambda: _async(len(receiver.received) == 1), timeout_s=10)
+    finally:
+        await evaluator.close()
+    assert receiver.statuses() == [("dlq_burst", "", "firing")]
+
+
+async def _async(value):
+    return value
+
+
+async def test_bad_alert_config_stops_with_the_key_named(pool):
+    """run_alerts refuses a bad [alerts] table before doing anything."""
+    settings = parse({"alerts": {"webhook_url": "hooks.slack.com/services/T0/B0/XYZ"}}, env={})
+    with pytest.raises(ConfigError) as caught:
+        await run_alerts(pool, settings, Metrics())
+    assert (
+        str(caught.value) == "config error: alerts.webhook_url: must be an http:// or https:// URL"
+    )
+
+
+async def test_run_alerts_runs_until_cancelled(pool, db, receiver):
+    """The coroutine compose.py starts sends alerts and stops cleanly when cancelled."""
+    for i in range(11):
+        await park(db, f"evt_{i}", datetime.now(UTC))
+    settings = parse({"alerts": {"webhook_url": receiver.url, "interval_s": 0.05}}, env={})
+    task = asyncio.create_task(run_alerts(pool, settings, Metrics()))
+    try:
+        await wait_until(lambda: _async(receiver.received), timeout_s=10)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert receiver.statuses() == [("dlq_burst", "", "firing")]
+    assert not re.search("SECRET", receiver.received[0]["text"])
