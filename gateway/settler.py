@@ -36,6 +36,7 @@ from gateway.core.settlement import (
 )
 from gateway.errors import (
     GatewayError,
+    LedgerIdCollision,
     MissingField,
     PaymentNotSettled,
     RetriesExhausted,
@@ -72,6 +73,26 @@ def instruction_for(event: Event, schemes: Mapping[str, str]) -> SettlementInstr
     return None
 
 
+def _check_same(existing: store.SettlementRow, instruction: SettlementInstruction) -> None:
+    """A second event for a settlement must say the same thing as the first.
+
+    The transfer id comes from the settlement id alone, so a repeat with another amount,
+    currency or merchant would otherwise be waved through as a duplicate; it is a data
+    problem someone has to look at, and it is raised as the critical id collision.
+    """
+    same = (
+        existing.amount_minor == instruction.amount_minor
+        and existing.currency == instruction.currency
+        and (instruction.merchant_id is None or existing.merchant_id == instruction.merchant_id)
+    )
+    if not same:
+        raise LedgerIdCollision(
+            f"settlement {instruction.key!r} was recorded as {existing.amount_minor} "
+            f"{existing.currency} for {existing.merchant_id!r}; this event says "
+            f"{instruction.amount_minor} {instruction.currency} for {instruction.merchant_id!r}"
+        )
+
+
 class Settler:
     """Settles events against one ledger with rates from one source."""
 
@@ -100,8 +121,10 @@ class Settler:
         tid = transfer_id(instruction)
         async with self._pool.acquire() as conn:
             existing = await store.by_transfer(conn, tid)
-            if existing is not None and existing.state is SettlementState.SETTLED:
-                return SettleOutcome.DUPLICATE
+            if existing is not None:
+                _check_same(existing, instruction)
+                if existing.state is SettlementState.SETTLED:
+                    return SettleOutcome.DUPLICATE
             merchant = await self._merchant(conn, instruction)
         # Checked before posting: a ledger refuses for ever an id it once refused for a
         # missing account, and the merchant may be opened later and the event replayed.

@@ -191,12 +191,17 @@ class SettlementWorker:
         """POST a critical event to `[alerts] webhook_url`, if configured (best effort)."""
         if not self._alert_url:
             return
+        # The same shape as the DLQ threshold alerts (alert/key/status/text), so one
+        # receiver (a Slack or PagerDuty hook) shows both alike.
         doc: dict[str, Any] = {
+            "alert": "settlement_critical",
+            "key": decision.error_class,
+            "status": "firing",
             "severity": "critical",
-            "reason": decision.error_class,
+            "text": f"CRITICAL {decision.error_class}: {event.provider}/{event.event_id} "
+            f"parked in the DLQ: {message}",
             "provider": event.provider,
             "event_id": event.event_id,
-            "message": message,
         }
         try:
             async with httpx.AsyncClient(timeout=5) as client:

@@ -9,6 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.adapters.postgres import migrate
+from tests.support.receiver import Receiver
 from tests.support.services import (
     REDIS_URL,
     NatsServer,
@@ -70,6 +71,18 @@ async def stub() -> AsyncIterator[Stub]:
     """The currency-stub, served for real on a free port."""
     async with running_stub() as running:
         yield running
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """An alert webhook receiver on a free port, recording what it is sent."""
+    r = Receiver()
+    task = asyncio.create_task(r.server.serve())
+    while not r.server.started:
+        await asyncio.sleep(0.01)
+    yield r
+    r.server.should_exit = True
+    await task
 
 
 @pytest.fixture

@@ -45,6 +45,8 @@ class SettlementRow:
     settlement_id: str
     merchant_id: str
     state: SettlementState
+    amount_minor: int
+    currency: str
     ledger_amount_minor: int | None
     rate_at_payment: Decimal | None
     attempts: int
@@ -57,6 +59,8 @@ def _row(record: asyncpg.Record) -> SettlementRow:
         settlement_id=record["settlement_id"],
         merchant_id=record["merchant_id"],
         state=SettlementState(record["state"]),
+        amount_minor=record["amount_minor"],
+        currency=record["currency"],
         ledger_amount_minor=record["ledger_amount_minor"],
         rate_at_payment=record["rate_at_payment"],
         attempts=record["attempts"],

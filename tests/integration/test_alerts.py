@@ -14,11 +14,6 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.adapters.postgres import open_pool
 from gateway.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
@@ -26,7 +21,7 @@ from gateway.core.alerting import AlertSettings
 from gateway.errors import ConfigError
 from gateway.metrics import Metrics
 from gateway.settings import parse
-from tests.support.services import free_port, wait_until
+from tests.support.services import wait_until
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -102,42 +97,6 @@ def test_the_rule_tests_catch_a_wrong_threshold(tmp_path, original, mutant):
 
 
 # --- in-process alerts ------------------------------------------------------------------
-
-
-class Receiver:
-    """A real HTTP server standing in for Slack/PagerDuty: records what it is sent."""
-
-    def __init__(self) -> None:
-        self.received: list[dict] = []
-        self.fail_next = 0
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/hooks/T000/SECRET"
-
-        async def hook(request: Request) -> Response:
-            if self.fail_next:
-                self.fail_next -= 1
-                return Response(status_code=500)
-            self.received.append(await request.json())
-            return Response("ok")
-
-        app = Starlette(routes=[Route("/hooks/T000/SECRET", hook, methods=["POST"])])
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, lifespan="off")
-        )
-
-    def statuses(self) -> list[tuple[str, str, str]]:
-        return [(m["alert"], m["key"], m["status"]) for m in self.received]
-
-
-@pytest.fixture
-async def receiver():
-    r = Receiver()
-    task = asyncio.create_task(r.server.serve())
-    while not r.server.started:
-        await asyncio.sleep(0.01)
-    yield r
-    r.server.should_exit = True
-    await task
 
 
 @pytest.fixture

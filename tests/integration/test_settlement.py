@@ -309,3 +309,34 @@ async def test_redis_down_does_not_stop_settlement(database_url, nats_url, stub)
 async def _forget_memo(parts) -> None:  # type: ignore[no-untyped-def]
     """Drop the worker's few-seconds rate memo, so the next rate comes from service or cache."""
     parts.settler._memo.clear()
+
+
+async def test_conflicting_second_event_is_critical_and_alerts(
+    database_url, nats_url, stub, redis_url, receiver
+):
+    """The same payment announced again with another amount is not waved through."""
+    doc = config(
+        database_url,
+        nats_url,
+        **settlement_sections(stub.url, redis_url),
+        alerts={"webhook_url": receiver.url},
+    )
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, "m_1")
+        await post_stripe(server, "evt_a", payment("evt_a", "pi_conflict", 500, "usd"))
+        await wait_until(lambda: settled(database_url, 1))
+        await post_stripe(server, "evt_b", payment("evt_b", "pi_conflict", 9000, "usd"))
+        await wait_until(lambda: dlq_rows(database_url))
+
+        async def alerted() -> list:  # type: ignore[type-arg]
+            return receiver.received
+
+        [alert] = await wait_until(alerted)
+        assert parts.metrics.critical_total.get(reason="LEDGER_ID_COLLISION") == 1
+        assert await merchant_balance(parts, "m_1") == 500
+    assert await dlq_rows(database_url) == [("settlement", "LEDGER_ID_COLLISION")]
+    assert (alert["status"], alert["key"], alert["event_id"]) == (
+        "firing",
+        "LEDGER_ID_COLLISION",
+        "evt_b",
+    )
