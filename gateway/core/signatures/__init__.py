@@ -21,12 +21,10 @@ from gateway.core.signatures.base import (
     Scheme,
     SchemeParams,
 )
-from gateway.core.signatures.github import GITHUB
+from gateway.core.signatures.body_hmac import GITHUB, SHOPIFY
 from gateway.core.signatures.hmac_generic import HMAC, check_hmac_params
-from gateway.core.signatures.paddle import PADDLE
-from gateway.core.signatures.shopify import SHOPIFY
 from gateway.core.signatures.standard import STANDARD, standard_key
-from gateway.core.signatures.stripe import STRIPE
+from gateway.core.signatures.timestamped import PADDLE, STRIPE
 
 __all__ = [
     "SCHEMES",

@@ -1,0 +1,73 @@
+"""Schemes that sign the body alone (no timestamp) and name the event in headers:
+GitHub (`X-Hub-Signature-256: sha256=<hex>`) and Shopify (`X-Shopify-Hmac-Sha256: <base64>`)."""
+
+from __future__ import annotations
+
+from gateway.core.signatures.base import (
+    Encoding,
+    FieldRef,
+    Headers,
+    SchemeParams,
+    any_match,
+    decode_signature,
+    hmac_sha256,
+    require_header,
+)
+from gateway.errors import SignatureMalformed, SignatureMismatch
+
+
+class BodyHmacScheme:
+    """An HMAC-SHA256 of the body in one header; id and type in headers of their own."""
+
+    body_carries_id: bool = False
+
+    def __init__(
+        self,
+        name: str,
+        header: str,
+        encoding: Encoding,
+        prefix: str,
+        id_header: str,
+        type_header: str,
+    ) -> None:
+        self.name = name
+        self.header = header
+        self.encoding = encoding
+        self.prefix = prefix
+        self.id_header = id_header
+        self.type_header = type_header
+
+    def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
+        """Parse the header, then compare against every secret (no timestamp is signed)."""
+        offered: list[bytes] = []
+        # Providers send one value; a comma list is what a proxy makes of a repeated
+        # header (neither hex nor base64 contains a comma, so the split is unambiguous).
+        for item in require_header(headers, self.header).split(","):
+            item = item.strip()
+            if not item.startswith(self.prefix):
+                raise SignatureMalformed(f"{self.header} value does not start with {self.prefix}")
+            offered.append(decode_signature(item.removeprefix(self.prefix), self.encoding))
+        expected = [hmac_sha256(s.encode("utf-8"), body) for s in params.secrets]
+        if not any_match(expected, offered):
+            raise SignatureMismatch(f"no configured secret matches {self.header}")
+
+    def id_ref(self, params: SchemeParams) -> FieldRef:
+        """The delivery id header."""
+        return FieldRef("header", self.id_header)
+
+    def type_ref(self, params: SchemeParams) -> FieldRef:
+        """The event type (topic) header."""
+        return FieldRef("header", self.type_header)
+
+
+GITHUB = BodyHmacScheme(
+    "github", "x-hub-signature-256", Encoding.HEX, "sha256=", "x-github-delivery", "x-github-event"
+)
+SHOPIFY = BodyHmacScheme(
+    "shopify",
+    "x-shopify-hmac-sha256",
+    Encoding.BASE64,
+    "",
+    "x-shopify-webhook-id",
+    "x-shopify-topic",
+)
