@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gateway.config_values import read_section, read_table, read_url, read_value, require_positive
 from gateway.core.signatures import check_hmac_params, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
@@ -146,66 +147,6 @@ class Settings:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
-# --- reading helpers: each names the key it complains about ---------------------------
-
-
-def _table(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{path}{key}", "must be a table")
-    return value
-
-
-def _get(data: Mapping[str, Any], key: str, path: str, kind: type, default: Any) -> Any:
-    if key not in data:
-        return default
-    value = data[key]
-    if kind is tuple:
-        return _list(value, f"{path}{key}", numbers=isinstance(default[0], float))
-    # bool is an int in Python; a `true` where a number belongs is still a mistake.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        raise ConfigError(f"{path}{key}", f"must be {kind.__name__}, got {value!r}")
-    return value
-
-
-def _list(value: Any, key: str, numbers: bool) -> tuple[Any, ...]:
-    """A non-empty list of strings, or of positive numbers (delays)."""
-    if numbers:
-        ok = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value)
-        what = "positive numbers"
-    else:
-        ok = all(isinstance(v, str) and v for v in value)
-        what = "strings"
-    if not isinstance(value, list) or not value or not ok:
-        raise ConfigError(key, f"must be a non-empty list of {what}")
-    return tuple(float(v) for v in value) if numbers else tuple(value)
-
-
-def _positive(value: float, key: str) -> None:
-    if value <= 0:
-        raise ConfigError(key, f"must be positive, got {value!r}")
-
-
-def _url(
-    data: Mapping[str, Any],
-    env: Mapping[str, str],
-    section: str,
-    default: str,
-    schemes: tuple[str, ...],
-) -> str:
-    """`{section}.url`, unless `GATEWAY_{SECTION}_URL` overrides it."""
-    var = f"GATEWAY_{section.upper()}_URL"
-    url = env.get(var) or _get(_table(data, section, ""), "url", f"{section}.", str, default)
-    if url.split("://", 1)[0] not in schemes or "://" not in url:
-        # Name the key that held the bad value; never echo it, a URL may carry a password.
-        raise ConfigError(
-            var if env.get(var) else f"{section}.url", f"must be a {'/'.join(schemes)}:// URL"
-        )
-    return str(url)
-
-
 def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> tuple[str, ...]:
     secrets: list[str] = []
     if "secrets" in data:
@@ -228,7 +169,7 @@ def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> 
 
 
 def _field_ref(data: Mapping[str, Any], key: str, path: str) -> FieldRef | None:
-    text = _get(data, key, path, str, None)
+    text = read_value(data, key, path, str, None)
     if text is None:
         return None
     try:
@@ -241,7 +182,7 @@ def _provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> Pro
     path = f"providers.{name}."
     if not name.replace("-", "").replace("_", "").isalnum():
         raise ConfigError(f"providers.{name}", "name must be letters, digits, '-' or '_'")
-    scheme = _get(data, "scheme", path, str, None)
+    scheme = read_value(data, "scheme", path, str, None)
     if scheme is None:
         raise ConfigError(f"{path}scheme", f"is required (one of {', '.join(SCHEME_NAMES)})")
     if scheme not in SCHEME_NAMES:
@@ -249,9 +190,9 @@ def _provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> Pro
             f"{path}scheme", f"unknown scheme {scheme!r} (one of {', '.join(SCHEME_NAMES)})"
         )
     secrets = _secret_list(data, path, env)
-    tolerance_s = _get(data, "tolerance_s", path, int, 300)
-    _positive(tolerance_s, f"{path}tolerance_s")
-    encoding_text = _get(data, "encoding", path, str, "hex")
+    tolerance_s = read_value(data, "tolerance_s", path, int, 300)
+    require_positive(tolerance_s, f"{path}tolerance_s")
+    encoding_text = read_value(data, "encoding", path, str, "hex")
     try:
         encoding = Encoding(encoding_text)
     except ValueError:
@@ -259,10 +200,10 @@ def _provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> Pro
     params = SchemeParams(
         secrets=secrets,
         tolerance_s=tolerance_s,
-        header=_get(data, "header", path, str, "").lower(),
+        header=read_value(data, "header", path, str, "").lower(),
         encoding=encoding,
-        prefix=_get(data, "prefix", path, str, ""),
-        timestamp_header=_get(data, "timestamp_header", path, str, "").lower(),
+        prefix=read_value(data, "prefix", path, str, ""),
+        timestamp_header=read_value(data, "timestamp_header", path, str, "").lower(),
         event_id_from=_field_ref(data, "event_id_from", path),
         event_type_from=_field_ref(data, "event_type_from", path),
     )
@@ -289,9 +230,9 @@ def _provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> Pro
 
 def _service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ServiceSettings:
     path = f"services.{name}."
-    token = _get(data, "token", path, str, None)
+    token = read_value(data, "token", path, str, None)
     if token is None and "token_env" in data:
-        var = _get(data, "token_env", path, str, "")
+        var = read_value(data, "token_env", path, str, "")
         token = env.get(var)
         if not token:
             raise ConfigError(f"{path}token_env", f"environment variable {var} is not set")
@@ -308,32 +249,10 @@ def _service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> Serv
 
 
 # Settings where zero is meaningful (turns a wait off) rather than a mistake.
-_ZERO_ALLOWED = frozenset({"batch_window_us", "relay_after_s", "cluster_id", "metrics_port"})
-
-
-def _section(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...] = ()) -> Any:
-    """Read one table into its settings class, rejecting unknown keys and bad values."""
-    table = _table(data, section, "")
-    defaults = cls()
-    values: dict[str, Any] = {}
-    for key in table:
-        if not hasattr(defaults, key) and key not in skip:
-            raise ConfigError(f"{section}.{key}", "unknown setting")
-    for name, default in vars(defaults).items():
-        if name in skip:
-            continue
-        kind = type(default)
-        value = _get(table, name, f"{section}.", kind, default)
-        if kind in (int, float) and not (name in _ZERO_ALLOWED and value == 0):
-            _positive(value, f"{section}.{name}")
-        values[name] = value
-    return cls(**values)
-
-
 def _settlement(data: Mapping[str, Any]) -> SettlementSettings:
     from gateway.core.money import check_currency  # the core's own rule for codes
 
-    settlement: SettlementSettings = _section(SettlementSettings, data, "settlement")
+    settlement: SettlementSettings = read_section(SettlementSettings, data, "settlement")
     try:
         check_currency(settlement.currency)
     except ValueError as exc:
@@ -342,7 +261,7 @@ def _settlement(data: Mapping[str, Any]) -> SettlementSettings:
 
 
 def _ledger(data: Mapping[str, Any], env: Mapping[str, str]) -> LedgerSettings:
-    ledger: LedgerSettings = _section(LedgerSettings, data, "ledger")
+    ledger: LedgerSettings = read_section(LedgerSettings, data, "ledger")
     if ledger.backend not in ("postgres", "tigerbeetle"):
         raise ConfigError(
             "ledger.backend", f"must be 'postgres' or 'tigerbeetle', got {ledger.backend!r}"
@@ -355,15 +274,15 @@ def _ledger(data: Mapping[str, Any], env: Mapping[str, str]) -> LedgerSettings:
 def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
     """Validate a parsed TOML document; raise `ConfigError` naming the first bad key."""
     env = os.environ if env is None else env
-    nats_url = _url(data, env, "nats", NatsSettings.url, ("nats", "tls"))
-    nats = replace(_section(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
-    http = _section(HttpSettings, data, "http")
+    nats_url = read_url(data, env, "nats", NatsSettings.url, ("nats", "tls"))
+    nats = replace(read_section(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
+    http = read_section(HttpSettings, data, "http")
     if http.port >= 65536:
         raise ConfigError("http.port", f"must be a TCP port, got {http.port}")
-    providers = {n: _provider(n, t, env) for n, t in _table(data, "providers", "").items()}
-    services = {n: _service(n, t, env) for n, t in _table(data, "services", "").items()}
+    providers = {n: _provider(n, t, env) for n, t in read_table(data, "providers", "").items()}
+    services = {n: _service(n, t, env) for n, t in read_table(data, "services", "").items()}
     return Settings(
-        database_url=_url(
+        database_url=read_url(
             data,
             env,
             "database",
@@ -371,7 +290,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
             ("postgresql", "postgres"),
         ),
         nats=nats,
-        redis_url=_url(
+        redis_url=read_url(
             data,
             env,
             "redis",
@@ -379,12 +298,12 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
             ("redis", "rediss", "unix"),
         ),
         http=http,
-        ingest=_section(IngestSettings, data, "ingest"),
-        outbox=_section(OutboxSettings, data, "outbox"),
+        ingest=read_section(IngestSettings, data, "ingest"),
+        outbox=read_section(OutboxSettings, data, "outbox"),
         providers=providers,
         services=services,
         settlement=_settlement(data),
-        currency=_section(CurrencySettings, data, "currency"),
+        currency=read_section(CurrencySettings, data, "currency"),
         ledger=_ledger(data, env),
         raw=data,
     )

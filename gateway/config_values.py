@@ -1,0 +1,95 @@
+"""Typed readers for TOML tables: each error names the key it complains about.
+
+Generic on purpose: `gateway.settings` says which keys exist; these say what a valid
+value of each kind looks like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.errors import ConfigError
+
+
+def read_table(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}{key}", "must be a table")
+    return value
+
+
+def read_value(data: Mapping[str, Any], key: str, path: str, kind: type, default: Any) -> Any:
+    if key not in data:
+        return default
+    value = data[key]
+    if kind is tuple:
+        return read_list(value, f"{path}{key}", numbers=isinstance(default[0], float))
+    # bool is an int in Python; a `true` where a number belongs is still a mistake.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{path}{key}", f"must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def read_list(value: Any, key: str, numbers: bool) -> tuple[Any, ...]:
+    """A non-empty list of strings, or of positive numbers (delays)."""
+    if numbers:
+        ok = all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value)
+        what = "positive numbers"
+    else:
+        ok = all(isinstance(v, str) and v for v in value)
+        what = "strings"
+    if not isinstance(value, list) or not value or not ok:
+        raise ConfigError(key, f"must be a non-empty list of {what}")
+    return tuple(float(v) for v in value) if numbers else tuple(value)
+
+
+def require_positive(value: float, key: str) -> None:
+    if value <= 0:
+        raise ConfigError(key, f"must be positive, got {value!r}")
+
+
+def read_url(
+    data: Mapping[str, Any],
+    env: Mapping[str, str],
+    section: str,
+    default: str,
+    schemes: tuple[str, ...],
+) -> str:
+    """`{section}.url`, unless `GATEWAY_{SECTION}_URL` overrides it."""
+    var = f"GATEWAY_{section.upper()}_URL"
+    url = env.get(var) or read_value(
+        read_table(data, section, ""), "url", f"{section}.", str, default
+    )
+    if url.split("://", 1)[0] not in schemes or "://" not in url:
+        # Name the key that held the bad value; never echo it, a URL may carry a password.
+        raise ConfigError(
+            var if env.get(var) else f"{section}.url", f"must be a {'/'.join(schemes)}:// URL"
+        )
+    return str(url)
+
+
+ZERO_ALLOWED = frozenset({"batch_window_us", "relay_after_s", "cluster_id", "metrics_port"})
+
+
+def read_section(
+    cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...] = ()
+) -> Any:
+    """Read one table into its settings class, rejecting unknown keys and bad values."""
+    table = read_table(data, section, "")
+    defaults = cls()
+    values: dict[str, Any] = {}
+    for key in table:
+        if not hasattr(defaults, key) and key not in skip:
+            raise ConfigError(f"{section}.{key}", "unknown setting")
+    for name, default in vars(defaults).items():
+        if name in skip:
+            continue
+        kind = type(default)
+        value = read_value(table, name, f"{section}.", kind, default)
+        if kind in (int, float) and not (name in ZERO_ALLOWED and value == 0):
+            require_positive(value, f"{section}.{name}")
+        values[name] = value
+    return cls(**values)
