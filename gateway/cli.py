@@ -178,6 +178,7 @@ def _extensions() -> list[Callable[[argparse._SubParsersAction[argparse.Argument
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logs.configure(args.log_level)
+    os.environ["GATEWAY_LOG_LEVEL"] = args.log_level  # for worker processes of `serve`
     try:
         return int(args.func(args))
     except ConfigError as exc:

@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway import logs
 from gateway import settings as settings_mod
 from gateway.compose import Gateway, running_gateway
 from gateway.core.model import Event, Outcome, service_event, webhook_event
@@ -227,5 +228,9 @@ def create_app(settings: Settings) -> Starlette:
 
 
 def app_from_env() -> Starlette:
-    """Factory for `uvicorn --factory` and multi-worker serving: config from the environment."""
+    """Factory for `uvicorn --factory` and multi-worker serving: config from the environment.
+
+    Worker processes start fresh, so they set up the JSON logs themselves.
+    """
+    logs.configure(os.environ.get("GATEWAY_LOG_LEVEL", "INFO"))
     return create_app(settings_mod.load(os.environ.get(settings_mod.CONFIG_ENV)))
