@@ -42,7 +42,7 @@ bench: setup
 	$(BIN)/python -m bench.run
 
 chaos: setup
-	$(BIN)/pytest -q chaos
+	CHAOS_FULL=1 $(BIN)/pytest -q chaos
 
 clean:
 	@if [[ -f .data/nats.pid ]]; then \

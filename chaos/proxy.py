@@ -1,82 +1,266 @@
 """A small asyncio TCP fault proxy, in Toxiproxy's vocabulary.
 
 One `FaultProxy` sits in front of one upstream (PostgreSQL, NATS, Redis, the
-currency-service). Toggling `enabled` off is a hard outage: open connections are cut and
-new ones refused until it is turned on again. `latency_s` delays every chunk in both
-directions. Tests drive it directly; teams that run Toxiproxy can put theirs in its place.
+currency-service, or the gateway itself for slow clients). `set_enabled(False)` is a
+hard outage: open connections are cut and new ones refused until it is turned on again.
+Toxics (see `chaos.toxics`) act per direction — upstream is client → server — and apply
+to open connections as soon as they are added, as Toxiproxy's do.
+
+Each direction of a connection is a reader task that timestamps chunks into a queue
+and a writer task that passes them through the direction's toxics in the order they
+were added, so `latency` delays every chunk from its arrival without stalling the
+ones behind it. Tests drive a proxy directly; `chaos.api` serves the same operations
+over HTTP, so teams that run Toxiproxy can put theirs in its place.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
+import socket
+import struct
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.toxics import Emit, LinkState, Stream, Toxic, ToxicExists, apply, attach, detach, roll
+
+_CHUNK_BYTES = 32 * 1024
+
+
+class Link:
+    """One client connection and its upstream connection, with per-toxic state."""
+
+    def __init__(
+        self,
+        proxy: FaultProxy,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> None:
+        self.proxy = proxy
+        self.client_r, self.client_w = client
+        self.up_r, self.up_w = upstream
+        self.states: dict[str, LinkState] = {}
+        self.closed = asyncio.Event()
+
+    # --- LinkControl --------------------------------------------------------------
+    def close(self) -> None:
+        for writer in (self.client_w, self.up_w):
+            writer.close()
+        self.closed.set()
+
+    def reset(self) -> None:
+        for writer in (self.client_w, self.up_w):
+            sock = writer.get_extra_info("socket")
+            if sock is not None:  # linger 0: close() sends RST and drops unsent data
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+        self.closed.set()
+
+    # --- toxics -------------------------------------------------------------------
+    def state(self, toxic: Toxic) -> LinkState:
+        """This connection's state for `toxic`, rolled again if the toxic changed."""
+        state = self.states.get(toxic.name)
+        if state is None or state.version != toxic.version:
+            if state is not None:
+                detach(state)
+            state = self.states[toxic.name] = roll(toxic)
+            if state.active:
+                attach(toxic, state, self)
+        return state
+
+    def sync_toxics(self) -> None:
+        """Attach new toxics, detach removed ones (called when the proxy's toxics change)."""
+        current = {t.name for t in self.proxy.toxics.values()}
+        for name in list(self.states):
+            if name not in current:
+                detach(self.states.pop(name))
+        for toxic in self.proxy.toxics.values():
+            self.state(toxic)
+
+    async def run(self) -> None:
+        self.sync_toxics()
+        pumps = [
+            asyncio.ensure_future(self._pump(self.client_r, self.up_w, Stream.UPSTREAM)),
+            asyncio.ensure_future(self._pump(self.up_r, self.client_w, Stream.DOWNSTREAM)),
+        ]
+        closed = asyncio.ensure_future(self.closed.wait())
+        await asyncio.wait([*pumps, closed], return_when=asyncio.FIRST_COMPLETED)
+        for task in (*pumps, closed):
+            task.cancel()
+        await asyncio.gather(*pumps, closed, return_exceptions=True)
+        for state in self.states.values():
+            detach(state)
+        if not self.closed.is_set():
+            self.close()
+
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: Stream
+    ) -> None:
+        queue: asyncio.Queue[tuple[bytes, float] | None] = asyncio.Queue()
+
+        async def read() -> None:
+            try:
+                while data := await reader.read(_CHUNK_BYTES):
+                    queue.put_nowait((data, time.monotonic()))
+            except OSError:
+                pass
+            queue.put_nowait(None)
+
+        async def write(data: bytes) -> None:
+            if not self.proxy.enabled:
+                raise ConnectionAbortedError
+            writer.write(data)
+            await writer.drain()
+
+        reading = asyncio.ensure_future(read())
+        try:
+            while (item := await queue.get()) is not None:
+                data, arrived = item
+                await self._through(list(self.proxy.toxics_for(direction)), data, arrived, write)
+        except OSError:
+            pass
+        finally:
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
+
+    async def _through(self, toxics: list[Toxic], data: bytes, arrived: float, out: Emit) -> None:
+        """Send `data` through `toxics` in order, then to `out`."""
+        active = [t for t in toxics if self.state(t).active]
+        if not active:
+            await out(data)
+            return
+        first, rest = active[0], active[1:]
+
+        async def emit(piece: bytes) -> None:
+            await self._through(rest, piece, arrived, out)
+
+        await apply(first, self.state(first), self, data, arrived, emit)
 
 
 @dataclass
 class FaultProxy:
-    """Listens on `listen_port` and forwards to `upstream_host:upstream_port`."""
+    """Listens on `listen_port` (0: any free port) and forwards to the upstream."""
 
     upstream_host: str
     upstream_port: int
     listen_port: int = 0
-    latency_s: float = 0.0
-    jitter_s: float = 0.0
+    name: str = "proxy"
+    listen_host: str = "127.0.0.1"
+    toxics: dict[str, Toxic] = field(default_factory=dict)
     _enabled: bool = True
     _server: asyncio.Server | None = None
-    _links: set[asyncio.Task[None]] = field(default_factory=set)
-    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    _links: set[Link] = field(default_factory=set)
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.listen_port)
-        self.listen_port = self._server.sockets[0].getsockname()[1]
+    @property
+    def listen(self) -> str:
+        return f"{self.listen_host}:{self.listen_port}"
+
+    @property
+    def upstream(self) -> str:
+        return f"{self.upstream_host}:{self.upstream_port}"
 
     @property
     def enabled(self) -> bool:
         return self._enabled
 
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.listen_host, self.listen_port)
+        self.listen_port = self._server.sockets[0].getsockname()[1]
+
     async def set_enabled(self, enabled: bool) -> None:
         """Turn the link on or off; off cuts every open connection at once."""
         self._enabled = enabled
         if not enabled:
-            for writer in list(self._writers):
-                writer.transport.abort()
-            self._writers.clear()
+            for link in list(self._links):
+                link.reset()
 
+    # --- toxics -----------------------------------------------------------------------
+    def add_toxic(
+        self,
+        type: str,
+        stream: Stream | str = Stream.DOWNSTREAM,
+        *,
+        name: str = "",
+        toxicity: float = 1.0,
+        **attributes: float,
+    ) -> Toxic:
+        """Add a toxic; it applies to open connections at once. Names must be unique."""
+        toxic = Toxic(type, Stream(stream), name, toxicity, dict(attributes))
+        return self.add(toxic)
+
+    def add(self, toxic: Toxic) -> Toxic:
+        if toxic.name in self.toxics:
+            raise ToxicExists(f"toxic already exists: {toxic.name}")
+        self.toxics[toxic.name] = toxic
+        self._sync()
+        return toxic
+
+    def update_toxic(self, name: str, doc: dict[str, Any]) -> Toxic:
+        toxic = self.toxics[name]
+        toxic.update(doc)
+        self._sync()
+        return toxic
+
+    def remove_toxic(self, name: str) -> None:
+        del self.toxics[name]
+        self._sync()
+
+    def reset_toxics(self) -> None:
+        self.toxics.clear()
+        self._sync()
+
+    @contextlib.contextmanager
+    def toxic(
+        self, type: str, stream: Stream | str = Stream.DOWNSTREAM, **kw: Any
+    ) -> Iterator[Toxic]:
+        """A toxic for the duration of a `with` block."""
+        toxic = self.add_toxic(type, stream, **kw)
+        try:
+            yield toxic
+        finally:
+            self.toxics.pop(toxic.name, None)
+            self._sync()
+
+    def toxics_for(self, direction: Stream) -> Iterator[Toxic]:
+        return (t for t in self.toxics.values() if t.stream is direction)
+
+    def _sync(self) -> None:
+        for link in list(self._links):
+            link.sync_toxics()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "listen": self.listen,
+            "upstream": self.upstream,
+            "enabled": self.enabled,
+            "toxics": [t.to_json() for t in self.toxics.values()],
+        }
+
+    # --- connections --------------------------------------------------------------------
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         if not self._enabled:
             client_w.transport.abort()
             return
         try:
-            up_r, up_w = await asyncio.open_connection(self.upstream_host, self.upstream_port)
+            upstream = await asyncio.open_connection(self.upstream_host, self.upstream_port)
         except OSError:
             client_w.transport.abort()
             return
-        self._writers.update((client_w, up_w))
-        pumps = [
-            asyncio.ensure_future(self._pump(client_r, up_w)),
-            asyncio.ensure_future(self._pump(up_r, client_w)),
-        ]
-        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-        for task in pumps:
-            task.cancel()
-        for writer in (client_w, up_w):
-            self._writers.discard(writer)
-            writer.transport.abort()
-
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-            while data := await reader.read(65536):
-                if self.latency_s or self.jitter_s:
-                    await asyncio.sleep(self.latency_s + random.uniform(0, self.jitter_s))
-                if not self._enabled:
-                    return
-                writer.write(data)
-                await writer.drain()
+        link = Link(self, (client_r, client_w), upstream)
+        self._links.add(link)
+        try:
+            await link.run()
+        finally:
+            self._links.discard(link)
 
     async def close(self) -> None:
         await self.set_enabled(False)
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 2)

@@ -23,7 +23,7 @@ import asyncpg
 import httpx
 
 from gateway import dlq_store
-from gateway.adapters.postgres import Conn, translate_errors
+from gateway.adapters.postgres import Conn, connection, translate_errors
 from gateway.core.alerting import (
     AlertSettings,
     AlertState,
@@ -65,7 +65,7 @@ async def refresh_dlq_gauges(
     """Set `gateway_dlq_unresolved` and `gateway_dlq_oldest_unresolved_seconds` from the
     table; return (rows first failed in the last `window_s`, oldest unresolved age)."""
     now = now or _utc_now()
-    async with pool.acquire() as conn:
+    async with connection(pool) as conn:
         added, unresolved, oldest = await dlq_store.health_counts(conn, now, window_s)
     oldest_s = None if oldest is None else max(0.0, (now - oldest).total_seconds())
     set_dlq_gauges(metrics, unresolved, oldest_s)
@@ -112,7 +112,7 @@ class DlqAlerts:
         if not self._settings.webhook_url:
             return []
         obs = Observation(added, oldest_s, self._retries.per_minute())
-        async with self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             stored = await _states(conn)
         delivered = []
         for reading in readings(obs, self._settings):
@@ -127,7 +127,7 @@ class DlqAlerts:
     async def _notify(self, reading: Reading, now: datetime) -> Notice | None:
         """Decide again under the state row's lock, send, and record only if delivered."""
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with connection(self._pool) as conn, conn.transaction():
                 state, since = await _lock_state(conn, reading, now)
                 # Another process may have sent this very notice while we were deciding.
                 notice = transition(state, since, reading, now)

@@ -159,20 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _extensions() -> list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]]:
-    """Sub-commands defined beside the parts they run (settle, dlq, currency-stub...)."""
-    found = []
-    for module_name in (
-        "gateway.worker",
-        "gateway.ledger_ops",
-        "gateway.dlq",
-        "gateway.currency_stub",
-    ):
-        with contextlib.suppress(ModuleNotFoundError):
-            module = __import__(module_name, fromlist=["add_cli"])
-            if hasattr(module, "add_cli"):
-                found.append(module.add_cli)
-    return found
+def _extensions() -> list[Callable[[Any], object]]:
+    """Sub-commands defined beside the parts they run (settle, ledger, dlq, ...)."""
+    from gateway import currency_stub, dlq, ledger_ops, reconcile, worker
+
+    return [
+        worker.add_cli,
+        ledger_ops.add_cli,
+        dlq.add_cli,
+        reconcile.add_cli,
+        currency_stub.add_cli,
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import asyncpg
 
-from gateway.adapters.postgres import DatabaseError
+from gateway.adapters.postgres import DatabaseError, connection
 from gateway.adapters.webhook_store import StoredEvent, insert_events
 from gateway.core.model import Event, Outcome
 from gateway.errors import DatabaseUnavailable, Overloaded, TransientError
@@ -50,12 +50,8 @@ def _unique(events: Sequence[Event]) -> list[Event]:
 
 
 async def _commit(pool: asyncpg.Pool, events: Sequence[Event]) -> dict[tuple[str, str], int]:
-    try:
-        async with pool.acquire() as conn:
-            return await insert_events(conn, events)
-    except (OSError, asyncpg.InterfaceError, TimeoutError) as exc:
-        # Raised by acquire() itself, outside the statement's own translation.
-        raise DatabaseUnavailable(f"database unreachable: {type(exc).__name__}") from exc
+    async with connection(pool) as conn:
+        return await insert_events(conn, events)
 
 
 class DirectInbox:
@@ -145,8 +141,12 @@ class GroupCommitInbox:
                 self._take(batch)
             try:
                 await self._commit_group(batch)
-            except Exception:  # a writer must never die; the futures already carry the error
+            except Exception as exc:  # a writer must never die, and no request may hang
                 log.exception("group commit failed unexpectedly")
+                for _, future in batch:
+                    _set_exception(
+                        future, DatabaseUnavailable(f"commit failed: {type(exc).__name__}")
+                    )
             finally:
                 for _ in batch:
                     self._queue.task_done()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.postgres import connection
 from gateway.adapters.webhook_store import (
     StoredEvent,
     claim_unpublished,
@@ -104,7 +105,7 @@ async def publish_and_mark(
 ) -> int:
     """Publish a batch and record the PubAcks; return how many were confirmed."""
     result = await broker.publish(batch, settings.publish_timeout_s)
-    async with pool.acquire() as conn:
+    async with connection(pool) as conn:
         await mark_published(conn, result.acked)
     if result.acked:
         metrics.published_total.inc(len(result.acked), path=path)
@@ -132,7 +133,7 @@ class OutboxRelay:
         age_s = self._settings.relay_after_s if older_than_s is None else older_than_s
         if not self._broker.connected:
             return 0
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with connection(self._pool) as conn, conn.transaction():
             batch = await claim_unpublished(conn, age_s, self._settings.batch_size)
             if not batch:
                 return 0
@@ -148,7 +149,7 @@ class OutboxRelay:
 
     async def refresh_metrics(self) -> None:
         """Update the outbox gauges from the table."""
-        async with self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             pending, lag_s = await outbox_stats(conn)
         self._metrics.outbox_pending.set(pending)
         self._metrics.outbox_lag_seconds.set(lag_s)

@@ -25,6 +25,7 @@ from typing import Protocol
 import asyncpg
 
 from gateway import dlq_store
+from gateway.adapters.postgres import connection
 from gateway.core.dlq_filters import DlqFilter, DlqRowNotFound, ReplayOptions, pace_delay_s
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.core.model import Failure
@@ -187,7 +188,7 @@ async def replay(
     """Replay the rows `options.ids` (or those matching `f`); see the module docstring."""
     stages = registered_stages()
     summary = ReplaySummary()
-    async with ctx.pool.acquire() as conn:
+    async with connection(ctx.pool) as conn:
         briefs = await dlq_store.replay_briefs(conn, f, options.ids)
         run_started_at = await dlq_store.clock(conn)
     missing = sorted(set(options.ids) - {b.id for b in briefs})
@@ -226,7 +227,7 @@ class _Claim:
 async def _replay_next(pool: asyncpg.Pool, handlers: Handlers, claim: _Claim) -> RowResult | None:
     """Claim the oldest planned row still open, run its stage, record the outcome."""
     options = claim.options
-    async with pool.acquire() as conn, conn.transaction():
+    async with connection(pool) as conn, conn.transaction():
         # With --all the filter is claimed again rather than the plan's ids: sending a
         # long id list with every claim would cost more than the rows themselves.
         row = await dlq_store.claim_next(

@@ -14,6 +14,7 @@ import logging
 import asyncpg
 
 from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.postgres import connection
 from gateway.adapters.webhook_store import StoredEvent
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Failure, webhook_event
@@ -94,7 +95,7 @@ class IngestReplay:
             )
         if event.failure is not None or event.event_type is None or event.subject is None:
             raise StillInvalid(event.failure or Failure("PAYLOAD_INVALID", "no subject"))
-        async with self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             state, webhook_id, received_at = await queue_for_outbox(
                 conn, row.provider, row.event_id, event.event_type, event.subject
             )

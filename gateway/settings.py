@@ -87,6 +87,11 @@ class NatsSettings:
     replicas: int = 1
     request_timeout_s: float = 5.0
 
+    @property
+    def servers(self) -> list[str]:
+        """The seed servers: `url` may list several, comma-separated, for a cluster."""
+        return [u.strip() for u in self.url.split(",") if u.strip()]
+
 
 @dataclass(frozen=True)
 class SettlementSettings:
@@ -276,6 +281,8 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     env = os.environ if env is None else env
     nats_url = read_url(data, env, "nats", NatsSettings.url, ("nats", "tls"))
     nats = replace(read_section(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
+    if not all(u.startswith(("nats://", "tls://")) for u in nats.servers):
+        raise ConfigError("nats.url", "every server must be a nats:// or tls:// URL")
     http = read_section(HttpSettings, data, "http")
     if http.port >= 65536:
         raise ConfigError("http.port", f"must be a TCP port, got {http.port}")

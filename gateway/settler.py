@@ -19,6 +19,7 @@ import asyncpg
 
 from gateway.adapters import settlement_store as store
 from gateway.adapters.currency import RateSource
+from gateway.adapters.postgres import connection
 from gateway.core.currency import Rate, RateAction
 from gateway.core.ledger import Ledger, TransferResult, interpret
 from gateway.core.model import Event, ParsedBody
@@ -119,7 +120,7 @@ class Settler:
         if instruction is None:
             return SettleOutcome.IGNORED
         tid = transfer_id(instruction)
-        async with self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             existing = await store.by_transfer(conn, tid)
             if existing is not None:
                 _check_same(existing, instruction)
@@ -137,7 +138,7 @@ class Settler:
             amount_minor = convert_minor(
                 instruction.amount_minor, rate, instruction.currency, self._currency
             )
-            async with self._pool.acquire() as conn:
+            async with connection(self._pool) as conn:
                 fixed = await store.fix_pending(
                     conn,
                     instruction,
@@ -160,7 +161,7 @@ class Settler:
         )
         [result] = await self._ledger.post([transfer])
         result = interpret(result, transfer)
-        async with self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             await store.set_state(conn, tid, SettlementState.SETTLED)
         log.info(
             "settled",
@@ -186,7 +187,7 @@ class Settler:
         if instruction is None:
             return
         error_class = getattr(error, "error_class", type(error).__name__)
-        async with self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             if final:
                 await store.set_state(
                     conn, transfer_id(instruction), SettlementState.FAILED, error_class

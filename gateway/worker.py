@@ -23,6 +23,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+from gateway.adapters.postgres import connection
 from gateway.adapters.webhook_store import record_failure
 from gateway.alerts import run_alerts
 from gateway.compose import SettlementParts, settlement_parts
@@ -175,7 +176,7 @@ class SettlementWorker:
     ) -> None:
         detail = "".join(traceback.format_exception(exc))
         failure = Failure(decision.error_class, str(exc) or type(exc).__name__, detail)
-        async with self.parts.pool.acquire() as conn:
+        async with connection(self.parts.pool) as conn:
             webhook_id = await conn.fetchval(
                 "SELECT id FROM processed_webhooks WHERE provider = $1 AND event_id = $2",
                 event.provider,
@@ -218,7 +219,7 @@ async def _settlement_replay_handler(ctx: ReplayContext) -> StageHandler:
     async def replay_settlement(row: DlqRow) -> None:
         event_type = None
         if row.webhook_id is not None:
-            async with ctx.pool.acquire() as conn:
+            async with connection(ctx.pool) as conn:
                 event_type = await conn.fetchval(
                     "SELECT event_type FROM processed_webhooks WHERE id = $1", row.webhook_id
                 )

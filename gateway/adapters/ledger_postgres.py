@@ -9,7 +9,8 @@ locked balances, and the balances are written back before the commit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -26,7 +27,7 @@ from gateway.core.ledger import (
     LedgerTransfer,
     TransferResult,
 )
-from gateway.errors import LedgerIdCollision
+from gateway.errors import DatabaseUnavailable, LedgerIdCollision, LedgerUnavailable
 
 _INSERT_ACCOUNT = """
     INSERT INTO ledger_accounts
@@ -96,6 +97,17 @@ def _row_fields(row: asyncpg.Record) -> _Fields:
     )
 
 
+@contextlib.contextmanager
+def _ledger_errors() -> Iterator[None]:
+    """The database's translation, with "unreachable" reported as the ledger's, so it is
+    retried on the ledger's schedule (2 s, 10 s, 60 s) and alerts when exhausted."""
+    try:
+        with translate_errors():
+            yield
+    except DatabaseUnavailable as exc:
+        raise LedgerUnavailable(f"PostgreSQL ledger unreachable: {exc}") from exc
+
+
 class PostgresLedger:
     """The `Ledger` port on PostgreSQL tables `ledger_accounts` and `ledger_transfers`."""
 
@@ -104,7 +116,7 @@ class PostgresLedger:
 
     async def ensure_accounts(self, accounts: Sequence[AccountSpec]) -> None:
         """Create missing accounts; an existing id with other fields is a collision."""
-        with translate_errors():
+        with _ledger_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 for spec in sorted(accounts, key=lambda a: a.id):
                     wanted = (
@@ -127,13 +139,13 @@ class PostgresLedger:
         """Post a batch in one transaction; one result per transfer, in order."""
         if not transfers:
             return []
-        with translate_errors():
+        with _ledger_errors():
             async with self._pool.acquire() as conn, conn.transaction():
                 return await _post(conn, transfers)
 
     async def balance(self, account_id: int) -> Balance | None:
         """The account's posted totals, or None if it does not exist."""
-        with translate_errors():
+        with _ledger_errors():
             row = await self._pool.fetchrow(
                 "SELECT id, debits_posted, credits_posted FROM ledger_accounts WHERE id = $1",
                 account_id,
@@ -142,7 +154,7 @@ class PostgresLedger:
 
     async def balances(self) -> list[Balance]:
         """Every account's posted totals, by id."""
-        with translate_errors():
+        with _ledger_errors():
             rows = await self._pool.fetch(
                 "SELECT id, debits_posted, credits_posted FROM ledger_accounts ORDER BY id"
             )
@@ -150,7 +162,7 @@ class PostgresLedger:
 
     async def check(self) -> LedgerTotals:
         """Sums of posted debits and credits over every account."""
-        with translate_errors():
+        with _ledger_errors():
             row = await self._pool.fetchrow(
                 "SELECT coalesce(sum(debits_posted), 0) AS debits,"
                 " coalesce(sum(credits_posted), 0) AS credits FROM ledger_accounts"

@@ -78,7 +78,7 @@ class JetStreamBroker:
         while True:
             try:
                 nc = await nats.connect(
-                    self._settings.url,
+                    self._settings.servers,
                     name=self._name,
                     connect_timeout=2,
                     allow_reconnect=True,
@@ -205,8 +205,9 @@ class JetStreamBroker:
         """Flush what was sent and close the connection."""
         if self._connector is not None:
             self._connector.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._connector
+            # nats-py retries a first connect inside connect() and swallows the cancel for
+            # up to ~10 s; shutting down does not wait for that.
+            await asyncio.wait([self._connector], timeout=1.0)
         if self._nc is not None:
             # flush, not drain: drain waits out open pull requests (up to 30 s), and every
             # publish that matters has already been acknowledged or left to the outbox.

@@ -48,6 +48,18 @@ def translate_errors() -> Iterator[None]:
         raise DatabaseUnavailable(f"database unreachable: {type(exc).__name__}") from exc
 
 
+@contextlib.asynccontextmanager
+async def connection(pool: Pool) -> AsyncIterator[Conn]:
+    """Borrow a pooled connection, translating failures to connect as well as to run.
+
+    `pool.acquire()` opens a new connection when the pool has none idle, so a database
+    that is down fails right here, before any statement's own translation could see it.
+    """
+    with translate_errors():
+        async with pool.acquire() as conn:
+            yield conn
+
+
 async def create_pool(
     dsn: str, *, max_size: int = 10, connect_timeout_s: float = 5.0, command_timeout_s: float = 10.0
 ) -> Pool:

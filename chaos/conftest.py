@@ -1,0 +1,126 @@
+"""Fixtures for the chaos scenarios, and the fast/full split.
+
+Every scenario runs in a fast variant (small load, short faults) inside `make test`; its
+full variant (the issue's durations and a larger load) is marked `chaos_full` and runs
+only with CHAOS_FULL=1 (`make chaos`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from chaos.harness import FULL, Scenario, base_doc
+from chaos.services import NatsNode, PgCluster
+from gateway.adapters.postgres import migrate
+from tests.support.services import (
+    REDIS_URL,
+    create_database,
+    drop_database,
+    unique_name,
+)
+from tests.support.stub import Stub, running_stub
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "chaos_full: a long chaos variant; runs only with CHAOS_FULL=1 (make chaos)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL:
+        return
+    skip = pytest.mark.skip(reason="long chaos variant: set CHAOS_FULL=1 (make chaos)")
+    for item in items:
+        if "chaos_full" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def chaos_template() -> Iterator[str]:
+    name = unique_name("chaos_tmpl")
+
+    async def setup() -> None:
+        await migrate(await create_database(name))
+
+    asyncio.run(setup())
+    yield name
+    asyncio.run(drop_database(name))
+
+
+@pytest.fixture
+async def database_url(chaos_template: str) -> AsyncIterator[str]:
+    """A fresh migrated database on the shared server."""
+    name = unique_name("chaos")
+    dsn = await create_database(name, template=chaos_template)
+    yield dsn
+    await drop_database(name)
+
+
+@pytest.fixture
+def nats_node() -> Iterator[NatsNode]:
+    node = NatsNode()
+    node.start()
+    yield node
+    node.cleanup()
+
+
+@pytest.fixture
+async def pg_cluster() -> AsyncIterator[tuple[PgCluster, str]]:
+    """A private PostgreSQL cluster (to crash) with a migrated database."""
+    cluster = PgCluster()
+    await asyncio.to_thread(cluster.init)
+    await asyncio.to_thread(cluster.start)
+    try:
+        dsn = await cluster.create_database("chaos")
+        await migrate(dsn)
+        yield cluster, dsn
+    finally:
+        await asyncio.to_thread(cluster.cleanup)
+
+
+@pytest.fixture
+async def stub() -> AsyncIterator[Stub]:
+    async with running_stub() as running:
+        yield running
+
+
+@pytest.fixture
+def redis_url() -> str:
+    return REDIS_URL
+
+
+@pytest.fixture
+def make_scenario(
+    request: pytest.FixtureRequest, tmp_path: Path, stub: Stub, redis_url: str
+) -> object:
+    """`make_scenario(name, database_url, nats_url, **sections)` → a `Scenario`.
+
+    Its processes are stopped when the test ends, before any fixture (the database, NATS)
+    is torn down: a finalizer added during the test runs first.
+    """
+
+    def make(
+        name: str,
+        database_url: str,
+        nats_url: str,
+        *,
+        audit_nats_url: str | None = None,
+        **sections: dict[str, object],
+    ) -> Scenario:
+        doc = base_doc(database_url, nats_url, redis_url, stub.url)
+        for key, values in sections.items():
+            doc[key] = {**doc.get(key, {}), **values}
+        workdir = tmp_path / name
+        workdir.mkdir()
+        scenario = Scenario(
+            name, workdir, doc, database_url=database_url, nats_url=audit_nats_url or nats_url
+        )
+        request.node.addfinalizer(scenario.close)
+        return scenario
+
+    return make

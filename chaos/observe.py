@@ -1,0 +1,131 @@
+"""What the audit looks at, read straight from the stores: the gateway's tables, the
+ledger, the JetStream stream, and `gateway ledger check`.
+
+Everything is scoped to one load run: its event ids and payment ids carry the run token,
+so several runs can share a database without reading each other's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import nats
+import nats.errors
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+GATEWAY = str(Path(sys.executable).parent / "gateway")
+Key = tuple[str, str]  # (provider, event_id)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    stage: str
+    error_class: str
+    error_message: str
+
+
+@dataclass
+class Observed:
+    """The stores' view of one run."""
+
+    rows: dict[Key, bool] = field(default_factory=dict)  # → published (PubAck recorded)
+    open_dlq: dict[Key, list[DeadLetter]] = field(default_factory=dict)
+    transfers: Counter[tuple[str, int]] = field(default_factory=Counter)  # (settlement_id, code)
+    stream: Counter[Key] | None = None  # None: the stream was not read
+    ledger_ok: bool = False
+    ledger_text: str = ""
+
+
+_ROWS = """
+SELECT provider, event_id, published_at IS NOT NULL AS published
+FROM processed_webhooks WHERE event_id LIKE '%\\_' || $1 || '\\_%'
+"""
+_DLQ = """
+SELECT provider, event_id, stage, error_class, error_message
+FROM dlq_webhooks WHERE NOT is_resolved AND event_id LIKE '%\\_' || $1 || '\\_%'
+"""
+_TRANSFERS = """
+SELECT settlement_id, code FROM ledger_transfers WHERE settlement_id LIKE 'pi\\_' || $1 || '\\_%'
+"""
+
+
+async def read_database(database_url: str, run: str, observed: Observed) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        for r in await conn.fetch(_ROWS, run):
+            observed.rows[(r["provider"], r["event_id"])] = bool(r["published"])
+        for r in await conn.fetch(_DLQ, run):
+            letter = DeadLetter(r["stage"], r["error_class"], r["error_message"])
+            observed.open_dlq.setdefault((r["provider"], r["event_id"]), []).append(letter)
+        for r in await conn.fetch(_TRANSFERS, run):
+            observed.transfers[(r["settlement_id"], int(r["code"]))] += 1
+    finally:
+        await conn.close()
+
+
+async def read_stream(nats_url: str, stream: str, run: str) -> Counter[Key]:
+    """How many messages the stream holds per event of the run (an ephemeral consumer)."""
+    found: Counter[Key] = Counter()
+    nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=3)
+    try:
+        js = nc.jetstream(timeout=10)
+        info = await js.stream_info(stream)
+        expected = info.state.messages
+        config = ConsumerConfig(
+            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0
+        )
+        sub = await js.pull_subscribe(">", stream=stream, config=config)
+        seen = 0
+        while seen < expected:
+            try:
+                batch = await sub.fetch(1000, timeout=3)
+            except (nats.errors.TimeoutError, TimeoutError):
+                break  # messages removed since stream_info: what we have is all there is
+            for msg in batch:
+                seen += 1
+                headers = msg.headers or {}
+                event_id = headers.get("Gateway-Event-Id", "")
+                if f"_{run}_" in event_id:
+                    found[(headers.get("Gateway-Provider", ""), event_id)] += 1
+        await sub.unsubscribe()
+    finally:
+        await nc.close()
+    return found
+
+
+def ledger_check(config_path: Path, database_url: str) -> tuple[bool, str]:
+    """Run `gateway ledger check` against `database_url` (bypassing any proxy)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env["GATEWAY_DATABASE_URL"] = database_url
+    done = subprocess.run(
+        [GATEWAY, "--log-level", "ERROR", "ledger", "--config", str(config_path), "check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    lines = (done.stdout.strip() or done.stderr.strip()).splitlines()
+    return done.returncode == 0, lines[-1] if lines else ""
+
+
+async def observe(
+    *,
+    run: str,
+    database_url: str,
+    nats_url: str | None,
+    config_path: Path,
+    stream: str = "WEBHOOKS",
+) -> Observed:
+    """Read everything the audit judges."""
+    observed = Observed()
+    await read_database(database_url, run, observed)
+    if nats_url:
+        observed.stream = await read_stream(nats_url, stream, run)
+    observed.ledger_ok, observed.ledger_text = ledger_check(config_path, database_url)
+    return observed

@@ -1,0 +1,210 @@
+"""The fault proxy itself: each toxic does what Toxiproxy's does, per direction, and the
+HTTP API drives it the way a Toxiproxy client would."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from chaos.api import ToxiproxyClient, serving
+from chaos.proxy import FaultProxy
+
+
+class Echo:
+    """An upstream that echoes what it gets and remembers each recv()."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[float, bytes]] = []
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        try:
+            while data := await r.read(65536):
+                self.received.append((time.monotonic(), data))
+                w.write(data)
+                await w.drain()
+        except OSError:
+            pass
+        finally:
+            w.close()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+@pytest.fixture
+async def echo() -> AsyncIterator[Echo]:
+    server = Echo()
+    await server.start()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def proxy(echo: Echo) -> AsyncIterator[FaultProxy]:
+    p = FaultProxy("127.0.0.1", echo.port, name="echo")
+    await p.start()
+    yield p
+    await p.close()
+
+
+async def connect(proxy: FaultProxy) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", proxy.listen_port)
+
+
+async def round_trip(proxy: FaultProxy, data: bytes = b"ping") -> tuple[float, bytes]:
+    r, w = await connect(proxy)
+    started = time.monotonic()
+    w.write(data)
+    await w.drain()
+    got = await asyncio.wait_for(r.readexactly(len(data)), 10)
+    w.close()
+    return time.monotonic() - started, got
+
+
+async def test_latency_with_jitter_delays_each_direction_it_is_set_on(proxy: FaultProxy):
+    """Latency set downstream delays answers by latency ± jitter; removed, it is gone."""
+    with proxy.toxic("latency", "downstream", latency=300, jitter=50):
+        elapsed, got = await round_trip(proxy)
+    assert got == b"ping" and 0.24 <= elapsed < 0.6
+    elapsed, _ = await round_trip(proxy)
+    assert elapsed < 0.1
+    with proxy.toxic("latency", "upstream", latency=200):
+        elapsed, _ = await round_trip(proxy)
+    assert 0.19 <= elapsed < 0.5
+
+
+async def test_latency_applies_to_an_open_connection_and_pipelines(proxy: FaultProxy):
+    """A toxic added to an open connection acts at once; chunks behind each other are not
+    delayed twice."""
+    r, w = await connect(proxy)
+    proxy.add_toxic("latency", "downstream", latency=300)
+    started = time.monotonic()
+    for i in range(5):
+        w.write(b"x%d" % i)
+        await w.drain()
+        await asyncio.sleep(0.02)
+    got = await asyncio.wait_for(r.readexactly(10), 5)
+    assert got == b"x0x1x2x3x4"
+    assert time.monotonic() - started < 0.6  # 5 x 300 ms if chunks were serialised
+    w.close()
+
+
+async def test_timeout_is_a_black_hole_then_closes(proxy: FaultProxy, echo: Echo):
+    r, w = await connect(proxy)
+    proxy.add_toxic("timeout", "upstream", timeout=400)
+    w.write(b"lost")
+    await w.drain()
+    started = time.monotonic()
+    assert await asyncio.wait_for(r.read(), 5) == b""  # closed, nothing came back
+    assert 0.35 <= time.monotonic() - started < 1.5
+    assert echo.received == []
+
+
+async def test_timeout_zero_holds_until_removed(proxy: FaultProxy):
+    r, w = await connect(proxy)
+    proxy.add_toxic("timeout", "downstream", timeout=0)
+    w.write(b"held")
+    await w.drain()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(r.read(1), 0.5)
+    proxy.remove_toxic("timeout_downstream")
+    w.write(b"next")
+    await w.drain()
+    assert await asyncio.wait_for(r.readexactly(4), 2) == b"next"  # the held data was dropped
+
+
+async def test_reset_peer_resets_the_connection(proxy: FaultProxy):
+    proxy.add_toxic("reset_peer", "upstream", timeout=100)
+    r, w = await connect(proxy)
+    w.write(b"hello")
+    await w.drain()
+    with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
+        await asyncio.wait_for(r.readexactly(5), 5)
+
+
+async def test_slicer_trickles_the_data_in_small_delayed_pieces(proxy: FaultProxy, echo: Echo):
+    proxy.add_toxic("slicer", "upstream", average_size=10, size_variation=2, delay=50_000)
+    elapsed, got = await round_trip(proxy, b"a" * 100)
+    assert got == b"a" * 100
+    assert len(echo.received) >= 7 and 0.3 <= elapsed < 2.0
+
+
+async def test_limit_data_closes_after_the_limit(proxy: FaultProxy):
+    proxy.add_toxic("limit_data", "downstream", bytes=10)
+    r, w = await connect(proxy)
+    w.write(b"0123456789abcdefghij")
+    await w.drain()
+    assert await asyncio.wait_for(r.read(), 5) == b"0123456789"
+
+
+async def test_bandwidth_limits_throughput(proxy: FaultProxy):
+    proxy.add_toxic("bandwidth", "downstream", rate=100)  # KB/s
+    elapsed, _ = await round_trip(proxy, b"z" * 40_000)
+    assert 0.3 <= elapsed < 2.0
+
+
+async def test_toxicity_zero_leaves_connections_alone(proxy: FaultProxy):
+    proxy.add_toxic("latency", "downstream", latency=1000, toxicity=0.0)
+    elapsed, _ = await round_trip(proxy)
+    assert elapsed < 0.2
+
+
+async def test_disabled_cuts_open_connections_and_refuses_new_ones(proxy: FaultProxy):
+    r, w = await connect(proxy)
+    await proxy.set_enabled(False)
+    with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError, BrokenPipeError)):
+        w.write(b"x")
+        await w.drain()
+        await asyncio.wait_for(r.readexactly(1), 2)
+    r2, _ = await connect(proxy)
+    assert await asyncio.wait_for(r2.read(), 2) == b""
+    await proxy.set_enabled(True)
+    assert (await round_trip(proxy))[1] == b"ping"
+
+
+async def test_http_api_speaks_toxiproxys_routes(echo: Echo):
+    async with serving() as (url, registry):
+        client = ToxiproxyClient(url)
+        created = await client.create_proxy("echo", f"127.0.0.1:{echo.port}")
+        port = int(created["listen"].rpartition(":")[2])
+        toxic = await client.add_toxic("echo", "latency", "downstream", latency=200, jitter=0)
+        assert toxic == {
+            "name": "latency_downstream",
+            "type": "latency",
+            "stream": "downstream",
+            "toxicity": 1.0,
+            "attributes": {"latency": 200.0, "jitter": 0.0},
+        }
+        listed = await client.proxies()
+        assert listed["echo"]["toxics"] == [toxic] and listed["echo"]["enabled"] is True
+        elapsed, _ = await round_trip(registry.get("echo"))
+        assert elapsed >= 0.19
+        await client.remove_toxic("echo", "latency_downstream")
+        assert (await client.set_enabled("echo", False))["enabled"] is False
+        r, _ = await asyncio.open_connection("127.0.0.1", port)
+        assert await asyncio.wait_for(r.read(), 2) == b""
+        await client.reset()
+        assert (await client.proxies())["echo"]["enabled"] is True
+        async with httpx.AsyncClient(base_url=url) as http:
+            assert (await http.get("/proxies/nope")).json() == {
+                "error": "proxy not found",
+                "status": 404,
+            }
+            bad = await http.post("/proxies/echo/toxics", json={"type": "nope"})
+            assert bad.status_code == 400
+            twice = {"type": "latency", "attributes": {"latency": 1}}
+            assert (await http.post("/proxies/echo/toxics", json=twice)).status_code == 200
+            assert (await http.post("/proxies/echo/toxics", json=twice)).status_code == 409
+            assert (await http.delete("/proxies/echo")).status_code == 204
+        await client.aclose()

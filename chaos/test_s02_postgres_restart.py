@@ -1,0 +1,51 @@
+"""Scenario 2: PostgreSQL crashes (`pg_ctl stop -m immediate`) mid-load and restarts.
+
+While it cannot commit the gateway answers 503 with Retry-After, never a 2xx without a
+row; when the database is back it recovers by itself, with no restart of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chaos.harness import profiles
+from chaos.workload import LoadSpec
+
+PROFILE = {
+    "fast": {"events": 200, "rate": 80.0, "down_s": 3.0},
+    "full": {"events": 1500, "rate": 120.0, "down_s": 20.0},
+}
+
+
+@pytest.mark.parametrize("profile", profiles())
+async def test_postgres_crash_and_restart(profile, make_scenario, pg_cluster, nats_node):
+    p = PROFILE[profile]
+    cluster, dsn = pg_cluster
+    sc = make_scenario(f"s02_postgres_restart-{profile}", dsn, nats_node.url)
+    await sc.open_merchants()
+    serve = sc.serve()
+    worker = sc.settle()
+    await sc.ready("serve")
+    gen = sc.load(LoadSpec(events=p["events"], rate_per_s=p["rate"]))
+    running = asyncio.create_task(gen.run())
+
+    await gen.reached(0.3)
+    await asyncio.to_thread(cluster.crash)
+    down_at = gen.elapsed()
+    await asyncio.sleep(p["down_s"])
+    await asyncio.to_thread(cluster.start)
+    up_at = gen.elapsed()
+    record = await running
+
+    result = await sc.finish(record)
+    assert result.ok, result.table()
+    genuine = [a for a in record.answers if record.events[a.event].kind != "forged"]
+    during = [a for a in genuine if down_at + 0.5 < a.at_s < up_at - 0.5]
+    assert during and {a.status for a in during} == {503}, "2xx while the database was down"
+    after = [a for a in genuine if a.at_s > up_at + 2]
+    assert after and all(200 <= a.status < 300 for a in after), "no recovery by itself"
+    assert serve.starts == 1 and serve.alive and worker.starts == 1 and worker.alive
+    assert result.figures["never_2xx"] == 0
+    assert result.figures["unexpected_parked"] == 0

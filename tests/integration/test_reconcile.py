@@ -1,0 +1,235 @@
+"""`gateway reconcile`: accepted events whose stream messages were lost after the PubAck are
+found and re-published under a new message id, and settle exactly once."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import nats
+import orjson
+import pytest
+
+from gateway import settings as settings_mod
+from gateway.core.model import Event
+from gateway.errors import BrokerUnavailable, ConfigError
+from gateway.reconcile import Verdict, add_cli, reconcile, verdict
+from tests.support.deliveries import deliver
+from tests.support.gateway import config, running_server
+from tests.support.services import stream_messages, wait_until
+from tests.support.settlement import fetch, open_merchant, running_worker, settlement_sections
+
+SCHEMES = {"stripe": "stripe", "standard": "standard"}
+SUBJECTS = ("webhooks.*.payment_intent.succeeded", "webhooks.*.charge.refunded")
+
+
+def payment(event_id: str, pi: str, merchant: str = "m_rec", amount: int = 1000) -> bytes:
+    obj = {
+        "id": pi,
+        "amount_received": amount,
+        "currency": "usd",
+        "metadata": {"merchant_id": merchant},
+    }
+    return orjson.dumps(
+        {"id": event_id, "type": "payment_intent.succeeded", "data": {"object": obj}}
+    )
+
+
+def event(provider: str, event_type: str | None, body: bytes) -> Event:
+    subject = f"webhooks.{provider}.{event_type}" if event_type else None
+    return Event(provider, "evt", event_type, subject, {}, body, datetime.now(UTC))
+
+
+@pytest.mark.parametrize(
+    ("provider", "event_type", "body", "expected"),
+    [
+        # A Stripe payment settles, with the transfer id the worker would post.
+        ("stripe", "payment_intent.succeeded", payment("e", "pi_1"), Verdict.SETTLES),
+        # A type the worker does not consume is none of reconcile's business.
+        ("stripe", "customer.created", b'{"id":"e","type":"customer.created"}', Verdict.IGNORED),
+        # Standard Webhooks senders never settle in this gateway.
+        ("standard", "payment_intent.succeeded", payment("e", "pi_1"), Verdict.IGNORED),
+        # Consumed but unusable: re-published so the worker parks it with its reason.
+        ("stripe", "payment_intent.succeeded", b'{"id":"e","data":{}}', Verdict.INVALID),
+        # No subject at all (parked at ingest): never published, never reconciled.
+        ("stripe", None, b"{}", Verdict.IGNORED),
+    ],
+)
+def test_verdict(provider, event_type, body, expected):
+    kind, tid = verdict(event(provider, event_type, body), SCHEMES, SUBJECTS)
+    assert kind is expected
+    assert (tid is not None) == (expected is Verdict.SETTLES)
+
+
+@pytest.fixture
+def doc(database_url, nats_url, stub, redis_url) -> dict[str, Any]:
+    return config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
+
+
+async def post(server, event_id: str, body: bytes) -> None:  # type: ignore[no-untyped-def]
+    d = deliver("stripe", event_id, body=body)
+    response = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert response.status_code == 200, response.text
+
+
+async def purge(nats_url: str) -> None:
+    nc = await nats.connect(nats_url)
+    try:
+        await nc.jetstream().purge_stream("WEBHOOKS")
+    finally:
+        await nc.close()
+
+
+async def scalar(dsn: str, sql: str) -> int:
+    return int((await fetch(dsn, sql))[0][0])
+
+
+async def all_published(dsn: str) -> bool:
+    return (
+        await scalar(dsn, "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL") == 0
+    )
+
+
+async def test_lost_messages_are_republished_and_settle_once(doc, database_url, nats_url):
+    settings = settings_mod.parse(doc, env={})
+    async with running_server(doc) as server:
+        # 1. Settled before the loss: must not be re-published.
+        async with running_worker(doc) as parts:
+            await open_merchant(parts, "m_rec")
+            await post(server, "evt_early", payment("evt_early", "pi_early"))
+            await wait_until(lambda: scalar(database_url, "SELECT count(*) FROM settlements"))
+        # 2. Accepted and acknowledged by the stream while no worker ran, then lost.
+        for i in range(5):
+            await post(server, f"evt_lost_{i}", payment(f"evt_lost_{i}", f"pi_lost_{i}"))
+        await post(server, "evt_other", b'{"id":"evt_other","type":"customer.created"}')
+        await post(server, "evt_unknown_merchant", payment("evt_unknown_merchant", "pi_u", "m_no"))
+        await wait_until(lambda: all_published(database_url))
+        await purge(nats_url)
+        # An open dead letter is an outcome: the unknown merchant's event stays parked.
+        conn = await asyncpg.connect(database_url)
+        try:
+            await conn.execute(
+                "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message,"
+                " payload) VALUES ('settlement', 'stripe', 'evt_unknown_merchant',"
+                " 'UNKNOWN_MERCHANT', 'no account', '')"
+            )
+        finally:
+            await conn.close()
+
+        dry = await reconcile(settings, older_than_s=0, dry_run=True)
+        assert sorted(dry.events) == [f"stripe:evt_lost_{i}" for i in range(5)]
+        assert (dry.scanned, dry.settled, dry.republished) == (6, 1, 0)
+        assert await stream_messages(nats_url) == []  # a dry run publishes nothing
+        too_young = await reconcile(settings, older_than_s=3600)
+        assert too_young.scanned == 0 and too_young.republished == 0
+
+        report = await reconcile(settings, older_than_s=0)
+        assert report.republished == 5 and report.failed == 0
+        messages = await stream_messages(nats_url)
+        ids = sorted(h["Nats-Msg-Id"] for _, h, _ in messages)
+        assert ids == [f"stripe:evt_lost_{i}:reconcile-{report.run_id}" for i in range(5)]
+        assert {h["Gateway-Event-Id"] for _, h, _ in messages} == {
+            f"evt_lost_{i}" for i in range(5)
+        }
+
+        # 3. A second pass before the worker runs publishes again (a new id, not deduplicated);
+        #    the ledger's idempotency keeps it to one transfer each.
+        again = await reconcile(settings, older_than_s=0)
+        assert again.republished == 5 and again.run_id != report.run_id
+        async with running_worker(doc):
+            await wait_until(
+                lambda: scalar(
+                    database_url, "SELECT count(*) = 6 FROM settlements WHERE state = 'settled'"
+                ),
+                timeout_s=30,
+            )
+            await asyncio.sleep(1.0)  # let the repeats be processed too
+    transfers = await fetch(database_url, "SELECT settlement_id FROM ledger_transfers")
+    assert sorted(r[0] for r in transfers) == sorted(
+        ["pi_early", *(f"pi_lost_{i}" for i in range(5))]
+    )
+    done = await reconcile(settings, older_than_s=0)
+    assert (done.scanned, done.settled, done.republished) == (6, 6, 0)
+
+
+async def test_manually_resolved_dead_letters_are_left_alone(doc, database_url, nats_url):
+    settings = settings_mod.parse(doc, env={})
+    async with running_server(doc) as server:
+        await post(server, "evt_m", payment("evt_m", "pi_m"))
+        await post(server, "evt_r", payment("evt_r", "pi_r"))
+        await wait_until(lambda: all_published(database_url))
+    conn = await asyncpg.connect(database_url)
+    try:
+        for event_id, resolution in (("evt_m", "manual"), ("evt_r", "replayed")):
+            await conn.execute(
+                "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message,"
+                " payload, is_resolved, resolved_at, resolution)"
+                " VALUES ('settlement', 'stripe', $1, 'X', 'x', '', true, now(), $2)",
+                event_id,
+                resolution,
+            )
+    finally:
+        await conn.close()
+    report = await reconcile(settings, older_than_s=0, dry_run=True)
+    # An operator's decision is an outcome; a replay that did not settle is not.
+    assert report.events == ["stripe:evt_r"]
+
+
+async def test_cli_reports_as_json(tmp_path, doc, database_url):
+    async with running_server(doc) as server:
+        await post(server, "evt_cli", payment("evt_cli", "pi_cli"))
+        await wait_until(lambda: all_published(database_url))
+    cfg = tmp_path / "gateway.toml"
+    cfg.write_text(toml(doc), encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["reconcile", "--config", str(cfg), "--older-than-s", "0", "--json"])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = await asyncio.to_thread(args.func, args)
+    assert status == 0
+    assert orjson.loads(out.getvalue())["events"] == ["stripe:evt_cli"]
+    bad = parser.parse_args(["reconcile", "--config", str(cfg), "--older-than-s", "-1"])
+    with pytest.raises(ConfigError, match="--older-than-s"):
+        await asyncio.to_thread(bad.func, bad)
+
+
+def toml(doc: dict[str, Any]) -> str:
+    """The config as TOML (two levels of tables, as the gateway's has)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, list | tuple):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return orjson.dumps(v).decode() if isinstance(v, str) else str(v)
+
+    lines: list[str] = []
+    for section, values in doc.items():
+        lines.append(f"[{section}]")
+        for key, v in values.items():
+            if not isinstance(v, dict):
+                lines.append(f"{key} = {value(v)}")
+        for key, v in values.items():
+            if isinstance(v, dict):
+                lines.append(f"[{section}.{key}]")
+                lines += [f"{k} = {value(x)}" for k, x in v.items()]
+    return "\n".join(lines) + "\n"
+
+
+async def test_nats_unreachable_is_reported_and_nothing_is_marked(doc, database_url, nats_server):
+    async with running_server(doc) as server:
+        await post(server, "evt_down", payment("evt_down", "pi_down"))
+        await wait_until(lambda: all_published(database_url))
+    nats_server.stop()
+    settings = settings_mod.parse({**doc, "nats": {**doc["nats"], "request_timeout_s": 1}}, env={})
+    with pytest.raises(BrokerUnavailable):
+        await reconcile(settings, older_than_s=0)
+    nats_server.start()
+    report = await reconcile(settings, older_than_s=0)  # the next pass finds it again
+    assert report.republished == 1
