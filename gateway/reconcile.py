@@ -30,7 +30,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import asyncpg
 import nats
 import nats.errors
 import orjson
@@ -39,7 +38,7 @@ from nats.js import JetStreamContext
 from gateway import settings as settings_mod
 from gateway.adapters.nats import message_headers
 from gateway.adapters.postgres import Conn, connection, open_pool, translate_errors
-from gateway.adapters.webhook_store import StoredEvent
+from gateway.adapters.webhook_store import StoredEvent, stored_event
 from gateway.core.model import Event, subject_allowed
 from gateway.core.settlement import transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
@@ -117,19 +116,6 @@ def new_run_id(now: datetime) -> str:
     return now.strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def _event(row: asyncpg.Record) -> StoredEvent:
-    event = Event(
-        provider=row["provider"],
-        event_id=row["event_id"],
-        event_type=row["event_type"],
-        subject=row["subject"],
-        headers=orjson.loads(row["headers"]),
-        body=bytes(row["body"]),
-        received_at=row["received_at"],
-    )
-    return StoredEvent(int(row["id"]), event)
-
-
 async def find_unsettled(
     conn: Conn, settings: Settings, older_than_s: float, lookback_s: float, batch_size: int
 ) -> tuple[int, int, list[StoredEvent]]:
@@ -146,7 +132,7 @@ async def find_unsettled(
             return scanned, settled, unsettled
         after_id = int(rows[-1]["id"])
         wanted: dict[int, StoredEvent] = {}
-        for stored in map(_event, rows):
+        for stored in map(stored_event, rows):
             kind, tid = verdict(stored.event, schemes, subjects)
             if kind is Verdict.IGNORED:
                 continue

@@ -135,7 +135,8 @@ async def record_failure(
         return await _upsert_dlq(conn, webhook_id, stage, event, failure, attempts)
 
 
-def _row_event(row: asyncpg.Record) -> StoredEvent:
+def stored_event(row: asyncpg.Record) -> StoredEvent:
+    """A `processed_webhooks` row (with `headers` as JSON text) as a `StoredEvent`."""
     event = Event(
         provider=row["provider"],
         event_id=row["event_id"],
@@ -156,7 +157,7 @@ async def claim_unpublished(conn: Conn, older_than_s: float, limit: int) -> list
     """
     with translate_errors():
         rows = await conn.fetch(_CLAIM_UNPUBLISHED, older_than_s, limit)
-    return [_row_event(r) for r in rows]
+    return [stored_event(r) for r in rows]
 
 
 async def mark_published(conn: Conn, webhook_ids: Sequence[int]) -> None:
