@@ -1,0 +1,1 @@
+"""`make bench`: the gateway side by side with a bare endpoint (see bench/run.py)."""

@@ -1,0 +1,582 @@
+"""`make bench`: the gateway side by side with a bare endpoint (issue 6).
+
+One after another on this machine, under the same uvicorn settings and the same wrk load
+(64 connections, 2 threads, the same duration):
+
+  (a) bench/bare_app.py: reads the body and answers 200;
+  (b) the gateway with group commit (`[ingest] batching = true`, the shipped defaults);
+  (c) the gateway with batching off (one commit per request).
+
+Each gateway gets a fresh database and a private nats-server (file storage,
+`sync_interval: always`), both removed afterwards. Each server gets a pass of unique
+Stripe-signed events, then a pass replaying the same events (duplicates). Then a soak of
+(b) for resident memory, and the settlement placeholder. Results go to bench/results.json
+(`--output`) and a table on stdout.
+
+    .venv/bin/python -m bench.run                        # full run (make bench)
+    .venv/bin/python -m bench.run --duration 10 --soak-s 30
+    .venv/bin/python -m bench.run --duration 2 --soak-s 0 --quick   # self-check
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.events import RequestSet, new_tag, write_requests
+from bench.procs import CpuMeter, RssSampler, machine_busy_s, tree_rss_kib
+from bench.servers import (
+    ROOT,
+    STRIPE_SECRET,
+    Backend,
+    Server,
+    bare_server,
+    count_rows,
+    fresh_backend,
+    gateway_server,
+    server_counters,
+    wait_published,
+)
+from bench.settlement import settlement_benchmark
+from bench.wrk import Load, WrkResult, run_wrk, wrk_binary
+from tests.support.services import nats_server_binary
+
+DEFAULT_OUTPUT = Path(__file__).with_name("results.json")
+SOAK_CHUNK_S = 60  # pre-signed pools are regenerated per chunk: fresh timestamps, bounded files
+STRIPE_TOLERANCE_S = 300  # servers.gateway_config sets this; passes must fit inside it
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m bench.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--duration", type=int, default=15, help="seconds per wrk pass (default 15)")
+    p.add_argument(
+        "--soak-s",
+        type=int,
+        default=300,
+        help="sustained run of (b) for RSS (default 300; 0 skips)",
+    )
+    p.add_argument("--warmup-s", type=int, default=15, help="load before the first RSS reading")
+    p.add_argument("--workers", type=int, default=1, help="server worker processes (default 1)")
+    p.add_argument("--connections", type=int, default=64)
+    p.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
+    p.add_argument(
+        "--runs",
+        default="bare,batching,no_batching",
+        help="which of bare,batching,no_batching to run (default: all three)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="SECTION.KEY=VALUE",
+        help="override a gateway setting for (b), (c) and the soak, e.g. "
+        "ingest.batch_window_us=500 or outbox.relay_after_s=60 (batching stays per run)",
+    )
+    p.add_argument(
+        "--pool-rate",
+        type=int,
+        default=50_000,
+        help="events pre-signed per second of a pass; above any server's rate so that no "
+        "event is sent twice in a new-events pass (default 50000)",
+    )
+    p.add_argument(
+        "--count-answers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="count status codes and accepted/duplicate answers in wrk's response() hook",
+    )
+    p.add_argument(
+        "--hook-probe-s",
+        type=int,
+        default=5,
+        help="seconds per side of the response()-hook overhead probe on (a) (0 skips)",
+    )
+    p.add_argument("--drain-timeout-s", type=float, default=120.0)
+    p.add_argument(
+        "--quick", action="store_true", help="self-check: no soak, no probe, exit 1 on any fault"
+    )
+    p.add_argument(
+        "--output",
+        type=Path,
+        help=f"results file (default {DEFAULT_OUTPUT}; --quick writes none unless given)",
+    )
+    p.add_argument("--keep-workdir", action="store_true", help="keep logs and configs")
+    args = p.parse_args(argv)
+    args.runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    unknown = set(args.runs) - set(report.RUN_TITLES)
+    if unknown:
+        p.error(f"--runs: unknown {sorted(unknown)}; choose from {sorted(report.RUN_TITLES)}")
+    if args.quick:
+        args.soak_s = 0
+        args.hook_probe_s = 0
+        args.drain_timeout_s = min(args.drain_timeout_s, 30.0)
+    if args.output is None and not args.quick:
+        args.output = DEFAULT_OUTPUT
+    # A duplicates pass is re-signed, so one pass (plus start-up) must fit in the window.
+    if max(args.duration, args.warmup_s) + 30 > STRIPE_TOLERANCE_S:
+        p.error(f"--duration and --warmup-s must stay under {STRIPE_TOLERANCE_S - 30} s")
+    args.sections = {}
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot:
+            p.error(f"--set {item!r}: expected SECTION.KEY=VALUE")
+        args.sections.setdefault(section, {})[name] = tomllib.loads(f"v = {value}")["v"]
+    return args
+
+
+def sections_for(run: str, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The gateway settings of one run: the shipped defaults, `--set` overrides, and
+    `[ingest] batching` on for (b) and the soak, off for (c)."""
+    sections = {name: dict(values) for name, values in args.sections.items()}
+    sections.setdefault("ingest", {})["batching"] = run != "no_batching"
+    return sections
+
+
+# --- one pass, one server ------------------------------------------------------------
+
+
+def signed_pool(
+    workdir: Path, name: str, server: Server, load: Load, per_thread: int, tag: str
+) -> RequestSet:
+    return write_requests(
+        workdir / name,
+        tag=tag,
+        threads=load.threads,
+        per_thread=per_thread,
+        host=f"127.0.0.1:{server.port}",
+        secret=STRIPE_SECRET,
+        signed_at_s=int(time.time()),
+    )
+
+
+def measure_pass(
+    server: Server,
+    requests: RequestSet,
+    load: Load,
+    nats_pid: int | None,
+    limits: list[int] | None = None,
+) -> tuple[WrkResult, dict[str, Any]]:
+    meter = CpuMeter(server.pid, nats_pid)
+    meter.start()
+    result = run_wrk(server.base_url, requests, load, limits)
+    summary = result.summary()
+    summary["cpu"] = meter.stop()
+    # Server CPU time per answer: far less sensitive to other work on the machine than
+    # requests/s, so the figure to compare when trying a change.
+    cpu_s = summary["cpu"]["server_pct"] / 100 * result.duration_s
+    summary["server_cpu_us_per_request"] = round(1e6 * cpu_s / max(result.requests, 1), 1)
+    return result, summary
+
+
+def describe(title: str, s: dict[str, Any]) -> None:
+    cpu = s["cpu"]
+    counted = (
+        ""
+        if s["accepted"] is None
+        else (f"  accepted {s['accepted']:,}  duplicate {s['duplicate']:,}")
+    )
+    print(
+        f"  {title:<11} {s['rps']:>9,.0f} req/s  p50 {s['latency_ms']['p50']:6.2f} ms"
+        f"  p99 {s['latency_ms']['p99']:6.2f} ms  errors {s['socket_errors'] + s['timeouts']}"
+        f"  non-2xx {s['non_2xx'] if s['non_2xx'] is not None else '-'}{counted}"
+        f"  server CPU {s['server_cpu_us_per_request']:.0f} µs/req"
+    )
+    parts = [f"{k.removesuffix('_pct')} {v:.0f}%" for k, v in cpu.items() if k != "others"]
+    others = ", ".join(f"{comm} {v:.0f}%" for comm, v in cpu["others"]) or "none"
+    print(f"  {'':<11} CPU (100% = one core): {', '.join(parts)}; others: {others}")
+
+
+def drain(backend: Backend, timeout_s: float) -> dict[str, Any]:
+    """Let in-flight requests finish, then wait for the outbox to reach the stream.
+
+    Waiting here keeps one pass's publishing from eating into the next pass's CPU, and
+    the time it takes is itself a figure: how long the stream lags a burst.
+    """
+    time.sleep(1.0)
+    waited_s, left = wait_published(backend.dsn, timeout_s)
+    return {"outbox_drain_s": round(waited_s, 1), "unpublished_left": left}
+
+
+def check(name: str, ok: bool, detail: str) -> dict[str, Any]:
+    return {"check": name, "ok": ok, "detail": detail}
+
+
+def load_checks(new: WrkResult, dup: WrkResult) -> list[dict[str, Any]]:
+    """Was the load what it claims: every new event sent once, every answer a 2xx?"""
+    non_2xx = [r.non_2xx if r.non_2xx is not None else r.wrk_errors_status for r in (new, dup)]
+    errors = [r.socket_errors + r.timeouts for r in (new, dup)]
+    return [
+        check(
+            "new-events pass sent each event at most once",
+            new.wraps == 0,
+            f"{new.wraps} pool wrap(s); raise --pool-rate if not 0",
+        ),
+        check("every answer was a 2xx", sum(non_2xx) == 0, f"non-2xx new/dup: {non_2xx}"),
+        check("no socket errors or timeouts", sum(errors) == 0, f"new/dup: {errors}"),
+    ]
+
+
+def row_checks(
+    backend: Backend, server: Server, new: WrkResult, dup: WrkResult, workers: int
+) -> list[dict[str, Any]]:
+    """Does processed_webhooks hold exactly one row per accepted event?
+
+    wrk stops with up to one request in flight per connection: the gateway may commit
+    those events, but wrk never reads the answers. So wrk's own count can only bound the
+    rows (accepted <= rows <= accepted + unanswered), while the gateway's counter of
+    `accepted` answers, taken after everything finished, must equal the rows exactly.
+    """
+    rows = count_rows(backend.dsn)
+    found = []
+    if new.accepted is not None and dup.accepted is not None:
+        accepted = new.accepted + dup.accepted
+        unanswered = new.unanswered + dup.unanswered
+        found.append(
+            check(
+                "rows within wrk's accepted answers (+ unanswered at stop)",
+                accepted <= rows <= accepted + unanswered,
+                f"{rows:,} rows; {accepted:,} 'accepted' answers read by wrk; "
+                f"{unanswered} sent but unanswered when wrk stopped",
+            )
+        )
+        found.append(
+            check(
+                "duplicates pass found nothing new",
+                dup.accepted <= new.unanswered,
+                f"{dup.accepted} 'accepted' in the duplicates pass; at most the "
+                f"{new.unanswered} whose first answer wrk never read may be new",
+            )
+        )
+    if workers == 1:
+        outcomes = server_counters(server)["outcomes"]
+        found.append(
+            check(
+                "rows == 'accepted' answers the gateway gave (gateway_webhooks_total)",
+                rows == outcomes.get("accepted", -1),
+                f"{rows:,} rows; gateway outcomes {outcomes}",
+            )
+        )
+    return found
+
+
+def measure_server(
+    run: str, args: argparse.Namespace, load: Load, workdir: Path
+) -> tuple[dict[str, Any], float]:
+    """Both passes against one server; returns the run's record and its new-events rate."""
+    print(f"== {report.RUN_TITLES[run]}")
+    with contextlib.ExitStack() as stack:
+        backend: Backend | None = None
+        if run == "bare":
+            server = bare_server(workdir, run, args.workers)
+        else:
+            backend = stack.enter_context(fresh_backend())
+            server = gateway_server(backend, workdir, run, sections_for(run, args), args.workers)
+        server.start()
+        stack.callback(server.stop)
+        nats_pid = backend.nats.proc.pid if backend and backend.nats.proc else None
+        record: dict[str, Any] = {"title": report.RUN_TITLES[run]}
+        if backend:
+            record["settings"] = sections_for(run, args)
+
+        per_thread = math.ceil(args.pool_rate * load.duration_s / load.threads)
+        tag = new_tag()
+        pool = signed_pool(workdir, f"{run}-new", server, load, per_thread, tag)
+        new, record["new"] = measure_pass(server, pool, load, nats_pid)
+        pool.remove()
+        if not backend:  # the bare endpoint answers neither "accepted" nor "duplicate"
+            record["new"]["accepted"] = record["new"]["duplicate"] = None
+        describe("new events", record["new"])
+        if backend:
+            record["after_new"] = drain(backend, args.drain_timeout_s)
+
+        # Replay exactly what each thread sent, re-signed now (as a provider's retry is).
+        limits = [max(1, min(n, per_thread)) for n in new.built_per_thread]
+        pool = signed_pool(workdir, f"{run}-dup", server, load, max(limits), tag)
+        dup, record["duplicates"] = measure_pass(server, pool, load, nats_pid, limits)
+        pool.remove()
+        if not backend:
+            record["duplicates"]["accepted"] = record["duplicates"]["duplicate"] = None
+        describe("duplicates", record["duplicates"])
+
+        record["checks"] = load_checks(new, dup)
+        if backend:
+            record["after_duplicates"] = drain(backend, args.drain_timeout_s)
+            record["checks"] += row_checks(backend, server, new, dup, args.workers)
+            if args.workers == 1:
+                # A relay figure well above zero while NATS was up means rows were
+                # published twice: the sweep took rows the inline publisher still held.
+                record["published"] = server_counters(server)["published"]
+        record["rss_mib_at_end"] = round(tree_rss_kib(server.pid) / 1024, 1)
+        for c in record["checks"]:
+            print(f"  [{'ok' if c['ok'] else 'FAIL'}] {c['check']}: {c['detail']}")
+    return record, new.rps
+
+
+# --- extra measurements --------------------------------------------------------------
+
+
+def hook_probe(args: argparse.Namespace, load: Load, workdir: Path) -> dict[str, Any]:
+    """How much wrk's response() hook costs, on (a) where it shows most.
+
+    Answers are counted in Lua for the row check; if that slowed wrk enough to cap the
+    bare endpoint, (b)/(a) would look better than it is.
+    """
+    print("== response() hook overhead, on (a)")
+    server = bare_server(workdir, "probe", args.workers)
+    server.start()
+    out: dict[str, Any] = {"seconds_per_side": args.hook_probe_s}
+    try:
+        for counting in (True, False):
+            probe = Load(load.connections, load.threads, args.hook_probe_s, counting)
+            per_thread = math.ceil(args.pool_rate * probe.duration_s / probe.threads)
+            pool = signed_pool(workdir, "probe", server, probe, per_thread, new_tag())
+            result = run_wrk(server.base_url, pool, probe)
+            pool.remove()
+            out["with_hook_rps" if counting else "without_hook_rps"] = round(result.rps, 1)
+    finally:
+        server.stop()
+    out["hook_cost_pct"] = round(100 * (1 - out["with_hook_rps"] / out["without_hook_rps"]), 1)
+    print(
+        f"  with response(): {out['with_hook_rps']:,.0f} req/s, without: "
+        f"{out['without_hook_rps']:,.0f} req/s (the hook costs {out['hook_cost_pct']:+.1f} %)"
+    )
+    return out
+
+
+def soak(args: argparse.Namespace, load: Load, workdir: Path, rate_hint: float) -> dict[str, Any]:
+    """RSS of (b) after a warm-up and after `--soak-s` seconds more at full load.
+
+    RSS is read at the same two moments after the warm-up and after the soak: as soon as
+    the load stops (what a dashboard shows during a burst, publish backlog included) and
+    again once the outbox has drained. The target compares the first pair.
+
+    The soak runs in chunks of at most a minute, each with a freshly signed pool of new
+    events: one pool for five minutes would be gigabytes and its timestamps would leave
+    Stripe's 300 s window. Signing a chunk pauses the load for a few seconds (reported).
+    """
+    print(f"== soak: (b) for {args.soak_s} s after a {args.warmup_s} s warm-up")
+    settings = sections_for("batching", args)
+    out: dict[str, Any] = {"settings": settings}
+    with fresh_backend() as backend:
+        server = gateway_server(backend, workdir, "soak", settings, args.workers)
+        server.start()
+        nats_pid = backend.nats.proc.pid if backend.nats.proc else None
+
+        def one_pass(seconds: int, events_per_s: float) -> dict[str, Any]:
+            shape = Load(load.connections, load.threads, seconds, load.count_answers)
+            per_thread = math.ceil(events_per_s * seconds / shape.threads)
+            pool = signed_pool(workdir, "soak", server, shape, per_thread, new_tag())
+            _, summary = measure_pass(server, pool, shape, nats_pid)
+            pool.remove()
+            return summary
+
+        def rss_mib() -> float:
+            return round(tree_rss_kib(server.pid) / 1024, 1)
+
+        try:
+            out["warmup"] = one_pass(args.warmup_s, args.pool_rate)
+            out["rss_mib_after_warmup"] = rss_mib()
+            out["after_warmup"] = drain(backend, args.drain_timeout_s)
+            out["rss_mib_after_warmup_drained"] = rss_mib()
+            print(
+                f"  RSS after warm-up: {out['rss_mib_after_warmup']} MiB, "
+                f"{out['rss_mib_after_warmup_drained']} MiB once the outbox drained"
+            )
+            chunks: list[dict[str, Any]] = []
+            started, elapsed_s = time.monotonic(), 0
+            with RssSampler(server.pid, interval_s=2.0) as sampler:
+                while elapsed_s < args.soak_s:
+                    seconds = min(SOAK_CHUNK_S, args.soak_s - elapsed_s)
+                    # 1.5x the rate (b) reached, so a chunk rarely runs out of new events.
+                    chunks.append(one_pass(seconds, max(1.5 * rate_hint, 8_000)))
+                    elapsed_s += seconds
+                    print(
+                        f"  soak {elapsed_s:>4} s: {chunks[-1]['rps']:,.0f} req/s, p99 "
+                        f"{chunks[-1]['latency_ms']['p99']:.1f} ms, RSS {rss_mib()} MiB"
+                    )
+            out["rss_mib_after_soak"] = rss_mib()
+            out["load_pauses_s"] = round(time.monotonic() - started - args.soak_s, 1)
+            out["after_soak"] = drain(backend, args.drain_timeout_s)
+            out["rss_mib_after_soak_drained"] = rss_mib()
+            out["rss_mib_samples_every_2s"] = [round(k / 1024, 1) for k in sampler.samples_kib]
+            out["chunks"] = chunks
+            rows, counters = count_rows(backend.dsn), server_counters(server)
+            out["published"] = counters["published"]
+            out["checks"] = (
+                [
+                    check(
+                        "rows == 'accepted' answers the gateway gave",
+                        rows == counters["outcomes"].get("accepted", -1),
+                        f"{rows:,} rows; gateway outcomes {counters['outcomes']}",
+                    )
+                ]
+                if args.workers == 1
+                else []
+            )
+        finally:
+            server.stop()
+
+    def growth(before: float, after: float) -> float:
+        return round(100 * (after - before) / before, 1)
+
+    out["growth_pct"] = growth(out["rss_mib_after_warmup"], out["rss_mib_after_soak"])
+    out["growth_drained_pct"] = growth(
+        out["rss_mib_after_warmup_drained"], out["rss_mib_after_soak_drained"]
+    )
+    print(
+        f"  RSS after the soak: {out['rss_mib_after_soak']} MiB ({out['growth_pct']:+.1f} %), "
+        f"{out['rss_mib_after_soak_drained']} MiB once drained "
+        f"({out['growth_drained_pct']:+.1f} %), peak "
+        f"{max(out['rss_mib_samples_every_2s'], default=0)} MiB"
+    )
+    return out
+
+
+# --- the run as a whole --------------------------------------------------------------
+
+
+def _version(argv: list[str]) -> str:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+        return (done.stdout or done.stderr).strip().splitlines()[0]
+    return "unknown"
+
+
+def _git_state() -> dict[str, Any]:
+    """The commit measured, and which files under gateway/ differ from it (other work in
+    progress in this checkout is measured too)."""
+    head = _version(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "gateway", "sql"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        return {"head": head, "changed": [line[3:] for line in done.stdout.splitlines()]}
+    return {"head": head, "changed": None}
+
+
+def environment(args: argparse.Namespace) -> dict[str, Any]:
+    # Anything else busy on a 2-core box (a test suite, a build) lowers every figure:
+    # record how busy the machine was just before the run.
+    busy0, t0 = machine_busy_s(), time.monotonic()
+    time.sleep(2.0)
+    idle_busy_pct = 100 * (machine_busy_s() - busy0) / (time.monotonic() - t0)
+    packages = ("uvicorn", "starlette", "uvloop", "httptools", "asyncpg", "nats-py", "orjson")
+    return {
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "packages": {p: importlib.metadata.version(p) for p in packages},
+        "wrk": _version([wrk_binary(), "-v"]),
+        "nats_server": _version([nats_server_binary(), "--version"]),
+        "git": _git_state(),
+        "load_average_before": os.getloadavg(),
+        "busy_before_pct": round(idle_busy_pct, 1),
+        "workers": args.workers,
+    }
+
+
+def command_line(argv: Sequence[str] | None) -> str:
+    given = list(sys.argv[1:] if argv is None else argv)
+    return " ".join([".venv/bin/python -m bench.run", *given]) if given else "make bench"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    load = Load(args.connections, args.threads, args.duration, args.count_answers)
+    workdir = Path(tempfile.mkdtemp(prefix="gw-bench-"))
+    results: dict[str, Any] = {
+        "command": command_line(argv),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "load": {
+            "connections": load.connections,
+            "threads": load.threads,
+            "duration_s": load.duration_s,
+            "wrk_timeout": "5s",
+            "answers_counted_in_wrk": load.count_answers,
+        },
+    }
+    try:
+        results["environment"] = environment(args)
+        if results["environment"]["busy_before_pct"] > 20:
+            print(
+                f"warning: the machine was {results['environment']['busy_before_pct']} % busy "
+                "before the run (other work?); figures will be low and noisy"
+            )
+        runs: dict[str, Any] = {}
+        rate_b = 10_000.0
+        for run in ("bare", "batching", "no_batching"):
+            if run in args.runs:
+                runs[run], rps = measure_server(run, args, load, workdir)
+                rate_b = rps if run == "batching" else rate_b
+        results["runs"] = runs
+        if args.hook_probe_s > 0:
+            results["response_hook_probe"] = hook_probe(args, load, workdir)
+        memory = soak(args, load, workdir, rate_b) if args.soak_s > 0 else None
+        results["memory"] = memory
+        results["settlement"] = settlement_benchmark()
+        ratio = report.ratios(runs)
+        results["ratios"] = ratio
+        targets = report.targets(runs, ratio, memory)
+        results["targets"] = [t.as_dict() for t in targets]
+    finally:
+        if args.keep_workdir:
+            print(f"logs and configs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    print()
+    print(f"command: {results['command']}")
+    print(report.table(runs))
+    print()
+    print(report.ratio_lines(ratio))
+    print()
+    print(report.target_table(targets))
+    if args.output:
+        args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        shown = args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output
+        print(f"\nresults written to {shown}")
+
+    checks = [c for r in runs.values() for c in r["checks"]]
+    checks += memory["checks"] if memory else []
+    failed = [c for c in checks if not c["ok"]]
+    if args.quick:
+        # The self-check: every server answered, the answers were right, rows match.
+        answered = all(r["new"]["requests"] > 0 for r in runs.values())
+        if failed or not answered:
+            print(f"\nself-check FAILED: {[c['check'] for c in failed] or 'no answers'}")
+            return 1
+        print("\nself-check passed")
+        return 0
+    # Targets are reported, never asserted; a broken row check is a correctness fault.
+    row_faults = [c for c in failed if "rows" in c["check"]]
+    return 1 if row_faults else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

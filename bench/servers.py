@@ -1,0 +1,243 @@
+"""The things a benchmark run starts and must stop: a fresh database, a private
+nats-server, and the HTTP server under test (the gateway or the bare endpoint).
+
+Databases and NATS servers come from the test helpers (`tests/support/services.py`), so
+the bench never touches the shared `test` database or the development NATS on 4223.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+from gateway.adapters.postgres import migrate
+from tests.support.services import (
+    NatsServer,
+    create_database,
+    drop_database,
+    free_port,
+    unique_name,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+STRIPE_SECRET = "whsec_bench_stripe_secret"  # a benchmark-only value, never a real secret
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A migrated database and a NATS server that belong to one run only."""
+
+    database: str
+    dsn: str
+    nats: NatsServer
+
+
+@contextlib.contextmanager
+def fresh_backend() -> Iterator[Backend]:
+    """Create, migrate and finally drop a database; start and finally stop a nats-server
+    with file storage and `sync_interval: always` (the helper's configuration)."""
+    name = unique_name("gw_bench")
+    dsn = asyncio.run(create_database(name))
+    nats = NatsServer()
+    try:
+        asyncio.run(migrate(dsn))
+        nats.start()
+        yield Backend(name, dsn, nats)
+    finally:
+        nats.cleanup()
+        asyncio.run(drop_database(name))
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def gateway_config(backend: Backend, port: int, settings: dict[str, dict[str, Any]]) -> str:
+    """A gateway.toml for one run: its own database and NATS, one Stripe provider, and
+    `settings` (sections such as `ingest` and `outbox`) over the shipped defaults."""
+    sections: dict[str, dict[str, Any]] = {
+        "database": {"url": backend.dsn},
+        "nats": {"url": backend.nats.url},
+        "http": {"host": "127.0.0.1", "port": port},
+    }
+    for name, values in settings.items():
+        sections[name] = {**sections.get(name, {}), **values}
+    lines = []
+    for name, values in sections.items():
+        lines.append(f"[{name}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items())
+    lines += [
+        "[providers.stripe]",
+        'scheme = "stripe"',
+        f"secrets = [{_toml_value(STRIPE_SECRET)}]",
+        "tolerance_s = 300",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class Server:
+    """One server process under test, started from the repository root."""
+
+    def __init__(self, argv: list[str], port: int, log_path: Path, ready_path: str | None):
+        self.argv = argv
+        self.port = port
+        self.log_path = log_path
+        self.ready_path = ready_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError("server not started")
+        return self.proc.pid
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdout=log, stderr=log)
+        try:
+            self._wait_ready(timeout_s)
+        except Exception:
+            self.stop()
+            raise
+
+    def _ready(self) -> bool:
+        if self.ready_path is None:
+            with socket.socket() as s:
+                s.settimeout(0.2)
+                return s.connect_ex(("127.0.0.1", self.port)) == 0
+        # /readyz is 200 only once the database answers and the JetStream stream exists:
+        # measuring before that would count start-up as slowness.
+        with contextlib.suppress(httpx.HTTPError):
+            return httpx.get(self.base_url + self.ready_path, timeout=2).status_code == 200
+        return False
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace").splitlines()[-15:]
+                raise RuntimeError(
+                    f"{' '.join(self.argv[1:4])} exited with {self.proc.returncode}:\n"
+                    + "\n".join(tail)
+                )
+            if self._ready():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"{' '.join(self.argv[1:4])} not ready after {timeout_s} s")
+
+    def stop(self, timeout_s: float = 45.0) -> None:
+        """SIGTERM (the gateway commits and publishes what it holds), then SIGKILL."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def gateway_server(
+    backend: Backend,
+    workdir: Path,
+    label: str,
+    settings: dict[str, dict[str, Any]],
+    workers: int,
+) -> Server:
+    port = free_port()
+    config = workdir / f"{label}.toml"
+    config.write_text(gateway_config(backend, port, settings), encoding="utf-8")
+    argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
+    argv += ["--port", str(port), "--workers", str(workers)]
+    return Server(argv, port, workdir / f"{label}.log", "/readyz")
+
+
+def bare_server(workdir: Path, label: str, workers: int) -> Server:
+    port = free_port()
+    argv = [sys.executable, "-m", "bench.bare_app", "--port", str(port)]
+    argv += ["--workers", str(workers)]
+    return Server(argv, port, workdir / f"{label}.log", None)
+
+
+# --- what the database and the gateway say after a run ---------------------------------
+
+
+async def _fetchval(dsn: str, sql: str) -> Any:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetchval(sql)
+    finally:
+        await conn.close()
+
+
+def count_rows(dsn: str) -> int:
+    return int(asyncio.run(_fetchval(dsn, "SELECT count(*) FROM processed_webhooks")))
+
+
+def count_unpublished(dsn: str) -> int:
+    sql = (
+        "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL AND subject IS NOT NULL"
+    )
+    return int(asyncio.run(_fetchval(dsn, sql)))
+
+
+def wait_published(dsn: str, timeout_s: float) -> tuple[float, int]:
+    """Wait until the outbox is empty; return (seconds waited, rows still unpublished)."""
+    started = time.monotonic()
+    while True:
+        left = count_unpublished(dsn)
+        waited = time.monotonic() - started
+        if left == 0 or waited >= timeout_s:
+            return waited, left
+        time.sleep(0.5)
+
+
+_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$", re.MULTILINE)
+
+
+def _metric(text: str, name: str, label: str, **match: str) -> dict[str, int]:
+    """Values of counter `name` by `label`, for series whose other labels equal `match`."""
+    values: dict[str, int] = {}
+    for metric, labels, value in _SAMPLE.findall(text):
+        found = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if metric == name and all(found.get(k) == v for k, v in match.items()):
+            values[found.get(label, "?")] = int(float(value))
+    return values
+
+
+def server_counters(server: Server) -> dict[str, dict[str, int]]:
+    """From /metrics: answers by outcome for the stripe provider, and publishes by path
+    (`inline` right after the commit, `relay` by the outbox sweep).
+
+    Only meaningful with one worker: each worker process keeps its own counters.
+    """
+    text = httpx.get(server.base_url + "/metrics", timeout=5).text
+    return {
+        "outcomes": _metric(text, "gateway_webhooks_total", "outcome", provider="stripe"),
+        "published": _metric(text, "gateway_published_total", "path"),
+    }
