@@ -28,6 +28,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -508,6 +509,9 @@ def command_line(argv: Sequence[str] | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM (a CI timeout, `kill`) becomes SystemExit, so the `finally` blocks still stop
+    # the servers and NATS and drop the databases instead of leaving them behind.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     load = Load(args.connections, args.threads, args.duration, args.count_answers)
     workdir = Path(tempfile.mkdtemp(prefix="gw-bench-"))
     results: dict[str, Any] = {

@@ -70,7 +70,7 @@ async def running_gateway(settings: Settings, *, with_relay: bool = True) -> Asy
             await inbox.start()
         else:
             inbox = DirectInbox(pool, on_committed, settings.ingest.commit_timeout_s)
-        relay = OutboxRelay(pool, broker, settings.outbox, metrics)
+        relay = OutboxRelay(pool, broker, settings.outbox, metrics, inline=publisher)
         if with_relay:
             await relay.start()
         # DLQ gauges and the in-process alerts (thresholds every interval, once per episode).

@@ -58,7 +58,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
         return b"".join(chunks)
 
     try:
-        return await asyncio.wait_for(read(), timeout_s)
+        async with asyncio.timeout(timeout_s):  # no extra task per request, unlike wait_for
+            return await read()
     except TimeoutError:
         raise BadRequest("request body not received in time") from None
 

@@ -106,8 +106,10 @@ class GroupCommitInbox:
         except asyncio.QueueFull:
             raise Overloaded("acceptance queue is full") from None
         try:
-            # shield: a request that gives up must not cancel the commit of its group.
-            return await asyncio.wait_for(asyncio.shield(future), self._settings.commit_timeout_s)
+            # asyncio.timeout, not wait_for: no extra task per request. shield: a request
+            # that gives up must not cancel the commit of its group.
+            async with asyncio.timeout(self._settings.commit_timeout_s):
+                return await asyncio.shield(future)
         except TimeoutError as exc:
             raise DatabaseUnavailable("commit did not finish in time") from exc
 
@@ -177,14 +179,13 @@ class GroupCommitInbox:
     def _resolve(self, live: list[_Pending], inserted: dict[tuple[str, str], int]) -> None:
         stored = []
         for event, future in live:
-            if future.done():
-                continue
+            # Popped first: a row that was committed is published even if its request
+            # has stopped waiting; a repeat within the group is a duplicate.
             row_id = inserted.pop((event.provider, event.event_id), None)
-            if row_id is not None:  # popped: a repeat within the group is a duplicate
+            if row_id is not None:
                 stored.append(StoredEvent(row_id, event))
-                future.set_result(Outcome.ACCEPTED)
-            else:
-                future.set_result(Outcome.DUPLICATE)
+            if not future.done():
+                future.set_result(Outcome.ACCEPTED if row_id is not None else Outcome.DUPLICATE)
         if stored:
             self._on_committed(stored)
 
