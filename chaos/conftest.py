@@ -16,13 +16,7 @@ import pytest
 from chaos.harness import FULL, Scenario, base_doc
 from chaos.services import NatsNode, PgCluster
 from gateway.adapters.postgres import migrate
-from tests.support.services import (
-    REDIS_URL,
-    create_database,
-    drop_database,
-    unique_name,
-)
-from tests.support.stub import Stub, running_stub
+from tests.support.stub import Stub
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,27 +32,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "chaos_full" in item.keywords:
             item.add_marker(skip)
-
-
-@pytest.fixture(scope="session")
-def chaos_template() -> Iterator[str]:
-    name = unique_name("chaos_tmpl")
-
-    async def setup() -> None:
-        await migrate(await create_database(name))
-
-    asyncio.run(setup())
-    yield name
-    asyncio.run(drop_database(name))
-
-
-@pytest.fixture
-async def database_url(chaos_template: str) -> AsyncIterator[str]:
-    """A fresh migrated database on the shared server."""
-    name = unique_name("chaos")
-    dsn = await create_database(name, template=chaos_template)
-    yield dsn
-    await drop_database(name)
 
 
 @pytest.fixture
@@ -81,17 +54,6 @@ async def pg_cluster() -> AsyncIterator[tuple[PgCluster, str]]:
         yield cluster, dsn
     finally:
         await asyncio.to_thread(cluster.cleanup)
-
-
-@pytest.fixture
-async def stub() -> AsyncIterator[Stub]:
-    async with running_stub() as running:
-        yield running
-
-
-@pytest.fixture
-def redis_url() -> str:
-    return REDIS_URL
 
 
 @pytest.fixture

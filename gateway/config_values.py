@@ -71,13 +71,17 @@ def read_url(
     return str(url)
 
 
-ZERO_ALLOWED = frozenset({"batch_window_us", "relay_after_s", "cluster_id", "metrics_port"})
-
-
 def read_section(
-    cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...] = ()
+    cls: type,
+    data: Mapping[str, Any],
+    section: str,
+    skip: tuple[str, ...] = (),
+    zero_ok: frozenset[str] = frozenset(),
 ) -> Any:
-    """Read one table into its settings class, rejecting unknown keys and bad values."""
+    """Read one table into its settings class, rejecting unknown keys and bad values.
+
+    Numbers must be positive, except the names in `zero_ok`, where zero turns something off.
+    """
     table = read_table(data, section, "")
     defaults = cls()
     values: dict[str, Any] = {}
@@ -89,7 +93,7 @@ def read_section(
             continue
         kind = type(default)
         value = read_value(table, name, f"{section}.", kind, default)
-        if kind in (int, float) and not (name in ZERO_ALLOWED and value == 0):
+        if kind in (int, float) and not (name in zero_ok and value == 0):
             require_positive(value, f"{section}.{name}")
         values[name] = value
     return cls(**values)

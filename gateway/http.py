@@ -8,7 +8,7 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 
 import orjson
@@ -68,7 +68,7 @@ def _gw(request: Request) -> Gateway:
     return request.app.state.gateway  # type: ignore[no-any-return]
 
 
-async def _accept(gw: Gateway, event: Event) -> Response:
+async def _accept(gw: Gateway, event: Event) -> Outcome:
     outcome = await gw.inbox.accept(event)
     if outcome is Outcome.ACCEPTED and event.failure is not None:
         gw.metrics.dlq_total.inc(stage="ingest", error_class=event.failure.error_class)
@@ -80,16 +80,18 @@ async def _accept(gw: Gateway, event: Event) -> Response:
                 "error_class": event.failure.error_class,
             },
         )
-    return _json(200, {"status": outcome.value, "event_id": event.event_id})
+    return outcome
 
 
-async def _handle(request: Request, label: str, work: object) -> Response:
-    """Run a handler body, mapping the exception tree onto HTTP answers and metrics."""
+async def _handle(request: Request, label: str, work: Awaitable[Event]) -> Response:
+    """Shape the request into an event (`work`), pass it through the gate, and map the
+    exception tree onto HTTP answers and metrics."""
     gw = _gw(request)
     started = time.perf_counter()
     try:
-        response: Response = await work  # type: ignore[misc]
-        outcome = orjson.loads(response.body)["status"]
+        event = await work
+        outcome = (await _accept(gw, event)).value
+        response = _json(200, {"status": outcome, "event_id": event.event_id})
     except RequestRejected as exc:
         outcome = exc.error_class.lower()
         log.info(
@@ -122,7 +124,7 @@ async def receive_webhook(request: Request) -> Response:
     gw = _gw(request)
     name = request.path_params["provider"]
 
-    async def work() -> Response:
+    async def work() -> Event:
         provider = gw.settings.providers.get(name)
         if provider is None:
             raise UnknownProvider(f"no provider named {name!r} is configured")
@@ -139,7 +141,7 @@ async def receive_webhook(request: Request) -> Response:
             body,
             datetime.now(UTC),
         )
-        return await _accept(gw, event)
+        return event
 
     label = name if name in gw.settings.providers else "unknown"
     return await _handle(request, label, work())
@@ -163,7 +165,7 @@ async def publish_event(request: Request) -> Response:
     """`POST /v1/events`: internal publishing through the same gate and outbox."""
     gw = _gw(request)
 
-    async def work() -> Response:
+    async def work() -> Event:
         service = authenticate(gw.settings, request.headers.get("authorization"))
         http = gw.settings.http
         body = await read_body(request, http.max_body_bytes, http.request_timeout_s)
@@ -175,7 +177,7 @@ async def publish_event(request: Request) -> Response:
             body,
             datetime.now(UTC),
         )
-        return await _accept(gw, event)
+        return event
 
     return await _handle(request, "internal", work())
 

@@ -19,6 +19,8 @@ from gateway.core.signatures import check_hmac_params, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
 
+# Settings where zero is meaningful (turns a wait or a listener off) rather than a mistake.
+_ZERO_OK = frozenset({"batch_window_us", "relay_after_s", "cluster_id", "metrics_port"})
 SCHEME_NAMES = ("stripe", "standard", "github", "shopify", "paddle", "hmac")
 CONFIG_ENV = "GATEWAY_CONFIG"
 
@@ -254,10 +256,15 @@ def _service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> Serv
 
 
 # Settings where zero is meaningful (turns a wait off) rather than a mistake.
+def _read(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...] = ()) -> Any:
+    """Read a section with the zero-means-off names of this file."""
+    return read_section(cls, data, section, skip, zero_ok=_ZERO_OK)
+
+
 def _settlement(data: Mapping[str, Any]) -> SettlementSettings:
     from gateway.core.money import check_currency  # the core's own rule for codes
 
-    settlement: SettlementSettings = read_section(SettlementSettings, data, "settlement")
+    settlement: SettlementSettings = _read(SettlementSettings, data, "settlement")
     try:
         check_currency(settlement.currency)
     except ValueError as exc:
@@ -266,7 +273,7 @@ def _settlement(data: Mapping[str, Any]) -> SettlementSettings:
 
 
 def _ledger(data: Mapping[str, Any], env: Mapping[str, str]) -> LedgerSettings:
-    ledger: LedgerSettings = read_section(LedgerSettings, data, "ledger")
+    ledger: LedgerSettings = _read(LedgerSettings, data, "ledger")
     if ledger.backend not in ("postgres", "tigerbeetle"):
         raise ConfigError(
             "ledger.backend", f"must be 'postgres' or 'tigerbeetle', got {ledger.backend!r}"
@@ -280,10 +287,10 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     """Validate a parsed TOML document; raise `ConfigError` naming the first bad key."""
     env = os.environ if env is None else env
     nats_url = read_url(data, env, "nats", NatsSettings.url, ("nats", "tls"))
-    nats = replace(read_section(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
+    nats = replace(_read(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
     if not all(u.startswith(("nats://", "tls://")) for u in nats.servers):
         raise ConfigError("nats.url", "every server must be a nats:// or tls:// URL")
-    http = read_section(HttpSettings, data, "http")
+    http = _read(HttpSettings, data, "http")
     if http.port >= 65536:
         raise ConfigError("http.port", f"must be a TCP port, got {http.port}")
     providers = {n: _provider(n, t, env) for n, t in read_table(data, "providers", "").items()}
@@ -305,12 +312,12 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
             ("redis", "rediss", "unix"),
         ),
         http=http,
-        ingest=read_section(IngestSettings, data, "ingest"),
-        outbox=read_section(OutboxSettings, data, "outbox"),
+        ingest=_read(IngestSettings, data, "ingest"),
+        outbox=_read(OutboxSettings, data, "outbox"),
         providers=providers,
         services=services,
         settlement=_settlement(data),
-        currency=read_section(CurrencySettings, data, "currency"),
+        currency=_read(CurrencySettings, data, "currency"),
         ledger=_ledger(data, env),
         raw=data,
     )

@@ -13,13 +13,12 @@ import logging
 import time
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
 
 import asyncpg
 
 from gateway.adapters import settlement_store as store
 from gateway.adapters.currency import RateSource
-from gateway.adapters.postgres import connection
+from gateway.adapters.postgres import Conn, connection
 from gateway.core.currency import Rate, RateAction
 from gateway.core.ledger import Ledger, TransferResult, interpret
 from gateway.core.model import Event, ParsedBody
@@ -195,7 +194,7 @@ class Settler:
             else:
                 await store.note_failure(conn, transfer_id(instruction), error_class)
 
-    async def _merchant(self, conn: Any, instruction: SettlementInstruction) -> str:
+    async def _merchant(self, conn: Conn, instruction: SettlementInstruction) -> str:
         if instruction.kind is SettlementKind.REFUND:
             capture = await store.capture_of(conn, instruction.settlement_id)
             if capture is None or capture.state is not SettlementState.SETTLED:

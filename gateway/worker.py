@@ -177,14 +177,7 @@ class SettlementWorker:
         detail = "".join(traceback.format_exception(exc))
         failure = Failure(decision.error_class, str(exc) or type(exc).__name__, detail)
         async with connection(self.parts.pool) as conn:
-            webhook_id = await conn.fetchval(
-                "SELECT id FROM processed_webhooks WHERE provider = $1 AND event_id = $2",
-                event.provider,
-                event.event_id,
-            )
-            await record_failure(
-                conn, webhook_id, Stage.SETTLEMENT, event, failure, attempts=deliveries
-            )
+            await record_failure(conn, None, Stage.SETTLEMENT, event, failure, attempts=deliveries)
         with contextlib.suppress(GatewayError):
             await self.parts.settler.record_failure(event, exc, final=True)
 

@@ -28,7 +28,10 @@ RETURNING id, provider, event_id
 _UPSERT_DLQ = """
 INSERT INTO dlq_webhooks (webhook_id, stage, provider, event_id, subject, error_class,
                           error_message, error_detail, payload, headers, received_at, attempts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12)
+-- Without a row id, the event's own row is found by its key (the settlement worker
+-- knows the event, not the row).
+VALUES (coalesce($1, (SELECT id FROM processed_webhooks WHERE provider = $3 AND event_id = $4)),
+        $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12)
 ON CONFLICT (provider, event_id, stage) WHERE NOT is_resolved DO UPDATE
 SET attempts = dlq_webhooks.attempts + EXCLUDED.attempts,
     last_failed_at = now(),

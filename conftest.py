@@ -1,4 +1,4 @@
-"""Shared fixtures: a migrated database per test, private NATS servers, Redis."""
+"""Fixtures shared by tests/ and chaos/: per-test databases, NATS, Redis, the stub."""
 
 from __future__ import annotations
 
