@@ -1,43 +1,332 @@
-"""Settlement throughput (issue 6: drain 50,000 payment events through `gateway settle`
-with the PostgreSQL ledger, target >= 3,000 events/s).
+"""Settlement throughput (issue 6): how fast `gateway settle` drains a backlog of payment
+events into the PostgreSQL ledger. Target: >= 3,000 events/s on the 2-core machine.
 
-The settlement worker does not exist yet, so there is nothing to measure. This module
-says so instead of printing a number; when `gateway settle` lands, the driver belongs in
-`settlement_benchmark` (fill a stream with 50,000 payment events, start the worker, time
-until its consumer has no pending messages and the ledger holds 50,000 transfers).
+One run: a fresh database and private nats-server (`bench.servers.fresh_backend`),
+the merchants' accounts opened, `gateway currency-stub` running and a fresh Redis key
+prefix for the rate cache (so the first conversions ask the stub, as after a deploy),
+and the whole backlog recorded and published before the worker starts (see
+`bench.settlement_backlog`). Then `gateway settle` starts as a process with its own
+config file, and the clock runs from its start until the ledger holds one transfer per
+event and the consumer has nothing pending or unacknowledged. Start-up (imports,
+connections, consumer creation) is inside the figure; the drain rate without it is
+reported too.
+
+Checks: exactly one transfer per event, every settlement `settled`, no dead letters,
+`gateway ledger check` balanced, and the merchants' total equal to the sum of the
+converted captures minus refunds computed here independently (nothing settled twice).
+
+    .venv/bin/python -m bench.settlement [--events N]
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
 from typing import Any
 
-from bench.servers import ROOT
+import asyncpg
+import nats
+import redis
+
+from bench.procs import all_cpu_s, machine_busy_s
+from bench.servers import ROOT, Backend, Server, fresh_backend, gateway_config
+from bench.settlement_backlog import (
+    Payment,
+    expected_merchant_total,
+    load_backlog,
+    plan_payments,
+)
+from gateway import settings as settings_mod
+from tests.support.services import REDIS_URL, free_port
 
 BACKLOG_EVENTS = 50_000
 TARGET_EVENTS_PER_S = 3_000
+GATEWAY = [sys.executable, "-m", "gateway.cli"]
 
 
-def settle_command_exists() -> bool:
-    """True if `gateway settle --help` succeeds (the sub-command is registered)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "settle", "--help"],
+def _pg_cpu_s(database: str, cpu: dict[int, tuple[str, float]]) -> tuple[float, float]:
+    """(CPU of the backends serving `database`, CPU of every postgres process)."""
+    ours = everything = 0.0
+    for pid, (comm, seconds) in cpu.items():
+        if comm != "postgres":
+            continue
+        everything += seconds
+        with contextlib.suppress(OSError):
+            # A backend's title is "postgres: user database host state".
+            if f" {database} " in Path(f"/proc/{pid}/cmdline").read_bytes().decode(
+                errors="replace"
+            ):
+                ours += seconds
+    return ours, everything
+
+
+async def _progress(backend: Backend, stream: str, consumer: str) -> tuple[int, int]:
+    """(transfers in the ledger, messages the consumer has not finished)."""
+    conn = await asyncpg.connect(backend.dsn)
+    nc = await nats.connect(backend.nats.url)
+    try:
+        transfers = int(await conn.fetchval("SELECT count(*) FROM ledger_transfers"))
+        try:
+            info = await nc.jetstream().consumer_info(stream, consumer)
+        except nats.errors.Error:
+            return transfers, -1  # not created yet
+        return transfers, int(info.num_pending + info.num_ack_pending)
+    finally:
+        await conn.close()
+        await nc.close()
+
+
+async def _wait_drained(
+    backend: Backend, settings: settings_mod.Settings, events: int, timeout_s: float
+) -> tuple[float | None, float]:
+    """Poll until drained; return (seconds to the first transfer, seconds to done)."""
+    started = time.monotonic()
+    first: float | None = None
+    stream, consumer = settings.nats.stream, settings.settlement.consumer
+    while True:
+        transfers, unfinished = await _progress(backend, stream, consumer)
+        now = time.monotonic() - started
+        if first is None and transfers > 0:
+            first = now
+        if transfers >= events and unfinished == 0:
+            return first, now
+        if now > timeout_s:
+            raise TimeoutError(f"{transfers} of {events} transfers after {timeout_s} s")
+        await asyncio.sleep(0.2)
+
+
+async def _facts(dsn: str) -> dict[str, int]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow(
+            "SELECT (SELECT count(*) FROM ledger_transfers) AS transfers,"
+            " (SELECT count(*) FROM settlements WHERE state = 'settled') AS settled,"
+            " (SELECT count(*) FROM settlements) AS settlements,"
+            " (SELECT count(*) FROM dlq_webhooks) AS dlq_rows,"
+            " (SELECT coalesce(sum(credits_posted - debits_posted), 0) FROM ledger_accounts"
+            "  WHERE code = 1) AS merchants_total"
+        )
+    finally:
+        await conn.close()
+    return {k: int(v) for k, v in dict(row or {}).items()}
+
+
+def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
+    return {"check": name, "ok": ok, "detail": detail}
+
+
+def _drop_cache(prefix: str) -> None:
+    with contextlib.suppress(redis.RedisError):
+        client = redis.Redis.from_url(REDIS_URL)
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)
+        client.close()
+
+
+def settlement_benchmark(
+    events: int = BACKLOG_EVENTS,
+    *,
+    refund_share: float = 0.02,
+    timeout_s: float = 900.0,
+    profile: Path | None = None,
+) -> dict[str, Any]:
+    """Drain `events` payment events with `gateway settle`; the figures and checks."""
+    print(f"== settlement: drain {events:,} payment events with gateway settle (PostgreSQL ledger)")
+    payments = plan_payments(events, refund_share)
+    workdir = Path(tempfile.mkdtemp(prefix="gw-bench-settle-"))
+    cache_prefix = f"fx-bench-{uuid.uuid4().hex[:8]}"
+    out: dict[str, Any] = {
+        "events": events,
+        "refunds": sum(p.kind == "refund" for p in payments),
+        "target_events_per_s": TARGET_EVENTS_PER_S,
+    }
+    try:
+        with fresh_backend() as backend:
+            stub_port = free_port()
+            stub = Server(
+                [*GATEWAY, "currency-stub", "--port", str(stub_port)],
+                stub_port,
+                workdir / "stub.log",
+                "/healthz",
+            )
+            stub.start()
+            try:
+                sections: dict[str, dict[str, Any]] = {
+                    "redis": {"url": REDIS_URL},
+                    "currency": {"url": stub.base_url, "cache_key_prefix": cache_prefix},
+                    "settlement": {"metrics_port": 0},
+                }
+                config = workdir / "settle.toml"
+                config.write_text(gateway_config(backend, free_port(), sections), "utf-8")
+                settings = settings_mod.load(str(config))
+                started = time.monotonic()
+                asyncio.run(load_backlog(settings, payments))
+                out["backlog_load_s"] = round(time.monotonic() - started, 1)
+                print(f"  backlog recorded and published in {out['backlog_load_s']} s")
+                out.update(_drain(backend, settings, config, workdir, events, timeout_s, profile))
+                out["checks"] = _verify(backend, config, payments, settings, events)
+            finally:
+                stub.stop()
+    finally:
+        _drop_cache(cache_prefix)
+        shutil.rmtree(workdir, ignore_errors=True)
+    out["passed"] = (
+        all(c["ok"] for c in out["checks"]) and out["events_per_s"] >= TARGET_EVENTS_PER_S
+    )
+    return out
+
+
+def _drain(
+    backend: Backend,
+    settings: settings_mod.Settings,
+    config: Path,
+    workdir: Path,
+    events: int,
+    timeout_s: float,
+    profile: Path | None,
+) -> dict[str, Any]:
+    """Start the worker, wait until it has drained the backlog, stop it; the figures."""
+    cpu0, busy0 = all_cpu_s(), machine_busy_s()
+    with (workdir / "settle.log").open("ab") as log:
+        worker = subprocess.Popen(
+            [*GATEWAY, "settle", "--config", str(config)], cwd=ROOT, stdout=log, stderr=log
+        )
+    spy = _profiler(worker.pid, profile) if profile else None
+    try:
+        first_s, done_s = asyncio.run(_wait_drained(backend, settings, events, timeout_s))
+        cpu1, busy1 = all_cpu_s(), machine_busy_s()
+        ours1, all1 = _pg_cpu_s(backend.database, cpu1)  # while its backends still live
+    finally:
+        _stop(worker)
+        if spy is not None:
+            spy.wait(timeout=60)
+    worker_cpu_s = cpu1.get(worker.pid, ("", 0.0))[1]  # all of it: the process is new
+    ours0, all0 = _pg_cpu_s(backend.database, cpu0)
+    nats_pid = backend.nats.proc.pid if backend.nats.proc else -1
+    nats_s = cpu1.get(nats_pid, ("", 0.0))[1] - cpu0.get(nats_pid, ("", 0.0))[1]
+    figures = {
+        "wall_s": round(done_s, 2),
+        "events_per_s": round(events / done_s, 1),
+        "startup_s": round(first_s or 0.0, 2),
+        "drain_events_per_s": round(events / max(done_s - (first_s or 0.0), 1e-9), 1),
+        "worker_cpu_us_per_event": round(1e6 * worker_cpu_s / events, 1),
+        "worker_cpu_pct": round(100 * worker_cpu_s / done_s, 1),
+        "postgres_db_cpu_us_per_event": round(1e6 * (ours1 - ours0) / events, 1),
+        "postgres_cpu_pct": round(100 * (all1 - all0) / done_s, 1),
+        "nats_cpu_pct": round(100 * nats_s / done_s, 1),
+        "machine_busy_pct": round(100 * (busy1 - busy0) / done_s, 1),
+    }
+    print(
+        f"  drained in {figures['wall_s']} s: {figures['events_per_s']:,.0f} events/s "
+        f"({figures['drain_events_per_s']:,.0f}/s after {figures['startup_s']} s start-up); "
+        f"worker {figures['worker_cpu_us_per_event']} µs CPU/event"
+    )
+    return figures
+
+
+def _profiler(pid: int, output: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling the worker until it exits (collapsed stacks, for flame graphs)."""
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        raise RuntimeError("--profile needs py-spy (pip install py-spy into the venv)")
+    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "-o", str(output), "--rate", "200"]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the worker finishes its batch), then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _verify(
+    backend: Backend,
+    config: Path,
+    payments: list[Payment],
+    settings: settings_mod.Settings,
+    events: int,
+) -> list[dict[str, Any]]:
+    facts = asyncio.run(_facts(backend.dsn))
+    expected = expected_merchant_total(payments, settings.settlement.currency)
+    ledger_check = subprocess.run(
+        [*GATEWAY, "ledger", "--config", str(config), "check"],
         cwd=ROOT,
         capture_output=True,
+        text=True,
         timeout=60,
         check=False,
     )
-    return done.returncode == 0
+    return [
+        _check("one transfer per event", facts["transfers"] == events,
+               f"{facts['transfers']:,} transfers for {events:,} events"),
+        _check("every settlement settled", facts["settled"] == facts["settlements"] == events,
+               f"{facts['settled']:,} settled of {facts['settlements']:,} rows"),
+        _check("no dead letters", facts["dlq_rows"] == 0, f"{facts['dlq_rows']} DLQ rows"),
+        _check("gateway ledger check", ledger_check.returncode == 0,
+               (ledger_check.stdout or ledger_check.stderr).strip()),
+        _check("merchants hold captures minus refunds, converted once",
+               facts["merchants_total"] == expected,
+               f"{facts['merchants_total']:,} in the ledger, {expected:,} computed"),
+    ]  # fmt: skip
 
 
-def settlement_benchmark() -> dict[str, Any]:
-    """Placeholder: reports why no settlement figure exists; never invents one."""
-    if not settle_command_exists():
-        print("settlement benchmark: not available yet (gateway settle missing)")
-        return {"status": "not_available", "reason": "gateway settle missing"}
-    print("settlement benchmark: not available yet (gateway settle exists; no bench driver yet)")
-    return {
-        "status": "not_available",
-        "reason": "gateway settle exists but bench/settlement.py has no driver for it yet",
-    }
+def table(result: dict[str, Any]) -> str:
+    """The short summary printed after a run."""
+    rows = [
+        ("events (refunds)", f"{result['events']:,} ({result['refunds']:,})"),
+        ("wall time from worker start", f"{result['wall_s']} s"),
+        ("events/s (target >= 3,000)", f"{result['events_per_s']:,.0f}"),
+        ("events/s after start-up", f"{result['drain_events_per_s']:,.0f} "
+         f"(start-up {result['startup_s']} s)"),
+        ("worker CPU per event", f"{result['worker_cpu_us_per_event']} µs "
+         f"({result['worker_cpu_pct']} % of a core)"),
+        ("postgres CPU per event (this db)", f"{result['postgres_db_cpu_us_per_event']} µs"),
+        ("postgres / nats / machine CPU", f"{result['postgres_cpu_pct']} % / "
+         f"{result['nats_cpu_pct']} % / {result['machine_busy_pct']} % (200 % = 2 cores)"),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    lines += [
+        f"[{'ok' if c['ok'] else 'FAIL'}] {c['check']}: {c['detail']}" for c in result["checks"]
+    ]
+    verdict = "PASS" if result["passed"] else "FAIL"
+    lines.append(f"settlement target (>= {TARGET_EVENTS_PER_S:,} events/s, checks ok): {verdict}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.settlement", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--events", type=int, default=BACKLOG_EVENTS, help="backlog size")
+    parser.add_argument("--refund-share", type=float, default=0.02, help="share of refunds")
+    parser.add_argument("--json", type=Path, help="also write the result to this file")
+    parser.add_argument(
+        "--profile", type=Path, help="sample the worker with py-spy into this file (raw stacks)"
+    )
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    result = settlement_benchmark(args.events, refund_share=args.refund_share, profile=args.profile)
+    print(table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0 if all(c["ok"] for c in result["checks"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

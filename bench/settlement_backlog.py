@@ -1,0 +1,198 @@
+"""The settlement benchmark's backlog: Stripe payment events, recorded and published the
+way the gateway does it, before the worker starts.
+
+Events are shaped by `core.model.webhook_event` (what `POST /webhooks/stripe` does after
+the signature check), recorded with `webhook_store.insert_events` in groups (the group
+commit's statement), and published with `JetStreamBroker.publish` (the outbox's
+pipelined publisher: same subjects, `Nats-Msg-Id` and `Gateway-*` headers), then marked
+published. The worker therefore reads exactly what a live gateway would have put on the
+stream.
+
+The mix: captures (`payment_intent.succeeded`) from many merchants in six currencies, so
+most settle through a conversion, and a small share of partial refunds
+(`charge.refunded`). Every refund comes at the end of the backlog and refunds a capture
+from its first part, so the capture is settled long before its refund is fetched (the
+worker refuses a refund of an unsettled payment, and retries it seconds later).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import orjson
+
+from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.postgres import open_pool
+from gateway.adapters.webhook_store import StoredEvent, insert_events, mark_published
+from gateway.compose import open_ledger
+from gateway.core.model import Event, webhook_event
+from gateway.core.money import convert_minor
+from gateway.core.settlement import merchant_account
+from gateway.core.signatures import get_scheme
+from gateway.currency_stub import DEFAULT_RATES, StubState
+from gateway.settings import Settings
+
+#: Share of captures per currency (the stub quotes each against USD).
+CURRENCY_MIX = {"USD": 40, "EUR": 25, "GBP": 15, "JPY": 8, "CAD": 6, "CHF": 6}
+MERCHANTS = 50
+_GROUP_ROWS = 256  # rows per commit and messages per pipelined publish, as the outbox
+
+
+@dataclass(frozen=True)
+class Payment:
+    """One event of the backlog, and what it should move in the ledger currency."""
+
+    kind: str  # "capture" | "refund"
+    payment_id: str
+    merchant_id: str
+    amount_minor: int
+    currency: str
+    refund_id: str | None = None
+
+
+def plan_payments(events: int, refund_share: float, seed: int = 6) -> list[Payment]:
+    """`events` payments: captures first, then `refund_share` of partial refunds."""
+    rng = random.Random(seed)
+    refunds = int(events * refund_share)
+    captures = events - refunds
+    if refunds and captures < 2 * refunds:
+        raise ValueError("too many refunds: each must refund a capture from the first half")
+    currencies = list(CURRENCY_MIX)
+    weights = list(CURRENCY_MIX.values())
+    out = []
+    for i in range(captures):
+        currency = rng.choices(currencies, weights)[0]
+        amount = rng.randint(100, 50_000) * (100 if currency == "JPY" else 1)
+        out.append(Payment("capture", f"pi_{i:08d}", f"m_{i % MERCHANTS:04d}", amount, currency))
+    for j, capture in enumerate(rng.sample(out[: captures // 2], refunds)):
+        amount = rng.randint(1, capture.amount_minor)
+        out.append(
+            Payment(
+                "refund",
+                capture.payment_id,
+                capture.merchant_id,
+                amount,
+                capture.currency,
+                refund_id=f"re_{j:08d}",
+            )
+        )
+    return out
+
+
+def expected_merchant_total(payments: Sequence[Payment], ledger_currency: str) -> int:
+    """What all merchant accounts together should hold once every event settled once,
+    converted with the stub's default rates as the worker converts them."""
+    stub = StubState(rates={tuple(k.split("/")): v for k, v in DEFAULT_RATES.items()})  # type: ignore[misc]
+    total = 0
+    for p in payments:
+        rate = stub.lookup(p.currency, ledger_currency)
+        if rate is None:
+            raise ValueError(f"the stub does not quote {p.currency}/{ledger_currency}")
+        moved = convert_minor(p.amount_minor, Decimal(str(rate)), p.currency, ledger_currency)
+        total += moved if p.kind == "capture" else -moved
+    return total
+
+
+def _body(p: Payment, seq: int, created_s: int) -> bytes:
+    """A Stripe event body, trimmed but with the fields a real one carries."""
+    if p.kind == "capture":
+        obj = {
+            "id": p.payment_id,
+            "object": "payment_intent",
+            "amount": p.amount_minor,
+            "amount_received": p.amount_minor,
+            "currency": p.currency.lower(),
+            "status": "succeeded",
+            "latest_charge": f"ch_{p.payment_id[3:]}",
+            "metadata": {"merchant_id": p.merchant_id},
+        }
+        event_type = "payment_intent.succeeded"
+    else:
+        refund = {"id": p.refund_id, "object": "refund", "amount": p.amount_minor,
+                  "created": created_s, "currency": p.currency.lower()}  # fmt: skip
+        obj = {
+            "id": f"ch_{p.payment_id[3:]}",
+            "object": "charge",
+            "payment_intent": p.payment_id,
+            "amount_refunded": p.amount_minor,
+            "currency": p.currency.lower(),
+            "refunded": False,
+            "refunds": {"object": "list", "data": [refund]},
+            "metadata": {"merchant_id": p.merchant_id},
+        }
+        event_type = "charge.refunded"
+    doc = {
+        "id": f"evt_bench{seq:010d}",
+        "object": "event",
+        "api_version": "2022-08-01",
+        "created": created_s,
+        "type": event_type,
+        "livemode": False,
+        "pending_webhooks": 1,
+        "data": {"object": obj},
+    }
+    return orjson.dumps(doc)
+
+
+def stripe_events(settings: Settings, payments: Sequence[Payment]) -> Iterator[Event]:
+    """The events `POST /webhooks/stripe` would record for these payments."""
+    provider = settings.providers["stripe"]
+    scheme = get_scheme(provider.scheme)
+    params = provider.params
+    now = datetime.now(UTC)
+    headers = {"content-type": "application/json", "user-agent": "Stripe/1.0"}
+    for seq, p in enumerate(payments):
+        body = _body(p, seq, int(now.timestamp()))
+        yield webhook_event(
+            "stripe",
+            scheme.id_ref(params),
+            scheme.type_ref(params),
+            headers,
+            body,
+            now,
+        )
+
+
+def _groups(events: Iterator[Event]) -> Iterator[list[Event]]:
+    group: list[Event] = []
+    for event in events:
+        group.append(event)
+        if len(group) == _GROUP_ROWS:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+async def load_backlog(settings: Settings, payments: Sequence[Payment]) -> int:
+    """Open the merchants' accounts, then record and publish every payment event.
+
+    Returns how many messages JetStream acknowledged (raises if any was not).
+    """
+    merchants = sorted({p.merchant_id for p in payments})
+    async with open_pool(settings.database_url, max_size=2) as pool:
+        async with open_ledger(settings, pool) as ledger:
+            await ledger.ensure_accounts(
+                [merchant_account(m, settings.settlement.currency) for m in merchants]
+            )
+        broker = JetStreamBroker(settings.nats, name="bench-backlog")
+        await broker.start()
+        published = 0
+        try:
+            await broker.jetstream(timeout_s=10)
+            for group in _groups(stripe_events(settings, payments)):
+                async with pool.acquire() as conn:
+                    ids = await insert_events(conn, group)
+                    stored = [StoredEvent(ids[(e.provider, e.event_id)], e) for e in group]
+                    result = await broker.publish(stored, timeout_s=10)
+                    if result.failed:
+                        raise RuntimeError(f"{len(result.failed)} backlog messages not acked")
+                    await mark_published(conn, result.acked)
+                published += len(result.acked)
+        finally:
+            await broker.close()
+    return published
