@@ -126,6 +126,14 @@ async def open_ledger(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[L
         yield PostgresLedger(pool)
 
 
+#: The settlement tables grow from empty under a steady load, and their batch look-ups
+#: (`= ANY($1)` over an array of ids) are prepared once per connection: a generic plan
+#: made while a table was small scans it in full for ever after (measured: 160 ms per
+#: look-up at 50,000 rows instead of 1 ms). Planning each execution for its own
+#: arguments costs a fraction of a millisecond and always finds the unique index.
+SETTLEMENT_SESSION = {"plan_cache_mode": "force_custom_plan"}
+
+
 @contextlib.asynccontextmanager
 async def settlement_parts(
     settings: Settings, metrics: Metrics | None = None
@@ -134,7 +142,9 @@ async def settlement_parts(
     metrics = metrics or Metrics()
     pool_size = settings.settlement.concurrency + 4
     async with (
-        open_pool(settings.database_url, max_size=pool_size) as pool,
+        open_pool(
+            settings.database_url, max_size=pool_size, server_settings=SETTLEMENT_SESSION
+        ) as pool,
         open_ledger(settings, pool) as ledger,
         httpx.AsyncClient() as http_client,
     ):

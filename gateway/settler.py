@@ -73,7 +73,28 @@ def instruction_for(event: Event, schemes: Mapping[str, str]) -> SettlementInstr
     return None
 
 
-def _check_same(existing: store.SettlementRow, instruction: SettlementInstruction) -> None:
+def log_settled(
+    instruction: SettlementInstruction,
+    amount_minor: int,
+    currency: str,
+    rate: Decimal,
+    result: TransferResult,
+) -> None:
+    """The log line of one posted settlement."""
+    log.info(
+        "settled",
+        extra={
+            "settlement_id": instruction.settlement_id,
+            "kind": instruction.kind.value,
+            "amount_minor": amount_minor,
+            "currency": currency,
+            "rate": str(rate),
+            "result": result.value,
+        },
+    )
+
+
+def check_same(existing: store.SettlementRow, instruction: SettlementInstruction) -> None:
     """A second event for a settlement must say the same thing as the first.
 
     The transfer id comes from the settlement id alone, so a repeat with another amount,
@@ -106,6 +127,26 @@ class Settler:
         self._ledger = ledger
         self._rates = rates
         self._memo: dict[tuple[str, str], tuple[float, Rate]] = {}
+        # Accounts seen to exist. Neither ledger ever deletes an account, so this only
+        # saves asking again; an account not in it is looked up every time.
+        self._open_accounts: set[int] = set()
+
+    @property
+    def currency(self) -> str:
+        """The ledger currency every amount is converted to."""
+        return self._currency
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        return self._pool
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._ledger
+
+    def instruction(self, event: Event) -> SettlementInstruction | None:
+        """`instruction_for` with this gateway's providers."""
+        return instruction_for(event, self._schemes)
 
     async def open_clearing_accounts(self) -> None:
         """Create each source's clearing account (idempotent), so captures can post."""
@@ -122,18 +163,15 @@ class Settler:
         async with connection(self._pool) as conn:
             existing = await store.by_transfer(conn, tid)
             if existing is not None:
-                _check_same(existing, instruction)
+                check_same(existing, instruction)
                 if existing.state is SettlementState.SETTLED:
                     return SettleOutcome.DUPLICATE
             merchant = await self._merchant(conn, instruction)
-        # Checked before posting: a ledger refuses for ever an id it once refused for a
-        # missing account, and the merchant may be opened later and the event replayed.
-        if await self._ledger.balance(merchant_account_id(merchant, self._currency)) is None:
-            raise UnknownMerchant(f"merchant {merchant!r} has no {self._currency} account")
+        await self.require_account(merchant)
         if existing is not None and existing.ledger_amount_minor and existing.rate_at_payment:
             amount_minor, rate = existing.ledger_amount_minor, existing.rate_at_payment
         else:
-            rate = await self._rate(instruction.currency, attempt)
+            rate = await self.rate(instruction.currency, attempt)
             amount_minor = convert_minor(
                 instruction.amount_minor, rate, instruction.currency, self._currency
             )
@@ -162,17 +200,7 @@ class Settler:
         result = interpret(result, transfer)
         async with connection(self._pool) as conn:
             await store.set_state(conn, tid, SettlementState.SETTLED)
-        log.info(
-            "settled",
-            extra={
-                "settlement_id": instruction.settlement_id,
-                "kind": instruction.kind.value,
-                "amount_minor": amount_minor,
-                "currency": self._currency,
-                "rate": str(rate),
-                "result": result.value,
-            },
-        )
+        log_settled(instruction, amount_minor, self._currency, rate, result)
         return (
             SettleOutcome.SETTLED if result is TransferResult.CREATED else SettleOutcome.DUPLICATE
         )
@@ -207,7 +235,22 @@ class Settler:
             raise MissingField("merchant_id")
         return instruction.merchant_id
 
-    async def _rate(self, currency: str, attempt: int) -> Decimal:
+    async def require_account(self, merchant: str) -> None:
+        """Raise `UnknownMerchant` unless the merchant's account exists.
+
+        Checked before posting: a ledger refuses for ever an id it once refused for a
+        missing account, and the merchant may be opened later and the event replayed.
+        """
+        account = merchant_account_id(merchant, self._currency)
+        if account in self._open_accounts:
+            return
+        if await self._ledger.balance(account) is None:
+            raise UnknownMerchant(f"merchant {merchant!r} has no {self._currency} account")
+        self._open_accounts.add(account)
+
+    async def rate(self, currency: str, attempt: int) -> Decimal:
+        """The rate from `currency` to the ledger's, for delivery number `attempt`; raises
+        `RetryScheduled`, `RetriesExhausted` or a permanent error when there is none."""
         key = (currency, self._currency)
         memo = self._memo.get(key)
         if memo is not None and time.monotonic() - memo[0] < _RATE_MEMO_S:

@@ -35,6 +35,7 @@ from gateway.core.retry import RetryPolicy
 from gateway.errors import GatewayError, PayloadInvalid
 from gateway.metrics import serve_metrics
 from gateway.replay import ReplayContext, StageHandler, register_stage_handler_factory
+from gateway.settle_batch import settle_batch
 from gateway.settler import SettleOutcome
 
 log = logging.getLogger("gateway.worker")
@@ -74,7 +75,7 @@ def consumer_config(parts: SettlementParts) -> ConsumerConfig:
 
 
 class SettlementWorker:
-    """Fetches batches and settles them concurrently, each message on its own."""
+    """Fetches batches and settles each batch together (see `settle_batch`)."""
 
     def __init__(self, parts: SettlementParts) -> None:
         self.parts = parts
@@ -109,28 +110,45 @@ class SettlementWorker:
                 log.warning("fetch failed", extra={"error": type(exc).__name__})
                 await asyncio.sleep(1.0)
                 continue
-            await asyncio.gather(*(self._guarded(m) for m in messages))
+            await self.handle(messages)
 
-    async def _guarded(self, msg: Msg) -> None:
+    async def handle(self, messages: list[Msg]) -> None:
+        """Settle a fetched batch together, then answer each message on its own: ack
+        after its transfer is committed, nak with a delay, or dead-letter and term."""
+        work: list[tuple[Event, int]] = []
+        readable: list[Msg] = []
+        for msg in messages:
+            try:
+                work.append((event_from_message(msg), msg.metadata.num_delivered))
+                readable.append(msg)
+            except Exception:  # a header it cannot read; redelivered after ack_wait
+                log.exception("message unreadable; left for redelivery")
+        outcomes = await settle_batch(self.parts.settler, work, self._settings.concurrency)
+        await asyncio.gather(
+            *(
+                self._guarded(msg, event, deliveries, outcome)
+                for msg, (event, deliveries), outcome in zip(readable, work, outcomes, strict=True)
+            )
+        )
+
+    async def _guarded(
+        self, msg: Msg, event: Event, deliveries: int, outcome: SettleOutcome | Exception
+    ) -> None:
         async with self._semaphore:
             try:
-                await self.handle(msg)
+                await self._answer(msg, event, deliveries, outcome)
             except Exception:  # never let one message stop the batch; it will be redelivered
                 log.exception("message handling failed; left for redelivery")
 
-    async def handle(self, msg: Msg) -> None:
-        """Settle one message and answer JetStream accordingly."""
-        deliveries = msg.metadata.num_delivered
-        event = event_from_message(msg)
-        metrics = self.parts.metrics
-        try:
-            outcome = await self.parts.settler.settle(event, deliveries)
-        except Exception as exc:
-            decision = dispose(exc, deliveries, random.random, self._policies)
-            await self._failed(msg, event, exc, decision, deliveries)
+    async def _answer(
+        self, msg: Msg, event: Event, deliveries: int, outcome: SettleOutcome | Exception
+    ) -> None:
+        if isinstance(outcome, Exception):
+            decision = dispose(outcome, deliveries, random.random, self._policies)
+            await self._failed(msg, event, outcome, decision, deliveries)
             return
         await msg.ack()
-        metrics.settlements_total.inc(outcome=outcome.value)
+        self.parts.metrics.settlements_total.inc(outcome=outcome.value)
 
     async def _failed(
         self, msg: Msg, event: Event, exc: BaseException, decision: Disposition, deliveries: int

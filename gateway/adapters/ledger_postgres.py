@@ -52,6 +52,18 @@ _INSERT_TRANSFER = """
          rate_at_payment)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
     ON CONFLICT (id) DO NOTHING RETURNING id"""
+# A batch's new transfers in one statement (see `_post`).
+_INSERT_TRANSFERS = """
+    INSERT INTO ledger_transfers
+        (id, debit_account_id, credit_account_id, amount, ledger, code, settlement_id,
+         rate_at_payment)
+    SELECT * FROM unnest($1::numeric[], $2::numeric[], $3::numeric[], $4::numeric[],
+                         $5::bigint[], $6::integer[], $7::text[], $8::numeric[])
+    ON CONFLICT (id) DO NOTHING RETURNING id"""
+_UPDATE_TOTALS = """
+    UPDATE ledger_accounts AS a SET debits_posted = u.debits, credits_posted = u.credits
+    FROM unnest($1::numeric[], $2::numeric[], $3::numeric[]) AS u(id, debits, credits)
+    WHERE a.id = u.id"""
 _BURN_ID = """
     INSERT INTO ledger_failed_transfers (id, result) VALUES ($1, $2)
     ON CONFLICT (id) DO NOTHING RETURNING id"""
@@ -97,6 +109,10 @@ def _row_fields(row: asyncpg.Record) -> _Fields:
     )
 
 
+class _Raced(Exception):
+    """A transfer id of the batch was committed by someone else after it was looked up."""
+
+
 @contextlib.contextmanager
 def _ledger_errors() -> Iterator[None]:
     """The database's translation, with "unreachable" reported as the ledger's, so it is
@@ -140,8 +156,14 @@ class PostgresLedger:
         if not transfers:
             return []
         with _ledger_errors():
+            if len(transfers) > 1:
+                try:
+                    async with self._pool.acquire() as conn, conn.transaction():
+                        return await _post(conn, transfers, bulk=True)
+                except _Raced:
+                    pass  # rolled back whole; the careful way below sorts the race out
             async with self._pool.acquire() as conn, conn.transaction():
-                return await _post(conn, transfers)
+                return await _post(conn, transfers, bulk=False)
 
     async def balance(self, account_id: int) -> Balance | None:
         """The account's posted totals, or None if it does not exist."""
@@ -172,7 +194,16 @@ class PostgresLedger:
         return LedgerTotals(debits_posted=int(row["debits"]), credits_posted=int(row["credits"]))
 
 
-async def _post(conn: Conn, transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
+async def _post(
+    conn: Conn, transfers: Sequence[LedgerTransfer], *, bulk: bool
+) -> list[TransferResult]:
+    """Check and post `transfers` inside the caller's transaction.
+
+    `bulk` inserts every accepted transfer with one statement after the checks; should
+    one of them turn out to exist after all (committed concurrently, with other
+    accounts, since ours are locked), it raises `_Raced` for the caller to roll back and
+    post again with `bulk=False`, which inserts one by one and answers for each.
+    """
     # 1. Lock every account of the batch in id order. Everything read after this sees
     #    what concurrent posters to these accounts committed before us.
     account_ids = sorted({a for t in transfers for a in (t.debit_account_id, t.credit_account_id)})
@@ -197,22 +228,29 @@ async def _post(conn: Conn, transfers: Sequence[LedgerTransfer]) -> list[Transfe
     }
     # 3. Decide and apply each transfer in order, as TigerBeetle does.
     results: list[TransferResult] = []
+    created: list[LedgerTransfer] = []
     for t in transfers:
         result = _decide(t, accounts, existing, failed)
         if result is TransferResult.CREATED:
-            result = await _insert(conn, t, accounts, existing)
+            if bulk:
+                _apply(t, accounts, existing)
+                created.append(t)
+            else:
+                result = await _insert(conn, t, accounts, existing)
         elif result in ID_BURNING_RESULTS:
             failed.add(t.id)
             if await conn.fetchval(_BURN_ID, t.id, result.value) is None:
                 result = TransferResult.ID_ALREADY_FAILED  # a concurrent batch burnt it first
         results.append(result)
+    if created:
+        columns = list(zip(*(_row_params(t) for t in created), strict=True))
+        inserted = await conn.fetch(_INSERT_TRANSFERS, *map(list, columns))
+        if len(inserted) != len(created):
+            raise _Raced()
     # 4. Write the new totals of every account that moved.
     touched = [(i, a.debits_posted, a.credits_posted) for i, a in accounts.items() if a.touched]
     if touched:
-        await conn.executemany(
-            "UPDATE ledger_accounts SET debits_posted = $2, credits_posted = $3 WHERE id = $1",
-            touched,
-        )
+        await conn.execute(_UPDATE_TOTALS, *map(list, zip(*touched, strict=True)))
     return results
 
 
@@ -226,12 +264,17 @@ async def _insert(
         rows = await conn.fetch(_SELECT_TRANSFERS, [t.id])
         existing[t.id] = _row_fields(rows[0])
         return _compare(t, existing[t.id])
+    _apply(t, accounts, existing)
+    return TransferResult.CREATED
+
+
+def _apply(t: LedgerTransfer, accounts: dict[int, _Account], existing: dict[int, _Fields]) -> None:
+    """Move the locked balances for an accepted transfer, and remember its id."""
     existing[t.id] = _fields(t)
     debit, credit = accounts[t.debit_account_id], accounts[t.credit_account_id]
     debit.debits_posted += t.amount_minor
     credit.credits_posted += t.amount_minor
     debit.touched = credit.touched = True
-    return TransferResult.CREATED
 
 
 def _row_params(t: LedgerTransfer) -> tuple[Any, ...]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
@@ -61,9 +62,17 @@ async def connection(pool: Pool) -> AsyncIterator[Conn]:
 
 
 async def create_pool(
-    dsn: str, *, max_size: int = 10, connect_timeout_s: float = 5.0, command_timeout_s: float = 10.0
+    dsn: str,
+    *,
+    max_size: int = 10,
+    connect_timeout_s: float = 5.0,
+    command_timeout_s: float = 10.0,
+    server_settings: Mapping[str, str] | None = None,
 ) -> Pool:
-    """A pool that connects lazily, so the gateway can start while the database is down."""
+    """A pool that connects lazily, so the gateway can start while the database is down.
+
+    `server_settings` are session settings for every connection (PostgreSQL GUCs).
+    """
     pool = asyncpg.create_pool(
         dsn,
         min_size=0,
@@ -73,6 +82,7 @@ async def create_pool(
         # Dead connections are found by the next query; recycle idle ones quickly so a
         # restarted database is picked up without a burst of failures.
         max_inactive_connection_lifetime=60.0,
+        server_settings=dict(server_settings or {}),
     )
     with translate_errors():
         await pool
@@ -80,9 +90,9 @@ async def create_pool(
 
 
 @contextlib.asynccontextmanager
-async def open_pool(dsn: str, **kwargs: float) -> AsyncIterator[Pool]:
+async def open_pool(dsn: str, **kwargs: Any) -> AsyncIterator[Pool]:
     """Open a pool for the lifetime of the block; close it gracefully afterwards."""
-    pool = await create_pool(dsn, **kwargs)  # type: ignore[arg-type]
+    pool = await create_pool(dsn, **kwargs)
     try:
         yield pool
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -23,16 +24,43 @@ RETURNING transfer_id, kind, settlement_id, refund_id, provider, merchant_id, st
        amount_minor, currency, ledger_amount_minor, ledger_currency, rate_at_payment, attempts
 """
 
+# The same for a whole batch: one statement, one row per settlement in `$1`'s order.
+_FIX_PENDING_MANY = """
+INSERT INTO settlements (transfer_id, kind, settlement_id, refund_id, provider, merchant_id,
+                         source_event_id, amount_minor, currency, ledger_amount_minor,
+                         ledger_currency, rate_at_payment, attempts)
+SELECT t.*, 1
+FROM unnest($1::numeric[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[], $12::numeric[])
+     AS t
+ON CONFLICT (transfer_id) DO UPDATE
+SET attempts = settlements.attempts + 1, updated_at = now()
+RETURNING transfer_id, kind, settlement_id, refund_id, provider, merchant_id, state,
+       amount_minor, currency, ledger_amount_minor, ledger_currency, rate_at_payment, attempts
+"""
+
 _BY_TRANSFER = """
 SELECT transfer_id, kind, settlement_id, refund_id, provider, merchant_id, state,
        amount_minor, currency, ledger_amount_minor, ledger_currency, rate_at_payment, attempts
 FROM settlements WHERE transfer_id = $1
 """
 
+_BY_TRANSFERS = """
+SELECT transfer_id, kind, settlement_id, refund_id, provider, merchant_id, state,
+       amount_minor, currency, ledger_amount_minor, ledger_currency, rate_at_payment, attempts
+FROM settlements WHERE transfer_id = ANY($1::numeric[])
+"""
+
 _CAPTURE_OF = """
 SELECT transfer_id, kind, settlement_id, refund_id, provider, merchant_id, state,
        amount_minor, currency, ledger_amount_minor, ledger_currency, rate_at_payment, attempts
 FROM settlements WHERE settlement_id = $1 AND kind = 'capture'
+"""
+
+_CAPTURES_OF = """
+SELECT transfer_id, kind, settlement_id, refund_id, provider, merchant_id, state,
+       amount_minor, currency, ledger_amount_minor, ledger_currency, rate_at_payment, attempts
+FROM settlements WHERE settlement_id = ANY($1::text[]) AND kind = 'capture'
 """
 
 
@@ -72,6 +100,26 @@ async def by_transfer(conn: Conn, transfer_id: int) -> SettlementRow | None:
     with translate_errors():
         record = await conn.fetchrow(_BY_TRANSFER, Decimal(transfer_id))
     return None if record is None else _row(record)
+
+
+async def by_transfers(conn: Conn, transfer_ids: Sequence[int]) -> dict[int, SettlementRow]:
+    """The settlements already started among `transfer_ids`, by transfer id."""
+    with translate_errors():
+        records = await conn.fetch(
+            _BY_TRANSFERS,
+            [Decimal(t) for t in transfer_ids],
+        )
+    return {row.transfer_id: row for row in map(_row, records)}
+
+
+async def captures_of(conn: Conn, settlement_ids: Sequence[str]) -> dict[str, SettlementRow]:
+    """The captures of these payments that were started, by payment id."""
+    with translate_errors():
+        records = await conn.fetch(
+            _CAPTURES_OF,
+            list(settlement_ids),
+        )
+    return {row.settlement_id: row for row in map(_row, records)}
 
 
 async def capture_of(conn: Conn, settlement_id: str) -> SettlementRow | None:
@@ -118,6 +166,51 @@ async def fix_pending(
     if record is None:  # RETURNING always yields the row; this keeps the type honest
         raise RuntimeError("settlement upsert returned nothing")
     return _row(record)
+
+
+@dataclass(frozen=True)
+class PendingSettlement:
+    """What `fix_pending_many` records for one settlement (see `fix_pending`)."""
+
+    instruction: SettlementInstruction
+    transfer_id: int
+    provider: str
+    merchant_id: str
+    ledger_amount_minor: int
+    ledger_currency: str
+    rate: Decimal
+
+
+async def fix_pending_many(
+    conn: Conn, pending: Sequence[PendingSettlement]
+) -> dict[int, SettlementRow]:
+    """`fix_pending` for a batch of distinct settlements in one statement; the stored rows
+    by transfer id (a retried one keeps its first attempt's amount and rate)."""
+    if not pending:
+        return {}
+    columns: list[list[object]] = [[] for _ in range(12)]
+    for p in pending:
+        i = p.instruction
+        values = (Decimal(p.transfer_id), i.kind.value, i.settlement_id, i.refund_id,
+                  p.provider, p.merchant_id, i.source_event_id, i.amount_minor, i.currency,
+                  p.ledger_amount_minor, p.ledger_currency, p.rate)  # fmt: skip
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    with translate_errors():
+        records = await conn.fetch(_FIX_PENDING_MANY, *columns)
+    return {row.transfer_id: row for row in map(_row, records)}
+
+
+async def set_settled_many(conn: Conn, transfer_ids: Sequence[int]) -> None:
+    """`set_state(..., SETTLED)` for a batch, in one statement."""
+    if not transfer_ids:
+        return
+    with translate_errors():
+        await conn.execute(
+            "UPDATE settlements SET state = 'settled', error_class = NULL, updated_at = now(), "
+            "settled_at = now() WHERE transfer_id = ANY($1::numeric[]) AND state <> 'settled'",
+            [Decimal(t) for t in transfer_ids],
+        )
 
 
 async def set_state(

@@ -258,3 +258,44 @@ async def test_tigerbeetle_unreachable_is_unavailable_within_the_deadline() -> N
         with pytest.raises(LedgerUnavailable):
             await tb_ledger.post([b.capture("p1", 100)])
         assert loop.time() - started < 3.0
+
+
+async def test_postgres_batch_raced_by_a_concurrent_commit_is_answered_one_by_one(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id committed by someone else between the batch's look-up and its insert (with
+    other accounts: ours are locked) is a collision for that transfer only."""
+    from gateway.adapters import ledger_postgres
+
+    async with open_pool(database_url) as pool:
+        ledger = PostgresLedger(pool)
+        mine, theirs = Book(), Book()
+        await ledger.ensure_accounts([mine.clearing, mine.account, theirs.clearing, theirs.account])
+        raced = mine.capture("p1", 100)
+        # The other poster's transfer with the same id, on its own accounts.
+        other = LedgerTransfer(
+            id=raced.id, debit_account_id=theirs.clearing.id, credit_account_id=theirs.account.id,
+            amount_minor=100, ledger=raced.ledger, code=raced.code,
+            settlement_id=raced.settlement_id, rate_at_payment=RATE,
+        )  # fmt: skip
+        assert await ledger.post([other]) == [R.CREATED]
+        # The bulk pass does not see it (as if it committed after the look-up) ...
+        blind = ledger_postgres._SELECT_TRANSFERS.replace("WHERE", "WHERE false AND")
+        real_post = ledger_postgres._post
+        bulk_calls = []
+
+        async def racing_post(conn, transfers, *, bulk):  # type: ignore[no-untyped-def]
+            bulk_calls.append(bulk)
+            sql = blind if bulk else ledger_postgres._SELECT_TRANSFERS
+            with monkeypatch.context() as m:
+                m.setattr(ledger_postgres, "_SELECT_TRANSFERS", sql)
+                return await real_post(conn, transfers, bulk=bulk)
+
+        monkeypatch.setattr(ledger_postgres, "_post", racing_post)
+        results = await ledger.post([raced, mine.capture("p2", 250)])
+        # ... so it is rolled back and answered one by one.
+        assert bulk_calls == [True, False]
+        assert results == [R.EXISTS_WITH_DIFFERENT_FIELDS, R.CREATED]
+        assert await merchant_credit(ledger, mine) == 250
+        assert await merchant_credit(ledger, theirs) == 100
+        verify_totals(await ledger.check())
