@@ -2,7 +2,7 @@
 
 It reads the whole body and answers 200 with a small JSON document, nothing else: no
 signature check, no database, no broker. It is the ceiling the gateway is compared with,
-so it runs under the same uvicorn settings as `gateway serve` (see `SERVER_OPTIONS`).
+so it runs under the same uvicorn settings as `gateway serve` (`gateway.http.SERVER_OPTIONS`).
 
     python -m bench.bare_app --port 8090 [--workers N]
 """
@@ -10,7 +10,6 @@ so it runs under the same uvicorn settings as `gateway serve` (see `SERVER_OPTIO
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -18,16 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-# The same options `gateway serve` passes to uvicorn.run (gateway/cli.py, cmd_serve): any
-# difference here would be measured as a difference between the apps. Keep them in step.
-SERVER_OPTIONS: dict[str, Any] = {
-    "loop": "uvloop",
-    "http": "httptools",
-    "access_log": False,
-    "log_config": None,
-    "timeout_graceful_shutdown": 30,
-    "lifespan": "on",
-}
+# The options `gateway serve` passes to uvicorn.run: a difference here would be measured
+# as a difference between the apps.
+from gateway.http import SERVER_OPTIONS
 
 # About the size of the gateway's `{"status":"accepted","event_id":...}` answer, so both
 # send comparable responses.

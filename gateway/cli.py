@@ -59,16 +59,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)  # validate before forking anything
     host = args.host or settings.http.host
     port = args.port or settings.http.port
-    options: dict[str, Any] = dict(
-        host=host,
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        log_config=None,
-        timeout_graceful_shutdown=30,
-        lifespan="on",
-    )
+    from gateway.http import SERVER_OPTIONS
+
+    options: dict[str, Any] = dict(host=host, port=port, **SERVER_OPTIONS)
     if args.workers > 1:
         # Each worker process builds its own app from the same file.
         os.environ[settings_mod.CONFIG_ENV] = (
@@ -83,12 +76,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_relay(args: argparse.Namespace) -> int:
-    from gateway.compose import running_gateway
+    from gateway.compose import running_relay
+    from gateway.metrics import Metrics
 
     settings = _settings(args)
 
     async def main() -> None:
-        async with running_gateway(settings, with_relay=True):
+        async with running_relay(settings, Metrics()):
             await asyncio.Event().wait()
 
     run_until_signalled(main)
@@ -144,7 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="listen address (default: http.host)")
     serve.add_argument("--port", type=int, help="listen port (default: http.port)")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    command("relay", cmd_relay, "Run only the outbox relay (any number may run at once).")
+    command(
+        "relay",
+        cmd_relay,
+        "Run only the outbox relay (any number may run at once; with [outbox] inline = false "
+        "it publishes every recorded event).",
+    )
     sign = command(
         "sign", cmd_sign, "Sign a body the way a provider would; print or send it.", config=False
     )

@@ -48,8 +48,13 @@ class Gateway:
 
 
 @contextlib.asynccontextmanager
-async def running_gateway(settings: Settings, *, with_relay: bool = True) -> AsyncIterator[Gateway]:
-    """Start the gateway's parts; on exit, stop them so nothing accepted is left behind."""
+async def running_gateway(settings: Settings) -> AsyncIterator[Gateway]:
+    """Start the gateway's parts; on exit, stop them so nothing accepted is left behind.
+
+    With `[outbox] inline = false` nothing is published from here: the inline publisher
+    takes nothing and the relay does not sweep (`gateway relay` processes do both).
+    """
+    inline = settings.outbox.inline
     metrics = Metrics()
     parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up, not a task
     pool_size = settings.ingest.writers + 8
@@ -62,17 +67,17 @@ async def running_gateway(settings: Settings, *, with_relay: bool = True) -> Asy
         await publisher.start()
 
         def on_committed(stored: Sequence[StoredEvent]) -> None:
-            publisher.submit(stored)
+            if inline:
+                publisher.submit(stored)
 
         inbox: GroupCommitInbox | DirectInbox
         if settings.ingest.batching:
             inbox = GroupCommitInbox(pool, settings.ingest, on_committed)
             await inbox.start()
         else:
-            inbox = DirectInbox(pool, on_committed, settings.ingest.commit_timeout_s)
+            inbox = DirectInbox(pool, on_committed)
         relay = OutboxRelay(pool, broker, settings.outbox, metrics, inline=publisher)
-        if with_relay:
-            await relay.start()
+        await relay.start(sweep=inline)  # without sweeping it still keeps the gauges fresh
         # DLQ gauges and the in-process alerts (thresholds every interval, once per episode).
         alerts = asyncio.create_task(run_alerts(pool, settings, metrics), name="dlq-alerts")
         gateway = Gateway(settings, pool, broker, inbox, publisher, relay, metrics)
@@ -96,6 +101,26 @@ async def running_gateway(settings: Settings, *, with_relay: bool = True) -> Asy
             await relay.close()
             await broker.close()
             log.info("gateway stopped")
+
+
+@contextlib.asynccontextmanager
+async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[OutboxRelay]:
+    """`gateway relay`: only the database, NATS and the outbox sweep.
+
+    With `[outbox] inline = false` nobody else publishes, so rows are taken as soon as
+    they are committed rather than after `relay_after_s`.
+    """
+    async with open_pool(settings.database_url, max_size=4) as pool:
+        broker = JetStreamBroker(settings.nats, name="gateway-relay")
+        await broker.start()
+        age_s = settings.outbox.relay_after_s if settings.outbox.inline else 0.0
+        relay = OutboxRelay(pool, broker, settings.outbox, metrics, older_than_s=age_s)
+        await relay.start()
+        try:
+            yield relay
+        finally:
+            await relay.close()
+            await broker.close()
 
 
 @dataclass

@@ -138,17 +138,20 @@ class OutboxRelay:
         settings: OutboxSettings,
         metrics: Metrics,
         inline: InlinePublisher | None = None,
+        older_than_s: float | None = None,
     ) -> None:
         self._pool = pool
         self._broker = broker
         self._settings = settings
         self._metrics = metrics
         self._inline = inline
+        # Rows younger than this are left to the inline publisher that committed them.
+        self._age_s = settings.relay_after_s if older_than_s is None else older_than_s
         self._task: asyncio.Task[None] | None = None
 
     async def sweep(self, older_than_s: float | None = None) -> int:
         """One pass: claim a batch, publish it, record the acks. Returns rows confirmed."""
-        age_s = self._settings.relay_after_s if older_than_s is None else older_than_s
+        age_s = self._age_s if older_than_s is None else older_than_s
         if not self._broker.connected:
             return 0
         if older_than_s is None and self._inline is not None and self._inline.covers_backlog():
@@ -195,8 +198,18 @@ class OutboxRelay:
             if published < self._settings.batch_size:
                 await asyncio.sleep(self._settings.relay_interval_s)
 
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self.run(), name="outbox-relay")
+    async def watch(self) -> None:
+        """Only refresh the outbox gauges (a serving process whose relay runs elsewhere)."""
+        while True:
+            try:
+                await self.refresh_metrics()
+            except GatewayError as exc:
+                log.warning("outbox gauges not refreshed", extra={"error": repr(exc)})
+            await asyncio.sleep(_GAUGE_INTERVAL_S)
+
+    async def start(self, *, sweep: bool = True) -> None:
+        work = self.run() if sweep else self.watch()
+        self._task = asyncio.create_task(work, name="outbox-relay" if sweep else "outbox-gauges")
 
     async def close(self) -> None:
         if self._task is not None:

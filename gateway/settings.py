@@ -71,8 +71,15 @@ class IngestSettings:
 
 @dataclass(frozen=True)
 class OutboxSettings:
-    """How the relay re-publishes rows whose publish was not confirmed."""
+    """How recorded events reach the stream.
 
+    `inline = true`: `gateway serve` publishes rows right after their commit and its relay
+    sweeps up any whose publish was not confirmed after `relay_after_s`. `inline = false`:
+    `gateway serve` only records, and `gateway relay` processes publish every row (so the
+    serving process spends its CPU on acceptance alone).
+    """
+
+    inline: bool = True
     relay_after_s: float = 5.0
     relay_interval_s: float = 1.0
     batch_size: int = 256

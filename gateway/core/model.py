@@ -4,6 +4,7 @@ where its id and type come from, which subject it goes to, what makes it invalid
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -135,11 +136,15 @@ def subject_tokens(text: str) -> str:
     return ".".join(_SUBJECT_TOKEN_BAD.sub("_", t) or "_" for t in tokens)
 
 
+# Subjects are cached: a provider sends few event types, and the rule runs a regex per
+# token on every request otherwise.
+@functools.lru_cache(maxsize=4096)
 def webhook_subject(provider: str, event_type: str) -> str:
     """`webhooks.{provider}.{event_type}` with the type made subject-safe."""
     return f"webhooks.{subject_tokens(provider)}.{subject_tokens(event_type)}"
 
 
+@functools.lru_cache(maxsize=4096)
 def service_subject(service: str, event_type: str) -> str:
     """`events.{service}.{type}` with the type made subject-safe."""
     return f"events.{subject_tokens(service)}.{subject_tokens(event_type)}"

@@ -148,8 +148,10 @@ async def test_relays_share_the_backlog_without_publishing_a_row_twice(database_
 
 async def test_graceful_shutdown_publishes_what_was_accepted(database_url, nats_url):
     """Stopping the gateway flushes the publisher: nothing accepted waits for a restart."""
-    settings = settings_mod.parse(config(database_url, nats_url), env={})
-    async with running_gateway(settings, with_relay=False) as gw:
+    # The relay waits an hour: only the publisher's flush on shutdown can publish these.
+    doc = config(database_url, nats_url, outbox={"relay_after_s": 3600})
+    settings = settings_mod.parse(doc, env={})
+    async with running_gateway(settings) as gw:
         for i in range(50):
             d = deliver("paddle", f"evt_shutdown_{i}")
             event = webhook_event(

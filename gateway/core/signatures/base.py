@@ -120,7 +120,7 @@ SHA256_LEN = 32
 
 def hmac_sha256(key: bytes, message: bytes) -> bytes:
     """HMAC-SHA256 of message under key, as raw bytes."""
-    return hmac.new(key, message, hashlib.sha256).digest()
+    return hmac.digest(key, message, hashlib.sha256)  # one-shot: OpenSSL without an HMAC object
 
 
 def require_header(headers: Headers, name: str) -> str:

@@ -1,0 +1,234 @@
+"""The two ingestion endpoints, `POST /webhooks/{provider}` and `POST /v1/events`, as
+plain ASGI.
+
+They carry all the traffic, and their cost per request is the gateway's main figure
+(`make bench`). Starlette's request objects, middleware stack and route matching cost
+more per request than verifying a signature and queueing the event for its group
+commit, so these two paths speak ASGI directly; Starlette serves everything else
+(health, metrics, the lifespan, 404 and 405).
+
+Each request runs under one deadline: `[http] request_timeout_s` while its body is read,
+then `[ingest] commit_timeout_s` while it waits for its group's commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from gateway.core.model import Event, Failure, Outcome, service_event, webhook_event
+from gateway.core.signatures import get_scheme
+from gateway.errors import (
+    BadRequest,
+    BodyTooLarge,
+    DatabaseUnavailable,
+    RequestRejected,
+    TransientError,
+    Unauthorized,
+    UnknownProvider,
+)
+from gateway.settings import ServiceSettings, Settings
+
+if TYPE_CHECKING:  # compose imports the inbox and settings; only the type is needed here
+    from gateway.compose import Gateway
+
+log = logging.getLogger("gateway.http")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Headers = dict[str, str]
+#: Verifies a request's headers and body and shapes them into an event.
+Shaper = Callable[[Headers, bytes], Event]
+#: Checks what can be checked before the body is read; returns the request's shaper.
+Gate = Callable[[Headers], Shaper]
+
+WEBHOOKS_PREFIX = "/webhooks/"
+EVENTS_PATH = "/v1/events"
+_JSON = (b"content-type", b"application/json")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body arrived; nothing was recorded."""
+
+
+def request_headers(scope: Scope) -> Headers:
+    """The request headers by lower-case name (ASGI servers lower-case them already).
+
+    A repeated header keeps its last value, as Starlette's `dict(request.headers)` did.
+    """
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+
+
+async def read_body(receive: Receive, declared: str | None, max_bytes: int) -> bytes:
+    """The body, refused with `BodyTooLarge` as soon as it passes `max_bytes`.
+
+    The limit is checked while reading, so an oversized body is never buffered whole.
+    """
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise BodyTooLarge(f"body of {declared} bytes exceeds {max_bytes}")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientGone
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            raise BodyTooLarge(f"body exceeds {max_bytes} bytes")
+        if not message.get("more_body", False):
+            if not chunks:
+                return chunk  # the usual case: the whole body in one message
+            chunks.append(chunk)
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def authenticate(settings: Settings, authorization: str | None) -> ServiceSettings:
+    """The service whose bearer token this is; compared in constant time against all."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized("a bearer token is required")
+    found = None
+    for service in settings.services.values():
+        if hmac.compare_digest(service.token.encode(), token.strip().encode()):
+            found = service
+    if found is None:
+        raise Unauthorized("unknown token")
+    return found
+
+
+def webhook_gate(settings: Settings, name: str) -> Gate:
+    """`POST /webhooks/{name}`: verify the provider's signature, then shape the event."""
+
+    def gate(headers: Headers) -> Shaper:
+        provider = settings.providers.get(name)
+        if provider is None:
+            raise UnknownProvider(f"no provider named {name!r} is configured")
+        scheme = get_scheme(provider.scheme)
+
+        def shape(headers: Headers, body: bytes) -> Event:
+            scheme.verify(provider.params, headers, body, time.time())
+            return webhook_event(
+                provider.name,
+                scheme.id_ref(provider.params),
+                scheme.type_ref(provider.params),
+                headers,
+                body,
+                datetime.now(UTC),
+            )
+
+        return shape
+
+    return gate
+
+
+def service_gate(settings: Settings) -> Gate:
+    """`POST /v1/events`: the bearer token is checked before the body is read."""
+
+    def gate(headers: Headers) -> Shaper:
+        service = authenticate(settings, headers.get("authorization"))
+
+        def shape(headers: Headers, body: bytes) -> Event:
+            return service_event(
+                service.name,
+                service.subjects,
+                headers.get("idempotency-key"),
+                headers,
+                body,
+                datetime.now(UTC),
+            )
+
+        return shape
+
+    return gate
+
+
+async def send_json(
+    send: Send, status: int, doc: dict[str, Any], extra: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    body = orjson.dumps(doc)
+    headers = [_JSON, (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def ingest(
+    gw: Gateway, scope: Scope, receive: Receive, send: Send, label: str, gate: Gate
+) -> None:
+    """Shape the request into an event, pass it through the gate, answer after the
+    commit, and map the exception tree onto HTTP answers and metrics."""
+    started = time.perf_counter()
+    settings = gw.settings
+    reading = True
+    try:
+        try:
+            async with asyncio.timeout(settings.http.request_timeout_s) as deadline:
+                headers = request_headers(scope)
+                shape = gate(headers)
+                body = await read_body(
+                    receive, headers.get("content-length"), settings.http.max_body_bytes
+                )
+                reading = False
+                event = shape(headers, body)
+                deadline.reschedule(
+                    asyncio.get_running_loop().time() + settings.ingest.commit_timeout_s
+                )
+                outcome = await gw.inbox.accept(event)
+        except TimeoutError:
+            if reading:
+                raise BadRequest("request body not received in time") from None
+            raise DatabaseUnavailable("commit did not finish in time") from None
+        if outcome is Outcome.ACCEPTED and event.failure is not None:
+            _parked(gw, event, event.failure)
+        result = outcome.value
+        await send_json(send, 200, {"status": result, "event_id": event.event_id})
+    except RequestRejected as exc:
+        result = exc.error_class.lower()
+        log.info(
+            "request rejected",
+            extra={
+                "provider": label,
+                "status": exc.status_code,
+                "error_class": exc.error_class,
+                "reason": str(exc),
+            },
+        )
+        await send_json(send, exc.status_code, {"error": result, "detail": str(exc)})
+    except TransientError as exc:
+        result = "unavailable"
+        log.warning("event not made durable", extra={"provider": label, "error": repr(exc)})
+        retry_after = (b"retry-after", str(settings.http.retry_after_s).encode())
+        await send_json(
+            send, 503, {"error": "unavailable", "detail": "try again later"}, (retry_after,)
+        )
+    except ClientGone:
+        result = "client_disconnect"  # nobody is left to answer
+    except Exception:
+        result = "error"
+        log.exception("ingestion request failed unexpectedly", extra={"provider": label})
+        await send_json(send, 500, {"error": "internal", "detail": "unexpected error"})
+    gw.metrics.webhooks_total.inc(provider=label, outcome=result)
+    gw.metrics.request_seconds.observe(time.perf_counter() - started)
+
+
+def _parked(gw: Gateway, event: Event, failure: Failure) -> None:
+    """An accepted event that cannot go further was parked in the DLQ with its row."""
+    gw.metrics.dlq_total.inc(stage="ingest", error_class=failure.error_class)
+    log.warning(
+        "event accepted and parked in the DLQ",
+        extra={
+            "provider": event.provider,
+            "event_id": event.event_id,
+            "error_class": failure.error_class,
+        },
+    )
