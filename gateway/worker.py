@@ -77,6 +77,9 @@ def consumer_config(parts: SettlementParts) -> ConsumerConfig:
 class SettlementWorker:
     """Fetches batches and settles each batch together (see `settle_batch`)."""
 
+    #: Batches being settled at once: while one commits, the next is fetched and prepared.
+    batches_in_flight = 2
+
     def __init__(self, parts: SettlementParts) -> None:
         self.parts = parts
         self._settings = parts.settings.settlement
@@ -101,16 +104,37 @@ class SettlementWorker:
             "settlement worker started",
             extra={"consumer": self._settings.consumer, "subjects": list(self._settings.subjects)},
         )
-        while not stop.is_set():
-            try:
-                messages = await sub.fetch(self._settings.batch_size, timeout=1.0)
-            except (nats.errors.TimeoutError, TimeoutError):
-                continue
-            except nats.errors.Error as exc:
-                log.warning("fetch failed", extra={"error": type(exc).__name__})
-                await asyncio.sleep(1.0)
-                continue
+        # The next batch is fetched and prepared while the one before it commits.
+        slots = asyncio.Semaphore(self.batches_in_flight)
+        batches: set[asyncio.Task[None]] = set()
+        try:
+            while not stop.is_set():
+                await slots.acquire()
+                try:
+                    messages = await sub.fetch(self._settings.batch_size, timeout=1.0)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    slots.release()
+                    continue
+                except nats.errors.Error as exc:
+                    slots.release()
+                    log.warning("fetch failed", extra={"error": type(exc).__name__})
+                    await asyncio.sleep(1.0)
+                    continue
+                task = asyncio.create_task(self._in_slot(slots, messages))
+                batches.add(task)
+                task.add_done_callback(batches.discard)
+        finally:
+            # Stopping (or cancelled): let the batches in hand finish and answer.
+            if batches:
+                await asyncio.wait(batches)
+
+    async def _in_slot(self, slots: asyncio.Semaphore, messages: list[Msg]) -> None:
+        try:
             await self.handle(messages)
+        except Exception:  # settle_batch answers per message; this is a bug, logged
+            log.exception("batch handling failed; its messages will be redelivered")
+        finally:
+            slots.release()
 
     async def handle(self, messages: list[Msg]) -> None:
         """Settle a fetched batch together, then answer each message on its own: ack
