@@ -101,8 +101,9 @@ def all_cpu_s() -> dict[int, tuple[str, float]]:
 @dataclass
 class CpuMeter:
     """CPU used between `start()` and `stop()`, in percent of one core (200 % = both
-    cores of a 2-core box): by the server (with its workers), NATS, the whole PostgreSQL
-    cluster, wrk, the machine as a whole, and the busiest other processes.
+    cores of a 2-core box): by the server (with its workers), `gateway relay` processes,
+    NATS, the whole PostgreSQL cluster, wrk, the machine as a whole, and the busiest
+    other processes.
 
     On a 2-core machine the load generator, the server, PostgreSQL and NATS all compete
     for the same cores, and so does anything else running (a test suite, a build): the
@@ -113,6 +114,7 @@ class CpuMeter:
 
     server_pid: int
     nats_pid: int | None = None
+    relay_pids: list[int] = field(default_factory=list)
     _start: dict[int, tuple[str, float]] = field(default_factory=dict)
     _busy0: float = 0.0
     _wrk0: float = 0.0
@@ -142,7 +144,8 @@ class CpuMeter:
         def pct(seconds: float) -> float:
             return round(100 * max(seconds, 0.0) / elapsed_s, 1)
 
-        ours = server | {self.nats_pid, os.getpid()}
+        relays = {p for pid in self.relay_pids for p in descendants(pid)}
+        ours = server | relays | {self.nats_pid, os.getpid()}
         others = sorted(
             (
                 (comm, s)
@@ -153,6 +156,7 @@ class CpuMeter:
         )
         found: dict[str, Any] = {
             "server_pct": pct(sum(s for pid, (_, s) in used.items() if pid in server)),
+            "relay_pct": pct(sum(s for pid, (_, s) in used.items() if pid in relays)),
             "nats_pct": pct(used.get(self.nats_pid or -1, ("", 0.0))[1]),
             "postgres_cluster_pct": pct(sum(s for c, s in used.values() if c == "postgres")),
             "wrk_pct": pct(self._children_s() - self._wrk0),

@@ -91,8 +91,8 @@ def table(runs: dict[str, Any]) -> str:
     """The side-by-side results as a Markdown table (pasted into the README as is)."""
     lines = [
         "| server | pass | req/s | p50 ms | p99 ms | socket errors + timeouts | non-2xx "
-        "| accepted | duplicate | server CPU % | server CPU µs/req |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| accepted | duplicate | server CPU % | relay CPU % | server CPU µs/req |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run, title in RUN_TITLES.items():
         for pass_name, pass_title in PASS_TITLES.items():
@@ -105,6 +105,7 @@ def table(runs: dict[str, Any]) -> str:
                 f"| {_fmt(r['socket_errors'] + r['timeouts'])} | {_fmt(r['non_2xx'])} "
                 f"| {_fmt(r['accepted'])} | {_fmt(r['duplicate'])} "
                 f"| {_fmt(r['cpu'].get('server_pct'), 0)} "
+                f"| {_fmt(r['cpu'].get('relay_pct'), 0)} "
                 f"| {_fmt(r['server_cpu_us_per_request'], 0)} |"
             )
     return "\n".join(lines)

@@ -52,6 +52,7 @@ from bench.servers import (
     fresh_backend,
     gateway_server,
     server_counters,
+    stream_count,
     wait_published,
 )
 from bench.settlement import settlement_benchmark
@@ -113,7 +114,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=5,
         help="seconds per side of the response()-hook overhead probe on (a) (0 skips)",
     )
-    p.add_argument("--drain-timeout-s", type=float, default=120.0)
+    p.add_argument(
+        "--outbox",
+        choices=("relay", "inline"),
+        default="relay",
+        help="who publishes to JetStream in (b), (c) and the soak: a `gateway relay` process "
+        "beside `gateway serve` ([outbox] inline = false, the default) or serve itself",
+    )
+    p.add_argument(
+        "--relay-nice",
+        type=int,
+        default=10,
+        help="niceness of the relay process (default 10: acceptance first, the stream "
+        "catches up; 0 competes equally)",
+    )
+    p.add_argument("--drain-timeout-s", type=float, default=180.0)
     p.add_argument(
         "--quick", action="store_true", help="self-check: no soak, no probe, exit 1 on any fault"
     )
@@ -148,10 +163,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def sections_for(run: str, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """The gateway settings of one run: the shipped defaults, `--set` overrides, and
-    `[ingest] batching` on for (b) and the soak, off for (c)."""
+    """The gateway settings of one run: the shipped defaults, `--set` overrides,
+    `[ingest] batching` on for (b) and the soak, off for (c), and `[outbox] inline`
+    as `--outbox` says."""
     sections = {name: dict(values) for name, values in args.sections.items()}
     sections.setdefault("ingest", {})["batching"] = run != "no_batching"
+    sections.setdefault("outbox", {}).setdefault("inline", args.outbox == "inline")
     return sections
 
 
@@ -179,7 +196,7 @@ def measure_pass(
     nats_pid: int | None,
     limits: list[int] | None = None,
 ) -> tuple[WrkResult, dict[str, Any]]:
-    meter = CpuMeter(server.pid, nats_pid)
+    meter = CpuMeter(server.pid, nats_pid, server.sidecar_pids)
     meter.start()
     result = run_wrk(server.base_url, requests, load, limits)
     summary = result.summary()
@@ -293,7 +310,9 @@ def measure_server(
             server = bare_server(workdir, run, args.workers)
         else:
             backend = stack.enter_context(fresh_backend())
-            server = gateway_server(backend, workdir, run, sections_for(run, args), args.workers)
+            server = gateway_server(
+                backend, workdir, run, sections_for(run, args), args.workers, args.relay_nice
+            )
         server.start()
         stack.callback(server.stop)
         nats_pid = backend.nats.proc.pid if backend and backend.nats.proc else None
@@ -325,7 +344,15 @@ def measure_server(
         if backend:
             record["after_duplicates"] = drain(backend, args.drain_timeout_s)
             record["checks"] += row_checks(backend, server, new, dup, args.workers)
-            if args.workers == 1:
+            rows, messages = count_rows(backend.dsn), stream_count(backend.nats.url)
+            record["checks"].append(
+                check(
+                    "the stream holds one message per row, once the outbox drained",
+                    rows == messages,
+                    f"{rows:,} rows, {messages:,} messages",
+                )
+            )
+            if args.workers == 1 and args.outbox == "inline":
                 # A relay figure well above zero while NATS was up means rows were
                 # published twice: the sweep took rows the inline publisher still held.
                 record["published"] = server_counters(server)["published"]
@@ -381,7 +408,7 @@ def soak(args: argparse.Namespace, load: Load, workdir: Path, rate_hint: float) 
     settings = sections_for("batching", args)
     out: dict[str, Any] = {"settings": settings}
     with fresh_backend() as backend:
-        server = gateway_server(backend, workdir, "soak", settings, args.workers)
+        server = gateway_server(backend, workdir, "soak", settings, args.workers, args.relay_nice)
         server.start()
         nats_pid = backend.nats.proc.pid if backend.nats.proc else None
 

@@ -95,14 +95,29 @@ def gateway_config(backend: Backend, port: int, settings: dict[str, dict[str, An
 
 
 class Server:
-    """One server process under test, started from the repository root."""
+    """One server process under test, started from the repository root, with the
+    processes that run beside it (`gateway relay` when the gateway does not publish
+    inline), started once it is ready and stopped before it."""
 
-    def __init__(self, argv: list[str], port: int, log_path: Path, ready_path: str | None):
+    def __init__(
+        self,
+        argv: list[str],
+        port: int,
+        log_path: Path,
+        ready_path: str | None,
+        sidecars: list[list[str]] | None = None,
+    ):
         self.argv = argv
         self.port = port
         self.log_path = log_path
         self.ready_path = ready_path
+        self.sidecar_argvs = sidecars or []
         self.proc: subprocess.Popen[bytes] | None = None
+        self.sidecars: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def sidecar_pids(self) -> list[int]:
+        return [p.pid for p in self.sidecars]
 
     @property
     def pid(self) -> int:
@@ -119,6 +134,9 @@ class Server:
             self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdout=log, stderr=log)
         try:
             self._wait_ready(timeout_s)
+            with self.log_path.open("ab") as log:
+                for argv in self.sidecar_argvs:
+                    self.sidecars.append(subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=log))
         except Exception:
             self.stop()
             raise
@@ -150,15 +168,15 @@ class Server:
 
     def stop(self, timeout_s: float = 45.0) -> None:
         """SIGTERM (the gateway commits and publishes what it holds), then SIGKILL."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        for proc in [*self.sidecars, self.proc]:
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.sidecars = []
         self.proc = None
 
 
@@ -168,13 +186,20 @@ def gateway_server(
     label: str,
     settings: dict[str, dict[str, Any]],
     workers: int,
+    relay_nice: int = 0,
 ) -> Server:
+    """`gateway serve`, and a `gateway relay` beside it when `[outbox] inline = false`
+    (run at `relay_nice`: acceptance first, the stream catches up)."""
     port = free_port()
     config = workdir / f"{label}.toml"
     config.write_text(gateway_config(backend, port, settings), encoding="utf-8")
     argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
     argv += ["--port", str(port), "--workers", str(workers)]
-    return Server(argv, port, workdir / f"{label}.log", "/readyz")
+    sidecars = []
+    if not settings.get("outbox", {}).get("inline", True):
+        relay = [sys.executable, "-m", "gateway.cli", "relay", "--config", str(config)]
+        sidecars.append(["nice", "-n", str(relay_nice), *relay] if relay_nice else relay)
+    return Server(argv, port, workdir / f"{label}.log", "/readyz", sidecars)
 
 
 def bare_server(workdir: Path, label: str, workers: int) -> Server:
@@ -204,6 +229,20 @@ def count_unpublished(dsn: str) -> int:
         "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL AND subject IS NOT NULL"
     )
     return int(asyncio.run(_fetchval(dsn, sql)))
+
+
+def stream_count(nats_url: str, stream: str = "WEBHOOKS") -> int:
+    """How many messages the stream holds."""
+    import nats
+
+    async def count() -> int:
+        nc = await nats.connect(nats_url)
+        try:
+            return int((await nc.jetstream().stream_info(stream)).state.messages)
+        finally:
+            await nc.close()
+
+    return asyncio.run(count())
 
 
 def wait_published(dsn: str, timeout_s: float) -> tuple[float, int]:
