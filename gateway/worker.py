@@ -148,31 +148,27 @@ class SettlementWorker:
             except Exception:  # a header it cannot read; redelivered after ack_wait
                 log.exception("message unreadable; left for redelivery")
         outcomes = await settle_batch(self.parts.settler, work, self._settings.concurrency)
-        await asyncio.gather(
-            *(
-                self._guarded(msg, event, deliveries, outcome)
-                for msg, (event, deliveries), outcome in zip(readable, work, outcomes, strict=True)
-            )
-        )
+        failed = []
+        for msg, (event, deliveries), outcome in zip(readable, work, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                failed.append(self._guarded(msg, event, deliveries, outcome))
+                continue
+            try:  # an ack is only queued on the connection: no task needed for each
+                await msg.ack()
+            except Exception:  # not acked: redelivered after ack_wait, and harmless
+                log.exception("ack failed; the message will be redelivered")
+                continue
+            self.parts.metrics.settlements_total.inc(outcome=outcome.value)
+        await asyncio.gather(*failed)
 
-    async def _guarded(
-        self, msg: Msg, event: Event, deliveries: int, outcome: SettleOutcome | Exception
-    ) -> None:
+    async def _guarded(self, msg: Msg, event: Event, deliveries: int, exc: Exception) -> None:
+        """Retry or dead-letter a message whose settlement failed."""
         async with self._semaphore:
             try:
-                await self._answer(msg, event, deliveries, outcome)
+                decision = dispose(exc, deliveries, random.random, self._policies)
+                await self._failed(msg, event, exc, decision, deliveries)
             except Exception:  # never let one message stop the batch; it will be redelivered
                 log.exception("message handling failed; left for redelivery")
-
-    async def _answer(
-        self, msg: Msg, event: Event, deliveries: int, outcome: SettleOutcome | Exception
-    ) -> None:
-        if isinstance(outcome, Exception):
-            decision = dispose(outcome, deliveries, random.random, self._policies)
-            await self._failed(msg, event, outcome, decision, deliveries)
-            return
-        await msg.ack()
-        self.parts.metrics.settlements_total.inc(outcome=outcome.value)
 
     async def _failed(
         self, msg: Msg, event: Event, exc: BaseException, decision: Disposition, deliveries: int
@@ -282,12 +278,23 @@ async def _settlement_replay_handler(ctx: ReplayContext) -> StageHandler:
 register_stage_handler_factory(Stage.SETTLEMENT.value, _settlement_replay_handler)
 
 
+def _use_uvloop() -> None:
+    """Run on uvloop, as `gateway serve` does, when it is installed (uvicorn[standard]
+    brings it): the worker spends much of its time in the event loop and socket I/O."""
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
 def cmd_settle(args: argparse.Namespace) -> int:
     from gateway import settings as settings_mod
     from gateway.cli import run_until_signalled
 
     settings = settings_mod.load(args.config)
     parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up, not a task
+    _use_uvloop()
 
     async def main() -> None:
         async with settlement_parts(settings) as parts:

@@ -9,6 +9,7 @@ delivery handles it. Conversion between currencies lives in `core.money`.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -131,8 +132,13 @@ def from_internal(event_type: str, doc: Any) -> SettlementInstruction | None:
 # --- deterministic ids -------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8192)
 def _hash128(*parts: str) -> int:
-    """A 128-bit id from `parts`, never one of the two values TigerBeetle reserves."""
+    """A 128-bit id from `parts`, never one of the two values TigerBeetle reserves.
+
+    Cached: a settlement's ids are asked for several times while it settles, and the
+    few account ids over and over.
+    """
     salt = 0
     while True:
         digest = hashlib.blake2b(digest_size=16, person=b"gateway.ledger1")
