@@ -19,6 +19,7 @@ from starlette.routing import Route
 from gateway import logs
 from gateway import settings as settings_mod
 from gateway.compose import Gateway, running_gateway
+from gateway.deadlines import Deadlines
 from gateway.ingest_endpoints import (
     EVENTS_PATH,
     WEBHOOKS_PREFIX,
@@ -91,16 +92,19 @@ class GatewayApp:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.gateway: Gateway | None = None  # set while the lifespan runs
+        self.deadlines = Deadlines()
         self.events_gate = service_gate(settings)
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
             async with running_gateway(settings) as gateway:
                 app.state.gateway = self.gateway = gateway
+                self.deadlines.start()
                 try:
                     yield
                 finally:
                     self.gateway = None
+                    await self.deadlines.stop()
 
         routes = [
             Route("/healthz", healthz, methods=["GET"]),
@@ -119,10 +123,11 @@ class GatewayApp:
             if path.startswith(WEBHOOKS_PREFIX):
                 name = path[len(WEBHOOKS_PREFIX) :]
                 label = name if name in self.settings.providers else "unknown"
-                await ingest(gw, scope, receive, send, label, webhook_gate(self.settings, name))
+                gate = webhook_gate(self.settings, name)
+                await ingest(gw, self.deadlines, scope, receive, send, label, gate)
                 return
             if path == EVENTS_PATH:
-                await ingest(gw, scope, receive, send, "internal", self.events_gate)
+                await ingest(gw, self.deadlines, scope, receive, send, "internal", self.events_gate)
                 return
         await self.starlette(scope, receive, send)
 

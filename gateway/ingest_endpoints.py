@@ -7,8 +7,9 @@ more per request than verifying a signature and queueing the event for its group
 commit, so these two paths speak ASGI directly; Starlette serves everything else
 (health, metrics, the lifespan, 404 and 405).
 
-Each request runs under one deadline: `[http] request_timeout_s` while its body is read,
-then `[ingest] commit_timeout_s` while it waits for its group's commit.
+Each request runs under a deadline (`gateway.deadlines`): `[http] request_timeout_s`
+while its body is read, then `[ingest] commit_timeout_s` while it waits for its group's
+commit.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import orjson
 
 from gateway.core.model import Event, Failure, Outcome, service_event, webhook_event
 from gateway.core.signatures import get_scheme
+from gateway.deadlines import Deadlines
 from gateway.errors import (
     BadRequest,
     BodyTooLarge,
@@ -163,16 +165,27 @@ async def send_json(
 
 
 async def ingest(
-    gw: Gateway, scope: Scope, receive: Receive, send: Send, label: str, gate: Gate
+    gw: Gateway,
+    deadlines: Deadlines,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    label: str,
+    gate: Gate,
 ) -> None:
     """Shape the request into an event, pass it through the gate, answer after the
     commit, and map the exception tree onto HTTP answers and metrics."""
     started = time.perf_counter()
     settings = gw.settings
+    task: asyncio.Task[Any] | None = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("ingest must run inside an asyncio task")
+    loop_time = asyncio.get_running_loop().time
     reading = True
     try:
         try:
-            async with asyncio.timeout(settings.http.request_timeout_s) as deadline:
+            deadlines.set(task, loop_time() + settings.http.request_timeout_s)
+            try:
                 headers = request_headers(scope)
                 shape = gate(headers)
                 body = await read_body(
@@ -180,11 +193,14 @@ async def ingest(
                 )
                 reading = False
                 event = shape(headers, body)
-                deadline.reschedule(
-                    asyncio.get_running_loop().time() + settings.ingest.commit_timeout_s
-                )
+                deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
                 outcome = await gw.inbox.accept(event)
-        except TimeoutError:
+            finally:
+                deadlines.clear(task)
+        except asyncio.CancelledError:
+            if not deadlines.expired(task):
+                raise  # shutting down, not a deadline
+            task.uncancel()
             if reading:
                 raise BadRequest("request body not received in time") from None
             raise DatabaseUnavailable("commit did not finish in time") from None

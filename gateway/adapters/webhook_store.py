@@ -3,6 +3,7 @@ and dead letters. Every statement here is one round trip; callers own the batchi
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,14 +14,17 @@ import orjson
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.model import Event, Failure, Stage
 
-# One statement commits a whole group: the arrays are unnested into rows, conflicts with
-# rows already recorded are skipped, and RETURNING says which rows were new.
+# One statement commits a whole group. The rows travel as one JSON document (bodies in
+# base64, since they are bytes): encoding seven parameter arrays element by element cost
+# the serving process about twice the CPU per row. Conflicts with rows already recorded
+# are skipped, and RETURNING says which rows were new.
 _INSERT_EVENTS = """
 INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body, received_at)
-SELECT t.provider, t.event_id, t.event_type, t.subject, t.headers::jsonb, t.body, t.received_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[],
-            $7::timestamptz[])
-     AS t(provider, event_id, event_type, subject, headers, body, received_at)
+SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers, decode(r.body, 'base64'),
+       r.received_at
+FROM json_to_recordset($1::json)
+     AS r(provider text, event_id text, event_type text, subject text, headers jsonb,
+          body text, received_at timestamptz)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING id, provider, event_id
 """
@@ -78,22 +82,28 @@ async def insert_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
     transaction, so a committed row never lacks the reason it went no further. The
     events must be unique by (provider, event_id); the caller removes repeats.
     """
-    columns = (
-        [e.provider for e in events],
-        [e.event_id for e in events],
-        [e.event_type for e in events],
-        [e.subject for e in events],
-        [_headers_json(e) for e in events],
-        [e.body for e in events],
-        [e.received_at for e in events],
-    )
+    rows_json = orjson.dumps(
+        [
+            {
+                "provider": e.provider,
+                "event_id": e.event_id,
+                "event_type": e.event_type,
+                "subject": e.subject,
+                "headers": e.headers,
+                "body": base64.b64encode(e.body).decode("ascii"),
+                "received_at": e.received_at,
+            }
+            for e in events
+        ],
+        default=dict,  # headers may be any Mapping
+    ).decode()
     with translate_errors():
         if all(e.failure is None for e in events):
             # One statement is atomic on its own: no BEGIN/COMMIT round trips.
-            rows = await conn.fetch(_INSERT_EVENTS, *columns)
+            rows = await conn.fetch(_INSERT_EVENTS, rows_json)
             return {(r["provider"], r["event_id"]): int(r["id"]) for r in rows}
         async with conn.transaction():
-            rows = await conn.fetch(_INSERT_EVENTS, *columns)
+            rows = await conn.fetch(_INSERT_EVENTS, rows_json)
             inserted = {(r["provider"], r["event_id"]): int(r["id"]) for r in rows}
             for event in events:
                 key = (event.provider, event.event_id)

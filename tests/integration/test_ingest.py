@@ -143,6 +143,31 @@ async def test_oversize_body_is_413_declared_or_streamed(server, database_url):
     assert await rows(database_url, "SELECT 1 FROM processed_webhooks") == []
 
 
+async def test_stalled_body_gets_400_after_the_request_timeout(database_url, nats_url):
+    """A client that sends headers and part of its body, then stalls, is answered 400
+    once `request_timeout_s` passes; nothing is recorded, and others are served meanwhile."""
+    doc = config(database_url, nats_url, http={"request_timeout_s": 1.0})
+    async with running_server(doc) as srv:
+        d = deliver("stripe", "evt_stalled")
+        head = "".join(f"{k}: {v}\r\n" for k, v in d.headers.items())
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        started = time.monotonic()
+        request = f"POST {d.path} HTTP/1.1\r\nHost: x\r\n{head}"
+        request += f"Content-Length: {len(d.body)}\r\n\r\n"
+        writer.write(request.encode() + d.body[:10])
+        await writer.drain()
+        other = deliver("stripe", "evt_meanwhile")
+        meanwhile = await srv.client.post(other.path, content=other.body, headers=other.headers)
+        status_line = await asyncio.wait_for(reader.readline(), timeout=10)
+        waited_s = time.monotonic() - started
+        writer.close()
+    assert meanwhile.status_code == 200
+    assert status_line.startswith(b"HTTP/1.1 400"), status_line
+    assert 0.9 <= waited_s < 5.0
+    stored = await rows(database_url, "SELECT event_id FROM processed_webhooks")
+    assert [r["event_id"] for r in stored] == ["evt_meanwhile"]
+
+
 @pytest.mark.parametrize(
     "body",
     [b'{"type": "payment.succeeded"}', b"not json at all", b"[1, 2]"],
@@ -160,10 +185,11 @@ async def test_event_id_not_findable_is_400(server, database_url, body):
     ("scheme", "body", "event_type", "error_class"),
     [
         ("github", b"<xml>not json</xml>", "push", "PAYLOAD_NOT_JSON"),
+        ("github", b"\xff\xfe\x00 not UTF-8 \x80\x00", "push", "PAYLOAD_NOT_JSON"),
         ("shopify", b'{"id": 1}', None, "EVENT_TYPE_MISSING"),
         ("stripe", b'{"id": "evt_nt", "data": {}}', None, "EVENT_TYPE_MISSING"),
     ],
-    ids=["github-body-not-json", "shopify-no-topic", "stripe-no-type"],
+    ids=["github-body-not-json", "github-body-binary", "shopify-no-topic", "stripe-no-type"],
 )
 async def test_verified_but_invalid_event_is_accepted_and_parked(
     server, database_url, nats_url, scheme, body, event_type, error_class
@@ -181,7 +207,8 @@ async def test_verified_but_invalid_event_is_accepted_and_parked(
     assert dlq[0]["stage"] == "ingest"
     assert dlq[0]["error_class"] == error_class
     assert bytes(dlq[0]["payload"]) == body
-    stored = await rows(database_url, "SELECT id, subject FROM processed_webhooks")
+    stored = await rows(database_url, "SELECT id, subject, body FROM processed_webhooks")
+    assert bytes(stored[0]["body"]) == body
     assert dlq[0]["webhook_id"] == stored[0]["id"]
     assert stored[0]["subject"] is None
     await asyncio.sleep(1.0)  # longer than relay_after_s: the relay must leave it alone

@@ -81,7 +81,9 @@ class RunningServer:
 
     @property
     def gateway(self) -> Gateway:
-        return self.app.state.gateway  # type: ignore[no-any-return]
+        if self.app.gateway is None:
+            raise RuntimeError("the gateway is not running")
+        return self.app.gateway
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self.server.serve())
