@@ -94,6 +94,8 @@ class GatewayApp:
         self.gateway: Gateway | None = None  # set while the lifespan runs
         self.deadlines = Deadlines()
         self.events_gate = service_gate(settings)
+        # Built once per configured provider; any other name gets its 404 from a fresh gate.
+        self.webhook_gates = {name: webhook_gate(settings, name) for name in settings.providers}
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -122,8 +124,10 @@ class GatewayApp:
             path: str = scope["path"]
             if path.startswith(WEBHOOKS_PREFIX):
                 name = path[len(WEBHOOKS_PREFIX) :]
-                label = name if name in self.settings.providers else "unknown"
-                gate = webhook_gate(self.settings, name)
+                gate = self.webhook_gates.get(name)
+                label = name
+                if gate is None:  # answered 404; metrics label every such name alike
+                    gate, label = webhook_gate(self.settings, name), "unknown"
                 await ingest(gw, self.deadlines, scope, receive, send, label, gate)
                 return
             if path == EVENTS_PATH:

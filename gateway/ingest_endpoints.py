@@ -36,7 +36,7 @@ from gateway.errors import (
     Unauthorized,
     UnknownProvider,
 )
-from gateway.settings import ServiceSettings, Settings
+from gateway.settings import ProviderSettings, ServiceSettings, Settings
 
 if TYPE_CHECKING:  # compose imports the inbox and settings; only the type is needed here
     from gateway.compose import Gateway
@@ -109,27 +109,27 @@ def authenticate(settings: Settings, authorization: str | None) -> ServiceSettin
     return found
 
 
+def webhook_shaper(provider: ProviderSettings) -> Shaper:
+    """Verify `provider`'s signature, then shape the event (built once per provider)."""
+    scheme = get_scheme(provider.scheme)
+    params = provider.params
+    id_ref, type_ref = scheme.id_ref(params), scheme.type_ref(params)
+
+    def shape(headers: Headers, body: bytes) -> Event:
+        scheme.verify(params, headers, body, time.time())
+        return webhook_event(provider.name, id_ref, type_ref, headers, body, datetime.now(UTC))
+
+    return shape
+
+
 def webhook_gate(settings: Settings, name: str) -> Gate:
-    """`POST /webhooks/{name}`: verify the provider's signature, then shape the event."""
+    """`POST /webhooks/{name}`: an unknown provider is refused before the body is read."""
+    shaper = webhook_shaper(settings.providers[name]) if name in settings.providers else None
 
     def gate(headers: Headers) -> Shaper:
-        provider = settings.providers.get(name)
-        if provider is None:
+        if shaper is None:
             raise UnknownProvider(f"no provider named {name!r} is configured")
-        scheme = get_scheme(provider.scheme)
-
-        def shape(headers: Headers, body: bytes) -> Event:
-            scheme.verify(provider.params, headers, body, time.time())
-            return webhook_event(
-                provider.name,
-                scheme.id_ref(provider.params),
-                scheme.type_ref(provider.params),
-                headers,
-                body,
-                datetime.now(UTC),
-            )
-
-        return shape
+        return shaper
 
     return gate
 

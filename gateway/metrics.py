@@ -74,7 +74,10 @@ class Histogram:
 
     def observe(self, value: float, **labels: str) -> None:
         key = tuple(sorted(labels.items()))
-        counts, totals = self.series.setdefault(key, ([0] * (len(self.buckets) + 1), [0.0]))
+        series = self.series.get(key)
+        if series is None:
+            series = self.series[key] = ([0] * (len(self.buckets) + 1), [0.0])
+        counts, totals = series
         counts[bisect.bisect_left(self.buckets, value)] += 1
         totals[0] += value
 
