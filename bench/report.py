@@ -48,7 +48,10 @@ def _at_least(name: str, value: float | None, goal: float) -> Target:
 
 
 def targets(
-    runs: dict[str, Any], ratio: dict[str, float | None], memory: dict[str, Any] | None
+    runs: dict[str, Any],
+    ratio: dict[str, float | None],
+    memory: dict[str, Any] | None,
+    settlement: dict[str, Any] | None = None,
 ) -> list[Target]:
     found = [
         _at_least("(b)/(a) new events", ratio["b_over_a_new"], 0.5),
@@ -73,7 +76,8 @@ def targets(
         found.append(
             Target(title, "within 10 %", growth, None if growth is None else abs(growth) <= 10)
         )
-    found.append(Target("settlement drain (gateway settle)", ">= 3000 events/s", None, None))
+    drained = (settlement or {}).get("events_per_s")
+    found.append(_at_least("settlement drain of 50,000 events (events/s)", drained, 3000.0))
     return found
 
 

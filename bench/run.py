@@ -128,6 +128,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="niceness of the relay process (default 10: acceptance first, the stream "
         "catches up; 0 competes equally)",
     )
+    p.add_argument(
+        "--settle-events",
+        type=int,
+        default=50_000,
+        help="backlog `gateway settle` drains (default 50000; --quick 2000; 0 skips)",
+    )
     p.add_argument("--drain-timeout-s", type=float, default=180.0)
     p.add_argument(
         "--quick", action="store_true", help="self-check: no soak, no probe, exit 1 on any fault"
@@ -146,6 +152,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.soak_s = 0
         args.hook_probe_s = 0
+        args.settle_events = min(args.settle_events, 2_000)
         args.drain_timeout_s = min(args.drain_timeout_s, 30.0)
     if args.output is None and not args.quick:
         args.output = DEFAULT_OUTPUT
@@ -570,10 +577,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["response_hook_probe"] = hook_probe(args, load, workdir)
         memory = soak(args, load, workdir, rate_b) if args.soak_s > 0 else None
         results["memory"] = memory
-        results["settlement"] = settlement_benchmark()
+        results["settlement"] = (
+            settlement_benchmark(args.settle_events) if args.settle_events > 0 else None
+        )
         ratio = report.ratios(runs)
         results["ratios"] = ratio
-        targets = report.targets(runs, ratio, memory)
+        targets = report.targets(runs, ratio, memory, results["settlement"])
         results["targets"] = [t.as_dict() for t in targets]
     finally:
         if args.keep_workdir:
