@@ -1,0 +1,38 @@
+"""`make bench` stays runnable: its self-check drives every server with wrk, checks the
+rows against the answers and the stream against the rows, and drains a small
+settlement backlog. Figures are not asserted (they belong to `make bench`), only that
+the harness ran and its correctness checks held."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bench_self_check_passes(tmp_path):
+    output = tmp_path / "results.json"
+    argv = [sys.executable, "-m", "bench.run", "--quick", "--duration", "2"]
+    argv += ["--settle-events", "500", "--output", str(output)]
+    done = subprocess.run(
+        argv,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "self-check passed" in done.stdout
+    results = json.loads(output.read_text())
+    assert set(results["runs"]) == {"bare", "batching", "no_batching"}
+    for run in ("batching", "no_batching"):
+        checks = results["runs"][run]["checks"]
+        assert checks and all(c["ok"] for c in checks), checks
+        assert results["runs"][run]["new"]["accepted"] > 0
+    settlement = results["settlement"]
+    assert settlement["events"] == 500
+    assert all(c["ok"] for c in settlement["checks"]), settlement["checks"]
