@@ -41,16 +41,14 @@ import redis
 from bench.procs import all_cpu_s, machine_busy_s
 from bench.servers import ROOT, Backend, Server, fresh_backend, gateway_config
 from bench.settlement_backlog import (
-    Payment,
-    expected_merchant_total,
     load_backlog,
     plan_payments,
 )
+from bench.settlement_report import TARGET_EVENTS_PER_S, table, verify
 from gateway import settings as settings_mod
 from tests.support.services import REDIS_URL, free_port
 
 BACKLOG_EVENTS = 50_000
-TARGET_EVENTS_PER_S = 3_000
 GATEWAY = [sys.executable, "-m", "gateway.cli"]
 
 
@@ -105,26 +103,6 @@ async def _wait_drained(
         await nc.close()
 
 
-async def _facts(dsn: str) -> dict[str, int]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        row = await conn.fetchrow(
-            "SELECT (SELECT count(*) FROM ledger_transfers) AS transfers,"
-            " (SELECT count(*) FROM settlements WHERE state = 'settled') AS settled,"
-            " (SELECT count(*) FROM settlements) AS settlements,"
-            " (SELECT count(*) FROM dlq_webhooks) AS dlq_rows,"
-            " (SELECT coalesce(sum(credits_posted - debits_posted), 0) FROM ledger_accounts"
-            "  WHERE code = 1) AS merchants_total"
-        )
-    finally:
-        await conn.close()
-    return {k: int(v) for k, v in dict(row or {}).items()}
-
-
-def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
-    return {"check": name, "ok": ok, "detail": detail}
-
-
 def _drop_cache(prefix: str) -> None:
     with contextlib.suppress(redis.RedisError):
         client = redis.Redis.from_url(REDIS_URL)
@@ -174,7 +152,9 @@ def settlement_benchmark(
                 out["backlog_load_s"] = round(time.monotonic() - started, 1)
                 print(f"  backlog recorded and published in {out['backlog_load_s']} s")
                 out.update(_drain(backend, settings, config, workdir, events, timeout_s, profile))
-                out["checks"] = _verify(backend, config, payments, settings, events)
+                out["checks"] = verify(
+                    backend, config, payments, settings.settlement.currency, GATEWAY
+                )
             finally:
                 stub.stop()
     finally:
@@ -183,6 +163,7 @@ def settlement_benchmark(
     out["passed"] = (
         all(c["ok"] for c in out["checks"]) and out["events_per_s"] >= TARGET_EVENTS_PER_S
     )
+    print(table(out))
     return out
 
 
@@ -254,61 +235,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def _verify(
-    backend: Backend,
-    config: Path,
-    payments: list[Payment],
-    settings: settings_mod.Settings,
-    events: int,
-) -> list[dict[str, Any]]:
-    facts = asyncio.run(_facts(backend.dsn))
-    expected = expected_merchant_total(payments, settings.settlement.currency)
-    ledger_check = subprocess.run(
-        [*GATEWAY, "ledger", "--config", str(config), "check"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return [
-        _check("one transfer per event", facts["transfers"] == events,
-               f"{facts['transfers']:,} transfers for {events:,} events"),
-        _check("every settlement settled", facts["settled"] == facts["settlements"] == events,
-               f"{facts['settled']:,} settled of {facts['settlements']:,} rows"),
-        _check("no dead letters", facts["dlq_rows"] == 0, f"{facts['dlq_rows']} DLQ rows"),
-        _check("gateway ledger check", ledger_check.returncode == 0,
-               (ledger_check.stdout or ledger_check.stderr).strip()),
-        _check("merchants hold captures minus refunds, converted once",
-               facts["merchants_total"] == expected,
-               f"{facts['merchants_total']:,} in the ledger, {expected:,} computed"),
-    ]  # fmt: skip
-
-
-def table(result: dict[str, Any]) -> str:
-    """The short summary printed after a run."""
-    rows = [
-        ("events (refunds)", f"{result['events']:,} ({result['refunds']:,})"),
-        ("wall time from worker start", f"{result['wall_s']} s"),
-        ("events/s (target >= 3,000)", f"{result['events_per_s']:,.0f}"),
-        ("events/s after start-up", f"{result['drain_events_per_s']:,.0f} "
-         f"(start-up {result['startup_s']} s)"),
-        ("worker CPU per event", f"{result['worker_cpu_us_per_event']} µs "
-         f"({result['worker_cpu_pct']} % of a core)"),
-        ("postgres CPU per event (this db)", f"{result['postgres_db_cpu_us_per_event']} µs"),
-        ("postgres / nats / machine CPU", f"{result['postgres_cpu_pct']} % / "
-         f"{result['nats_cpu_pct']} % / {result['machine_busy_pct']} % (200 % = 2 cores)"),
-    ]  # fmt: skip
-    width = max(len(r[0]) for r in rows)
-    lines = [f"{name:<{width}}  {value}" for name, value in rows]
-    lines += [
-        f"[{'ok' if c['ok'] else 'FAIL'}] {c['check']}: {c['detail']}" for c in result["checks"]
-    ]
-    verdict = "PASS" if result["passed"] else "FAIL"
-    lines.append(f"settlement target (>= {TARGET_EVENTS_PER_S:,} events/s, checks ok): {verdict}")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.settlement", description=__doc__.split("\n")[0]
@@ -322,7 +248,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     result = settlement_benchmark(args.events, refund_share=args.refund_share, profile=args.profile)
-    print(table(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0 if all(c["ok"] for c in result["checks"]) else 1

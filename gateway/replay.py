@@ -60,7 +60,7 @@ HandlerFactory = Callable[[ReplayContext], Awaitable[StageHandler]]
 
 _FACTORIES: dict[str, HandlerFactory] = {}
 # Modules that register the handler of their own stage when imported.
-_HANDLER_MODULES = ("gateway.replay_ingest", "gateway.worker")
+_HANDLER_MODULES = ("gateway.replay_ingest", "gateway.replay_settlement")
 
 
 def register_stage_handler_factory(stage: str, factory: HandlerFactory) -> None:

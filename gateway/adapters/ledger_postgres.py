@@ -4,14 +4,15 @@ Same semantics and result codes as TigerBeetle (see `core.ledger`), so `make run
 settle with no extra server and one contract suite covers both backends. A batch is one
 transaction: its accounts are locked with `SELECT ... FOR UPDATE` in id order (so two
 batches never wait on each other in a cycle), every transfer is checked against the
-locked balances, and the balances are written back before the commit.
+locked balances (`core.ledger_rules`), the accepted ones are inserted with one statement,
+and the balances are written back before the commit. A whole batch costs about as many
+round trips as a single transfer, which is what lets the worker post a fetch at a time.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -20,12 +21,19 @@ import asyncpg
 from gateway.adapters.postgres import Conn, Pool, translate_errors
 from gateway.core.ledger import (
     ID_BURNING_RESULTS,
-    ID_MAX,
     AccountSpec,
     Balance,
     LedgerTotals,
     LedgerTransfer,
     TransferResult,
+)
+from gateway.core.ledger_rules import (
+    AccountState,
+    TransferFields,
+    apply_transfer,
+    compare,
+    decide,
+    transfer_fields,
 )
 from gateway.errors import DatabaseUnavailable, LedgerIdCollision, LedgerUnavailable
 
@@ -72,35 +80,7 @@ _BURN_ID = """
     ON CONFLICT (id) DO NOTHING RETURNING id"""
 
 
-@dataclass
-class _Account:
-    """A locked account's limits and running totals while a batch is checked."""
-
-    ledger: int
-    debits_limited: bool  # debits_must_not_exceed_credits
-    credits_limited: bool  # credits_must_not_exceed_debits
-    debits_posted: int
-    credits_posted: int
-    touched: bool = False
-
-
-#: What must match for a repost to be `EXISTS` rather than a collision.
-_Fields = tuple[int, int, int, int, int, str, Decimal]
-
-
-def _fields(t: LedgerTransfer) -> _Fields:
-    return (
-        t.debit_account_id,
-        t.credit_account_id,
-        t.amount_minor,
-        t.ledger,
-        int(t.code),
-        t.settlement_id,
-        t.rate_at_payment,
-    )
-
-
-def _row_fields(row: asyncpg.Record) -> _Fields:
+def _row_fields(row: asyncpg.Record) -> TransferFields:
     return (
         int(row["debit_account_id"]),
         int(row["credit_account_id"]),
@@ -211,7 +191,7 @@ async def _post(
     #    what concurrent posters to these accounts committed before us.
     account_ids = sorted({a for t in transfers for a in (t.debit_account_id, t.credit_account_id)})
     accounts = {
-        int(r["id"]): _Account(
+        int(r["id"]): AccountState(
             ledger=int(r["ledger"]),
             debits_limited=r["debits_must_not_exceed_credits"],
             credits_limited=r["credits_must_not_exceed_debits"],
@@ -233,10 +213,10 @@ async def _post(
     results: list[TransferResult] = []
     created: list[LedgerTransfer] = []
     for t in transfers:
-        result = _decide(t, accounts, existing, failed)
+        result = decide(t, accounts, existing, failed)
         if result is TransferResult.CREATED:
             if bulk:
-                _apply(t, accounts, existing)
+                apply_transfer(t, accounts, existing)
                 created.append(t)
             else:
                 result = await _insert(conn, t, accounts, existing)
@@ -262,7 +242,10 @@ async def _post(
 
 
 async def _insert(
-    conn: Conn, t: LedgerTransfer, accounts: dict[int, _Account], existing: dict[int, _Fields]
+    conn: Conn,
+    t: LedgerTransfer,
+    accounts: dict[int, AccountState],
+    existing: dict[int, TransferFields],
 ) -> TransferResult:
     """Insert a transfer that passed every check, and move the locked balances."""
     inserted = await conn.fetchval(_INSERT_TRANSFER, *_row_params(t))
@@ -270,22 +253,13 @@ async def _insert(
         # A concurrent batch on other accounts committed this id after our look-up.
         rows = await conn.fetch(_SELECT_TRANSFERS, [str(t.id)])
         existing[t.id] = _row_fields(rows[0])
-        return _compare(t, existing[t.id])
-    _apply(t, accounts, existing)
+        return compare(t, existing[t.id])
+    apply_transfer(t, accounts, existing)
     return TransferResult.CREATED
 
 
-def _apply(t: LedgerTransfer, accounts: dict[int, _Account], existing: dict[int, _Fields]) -> None:
-    """Move the locked balances for an accepted transfer, and remember its id."""
-    existing[t.id] = _fields(t)
-    debit, credit = accounts[t.debit_account_id], accounts[t.credit_account_id]
-    debit.debits_posted += t.amount_minor
-    credit.credits_posted += t.amount_minor
-    debit.touched = credit.touched = True
-
-
 def _row_params(t: LedgerTransfer) -> tuple[Any, ...]:
-    return (t.id, *_fields(t))
+    return (t.id, *transfer_fields(t))
 
 
 def _bulk_params(t: LedgerTransfer) -> tuple[Any, ...]:
@@ -297,40 +271,3 @@ def _bulk_params(t: LedgerTransfer) -> tuple[Any, ...]:
 
 def _balance(row: asyncpg.Record) -> Balance:
     return Balance(int(row["id"]), int(row["debits_posted"]), int(row["credits_posted"]))
-
-
-def _compare(t: LedgerTransfer, found: _Fields) -> TransferResult:
-    if found == _fields(t):
-        return TransferResult.EXISTS
-    return TransferResult.EXISTS_WITH_DIFFERENT_FIELDS
-
-
-def _decide(
-    t: LedgerTransfer,
-    accounts: dict[int, _Account],
-    existing: dict[int, _Fields],
-    failed: set[int],
-) -> TransferResult:
-    """TigerBeetle's checks for one transfer, in its order of precedence."""
-    if t.id in existing:
-        return _compare(t, existing[t.id])
-    if t.id in failed:
-        return TransferResult.ID_ALREADY_FAILED
-    if t.debit_account_id == t.credit_account_id:
-        return TransferResult.ACCOUNTS_MUST_BE_DIFFERENT
-    debit = accounts.get(t.debit_account_id)
-    if debit is None:
-        return TransferResult.DEBIT_ACCOUNT_NOT_FOUND
-    credit = accounts.get(t.credit_account_id)
-    if credit is None:
-        return TransferResult.CREDIT_ACCOUNT_NOT_FOUND
-    if debit.ledger != credit.ledger or t.ledger != debit.ledger:
-        return TransferResult.LEDGER_MISMATCH
-    amount = t.amount_minor
-    if debit.debits_posted + amount > ID_MAX or credit.credits_posted + amount > ID_MAX:
-        return TransferResult.REJECTED  # TigerBeetle's overflows_debits / overflows_credits
-    if debit.debits_limited and debit.debits_posted + amount > debit.credits_posted:
-        return TransferResult.EXCEEDS_CREDITS
-    if credit.credits_limited and credit.credits_posted + amount > credit.debits_posted:
-        return TransferResult.EXCEEDS_DEBITS
-    return TransferResult.CREATED
