@@ -115,7 +115,7 @@ class SettlementSettings:
     currency: str = "USD"  # the ledger currency every amount is converted to
     consumer: str = "settlement"  # the durable JetStream consumer's name
     batch_size: int = 128  # messages fetched at once
-    concurrency: int = 32  # messages settled at the same time
+    concurrency: int = 32  # messages of a batch settled one by one at the same time
     ack_wait_s: float = 30.0  # redelivery after a worker died mid-message
     metrics_port: int = 9102  # `gateway settle` serves /metrics here (0 = off)
     retry_delays_s: tuple[float, ...] = (5.0, 30.0, 120.0)  # the consumer default
