@@ -241,23 +241,12 @@ class SettlementWorker:
             log.error("critical alert not delivered", extra={"error": type(exc).__name__})
 
 
-def _use_uvloop() -> None:
-    """Run on uvloop, as `gateway serve` does, when it is installed (uvicorn[standard]
-    brings it): the worker spends much of its time in the event loop and socket I/O."""
-    try:
-        import uvloop
-    except ImportError:
-        return
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-
-
 def cmd_settle(args: argparse.Namespace) -> int:
     from gateway import settings as settings_mod
     from gateway.cli import run_until_signalled
 
     settings = settings_mod.load(args.config)
     parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up, not a task
-    _use_uvloop()
 
     async def main() -> None:
         async with settlement_parts(settings) as parts:
