@@ -18,8 +18,9 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import PubAck, StorageType, StreamConfig
+from nats.js.api import StorageType, StreamConfig
 
+from gateway.adapters.jetstream_publish import NATS_ERRORS, PipelinedPublisher
 from gateway.adapters.webhook_store import StoredEvent
 from gateway.errors import BrokerUnavailable
 from gateway.settings import NatsSettings
@@ -28,8 +29,7 @@ log = logging.getLogger("gateway.nats")
 
 STREAM_SUBJECTS = ["webhooks.>", "events.>"]
 
-# Every library error that means "the message may not have reached the stream".
-_NATS_ERRORS = (nats.errors.Error, OSError, TimeoutError)
+_NATS_ERRORS = NATS_ERRORS
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ class JetStreamBroker:
         self._js: JetStreamContext | None = None
         self._connector: asyncio.Task[None] | None = None
         self._stream_ready = asyncio.Event()
+        self._publisher: PipelinedPublisher | None = None
 
     @property
     def connected(self) -> bool:
@@ -158,38 +159,16 @@ class JetStreamBroker:
         A row counts as acknowledged only on a PubAck from the stream; anything else,
         including a timeout, leaves it for the outbox relay.
         """
-        js = self._js
-        if js is None or not self.connected:
+        nc = self._nc
+        if nc is None or not self.connected:
             return PublishResult([], [s.webhook_id for s in events])
-        futures: list[tuple[int, asyncio.Future[PubAck] | None]] = []
-        for stored in events:
-            try:
-                future: asyncio.Future[PubAck] | None = await js.publish_async(
-                    stored.event.subject or "",
-                    stored.event.body,
-                    wait_stall=timeout_s,
-                    headers=message_headers(stored),
-                )
-            except _NATS_ERRORS:
-                future = None
-            futures.append((stored.webhook_id, future))
-        acked, failed = [], []
-        pending = [f for _, f in futures if f is not None]
-        if pending:
-            await asyncio.wait(pending, timeout=timeout_s)
-        for webhook_id, future in futures:
-            if (
-                future is not None
-                and future.done()
-                and not future.cancelled()
-                and future.exception() is None
-            ):
-                acked.append(webhook_id)
-            else:
-                if future is not None and not future.done():
-                    future.cancel()
-                failed.append(webhook_id)
-        return PublishResult(acked, failed)
+        if self._publisher is None:
+            self._publisher = PipelinedPublisher(nc, message_headers)
+        acked = await self._publisher.publish(events, timeout_s)
+        return PublishResult(
+            [s.webhook_id for s, ok in zip(events, acked, strict=True) if ok],
+            [s.webhook_id for s, ok in zip(events, acked, strict=True) if not ok],
+        )
 
     async def ping(self, timeout_s: float = 1.0) -> bool:
         """True if the server answers a round trip now."""
