@@ -28,6 +28,11 @@ class Target:
         return {"name": self.name, "goal": self.goal, "value": value, "status": status}
 
 
+def check(name: str, ok: bool, detail: str) -> dict[str, Any]:
+    """One correctness check of a run, as results.json records it."""
+    return {"check": name, "ok": ok, "detail": detail}
+
+
 def _rps(runs: dict[str, Any], run: str, pass_name: str) -> float | None:
     found = runs.get(run, {}).get(pass_name)
     return None if found is None else float(found["rps"])

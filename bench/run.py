@@ -42,9 +42,11 @@ from typing import Any
 from bench import report
 from bench.events import RequestSet, new_tag, write_requests
 from bench.procs import CpuMeter, RssSampler, machine_busy_s, tree_rss_kib
+from bench.report import check
 from bench.servers import (
     ROOT,
     STRIPE_SECRET,
+    STRIPE_TOLERANCE_S,
     Backend,
     Server,
     bare_server,
@@ -61,7 +63,6 @@ from tests.support.services import nats_server_binary
 
 DEFAULT_OUTPUT = Path(__file__).with_name("results.json")
 SOAK_CHUNK_S = 60  # pre-signed pools are regenerated per chunk: fresh timestamps, bounded files
-STRIPE_TOLERANCE_S = 300  # servers.gateway_config sets this; passes must fit inside it
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -242,10 +243,6 @@ def drain(backend: Backend, timeout_s: float) -> dict[str, Any]:
     time.sleep(1.0)
     waited_s, left = wait_published(backend.dsn, timeout_s)
     return {"outbox_drain_s": round(waited_s, 1), "unpublished_left": left}
-
-
-def check(name: str, ok: bool, detail: str) -> dict[str, Any]:
-    return {"check": name, "ok": ok, "detail": detail}
 
 
 def load_checks(new: WrkResult, dup: WrkResult) -> list[dict[str, Any]]:

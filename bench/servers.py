@@ -24,6 +24,7 @@ import asyncpg
 import httpx
 
 from gateway.adapters.postgres import migrate
+from tests.support.config_file import write_toml
 from tests.support.services import (
     NatsServer,
     create_database,
@@ -34,6 +35,7 @@ from tests.support.services import (
 
 ROOT = Path(__file__).resolve().parents[1]
 STRIPE_SECRET = "whsec_bench_stripe_secret"  # a benchmark-only value, never a real secret
+STRIPE_TOLERANCE_S = 300  # the signature window; a pass must fit inside it
 
 
 @dataclass(frozen=True)
@@ -61,37 +63,26 @@ def fresh_backend() -> Iterator[Backend]:
         asyncio.run(drop_database(name))
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def gateway_config(backend: Backend, port: int, settings: dict[str, dict[str, Any]]) -> str:
+def write_gateway_config(
+    path: Path, backend: Backend, port: int, settings: dict[str, dict[str, Any]]
+) -> Path:
     """A gateway.toml for one run: its own database and NATS, one Stripe provider, and
     `settings` (sections such as `ingest` and `outbox`) over the shipped defaults."""
-    sections: dict[str, dict[str, Any]] = {
+    doc: dict[str, dict[str, Any]] = {
         "database": {"url": backend.dsn},
         "nats": {"url": backend.nats.url},
         "http": {"host": "127.0.0.1", "port": port},
     }
     for name, values in settings.items():
-        sections[name] = {**sections.get(name, {}), **values}
-    lines = []
-    for name, values in sections.items():
-        lines.append(f"[{name}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in values.items())
-    lines += [
-        "[providers.stripe]",
-        'scheme = "stripe"',
-        f"secrets = [{_toml_value(STRIPE_SECRET)}]",
-        "tolerance_s = 300",
-    ]
-    return "\n".join(lines) + "\n"
+        doc[name] = {**doc.get(name, {}), **values}
+    doc["providers"] = {
+        "stripe": {
+            "scheme": "stripe",
+            "secrets": [STRIPE_SECRET],
+            "tolerance_s": STRIPE_TOLERANCE_S,
+        }
+    }
+    return write_toml(path, doc)
 
 
 class Server:
@@ -192,7 +183,7 @@ def gateway_server(
     (run at `relay_nice`: acceptance first, the stream catches up)."""
     port = free_port()
     config = workdir / f"{label}.toml"
-    config.write_text(gateway_config(backend, port, settings), encoding="utf-8")
+    write_gateway_config(config, backend, port, settings)
     argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
     argv += ["--port", str(port), "--workers", str(workers)]
     sidecars = []

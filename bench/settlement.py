@@ -39,7 +39,7 @@ import nats
 import redis
 
 from bench.procs import all_cpu_s, machine_busy_s
-from bench.servers import ROOT, Backend, Server, fresh_backend, gateway_config
+from bench.servers import ROOT, Backend, Server, fresh_backend, write_gateway_config
 from bench.settlement_backlog import (
     load_backlog,
     plan_payments,
@@ -144,7 +144,7 @@ def settlement_benchmark(
                     "settlement": {"metrics_port": 0},
                 }
                 config = workdir / "settle.toml"
-                config.write_text(gateway_config(backend, free_port(), sections), "utf-8")
+                write_gateway_config(config, backend, free_port(), sections)
                 settings = settings_mod.load(str(config))
                 started = time.monotonic()
                 asyncio.run(load_backlog(settings, payments))

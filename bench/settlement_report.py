@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 
+from bench.report import check
 from bench.servers import ROOT, Backend
 from bench.settlement_backlog import Payment, expected_merchant_total
 
@@ -31,10 +32,6 @@ async def _facts(dsn: str) -> dict[str, int]:
     return {k: int(v) for k, v in dict(row or {}).items()}
 
 
-def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
-    return {"check": name, "ok": ok, "detail": detail}
-
-
 def verify(
     backend: Backend,
     config: Path,
@@ -55,14 +52,14 @@ def verify(
         check=False,
     )
     return [
-        _check("one transfer per event", facts["transfers"] == events,
+        check("one transfer per event", facts["transfers"] == events,
                f"{facts['transfers']:,} transfers for {events:,} events"),
-        _check("every settlement settled", facts["settled"] == facts["settlements"] == events,
+        check("every settlement settled", facts["settled"] == facts["settlements"] == events,
                f"{facts['settled']:,} settled of {facts['settlements']:,} rows"),
-        _check("no dead letters", facts["dlq_rows"] == 0, f"{facts['dlq_rows']} DLQ rows"),
-        _check("gateway ledger check", ledger_check.returncode == 0,
+        check("no dead letters", facts["dlq_rows"] == 0, f"{facts['dlq_rows']} DLQ rows"),
+        check("gateway ledger check", ledger_check.returncode == 0,
                (ledger_check.stdout or ledger_check.stderr).strip()),
-        _check("merchants hold captures minus refunds, converted once",
+        check("merchants hold captures minus refunds, converted once",
                facts["merchants_total"] == expected,
                f"{facts['merchants_total']:,} in the ledger, {expected:,} computed"),
     ]  # fmt: skip

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.harness import FULL, Scenario, base_doc
+from chaos.harness import FULL, Scenario, base_doc, merge
 from chaos.services import NatsNode, PgCluster
 from gateway.adapters.postgres import migrate
 from tests.support.stub import Stub
@@ -74,9 +74,7 @@ def make_scenario(
         audit_nats_url: str | None = None,
         **sections: dict[str, object],
     ) -> Scenario:
-        doc = base_doc(database_url, nats_url, redis_url, stub.url)
-        for key, values in sections.items():
-            doc[key] = {**doc.get(key, {}), **values}
+        doc = merge(base_doc(database_url, nats_url, redis_url, stub.url), **sections)
         workdir = tmp_path / name
         workdir.mkdir()
         scenario = Scenario(

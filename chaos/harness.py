@@ -20,11 +20,12 @@ import pytest
 from chaos.audit import AuditResult, audit, judge
 from chaos.loadgen import LoadGen, LoadRecord
 from chaos.observe import Observed, read_database
-from chaos.procs import GatewayProcess, write_toml
+from chaos.procs import GatewayProcess
 from chaos.workload import MERCHANTS, LoadSpec, providers_config
 from gateway.adapters.ledger_postgres import PostgresLedger
 from gateway.adapters.postgres import open_pool
 from gateway.core.settlement import merchant_account
+from tests.support.config_file import write_toml
 from tests.support.services import free_port
 
 RESULTS_DIR = Path(os.environ.get("CHAOS_RESULTS_DIR", ".data/chaos"))

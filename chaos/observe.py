@@ -7,9 +7,7 @@ so several runs can share a database without reading each other's rows.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +17,8 @@ import nats
 import nats.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
+from chaos.procs import GATEWAY, clean_env
+
 Key = tuple[str, str]  # (provider, event_id)
 
 
@@ -101,8 +100,7 @@ async def read_stream(nats_url: str, stream: str, run: str) -> Counter[Key]:
 
 def ledger_check(config_path: Path, database_url: str) -> tuple[bool, str]:
     """Run `gateway ledger check` against `database_url` (bypassing any proxy)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    env["GATEWAY_DATABASE_URL"] = database_url
+    env = clean_env(GATEWAY_DATABASE_URL=database_url)
     done = subprocess.run(
         [GATEWAY, "--log-level", "ERROR", "ledger", "--config", str(config_path), "check"],
         capture_output=True,

@@ -18,30 +18,6 @@ import orjson
 GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return orjson.dumps(value).decode()  # a JSON string is a valid TOML basic string
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return str(value)
-
-
-def write_toml(path: Path, doc: dict[str, dict[str, Any]]) -> Path:
-    """A TOML file for `doc` (two levels of tables, as the gateway's config has)."""
-    lines: list[str] = []
-    for section, values in doc.items():
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if not isinstance(v, dict)]
-        for name, table in values.items():
-            if isinstance(table, dict):
-                lines.append(f"[{section}.{name}]")
-                lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment without any GATEWAY_* override, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}

@@ -113,8 +113,7 @@ async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[O
     async with open_pool(settings.database_url, max_size=4) as pool:
         broker = JetStreamBroker(settings.nats, name="gateway-relay")
         await broker.start()
-        age_s = settings.outbox.relay_after_s if settings.outbox.inline else 0.0
-        relay = OutboxRelay(pool, broker, settings.outbox, metrics, older_than_s=age_s)
+        relay = OutboxRelay(pool, broker, settings.outbox, metrics)
         await relay.start()
         try:
             yield relay

@@ -138,15 +138,15 @@ class OutboxRelay:
         settings: OutboxSettings,
         metrics: Metrics,
         inline: InlinePublisher | None = None,
-        older_than_s: float | None = None,
     ) -> None:
         self._pool = pool
         self._broker = broker
         self._settings = settings
         self._metrics = metrics
         self._inline = inline
-        # Rows younger than this are left to the inline publisher that committed them.
-        self._age_s = settings.relay_after_s if older_than_s is None else older_than_s
+        # Rows younger than this are left to the inline publisher that committed them;
+        # without inline publishing, the relay is the only publisher and takes them all.
+        self._age_s = settings.relay_after_s if settings.inline else 0.0
         self._task: asyncio.Task[None] | None = None
 
     async def sweep(self, older_than_s: float | None = None) -> int:

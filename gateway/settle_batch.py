@@ -201,12 +201,12 @@ async def _settle_together(
     items = [item for item in items if item.transfer is not None]
 
     async def post(todo: list[_Item]) -> None:
-        answers = await settler.ledger.post([item.transfer for item in todo if item.transfer])
+        transfers = [item.transfer for item in todo if item.transfer is not None]
+        answers = await settler.ledger.post(transfers)
         posted: list[tuple[_Item, TransferResult]] = []
-        for item, answer in zip(todo, answers, strict=True):
+        for item, transfer, answer in zip(todo, transfers, answers, strict=True):
             try:
-                if item.transfer is not None:
-                    posted.append((item, interpret(answer, item.transfer)))
+                posted.append((item, interpret(answer, transfer)))
             except Exception as exc:
                 results[item.index] = exc
         if not await step(lambda done: _mark_settled(settler, done), [i for i, _ in posted]):

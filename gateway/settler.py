@@ -156,7 +156,7 @@ class Settler:
 
     async def settle(self, event: Event, attempt: int) -> SettleOutcome:
         """Settle `event` (delivery number `attempt`); raise a `GatewayError` on failure."""
-        instruction = instruction_for(event, self._schemes)
+        instruction = self.instruction(event)
         if instruction is None:
             return SettleOutcome.IGNORED
         tid = transfer_id(instruction)
@@ -208,7 +208,7 @@ class Settler:
     async def record_failure(self, event: Event, error: BaseException, final: bool) -> None:
         """Note a failed attempt on the settlement row (failed when `final`)."""
         try:
-            instruction = instruction_for(event, self._schemes)
+            instruction = self.instruction(event)
         except GatewayError:
             return  # the payload itself is bad: there is no settlement row to update
         if instruction is None:

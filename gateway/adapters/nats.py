@@ -29,8 +29,6 @@ log = logging.getLogger("gateway.nats")
 
 STREAM_SUBJECTS = ["webhooks.>", "events.>"]
 
-_NATS_ERRORS = NATS_ERRORS
-
 
 @dataclass(frozen=True)
 class PublishResult:
@@ -89,7 +87,7 @@ class JetStreamBroker:
                     disconnected_cb=self._on_disconnected,
                     error_cb=self._on_error,
                 )
-            except _NATS_ERRORS as exc:
+            except NATS_ERRORS as exc:
                 log.warning(
                     "nats connect failed, retrying",
                     extra={"error": type(exc).__name__, "delay_s": delay_s},
@@ -138,7 +136,7 @@ class JetStreamBroker:
                 await self._js.add_stream(config)
             else:
                 await self._js.update_stream(config)
-        except _NATS_ERRORS as exc:
+        except NATS_ERRORS as exc:
             raise BrokerUnavailable(f"cannot create stream: {type(exc).__name__}") from exc
 
     async def _on_reconnected(self) -> None:
@@ -165,10 +163,10 @@ class JetStreamBroker:
         if self._publisher is None:
             self._publisher = PipelinedPublisher(nc, message_headers)
         acked = await self._publisher.publish(events, timeout_s)
-        return PublishResult(
-            [s.webhook_id for s, ok in zip(events, acked, strict=True) if ok],
-            [s.webhook_id for s, ok in zip(events, acked, strict=True) if not ok],
-        )
+        result = PublishResult([], [])
+        for stored, ok in zip(events, acked, strict=True):
+            (result.acked if ok else result.failed).append(stored.webhook_id)
+        return result
 
     async def ping(self, timeout_s: float = 1.0) -> bool:
         """True if the server answers a round trip now."""
@@ -176,7 +174,7 @@ class JetStreamBroker:
             return False
         try:
             await self._nc.flush(timeout=max(1, int(timeout_s)))
-        except _NATS_ERRORS:
+        except NATS_ERRORS:
             return False
         return True
 
@@ -190,7 +188,7 @@ class JetStreamBroker:
         if self._nc is not None:
             # flush, not drain: drain waits out open pull requests (up to 30 s), and every
             # publish that matters has already been acknowledged or left to the outbox.
-            with contextlib.suppress(*_NATS_ERRORS):
+            with contextlib.suppress(*NATS_ERRORS):
                 await self._nc.flush(timeout=2)
-            with contextlib.suppress(*_NATS_ERRORS):
+            with contextlib.suppress(*NATS_ERRORS):
                 await self._nc.close()
