@@ -27,6 +27,7 @@ from gateway.core.ledger import Ledger
 from gateway.core.retry import RetryPolicy
 from gateway.inbox import DirectInbox, GroupCommitInbox
 from gateway.metrics import Metrics
+from gateway.recorded_keys import RecordedKeys, RememberingInbox
 from gateway.relay import InlinePublisher, OutboxRelay
 from gateway.settings import Settings
 from gateway.settler import Settler
@@ -41,7 +42,7 @@ class Gateway:
     settings: Settings
     pool: asyncpg.Pool
     broker: JetStreamBroker
-    inbox: GroupCommitInbox | DirectInbox
+    inbox: RememberingInbox
     publisher: InlinePublisher
     relay: OutboxRelay
     metrics: Metrics
@@ -70,12 +71,14 @@ async def running_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             if inline:
                 publisher.submit(stored)
 
-        inbox: GroupCommitInbox | DirectInbox
+        gate: GroupCommitInbox | DirectInbox
         if settings.ingest.batching:
-            inbox = GroupCommitInbox(pool, settings.ingest, on_committed)
-            await inbox.start()
+            gate = GroupCommitInbox(pool, settings.ingest, on_committed)
+            await gate.start()
         else:
-            inbox = DirectInbox(pool, on_committed)
+            gate = DirectInbox(pool, on_committed)
+        keys = RecordedKeys(settings.ingest.remembered_keys)
+        inbox = RememberingInbox(gate, keys, metrics.duplicates_from_memory_total)
         relay = OutboxRelay(pool, broker, settings.outbox, metrics, inline=publisher)
         await relay.start(sweep=inline)  # without sweeping it still keeps the gauges fresh
         # DLQ gauges and the in-process alerts (thresholds every interval, once per episode).

@@ -104,6 +104,10 @@ class Metrics:
         self.request_seconds = Histogram(
             "gateway_request_seconds", "Time to answer an ingestion request."
         )
+        self.duplicates_from_memory_total = Counter(
+            "gateway_duplicates_from_memory_total",
+            "Repeats answered 'duplicate' from this process's memory of committed rows.",
+        )
         self.outbox_pending = Gauge(
             "gateway_outbox_pending", "Recorded events not yet confirmed by JetStream."
         )

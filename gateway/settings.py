@@ -20,7 +20,9 @@ from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
 
 # Settings where zero is meaningful (turns a wait or a listener off) rather than a mistake.
-_ZERO_OK = frozenset({"batch_window_us", "relay_after_s", "cluster_id", "metrics_port"})
+_ZERO_OK = frozenset(
+    {"batch_window_us", "relay_after_s", "cluster_id", "metrics_port", "remembered_keys"}
+)
 SCHEME_NAMES = ("stripe", "standard", "github", "shopify", "paddle", "hmac")
 CONFIG_ENV = "GATEWAY_CONFIG"
 
@@ -69,6 +71,9 @@ class IngestSettings:
     writers: int = 4
     queue_max: int = 10_000
     commit_timeout_s: float = 5.0
+    # Keys whose rows this process saw committed, so a repeat is answered without a round
+    # trip (`gateway.recorded_keys`); about 135 bytes each; 0 = every repeat asks PostgreSQL.
+    remembered_keys: int = 200_000
 
 
 @dataclass(frozen=True)
