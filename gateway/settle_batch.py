@@ -34,9 +34,10 @@ from gateway.core.settlement import (
     SettlementKind,
     SettlementState,
     build_transfer,
+    merchant_to_post,
     transfer_id,
 )
-from gateway.errors import MissingField, TransientError
+from gateway.errors import TransientError
 from gateway.settler import SettleOutcome, Settler, check_same, log_settled
 
 log = logging.getLogger("gateway.settle")
@@ -230,14 +231,8 @@ async def _mark_settled(settler: Settler, items: list[_Item]) -> None:
 
 def _merchant(instruction: SettlementInstruction, captures: dict[str, store.SettlementRow]) -> str:
     """The merchant to post for; "" for a refund whose payment has not settled."""
-    if instruction.kind is REFUND:
-        capture = captures.get(instruction.settlement_id)
-        if capture is None or capture.state is not SettlementState.SETTLED:
-            return ""
-        return instruction.merchant_id or capture.merchant_id
-    if not instruction.merchant_id:
-        raise MissingField("merchant_id")
-    return instruction.merchant_id
+    capture = captures.get(instruction.settlement_id)
+    return merchant_to_post(instruction, capture.settled_merchant if capture else None) or ""
 
 
 async def _convert(settler: Settler, items: list[_Item], results: list[Result | None]) -> None:

@@ -32,12 +32,12 @@ from gateway.core.settlement import (
     from_internal,
     from_stripe,
     merchant_account_id,
+    merchant_to_post,
     transfer_id,
 )
 from gateway.errors import (
     GatewayError,
     LedgerIdCollision,
-    MissingField,
     PaymentNotSettled,
     RetriesExhausted,
     RetryScheduled,
@@ -223,17 +223,16 @@ class Settler:
                 await store.note_failure(conn, transfer_id(instruction), error_class)
 
     async def _merchant(self, conn: Conn, instruction: SettlementInstruction) -> str:
+        capture = None
         if instruction.kind is SettlementKind.REFUND:
             capture = await store.capture_of(conn, instruction.settlement_id)
-            if capture is None or capture.state is not SettlementState.SETTLED:
-                # The payment's event may still be on its way: transient, DLQ after the schedule.
-                raise PaymentNotSettled(
-                    f"refund of {instruction.settlement_id!r} before its payment settled"
-                )
-            return instruction.merchant_id or capture.merchant_id
-        if not instruction.merchant_id:
-            raise MissingField("merchant_id")
-        return instruction.merchant_id
+        merchant = merchant_to_post(instruction, capture.settled_merchant if capture else None)
+        if merchant is None:
+            # The payment's event may still be on its way: transient, DLQ after the schedule.
+            raise PaymentNotSettled(
+                f"refund of {instruction.settlement_id!r} before its payment settled"
+            )
+        return merchant
 
     async def require_account(self, merchant: str) -> None:
         """Raise `UnknownMerchant` unless the merchant's account exists.

@@ -81,6 +81,11 @@ class SettlementRow:
     rate_at_payment: Decimal | None
     attempts: int
 
+    @property
+    def settled_merchant(self) -> str | None:
+        """The merchant, once settled: a refund may only follow a settled payment."""
+        return self.merchant_id if self.state is SettlementState.SETTLED else None
+
 
 def _row(record: asyncpg.Record) -> SettlementRow:
     # Numerics are read (and sent) as text: asyncpg's binary numeric codec costs a few

@@ -129,6 +129,25 @@ def from_internal(event_type: str, doc: Any) -> SettlementInstruction | None:
     )
 
 
+def merchant_to_post(
+    instruction: SettlementInstruction, settled_payment_merchant: str | None
+) -> str | None:
+    """The merchant whose account the transfer moves money for.
+
+    A capture names its merchant (`MissingField` otherwise). A refund belongs to the
+    merchant of the payment it reverses, and only once that payment has settled:
+    `settled_payment_merchant` is that payment's merchant then, None before. None comes
+    back for a refund whose payment has not settled; the caller decides whether to wait.
+    """
+    if instruction.kind is SettlementKind.REFUND:
+        if settled_payment_merchant is None:
+            return None
+        return instruction.merchant_id or settled_payment_merchant
+    if not instruction.merchant_id:
+        raise MissingField("merchant_id")
+    return instruction.merchant_id
+
+
 # --- deterministic ids -------------------------------------------------------------------
 
 

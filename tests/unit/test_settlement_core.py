@@ -21,6 +21,7 @@ from gateway.core.settlement import (
     ledger_number,
     merchant_account,
     merchant_account_id,
+    merchant_to_post,
     settlement_ref,
     transfer_id,
 )
@@ -389,3 +390,37 @@ def test_refund_moves_merchant_to_clearing_with_the_payments_merchant() -> None:
     assert t.debit_account_id == merchant_account_id("m_42", "USD")
     assert t.credit_account_id == clearing_account_id("stripe", "USD")
     assert t.code is TransferCode.REFUND
+
+
+def _instruction(kind: SettlementKind, merchant_id: str | None) -> SettlementInstruction:
+    return SettlementInstruction(
+        settlement_id="pi_1",
+        kind=kind,
+        merchant_id=merchant_id,
+        amount_minor=100,
+        currency="EUR",
+        refund_id="re_1" if kind is SettlementKind.REFUND else None,
+        source_event_id="evt_1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "named", "settled_payment_merchant", "expected"),
+    [
+        (SettlementKind.CAPTURE, "m_1", None, "m_1"),
+        (SettlementKind.CAPTURE, "m_1", "m_other", "m_1"),  # a capture names its own
+        (SettlementKind.REFUND, None, "m_1", "m_1"),  # taken from the settled payment
+        (SettlementKind.REFUND, "m_2", "m_1", "m_2"),  # named: kept (a mismatch is a collision)
+        (SettlementKind.REFUND, "m_2", None, None),  # payment not settled: wait
+        (SettlementKind.REFUND, None, None, None),
+    ],
+)
+def test_merchant_to_post(kind, named, settled_payment_merchant, expected):
+    instruction = _instruction(kind, named)
+    assert merchant_to_post(instruction, settled_payment_merchant) == expected
+
+
+@pytest.mark.parametrize("named", [None, ""])
+def test_capture_without_merchant_is_refused(named):
+    with pytest.raises(MissingField):
+        merchant_to_post(_instruction(SettlementKind.CAPTURE, named), "m_1")
