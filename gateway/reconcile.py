@@ -27,7 +27,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 import nats
@@ -36,11 +35,12 @@ import orjson
 from nats.js import JetStreamContext
 
 from gateway import settings as settings_mod
+from gateway.adapters import settlement_store as store
 from gateway.adapters.nats import message_headers
 from gateway.adapters.postgres import Conn, connection, open_pool, translate_errors
 from gateway.adapters.webhook_store import StoredEvent, stored_event
 from gateway.core.model import Event, subject_allowed
-from gateway.core.settlement import transfer_id
+from gateway.core.settlement import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
 from gateway.settings import Settings
 from gateway.settler import instruction_for
@@ -65,10 +65,6 @@ WHERE pw.published_at IS NOT NULL AND pw.subject IS NOT NULL
         AND (NOT d.is_resolved OR d.resolution = 'manual'))
 ORDER BY pw.id
 LIMIT $4
-"""
-
-_SETTLED = """
-SELECT transfer_id FROM settlements WHERE transfer_id = ANY($1::numeric[]) AND state = 'settled'
 """
 
 
@@ -142,9 +138,8 @@ async def find_unsettled(
             else:
                 wanted[tid] = stored
         if wanted:
-            with translate_errors():
-                found = await conn.fetch(_SETTLED, [Decimal(t) for t in wanted])
-            done = {int(r["transfer_id"]) for r in found}
+            found = await store.by_transfers(conn, list(wanted))
+            done = {t for t, row in found.items() if row.state is SettlementState.SETTLED}
             settled += len(done)
             unsettled += [s for t, s in wanted.items() if t not in done]
 
