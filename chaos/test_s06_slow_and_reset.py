@@ -77,7 +77,6 @@ async def test_latency_and_resets_on_currency_and_ledger(
     assert result.figures["unexpected_parked"] == 0
     schedule = check_schedule(worker.log_lines(), worker_doc)
     assert not schedule.violations, schedule.violations[:10]
-    # The faults were felt: connections failed and were retried (acquire() failures still
-    # surface as UNEXPECTED_CONNECTIONRESETERROR; see chaos/README.md, findings).
+    # The faults were felt: connections failed and were retried.
     faults = {c: n for c, n in schedule.retries.items() if c != "PAYMENT_NOT_SETTLED"}
     assert sum(faults.values()) > 0, schedule.retries
