@@ -25,7 +25,7 @@ from gateway.alerts import run_alerts
 from gateway.core.alerting import parse_alert_settings
 from gateway.core.ledger import Ledger
 from gateway.core.retry import RetryPolicy
-from gateway.inbox import DirectInbox, GroupCommitInbox
+from gateway.inbox import DirectInbox, GroupCommitInbox, Inbox, OnCommitted
 from gateway.metrics import Metrics
 from gateway.recorded_keys import RecordedKeys, RememberingInbox
 from gateway.relay import InlinePublisher, OutboxRelay
@@ -43,17 +43,21 @@ class Gateway:
     pool: asyncpg.Pool
     broker: JetStreamBroker
     inbox: RememberingInbox
-    publisher: InlinePublisher
+    publisher: InlinePublisher | None  # None with `[outbox] inline = false`
     relay: OutboxRelay
     metrics: Metrics
+
+
+def _left_to_relay(stored: Sequence[StoredEvent]) -> None:
+    """Committed rows need nothing more here: a `gateway relay` process publishes them."""
 
 
 @contextlib.asynccontextmanager
 async def running_gateway(settings: Settings) -> AsyncIterator[Gateway]:
     """Start the gateway's parts; on exit, stop them so nothing accepted is left behind.
 
-    With `[outbox] inline = false` nothing is published from here: the inline publisher
-    takes nothing and the relay does not sweep (`gateway relay` processes do both).
+    With `[outbox] inline = false` nothing is published from here: there is no inline
+    publisher and the relay does not sweep (`gateway relay` processes do both).
     """
     inline = settings.outbox.inline
     metrics = Metrics()
@@ -63,18 +67,18 @@ async def running_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         # 1. NATS in the background: acceptance must not wait for the broker.
         broker = JetStreamBroker(settings.nats)
         await broker.start()
-        # 2. The publisher is ready before the inbox can hand it anything.
-        publisher = InlinePublisher(pool, broker, settings.outbox, metrics)
-        await publisher.start()
-
-        def on_committed(stored: Sequence[StoredEvent]) -> None:
-            if inline:
-                publisher.submit(stored)
-
-        gate: GroupCommitInbox | DirectInbox
+        # 2. The inline publisher is ready before the inbox can hand it anything; without
+        # one, committed rows wait for a `gateway relay` process.
+        publisher = InlinePublisher(pool, broker, settings.outbox, metrics) if inline else None
+        on_committed: OnCommitted = _left_to_relay
+        if publisher is not None:
+            await publisher.start()
+            on_committed = publisher.submit
+        gate: Inbox
         if settings.ingest.batching:
-            gate = GroupCommitInbox(pool, settings.ingest, on_committed)
-            await gate.start()
+            group_commit = GroupCommitInbox(pool, settings.ingest, on_committed)
+            await group_commit.start()
+            gate = group_commit
         else:
             gate = DirectInbox(pool, on_committed)
         keys = RecordedKeys(settings.ingest.remembered_keys)
@@ -96,7 +100,8 @@ async def running_gateway(settings: Settings) -> AsyncIterator[Gateway]:
             # 1. Commit whatever is still queued for the idempotency gate.
             await inbox.close()
             # 2. Publish what was committed (anything left is the relay's, next start).
-            await publisher.close()
+            if publisher is not None:
+                await publisher.close()
             # 3. Stop sweeping and alerting, then let go of NATS and the database.
             alerts.cancel()
             with contextlib.suppress(asyncio.CancelledError):

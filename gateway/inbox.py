@@ -31,10 +31,14 @@ OnCommitted = Callable[[Sequence[StoredEvent]], None]
 
 
 class Inbox(Protocol):
-    """The idempotency gate as the HTTP handlers see it."""
+    """The idempotency gate as the HTTP handlers and the composition root see it."""
 
     async def accept(self, event: Event) -> Outcome:
         """Record the event durably; say whether it was new. Raises TransientError."""
+        ...
+
+    async def close(self) -> None:
+        """Commit what is queued, then stop."""
         ...
 
 

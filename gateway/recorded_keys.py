@@ -17,7 +17,7 @@ a Stripe-sized event id, 27 MB for the default 200,000.
 from __future__ import annotations
 
 from gateway.core.model import Event, Outcome
-from gateway.inbox import DirectInbox, GroupCommitInbox
+from gateway.inbox import Inbox
 from gateway.metrics import Counter
 
 
@@ -55,9 +55,7 @@ class RecordedKeys:
 class RememberingInbox:
     """The inbox behind a memory of recorded keys: a known repeat is a duplicate at once."""
 
-    def __init__(
-        self, inner: GroupCommitInbox | DirectInbox, keys: RecordedKeys, answered: Counter
-    ) -> None:
+    def __init__(self, inner: Inbox, keys: RecordedKeys, answered: Counter) -> None:
         self._inner = inner
         self._keys = keys
         self._answered = answered  # gateway_duplicates_from_memory_total

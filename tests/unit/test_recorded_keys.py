@@ -104,7 +104,7 @@ def stripe_event(event_id: str) -> Event:
 async def test_only_answers_of_the_gate_are_remembered(answers, results, reached_gate):
     gate = ScriptedInbox(list(answers))
     counter = Counter("c", "")
-    inbox = RememberingInbox(gate, RecordedKeys(10), counter)  # type: ignore[arg-type]
+    inbox = RememberingInbox(gate, RecordedKeys(10), counter)
     seen: list[object] = []
     for _ in results:
         try:
@@ -118,7 +118,7 @@ async def test_only_answers_of_the_gate_are_remembered(answers, results, reached
 
 async def test_memory_off_asks_the_gate_every_time():
     gate = ScriptedInbox([Outcome.ACCEPTED, Outcome.DUPLICATE])
-    inbox = RememberingInbox(gate, RecordedKeys(0), Counter("c", ""))  # type: ignore[arg-type]
+    inbox = RememberingInbox(gate, RecordedKeys(0), Counter("c", ""))
     assert await inbox.accept(stripe_event("evt_1")) is Outcome.ACCEPTED
     assert await inbox.accept(stripe_event("evt_1")) is Outcome.DUPLICATE
     assert gate.asked == ["evt_1", "evt_1"]
