@@ -184,11 +184,11 @@ def gateway_server(
     port = free_port()
     config = workdir / f"{label}.toml"
     write_gateway_config(config, backend, port, settings)
-    argv = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)]
+    argv = [sys.executable, "-m", "gateway", "serve", "--config", str(config)]
     argv += ["--port", str(port), "--workers", str(workers)]
     sidecars = []
     if not settings.get("outbox", {}).get("inline", True):
-        relay = [sys.executable, "-m", "gateway.cli", "relay", "--config", str(config)]
+        relay = [sys.executable, "-m", "gateway", "relay", "--config", str(config)]
         sidecars.append(["nice", "-n", str(relay_nice), *relay] if relay_nice else relay)
     return Server(argv, port, workdir / f"{label}.log", "/readyz", sidecars)
 

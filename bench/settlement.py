@@ -49,7 +49,7 @@ from gateway import settings as settings_mod
 from tests.support.services import REDIS_URL, free_port
 
 BACKLOG_EVENTS = 50_000
-GATEWAY = [sys.executable, "-m", "gateway.cli"]
+GATEWAY = [sys.executable, "-m", "gateway"]
 
 
 def _pg_cpu_s(database: str, cpu: dict[int, tuple[str, float]]) -> tuple[float, float]:

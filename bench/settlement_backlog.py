@@ -28,12 +28,12 @@ import orjson
 from gateway.adapters.nats import JetStreamBroker
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.webhook_store import StoredEvent, insert_events, mark_published
-from gateway.compose import open_ledger
+from gateway.compose.settlement import open_ledger
 from gateway.core.model import Event, webhook_event
 from gateway.core.money import convert_minor
 from gateway.core.settlement import merchant_account
 from gateway.core.signatures import get_scheme
-from gateway.currency_stub import DEFAULT_RATES, StubState
+from gateway.devtools.currency_stub import DEFAULT_RATES, StubState
 from gateway.settings import Settings
 
 #: Share of captures per currency (the stub quotes each against USD).

@@ -22,23 +22,9 @@ from typing import Any
 
 import httpx
 
-from gateway.errors import GatewayError
+from gateway.errors import PublishRejected, PublishUnavailable
 
-
-class PublishRejected(GatewayError):
-    """The gateway refused the event (4xx); retrying will not help."""
-
-    error_class = "PUBLISH_REJECTED"
-
-    def __init__(self, status_code: int, detail: str) -> None:
-        super().__init__(f"{status_code}: {detail}")
-        self.status_code = status_code
-
-
-class PublishUnavailable(GatewayError):
-    """The gateway could not record the event after every retry."""
-
-    error_class = "PUBLISH_UNAVAILABLE"
+__all__ = ["PublishRejected", "PublishResult", "PublishUnavailable", "Publisher"]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ message text. Adapters translate their library's errors into these with `raise .
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class GatewayError(Exception):
     """Base class of every error the gateway raises on purpose."""
@@ -116,6 +118,12 @@ class BadRequest(RequestRejected):
     error_class = "BAD_REQUEST"
 
 
+class ClientGone(GatewayError):
+    """The client disconnected before its body arrived; nothing was recorded."""
+
+    error_class = "CLIENT_DISCONNECT"
+
+
 # --- permanent failures: retrying cannot help, straight to the DLQ --------------------
 
 
@@ -143,6 +151,19 @@ class EventTypeMissing(PayloadInvalid):
     error_class = "EVENT_TYPE_MISSING"
 
 
+# --- storage ---------------------------------------------------------------------------
+
+
+class DatabaseError(GatewayError):
+    """PostgreSQL refused a statement for a reason retrying will not fix."""
+
+    error_class = "DATABASE_ERROR"
+
+    def __init__(self, message: str, sqlstate: str | None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
 # --- transient failures: retry with backoff ------------------------------------------
 
 
@@ -162,12 +183,6 @@ class Overloaded(TransientError):
     """The acceptance queue is full; the sender should retry shortly (503)."""
 
     error_class = "OVERLOADED"
-
-
-class PublishFailed(TransientError):
-    """JetStream did not confirm a publish; the outbox relay will try again."""
-
-    error_class = "PUBLISH_FAILED"
 
 
 class BrokerUnavailable(TransientError):
@@ -249,6 +264,13 @@ class LedgerRejected(PermanentError):
     error_class = "LEDGER_REJECTED"
 
 
+class LedgerBatchRaced(TransientError):
+    """A transfer id of a batch was committed by someone else after it was looked up;
+    the batch rolls back and is posted again (the PostgreSQL ledger handles it itself)."""
+
+    error_class = "LEDGER_BATCH_RACED"
+
+
 class LedgerImbalance(PermanentError):
     """Total debits differ from total credits: the ledger is inconsistent."""
 
@@ -284,6 +306,77 @@ class PaymentNotSettled(TransientError):
     """A refund arrived before its payment settled; the payment may still arrive."""
 
     error_class = "PAYMENT_NOT_SETTLED"
+
+
+# --- dead-letter replay and operator commands --------------------------------------
+
+
+class ProviderNotConfigured(PermanentError):
+    """The row's provider is no longer in the configuration."""
+
+    error_class = "PROVIDER_NOT_CONFIGURED"
+
+
+class StillInvalid(PayloadInvalid):
+    """The payload still fails validation under the current configuration."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class  # the same class the live path would record
+
+
+class EventIdChanged(PermanentError):
+    """The current configuration reads a different event id from the stored request."""
+
+    error_class = "EVENT_ID_CHANGED"
+
+
+class EventNotRecorded(PermanentError):
+    """No `processed_webhooks` row exists for the event; replay never inserts one."""
+
+    error_class = "EVENT_NOT_RECORDED"
+
+
+class DlqUsageError(GatewayError):
+    """An operator's flags or values cannot be used; the message says which and why."""
+
+    error_class = "DLQ_USAGE"
+
+
+class DlqRowNotFound(GatewayError):
+    """An id the operator named has no dead-letter row."""
+
+    error_class = "DLQ_ROW_NOT_FOUND"
+
+    def __init__(self, ids: Sequence[int]) -> None:
+        listed = ", ".join(str(i) for i in ids)
+        super().__init__(f"no dead-letter row with id {listed}")
+        self.ids = tuple(ids)
+
+
+# --- alerts and the publishing client ------------------------------------------------
+
+
+class AlertNotDelivered(TransientError):
+    """The alert webhook did not answer 2xx; the notice is owed at the next evaluation."""
+
+    error_class = "ALERT_NOT_DELIVERED"
+
+
+class PublishRejected(GatewayError):
+    """The gateway refused the event (4xx); retrying will not help."""
+
+    error_class = "PUBLISH_REJECTED"
+
+    def __init__(self, status_code: int, detail: str) -> None:
+        super().__init__(f"{status_code}: {detail}")
+        self.status_code = status_code
+
+
+class PublishUnavailable(GatewayError):
+    """The gateway could not record the event after every retry."""
+
+    error_class = "PUBLISH_UNAVAILABLE"
 
 
 # --- retry control -------------------------------------------------------------------

@@ -35,7 +35,12 @@ from gateway.core.ledger_rules import (
     decide,
     transfer_fields,
 )
-from gateway.errors import DatabaseUnavailable, LedgerIdCollision, LedgerUnavailable
+from gateway.errors import (
+    DatabaseUnavailable,
+    LedgerBatchRaced,
+    LedgerIdCollision,
+    LedgerUnavailable,
+)
 
 _INSERT_ACCOUNT = """
     INSERT INTO ledger_accounts
@@ -92,10 +97,6 @@ def _row_fields(row: asyncpg.Record) -> TransferFields:
     )
 
 
-class _Raced(Exception):
-    """A transfer id of the batch was committed by someone else after it was looked up."""
-
-
 @contextlib.contextmanager
 def _ledger_errors() -> Iterator[None]:
     """The database's translation, with "unreachable" reported as the ledger's, so it is
@@ -143,7 +144,7 @@ class PostgresLedger:
                 try:
                     async with self._pool.acquire() as conn, conn.transaction():
                         return await _post(conn, transfers, bulk=True)
-                except _Raced:
+                except LedgerBatchRaced:
                     pass  # rolled back whole; the careful way below sorts the race out
             async with self._pool.acquire() as conn, conn.transaction():
                 return await _post(conn, transfers, bulk=False)
@@ -184,7 +185,7 @@ async def _post(
 
     `bulk` inserts every accepted transfer with one statement after the checks; should
     one of them turn out to exist after all (committed concurrently, with other
-    accounts, since ours are locked), it raises `_Raced` for the caller to roll back and
+    accounts, since ours are locked), it raises `LedgerBatchRaced` for the caller to roll back and
     post again with `bulk=False`, which inserts one by one and answers for each.
     """
     # 1. Lock every account of the batch in id order. Everything read after this sees
@@ -229,7 +230,7 @@ async def _post(
         columns = list(zip(*(_bulk_params(t) for t in created), strict=True))
         inserted = await conn.fetch(_INSERT_TRANSFERS, *map(list, columns))
         if len(inserted) != len(created):
-            raise _Raced()
+            raise LedgerBatchRaced()
     # 4. Write the new totals of every account that moved.
     touched = [
         (str(i), str(a.debits_posted), str(a.credits_posted))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from gateway.core.classify import is_transient
 from gateway.core.retry import CONSUMER_DEFAULT, LEDGER, RetryPolicy, next_delay_s
-from gateway.errors import GatewayError, LedgerUnavailable, RetriesExhausted, RetryScheduled
+from gateway.errors import GatewayError, LedgerUnavailable, RetryScheduled
 
 
 class Action(enum.StrEnum):
@@ -69,8 +69,3 @@ def dispose(
             Action.DEAD_LETTER, error_class, critical=isinstance(exc, LedgerUnavailable)
         )
     return Disposition(Action.RETRY, error_class, delay_s=delay_s)
-
-
-def exhausted(exc: GatewayError) -> RetriesExhausted:
-    """Wrap a transient error whose schedule ran out, so it is dead-lettered now."""
-    return RetriesExhausted(exc)

@@ -12,28 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from gateway.core.model import Stage
-from gateway.errors import GatewayError
+from gateway.errors import DlqUsageError
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-class DlqUsageError(GatewayError):
-    """An operator's flags or values cannot be used; the message says which and why."""
-
-    error_class = "DLQ_USAGE"
-
-
-class DlqRowNotFound(GatewayError):
-    """An id the operator named has no dead-letter row."""
-
-    error_class = "DLQ_ROW_NOT_FOUND"
-
-    def __init__(self, ids: Sequence[int]) -> None:
-        listed = ", ".join(str(i) for i in ids)
-        super().__init__(f"no dead-letter row with id {listed}")
-        self.ids = tuple(ids)
 
 
 def parse_duration_s(text: str) -> float | None:

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from gateway.adapters.postgres import open_pool
-from gateway.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
 from gateway.core.alerting import AlertSettings
+from gateway.dlq.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
 from gateway.errors import ConfigError
 from gateway.metrics import Metrics
 from gateway.settings import parse

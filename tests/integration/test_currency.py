@@ -6,7 +6,6 @@ Sleeping is injected (the schedule's delays are recorded, not waited), so the fu
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import uuid
@@ -17,9 +16,9 @@ from decimal import Decimal
 import pytest
 import redis.asyncio as aioredis
 
+from gateway import cli
 from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
 from gateway.core.currency import Rate, RateAction, RateOrigin
-from gateway.currency_stub import add_cli
 from gateway.errors import RateStale, RateUnavailable, UnsupportedPair
 from tests.support.services import free_port
 from tests.support.stub import Stub
@@ -187,8 +186,7 @@ async def test_stub_quotes_inverse_pairs_and_validates_control(stub: Stub) -> No
 
 def test_cli_parses_rates() -> None:
     """`currency-stub --rate EUR/USD=1.1` parses; a malformed rate is a usage error."""
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers())
+    parser = cli.build_parser()
     args = parser.parse_args(["currency-stub", "--rate", "eur/usd=1.1", "--port", "9999"])
     assert args.rate == [("EUR/USD", Decimal("1.1"))] and args.port == 9999
     with pytest.raises(SystemExit):

@@ -25,11 +25,11 @@ import orjson
 import pytest
 
 from gateway import cli
-from gateway.errors import LedgerUnavailable, UnknownMerchant
-from gateway.replay import (
+from gateway.dlq.replay import (
     register_stage_handler_factory,
     registered_stages,
 )
+from gateway.errors import LedgerUnavailable, UnknownMerchant
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
 from tests.support.services import stream_messages, wait_until
@@ -139,7 +139,7 @@ def settlement_handler():
     registered_stages()  # let the real handler modules register first, then stand in
     register_stage_handler_factory("settlement", factory)
     yield
-    from gateway.replay_settlement import _settlement_replay_handler
+    from gateway.dlq.settlement_handler import _settlement_replay_handler
 
     register_stage_handler_factory("settlement", _settlement_replay_handler)
 
@@ -390,7 +390,7 @@ async def test_handler_that_cannot_be_built_stops_the_run_and_leaves_rows(capsys
     async def factory(ctx):
         raise LedgerUnavailable("ledger did not answer within 5 s")
 
-    from gateway.replay_settlement import _settlement_replay_handler
+    from gateway.dlq.settlement_handler import _settlement_replay_handler
 
     row_id = await park(db, "evt_1")
     registered_stages()

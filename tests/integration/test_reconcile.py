@@ -3,7 +3,6 @@ found and re-published under a new message id, and settle exactly once."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import io
@@ -15,10 +14,11 @@ import nats
 import orjson
 import pytest
 
+from gateway import cli
 from gateway import settings as settings_mod
 from gateway.core.model import Event
 from gateway.errors import BrokerUnavailable, ConfigError
-from gateway.reconcile import Verdict, add_cli, reconcile, verdict
+from gateway.settlement.reconcile import Verdict, reconcile, verdict
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
 from tests.support.services import stream_messages, wait_until
@@ -186,8 +186,7 @@ async def test_cli_reports_as_json(tmp_path, doc, database_url):
         await wait_until(lambda: all_published(database_url))
     cfg = tmp_path / "gateway.toml"
     cfg.write_text(toml(doc), encoding="utf-8")
-    parser = argparse.ArgumentParser()
-    add_cli(parser.add_subparsers(dest="command"))
+    parser = cli.build_parser()
     args = parser.parse_args(["reconcile", "--config", str(cfg), "--older-than-s", "0", "--json"])
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

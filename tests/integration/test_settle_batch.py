@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from gateway import settings as settings_mod
-from gateway.compose import SettlementParts, settlement_parts
+from gateway.compose.settlement import settlement_parts
 from gateway.core.ledger import verify_totals
 from gateway.core.model import Event
 from gateway.errors import (
@@ -21,8 +21,9 @@ from gateway.errors import (
     PaymentNotSettled,
     UnknownMerchant,
 )
-from gateway.settle_batch import Result, settle_batch
-from gateway.settler import SettleOutcome
+from gateway.settlement.batch import Result, settle_batch
+from gateway.settlement.parts import SettlementParts
+from gateway.settlement.settler import SettleOutcome
 from tests.support.gateway import config
 from tests.support.settlement import fetch, merchant_balance, open_merchant, settlement_sections
 

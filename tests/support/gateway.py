@@ -11,8 +11,8 @@ import httpx
 import uvicorn
 
 from gateway import settings as settings_mod
-from gateway.compose import Gateway
-from gateway.http import create_app
+from gateway.compose.ingest import create_app
+from gateway.ingest.parts import IngestParts
 from tests.support.services import free_port
 
 SECRETS = {
@@ -80,10 +80,10 @@ class RunningServer:
         self._task: asyncio.Task[Any] | None = None
 
     @property
-    def gateway(self) -> Gateway:
-        if self.app.gateway is None:
+    def parts(self) -> IngestParts:
+        if self.app.parts is None:
             raise RuntimeError("the gateway is not running")
-        return self.app.gateway
+        return self.app.parts
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self.server.serve())

@@ -11,9 +11,10 @@ from typing import Any
 import asyncpg
 
 from gateway import settings as settings_mod
-from gateway.compose import SettlementParts, settlement_parts
+from gateway.compose.settlement import settlement_parts
 from gateway.core.settlement import merchant_account, merchant_account_id
-from gateway.worker import SettlementWorker
+from gateway.settlement.parts import SettlementParts
+from gateway.settlement.worker import SettlementWorker
 
 
 def settlement_sections(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.deadlines import Deadlines
+from gateway.ingest.deadlines import Deadlines
 
 
 async def _parked_task() -> asyncio.Task[object]:

@@ -19,7 +19,6 @@ from gateway.core.alerting import (
 )
 from gateway.core.dlq_filters import (
     DlqFilter,
-    DlqUsageError,
     ReplayOptions,
     build_filter,
     check_replay_flags,
@@ -30,9 +29,9 @@ from gateway.core.dlq_filters import (
     parse_instant,
 )
 from gateway.core.dlq_model import RowBrief
-from gateway.dlq_format import Progress, decode_payload, safe, table
-from gateway.errors import ConfigError, DatabaseUnavailable, UnknownMerchant
-from gateway.replay import RowOutcome, failure_of, plan
+from gateway.dlq.format import Progress, decode_payload, safe, table
+from gateway.dlq.replay import RowOutcome, failure_of, plan
+from gateway.errors import ConfigError, DatabaseUnavailable, DlqUsageError, UnknownMerchant
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ import pytest
 from gateway.core.model import Event, Outcome, webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.errors import DatabaseUnavailable
+from gateway.ingest.remembered_keys import RecordedKeys, RememberingInbox, key_of
 from gateway.metrics import Counter
-from gateway.recorded_keys import RecordedKeys, RememberingInbox, key_of
 
 
 def keys_after(capacity: int, added: list[str]) -> RecordedKeys:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import logging
 
 from gateway.adapters.postgres import connection
-from gateway.compose import settlement_parts
+from gateway.compose.settlement import settlement_parts
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Event, Stage
+from gateway.dlq.replay import ReplayContext, StageHandler, register_stage_handler_factory
 from gateway.errors import PayloadInvalid
-from gateway.replay import ReplayContext, StageHandler, register_stage_handler_factory
-from gateway.settler import SettleOutcome
+from gateway.settlement.settler import SettleOutcome
 
-log = logging.getLogger("gateway.worker")
+log = logging.getLogger("gateway.settlement.worker")
 
 
 async def _settlement_replay_handler(ctx: ReplayContext) -> StageHandler:

@@ -16,21 +16,21 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from gateway import dlq_format as fmt
-from gateway import dlq_store
 from gateway import settings as settings_mod
-from gateway.adapters.postgres import open_pool
+from gateway.adapters import dlq_store
+from gateway.cli.common import SubParsers, common_parser, load_settings
+from gateway.compose import ops
 from gateway.core.dlq_filters import (
     DlqFilter,
-    DlqRowNotFound,
-    DlqUsageError,
     build_filter,
     check_replay_flags,
     parse_ids,
 )
 from gateway.core.dlq_model import RowBrief
+from gateway.dlq import format as fmt
+from gateway.dlq.replay import ReplayContext, ReplayPlan, RowOutcome, RowResult, replay
+from gateway.errors import DlqRowNotFound, DlqUsageError
 from gateway.metrics import Metrics
-from gateway.replay import ReplayContext, ReplayPlan, RowOutcome, RowResult, replay
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace, DlqFilter], Coroutine[Any, Any, int]]
@@ -54,7 +54,7 @@ def _command(body: Body) -> Callable[[argparse.Namespace], int]:
         try:
             # Flags are checked before the configuration is read or anything connects.
             dlq_filter = _filter(args) if hasattr(args, "stage") else DlqFilter()
-            return asyncio.run(body(settings_mod.load(args.config), args, dlq_filter))
+            return asyncio.run(body(load_settings(args), args, dlq_filter))
         except DlqUsageError as exc:
             print(f"{name}: error: {exc}", file=sys.stderr)
             return 2
@@ -87,7 +87,7 @@ async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) 
     if args.limit <= 0:
         raise DlqUsageError(f"--limit must be a positive number, got {args.limit}")
     now = datetime.now(UTC)
-    async with open_pool(settings.database_url, max_size=2) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, pool.acquire() as conn:
         rows, total = await dlq_store.list_rows(conn, f, args.limit)
     if args.json:
         _out(fmt.dumps([fmt.brief_doc(r, now) for r in rows]))
@@ -100,7 +100,7 @@ async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) 
 
 async def show_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
     (row_id,) = parse_ids([args.id], "ID")
-    async with open_pool(settings.database_url, max_size=2) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, pool.acquire() as conn:
         row = await dlq_store.get_row(conn, row_id)
     if row is None:
         raise DlqRowNotFound([row_id])
@@ -116,7 +116,7 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
     user: str | None = None
     with contextlib.suppress(OSError, KeyError):  # no login name in some containers
         user = getpass.getuser()
-    async with open_pool(settings.database_url, max_size=2) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, pool.acquire() as conn:
         done = await dlq_store.resolve_by_hand(conn, row_id, note, user)
         row = await dlq_store.get_row(conn, row_id)
     if row is None:
@@ -135,7 +135,7 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
 
 async def stats_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
     now = datetime.now(UTC)
-    async with open_pool(settings.database_url, max_size=2) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, pool.acquire() as conn:
         stats = await dlq_store.stats(conn, now)
     _out(fmt.dumps(fmt.stats_doc(stats, now)) if args.json else fmt.stats_page(stats, now))
     return 0
@@ -154,7 +154,7 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter
     )
     report = _ReplayReport(quiet=args.json, dry_run=options.dry_run)
     async with (
-        open_pool(settings.database_url, max_size=4) as pool,
+        ops.database(settings, max_size=4) as pool,
         contextlib.AsyncExitStack() as resources,
     ):
         ctx = ReplayContext(settings, pool, Metrics(), resources)
@@ -209,10 +209,13 @@ class _ReplayReport:
 
 
 def _parser(
-    sub: argparse._SubParsersAction[_OneLineParser], name: str, body: Body, text: str
+    sub: argparse._SubParsersAction[_OneLineParser],
+    common: _OneLineParser,
+    name: str,
+    body: Body,
+    text: str,
 ) -> _OneLineParser:
-    p = sub.add_parser(name, help=text, description=text)
-    p.add_argument("--config", help=f"TOML config file (default: ${settings_mod.CONFIG_ENV})")
+    p = sub.add_parser(name, help=text, description=text, parents=[common])
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_command(body))
     return p
@@ -232,21 +235,37 @@ def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
         p.add_argument("--any", action="store_true", help="open and resolved rows")
 
 
-def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Mount `gateway dlq ...` (found by `gateway.cli`)."""
+def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> None:
+    """Mount `gateway dlq ...`."""
     text = "Inspect, replay and resolve dead-letter rows."
     dlq = subparsers.add_parser(
-        "dlq", help=text, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        "dlq",
+        help=text,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
     )
+    common_one_line = _OneLineParser(add_help=False)
+    common_parser(common_one_line)
     sub = dlq.add_subparsers(
         dest="dlq_command", required=True, metavar="COMMAND", parser_class=_OneLineParser
     )
-    p = _parser(sub, "list", list_body, "List dead-letter rows (oldest failure first).")
+    p = _parser(
+        sub, common_one_line, "list", list_body, "List dead-letter rows (oldest failure first)."
+    )
     _filters(p, states=True)
     p.add_argument("--limit", type=int, default=50, help="most rows shown (default 50)")
-    p = _parser(sub, "show", show_body, "Show one row: payload, headers, error, stack.")
+    p = _parser(
+        sub, common_one_line, "show", show_body, "Show one row: payload, headers, error, stack."
+    )
     p.add_argument("id", metavar="ID")
-    p = _parser(sub, "replay", replay_body, "Run the rows' stage again; resolve what succeeds.")
+    p = _parser(
+        sub,
+        common_one_line,
+        "replay",
+        replay_body,
+        "Run the rows' stage again; resolve what succeeds.",
+    )
     p.add_argument("--id", action="append", metavar="ID", help="a row to replay (repeatable)")
     p.add_argument("--all", action="store_true", help="every open row matching the filters")
     _filters(p, states=False)
@@ -261,7 +280,15 @@ def add_cli(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     p.add_argument("--force", action="store_true", help="replay rows past --max-attempts too")
     p.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
-    p = _parser(sub, "resolve", resolve_body, "Mark a row handled by hand, with the cause.")
+    p = _parser(
+        sub, common_one_line, "resolve", resolve_body, "Mark a row handled by hand, with the cause."
+    )
     p.add_argument("id", metavar="ID")
     p.add_argument("--note", required=True, help="what was done, kept as the documented cause")
-    _parser(sub, "stats", stats_body, "Unresolved rows by stage and class, recent, oldest.")
+    _parser(
+        sub,
+        common_one_line,
+        "stats",
+        stats_body,
+        "Unresolved rows by stage and class, recent, oldest.",
+    )

@@ -38,7 +38,7 @@ from gateway.core.settlement import (
     transfer_id,
 )
 from gateway.errors import TransientError
-from gateway.settler import SettleOutcome, Settler, check_same, log_settled
+from gateway.settlement.settler import SettleOutcome, Settler, check_same, log_settled
 
 log = logging.getLogger("gateway.settle")
 REFUND = SettlementKind.REFUND

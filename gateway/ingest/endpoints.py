@@ -7,7 +7,7 @@ more per request than verifying a signature and queueing the event for its group
 commit, so these two paths speak ASGI directly; Starlette serves everything else
 (health, metrics, the lifespan, 404 and 405).
 
-Each request runs under a deadline (`gateway.deadlines`): `[http] request_timeout_s`
+Each request runs under a deadline (`gateway.ingest.deadlines`): `[http] request_timeout_s`
 while its body is read, then `[ingest] commit_timeout_s` while it waits for its group's
 commit.
 """
@@ -18,35 +18,31 @@ import asyncio
 import hmac
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
+from starlette.types import Receive, Scope, Send
 
 from gateway.core.model import Event, Failure, Outcome, service_event, webhook_event
 from gateway.core.signatures import get_scheme
-from gateway.deadlines import Deadlines
 from gateway.errors import (
     BadRequest,
     BodyTooLarge,
+    ClientGone,
     DatabaseUnavailable,
     RequestRejected,
     TransientError,
     Unauthorized,
     UnknownProvider,
 )
+from gateway.ingest.deadlines import Deadlines
+from gateway.ingest.parts import IngestParts
 from gateway.settings import ProviderSettings, ServiceSettings, Settings
 
-if TYPE_CHECKING:  # compose imports the inbox and settings; only the type is needed here
-    from gateway.compose import Gateway
+log = logging.getLogger("gateway.ingest.app")
 
-log = logging.getLogger("gateway.http")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
 Headers = dict[str, str]
 #: Verifies a request's headers and body and shapes them into an event.
 Shaper = Callable[[Headers, bytes], Event]
@@ -56,10 +52,6 @@ Gate = Callable[[Headers], Shaper]
 WEBHOOKS_PREFIX = "/webhooks/"
 EVENTS_PATH = "/v1/events"
 _JSON = (b"content-type", b"application/json")
-
-
-class ClientGone(Exception):
-    """The client disconnected before its body arrived; nothing was recorded."""
 
 
 def request_headers(scope: Scope) -> Headers:
@@ -165,7 +157,7 @@ async def send_json(
 
 
 async def ingest(
-    gw: Gateway,
+    parts: IngestParts,
     deadlines: Deadlines,
     scope: Scope,
     receive: Receive,
@@ -176,7 +168,7 @@ async def ingest(
     """Shape the request into an event, pass it through the gate, answer after the
     commit, and map the exception tree onto HTTP answers and metrics."""
     started = time.perf_counter()
-    settings = gw.settings
+    settings = parts.settings
     task: asyncio.Task[Any] | None = asyncio.current_task()
     if task is None:
         raise RuntimeError("ingest must run inside an asyncio task")
@@ -194,7 +186,7 @@ async def ingest(
                 reading = False
                 event = shape(headers, body)
                 deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
-                outcome = await gw.inbox.accept(event)
+                outcome = await parts.inbox.accept(event)
             finally:
                 deadlines.clear(task)
         except asyncio.CancelledError:
@@ -205,7 +197,7 @@ async def ingest(
                 raise BadRequest("request body not received in time") from None
             raise DatabaseUnavailable("commit did not finish in time") from None
         if outcome is Outcome.ACCEPTED and event.failure is not None:
-            _parked(gw, event, event.failure)
+            _parked(parts, event, event.failure)
         result = outcome.value
         await send_json(send, 200, {"status": result, "event_id": event.event_id})
     except RequestRejected as exc:
@@ -233,13 +225,13 @@ async def ingest(
         result = "error"
         log.exception("ingestion request failed unexpectedly", extra={"provider": label})
         await send_json(send, 500, {"error": "internal", "detail": "unexpected error"})
-    gw.metrics.webhooks_total.inc(provider=label, outcome=result)
-    gw.metrics.request_seconds.observe(time.perf_counter() - started)
+    parts.metrics.webhooks_total.inc(provider=label, outcome=result)
+    parts.metrics.request_seconds.observe(time.perf_counter() - started)
 
 
-def _parked(gw: Gateway, event: Event, failure: Failure) -> None:
+def _parked(parts: IngestParts, event: Event, failure: Failure) -> None:
     """An accepted event that cannot go further was parked in the DLQ with its row."""
-    gw.metrics.dlq_total.inc(stage="ingest", error_class=failure.error_class)
+    parts.metrics.dlq_total.inc(stage="ingest", error_class=failure.error_class)
     log.warning(
         "event accepted and parked in the DLQ",
         extra={

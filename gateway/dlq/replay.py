@@ -24,12 +24,12 @@ from typing import Protocol
 
 import asyncpg
 
-from gateway import dlq_store
+from gateway.adapters import dlq_store
 from gateway.adapters.postgres import connection
-from gateway.core.dlq_filters import DlqFilter, DlqRowNotFound, ReplayOptions, pace_delay_s
+from gateway.core.dlq_filters import DlqFilter, ReplayOptions, pace_delay_s
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.core.model import Failure
-from gateway.errors import GatewayError, PermanentError
+from gateway.errors import DlqRowNotFound, GatewayError, PermanentError
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 
@@ -60,7 +60,7 @@ HandlerFactory = Callable[[ReplayContext], Awaitable[StageHandler]]
 
 _FACTORIES: dict[str, HandlerFactory] = {}
 # Modules that register the handler of their own stage when imported.
-_HANDLER_MODULES = ("gateway.replay_ingest", "gateway.replay_settlement")
+_HANDLER_MODULES = ("gateway.dlq.ingest_handler", "gateway.dlq.settlement_handler")
 
 
 def register_stage_handler_factory(stage: str, factory: HandlerFactory) -> None:

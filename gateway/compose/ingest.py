@@ -1,7 +1,8 @@
-"""The composition root: every client is opened and closed here, in one order.
+"""The composition root of `gateway serve` and `gateway relay`: every client is opened
+and closed here, in one order.
 
-Used by the Starlette lifespan (`gateway serve`) and by each CLI command, so there are
-no module-level clients and no event loop grabbed in a constructor.
+The Starlette lifespan runs `running_gateway`, so there are no module-level clients and
+no event loop grabbed in a constructor.
 """
 
 from __future__ import annotations
@@ -9,43 +10,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 
-import asyncpg
-import httpx
-import redis.asyncio as aioredis
-
-from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
-from gateway.adapters.ledger_postgres import PostgresLedger
+from gateway import logs
+from gateway import settings as settings_mod
 from gateway.adapters.nats import JetStreamBroker
-from gateway.adapters.postgres import open_pool
+from gateway.adapters.postgres import DatabaseProbe, open_pool
 from gateway.adapters.webhook_store import StoredEvent
-from gateway.alerts import run_alerts
 from gateway.core.alerting import parse_alert_settings
-from gateway.core.ledger import Ledger
-from gateway.core.retry import RetryPolicy
-from gateway.inbox import DirectInbox, GroupCommitInbox, Inbox, OnCommitted
+from gateway.dlq.alerts import run_alerts
+from gateway.ingest.app import GatewayApp
+from gateway.ingest.inbox import DirectInbox, GroupCommitInbox, OnCommitted
+from gateway.ingest.parts import Inbox, IngestParts
+from gateway.ingest.relay import InlinePublisher, OutboxRelay
+from gateway.ingest.remembered_keys import RecordedKeys, RememberingInbox
 from gateway.metrics import Metrics
-from gateway.recorded_keys import RecordedKeys, RememberingInbox
-from gateway.relay import InlinePublisher, OutboxRelay
 from gateway.settings import Settings
-from gateway.settler import Settler
 
 log = logging.getLogger("gateway")
-
-
-@dataclass
-class Gateway:
-    """The running parts of one gateway process."""
-
-    settings: Settings
-    pool: asyncpg.Pool
-    broker: JetStreamBroker
-    inbox: RememberingInbox
-    publisher: InlinePublisher | None  # None with `[outbox] inline = false`
-    relay: OutboxRelay
-    metrics: Metrics
 
 
 def _left_to_relay(stored: Sequence[StoredEvent]) -> None:
@@ -53,7 +36,7 @@ def _left_to_relay(stored: Sequence[StoredEvent]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running_gateway(settings: Settings) -> AsyncIterator[Gateway]:
+async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
     """Start the gateway's parts; on exit, stop them so nothing accepted is left behind.
 
     With `[outbox] inline = false` nothing is published from here: there is no inline
@@ -87,13 +70,13 @@ async def running_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         await relay.start(sweep=inline)  # without sweeping it still keeps the gauges fresh
         # DLQ gauges and the in-process alerts (thresholds every interval, once per episode).
         alerts = asyncio.create_task(run_alerts(pool, settings, metrics), name="dlq-alerts")
-        gateway = Gateway(settings, pool, broker, inbox, publisher, relay, metrics)
+        parts = IngestParts(settings, inbox, DatabaseProbe(pool), broker, metrics)
         log.info(
             "gateway started",
             extra={"providers": sorted(settings.providers), "services": sorted(settings.services)},
         )
         try:
-            yield gateway
+            yield parts
         finally:
             # Shutdown, in order: the HTTP server has already stopped taking requests and
             # finished the in-flight ones.
@@ -130,72 +113,15 @@ async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[O
             await broker.close()
 
 
-@dataclass
-class SettlementParts:
-    """What the settlement worker (and DLQ replay of settlement rows) needs."""
-
-    settings: Settings
-    pool: asyncpg.Pool
-    broker: JetStreamBroker
-    ledger: Ledger
-    settler: Settler
-    metrics: Metrics
+def create_app(settings: Settings) -> GatewayApp:
+    """The application; its lifespan runs the whole gateway (`running_gateway`)."""
+    return GatewayApp(settings, running_gateway)
 
 
-@contextlib.asynccontextmanager
-async def open_ledger(settings: Settings, pool: asyncpg.Pool) -> AsyncIterator[Ledger]:
-    """The configured ledger backend for the block's lifetime."""
-    if settings.ledger.backend == "tigerbeetle":
-        from gateway.adapters.ledger_tigerbeetle import open_tigerbeetle
+def app_from_env() -> GatewayApp:
+    """Factory for `uvicorn --factory` and multi-worker serving: config from the environment.
 
-        async with open_tigerbeetle(
-            settings.ledger.cluster_id,
-            ",".join(settings.ledger.addresses),
-            timeout_s=settings.ledger.timeout_s,
-        ) as ledger:
-            yield ledger
-    else:
-        yield PostgresLedger(pool)
-
-
-#: The settlement tables grow from empty under a steady load, and their batch look-ups
-#: (`= ANY($1)` over an array of ids) are prepared once per connection: a generic plan
-#: made while a table was small scans it in full for ever after (measured: 160 ms per
-#: look-up at 50,000 rows instead of 1 ms). Planning each execution for its own
-#: arguments costs a fraction of a millisecond and always finds the unique index.
-SETTLEMENT_SESSION = {"plan_cache_mode": "force_custom_plan"}
-
-
-@contextlib.asynccontextmanager
-async def settlement_parts(
-    settings: Settings, metrics: Metrics | None = None
-) -> AsyncIterator[SettlementParts]:
-    """Open the database, NATS, the ledger, Redis and the currency-service client."""
-    metrics = metrics or Metrics()
-    pool_size = settings.settlement.concurrency + 4
-    async with (
-        open_pool(
-            settings.database_url, max_size=pool_size, server_settings=SETTLEMENT_SESSION
-        ) as pool,
-        open_ledger(settings, pool) as ledger,
-        httpx.AsyncClient() as http_client,
-    ):
-        redis_client = aioredis.from_url(
-            settings.redis_url, socket_connect_timeout=0.5, socket_timeout=0.5
-        )
-        broker = JetStreamBroker(settings.nats, name="gateway-settle")
-        await broker.start()
-        try:
-            rates = RateSource(
-                CurrencyClient(
-                    http_client, settings.currency.url, timeout_s=settings.currency.timeout_s
-                ),
-                RateCache(redis_client, key_prefix=settings.currency.cache_key_prefix),
-                max_age_s=settings.currency.max_age_s,
-                policy=RetryPolicy(settings.currency.retry_delays_s),
-            )
-            settler = Settler(settings, pool, ledger, rates)
-            yield SettlementParts(settings, pool, broker, ledger, settler, metrics)
-        finally:
-            await broker.close()
-            await redis_client.aclose()
+    Worker processes start fresh, so they set up the JSON logs themselves.
+    """
+    logs.configure(os.environ.get("GATEWAY_LOG_LEVEL", "INFO"))
+    return create_app(settings_mod.load(os.environ.get(settings_mod.CONFIG_ENV)))

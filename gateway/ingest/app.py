@@ -1,13 +1,16 @@
-"""The HTTP surface: provider webhooks and internal publishing (gateway.ingest_endpoints),
-health, readiness and metrics."""
+"""The HTTP surface: provider webhooks and internal publishing (gateway.ingest.endpoints),
+health, readiness and metrics.
+
+The application does not open anything itself: its lifespan runs the context manager it
+is given (`gateway.compose.ingest.running_gateway` in production, fakes in unit tests).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import orjson
@@ -15,24 +18,23 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
-from gateway import logs
-from gateway import settings as settings_mod
-from gateway.compose import Gateway, running_gateway
-from gateway.deadlines import Deadlines
-from gateway.ingest_endpoints import (
+from gateway.ingest.deadlines import Deadlines
+from gateway.ingest.endpoints import (
     EVENTS_PATH,
     WEBHOOKS_PREFIX,
-    Receive,
-    Scope,
-    Send,
     ingest,
     service_gate,
     webhook_gate,
 )
+from gateway.ingest.parts import IngestParts
 from gateway.settings import Settings
 
-log = logging.getLogger("gateway.http")
+#: Opens the running parts for the application's lifespan and closes them after it.
+RunParts = Callable[[Settings], AbstractAsyncContextManager[IngestParts]]
+
+log = logging.getLogger("gateway.ingest.app")
 
 #: How `gateway serve` runs uvicorn (the benchmark's bare endpoint uses the same).
 SERVER_OPTIONS: dict[str, Any] = {
@@ -53,8 +55,9 @@ def _json(status: int, doc: dict[str, object], headers: dict[str, str] | None = 
     return Response(orjson.dumps(doc), status, headers, media_type="application/json")
 
 
-def _gw(request: Request) -> Gateway:
-    return request.app.state.gateway  # type: ignore[no-any-return]
+def _parts(request: Request) -> IngestParts:
+    parts: IngestParts = request.app.state.parts
+    return parts
 
 
 async def healthz(request: Request) -> Response:
@@ -64,12 +67,9 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     """Ready when the database answers and NATS is connected with the stream in place."""
-    gw = _gw(request)
-    database = False
-    with contextlib.suppress(Exception):
-        async with asyncio.timeout(1.0), gw.pool.acquire() as conn:
-            database = await conn.fetchval("SELECT 1") == 1
-    nats_ok = await gw.broker.ping()
+    parts = _parts(request)
+    database = await parts.database.ping()
+    nats_ok = await parts.broker.ping()
     status = 200 if database and nats_ok else 503
     return _json(
         status,
@@ -83,15 +83,15 @@ async def readyz(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     """Prometheus text exposition."""
-    return Response(_gw(request).metrics.render(), media_type="text/plain; version=0.0.4")
+    return Response(_parts(request).metrics.render(), media_type="text/plain; version=0.0.4")
 
 
 class GatewayApp:
     """The ASGI application: the ingestion endpoints directly, Starlette for the rest."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, run_parts: RunParts) -> None:
         self.settings = settings
-        self.gateway: Gateway | None = None  # set while the lifespan runs
+        self.parts: IngestParts | None = None  # set while the lifespan runs
         self.deadlines = Deadlines()
         self.events_gate = service_gate(settings)
         # Built once per configured provider; any other name gets its 404 from a fresh gate.
@@ -99,13 +99,13 @@ class GatewayApp:
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
-            async with running_gateway(settings) as gateway:
-                app.state.gateway = self.gateway = gateway
+            async with run_parts(settings) as parts:
+                app.state.parts = self.parts = parts
                 self.deadlines.start()
                 try:
                     yield
                 finally:
-                    self.gateway = None
+                    self.parts = None
                     await self.deadlines.stop()
 
         routes = [
@@ -119,8 +119,8 @@ class GatewayApp:
         self.starlette = Starlette(routes=routes, lifespan=lifespan)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        gw = self.gateway
-        if gw is not None and scope["type"] == "http" and scope["method"] == "POST":
+        parts = self.parts
+        if parts is not None and scope["type"] == "http" and scope["method"] == "POST":
             path: str = scope["path"]
             if path.startswith(WEBHOOKS_PREFIX):
                 name = path[len(WEBHOOKS_PREFIX) :]
@@ -128,10 +128,12 @@ class GatewayApp:
                 label = name
                 if gate is None:  # answered 404; metrics label every such name alike
                     gate, label = webhook_gate(self.settings, name), "unknown"
-                await ingest(gw, self.deadlines, scope, receive, send, label, gate)
+                await ingest(parts, self.deadlines, scope, receive, send, label, gate)
                 return
             if path == EVENTS_PATH:
-                await ingest(gw, self.deadlines, scope, receive, send, "internal", self.events_gate)
+                await ingest(
+                    parts, self.deadlines, scope, receive, send, "internal", self.events_gate
+                )
                 return
         await self.starlette(scope, receive, send)
 
@@ -139,17 +141,3 @@ class GatewayApp:
 async def _not_served(request: Request) -> Response:
     """Reached only before start-up completes: the gateway cannot take events yet."""
     return _json(503, {"error": "unavailable", "detail": "starting up"}, {"Retry-After": "1"})
-
-
-def create_app(settings: Settings) -> GatewayApp:
-    """The application; its lifespan runs the whole gateway."""
-    return GatewayApp(settings)
-
-
-def app_from_env() -> GatewayApp:
-    """Factory for `uvicorn --factory` and multi-worker serving: config from the environment.
-
-    Worker processes start fresh, so they set up the JSON logs themselves.
-    """
-    logs.configure(os.environ.get("GATEWAY_LOG_LEVEL", "INFO"))
-    return create_app(settings_mod.load(os.environ.get(settings_mod.CONFIG_ENV)))

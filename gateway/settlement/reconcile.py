@@ -18,12 +18,10 @@ Run it from cron (or a Kubernetes CronJob) every few minutes; each run is one pa
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import enum
 import logging
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -31,10 +29,8 @@ from typing import Any
 
 import nats
 import nats.errors
-import orjson
 from nats.js import JetStreamContext
 
-from gateway import settings as settings_mod
 from gateway.adapters import settlement_store as store
 from gateway.adapters.nats import message_headers
 from gateway.adapters.postgres import Conn, connection, open_pool, translate_errors
@@ -43,9 +39,9 @@ from gateway.core.model import Event, subject_allowed
 from gateway.core.settlement import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
 from gateway.settings import Settings
-from gateway.settler import instruction_for
+from gateway.settlement.settler import instruction_for
 
-log = logging.getLogger("gateway.reconcile")
+log = logging.getLogger("gateway.settlement.reconcile")
 
 DEFAULT_OLDER_THAN_S = 900.0  # beyond the worker's own retry schedule (5 s + 30 s + 2 min)
 DEFAULT_LOOKBACK_S = 7 * 86_400.0
@@ -243,61 +239,3 @@ async def reconcile(
         )
     log.info("reconcile pass done", extra=report.to_json() | {"events": len(report.events)})
     return report
-
-
-def _print(report: ReconcileReport, as_json: bool) -> None:
-    if as_json:
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    verb = "would re-publish" if report.dry_run else "re-published"
-    count = len(report.events) if report.dry_run else report.republished
-    failed = f", {report.failed} not acknowledged" if report.failed else ""
-    print(
-        f"reconcile {report.run_id}: {report.scanned} settling event(s) checked, "
-        f"{report.settled} settled, {verb} {count}{failed}"
-    )
-    for key in report.events if report.dry_run else []:
-        print(f"  {key}")
-
-
-def cmd_reconcile(args: argparse.Namespace) -> int:
-    settings = settings_mod.load(args.config)
-    report = asyncio.run(
-        reconcile(
-            settings,
-            older_than_s=args.older_than_s,
-            lookback_s=args.lookback_s,
-            batch_size=args.batch_size,
-            dry_run=args.dry_run,
-        )
-    )
-    _print(report, args.json)
-    return 1 if report.failed else 0
-
-
-def add_cli(subparsers: Any) -> None:
-    """`gateway reconcile`."""
-    about = (
-        "Re-publish accepted events that should settle and have no settlement outcome "
-        "(no settled settlement, no open dead letter) once they are --older-than-s."
-    )
-    parser = subparsers.add_parser("reconcile", help=about, description=about)
-    add = parser.add_argument
-    add("--config", help="TOML config file (default: $GATEWAY_CONFIG)")
-    add(
-        "--older-than-s",
-        type=float,
-        default=DEFAULT_OLDER_THAN_S,
-        help=f"events acknowledged by the stream at least this long ago "
-        f"(default {DEFAULT_OLDER_THAN_S:g}, past the worker's own retries)",
-    )
-    add(
-        "--lookback-s",
-        type=float,
-        default=DEFAULT_LOOKBACK_S,
-        help=f"events received within this many seconds (default {DEFAULT_LOOKBACK_S:g})",
-    )
-    add("--batch-size", type=int, default=500, help="rows read at a time")
-    add("--dry-run", action="store_true", help="list what would be re-published")
-    add("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=cmd_reconcile)

@@ -17,7 +17,7 @@ a Stripe-sized event id, 27 MB for the default 200,000.
 from __future__ import annotations
 
 from gateway.core.model import Event, Outcome
-from gateway.inbox import Inbox
+from gateway.ingest.parts import Inbox
 from gateway.metrics import Counter
 
 

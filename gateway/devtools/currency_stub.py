@@ -15,7 +15,6 @@ including how many rate requests arrived.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import decimal
 import enum
@@ -165,40 +164,6 @@ def build_app(rates: Mapping[str, Decimal | str] | None = None) -> Starlette:
     return app
 
 
-def _rate_arg(text: str) -> tuple[str, Decimal]:
-    try:
-        return parse_pair_rate(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_cli(subparsers: Any) -> argparse.ArgumentParser:
-    """Add `currency-stub` to the CLI's subparsers; dispatch it to `run(args)`."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "currency-stub",
-        help="run a stand-in currency-service (configurable rates, can fail or stall)",
-        description=__doc__.split("\n\n", 1)[0] if __doc__ else None,
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8090, help="port to listen on")
-    parser.add_argument(
-        "--rate",
-        type=_rate_arg,
-        action="append",
-        default=[],
-        metavar="BASE/QUOTE=RATE",
-        help="a rate to quote, e.g. EUR/USD=1.08 (repeatable; adds to or overrides the defaults)",
-    )
-    parser.add_argument(
-        "--no-default-rates", action="store_true", help="quote only the --rate pairs"
-    )
-    parser.set_defaults(func=run)
-    return parser
-
-
-def run(args: argparse.Namespace) -> int:
-    """Serve the stub until interrupted; the process exit code."""
-    rates: dict[str, Decimal] = {} if args.no_default_rates else dict(DEFAULT_RATES)
-    rates.update(dict(args.rate))
-    uvicorn.run(build_app(rates), host=args.host, port=args.port, log_level="info")
-    return 0
+def serve(rates: Mapping[str, Decimal], host: str, port: int) -> None:
+    """Serve the stub with `rates` until interrupted."""
+    uvicorn.run(build_app(rates), host=host, port=port, log_level="info")

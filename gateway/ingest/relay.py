@@ -31,7 +31,7 @@ from gateway.errors import GatewayError
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings
 
-log = logging.getLogger("gateway.relay")
+log = logging.getLogger("gateway.ingest.relay")
 
 _GAUGE_INTERVAL_S = 5.0
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import asyncpg
 import httpx
 
-from gateway import dlq_store
+from gateway.adapters import dlq_store
 from gateway.adapters.postgres import Conn, connection, translate_errors
 from gateway.core.alerting import (
     AlertSettings,
@@ -35,19 +35,13 @@ from gateway.core.alerting import (
     readings,
     transition,
 )
-from gateway.errors import GatewayError, TransientError
+from gateway.errors import AlertNotDelivered, GatewayError
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 
-log = logging.getLogger("gateway.alerts")
+log = logging.getLogger("gateway.dlq.alerts")
 
 Clock = Callable[[], datetime]
-
-
-class AlertNotDelivered(TransientError):
-    """The alert webhook did not answer 2xx; the notice is owed at the next evaluation."""
-
-    error_class = "ALERT_NOT_DELIVERED"
 
 
 def _utc_now() -> datetime:

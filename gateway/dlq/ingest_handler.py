@@ -13,46 +13,26 @@ import logging
 
 import asyncpg
 
+from gateway.adapters.dlq_store import OutboxState, queue_for_outbox
 from gateway.adapters.nats import JetStreamBroker
 from gateway.adapters.postgres import connection
 from gateway.adapters.webhook_store import StoredEvent
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Failure, webhook_event
 from gateway.core.signatures import get_scheme
-from gateway.dlq_store import OutboxState, queue_for_outbox
-from gateway.errors import GatewayError, PayloadInvalid, PermanentError
+from gateway.dlq.replay import ReplayContext, StageHandler, register_stage_handler_factory
+from gateway.errors import (
+    EventIdChanged,
+    EventNotRecorded,
+    GatewayError,
+    ProviderNotConfigured,
+    StillInvalid,
+)
+from gateway.ingest.relay import publish_and_mark
 from gateway.metrics import Metrics
-from gateway.relay import publish_and_mark
-from gateway.replay import ReplayContext, StageHandler, register_stage_handler_factory
 from gateway.settings import Settings
 
-log = logging.getLogger("gateway.replay")
-
-
-class ProviderNotConfigured(PermanentError):
-    """The row's provider is no longer in the configuration."""
-
-    error_class = "PROVIDER_NOT_CONFIGURED"
-
-
-class StillInvalid(PayloadInvalid):
-    """The payload still fails validation under the current configuration."""
-
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.message)
-        self.error_class = failure.error_class  # the same class the live path would record
-
-
-class EventIdChanged(PermanentError):
-    """The current configuration reads a different event id from the stored request."""
-
-    error_class = "EVENT_ID_CHANGED"
-
-
-class EventNotRecorded(PermanentError):
-    """No `processed_webhooks` row exists for the event; replay never inserts one."""
-
-    error_class = "EVENT_NOT_RECORDED"
+log = logging.getLogger("gateway.dlq.replay")
 
 
 class IngestReplay:
@@ -94,7 +74,8 @@ class IngestReplay:
                 f"but the event was recorded as {row.event_id!r}"
             )
         if event.failure is not None or event.event_type is None or event.subject is None:
-            raise StillInvalid(event.failure or Failure("PAYLOAD_INVALID", "no subject"))
+            failure = event.failure or Failure("PAYLOAD_INVALID", "no subject")
+            raise StillInvalid(failure.error_class, failure.message)
         async with connection(self._pool) as conn:
             state, webhook_id, received_at = await queue_for_outbox(
                 conn, row.provider, row.event_id, event.event_type, event.subject

@@ -13,33 +13,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
-import asyncpg
-from asyncpg.pool import PoolConnectionProxy
-
-from gateway.adapters.postgres import Conn, DatabaseError, connection, translate_errors
+from gateway.adapters.postgres import HeldConnection, Pool, connection
 from gateway.adapters.webhook_store import StoredEvent, insert_events
 from gateway.core.model import Event, Outcome
-from gateway.errors import DatabaseUnavailable, Overloaded, TransientError
+from gateway.errors import DatabaseError, DatabaseUnavailable, Overloaded, TransientError
 from gateway.settings import IngestSettings
 
-log = logging.getLogger("gateway.inbox")
+log = logging.getLogger("gateway.ingest.inbox")
 
 #: Called with the rows a commit added, so they can be published right away.
 OnCommitted = Callable[[Sequence[StoredEvent]], None]
-
-
-class Inbox(Protocol):
-    """The idempotency gate as the HTTP handlers and the composition root see it."""
-
-    async def accept(self, event: Event) -> Outcome:
-        """Record the event durably; say whether it was new. Raises TransientError."""
-        ...
-
-    async def close(self) -> None:
-        """Commit what is queued, then stop."""
-        ...
 
 
 def _unique(events: Sequence[Event]) -> list[Event]:
@@ -54,49 +38,15 @@ def _unique(events: Sequence[Event]) -> list[Event]:
     return unique
 
 
-async def _commit(pool: asyncpg.Pool, events: Sequence[Event]) -> dict[tuple[str, str], int]:
+async def _commit(pool: Pool, events: Sequence[Event]) -> dict[tuple[str, str], int]:
     async with connection(pool) as conn:
         return await insert_events(conn, events)
-
-
-class _HeldConnection:
-    """A writer's own pooled connection, kept from one group to the next.
-
-    Borrowing one per group cost a pool hand-off and asyncpg's reset query on every
-    release: at small groups, more round trips than the INSERT itself. A connection
-    whose statement failed for want of the database is closed and replaced on the
-    next group.
-    """
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-        self._conn: PoolConnectionProxy | None = None
-
-    async def get(self) -> Conn:
-        if self._conn is None:
-            with translate_errors():
-                self._conn = await self._pool.acquire()
-        return self._conn
-
-    async def discard(self) -> None:
-        """Close a connection in an unknown state; the pool opens a fresh one later."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.terminate()
-            with contextlib.suppress(Exception):
-                await self._pool.release(conn)
-
-    async def release(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await self._pool.release(conn, timeout=1.0)
 
 
 class DirectInbox:
     """One INSERT and one commit per request (batching off); the caller owns the deadline."""
 
-    def __init__(self, pool: asyncpg.Pool, on_committed: OnCommitted) -> None:
+    def __init__(self, pool: Pool, on_committed: OnCommitted) -> None:
         self._pool = pool
         self._on_committed = on_committed
 
@@ -118,9 +68,7 @@ _Pending = tuple[Event, "asyncio.Future[Outcome]"]
 class GroupCommitInbox:
     """Group commit: a bounded queue drained by a few writer tasks."""
 
-    def __init__(
-        self, pool: asyncpg.Pool, settings: IngestSettings, on_committed: OnCommitted
-    ) -> None:
+    def __init__(self, pool: Pool, settings: IngestSettings, on_committed: OnCommitted) -> None:
         self._pool = pool
         self._settings = settings
         self._on_committed = on_committed
@@ -171,7 +119,7 @@ class GroupCommitInbox:
 
     async def _write_loop(self) -> None:
         window_s = self._settings.batch_window_us / 1_000_000
-        held = _HeldConnection(self._pool)
+        held = HeldConnection(self._pool)
         try:
             while True:
                 batch = [await self._queue.get()]
@@ -194,7 +142,7 @@ class GroupCommitInbox:
         finally:
             await held.release()
 
-    async def _commit_group(self, batch: list[_Pending], held: _HeldConnection) -> None:
+    async def _commit_group(self, batch: list[_Pending], held: HeldConnection) -> None:
         live = [(e, f) for e, f in batch if not f.done()]
         if not live:
             return  # every request stopped waiting before its turn; none was answered 2xx
@@ -212,7 +160,7 @@ class GroupCommitInbox:
         self._resolve(live, inserted)
 
     async def _commit_one_by_one(
-        self, live: list[_Pending], held: _HeldConnection
+        self, live: list[_Pending], held: HeldConnection
     ) -> dict[tuple[str, str], int]:
         inserted: dict[tuple[str, str], int] = {}
         for event, future in live:

@@ -14,125 +14,29 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gateway.config_values import read_section, read_table, read_url
 from gateway.errors import ConfigError
-from gateway.sender_settings import (
-    SCHEME_NAMES,
+from gateway.settings.sections import (
+    CurrencySettings,
+    HttpSettings,
+    IngestSettings,
+    LedgerSettings,
+    NatsSettings,
+    OutboxSettings,
+    SettlementSettings,
+)
+from gateway.settings.senders import (
     ProviderSettings,
     ServiceSettings,
     parse_provider,
     parse_service,
 )
-
-__all__ = ["SCHEME_NAMES", "ProviderSettings", "ServiceSettings", "Settings", "load", "parse"]
+from gateway.settings.values import read_section, read_table, read_url
 
 # Settings where zero is meaningful (turns a wait or a listener off) rather than a mistake.
 _ZERO_OK = frozenset(
     {"batch_window_us", "relay_after_s", "cluster_id", "metrics_port", "remembered_keys"}
 )
 CONFIG_ENV = "GATEWAY_CONFIG"
-
-
-@dataclass(frozen=True)
-class HttpSettings:
-    """The receiver's listening address and request limits."""
-
-    host: str = "127.0.0.1"
-    port: int = 8080
-    max_body_bytes: int = 1_048_576
-    request_timeout_s: float = 10.0
-    retry_after_s: int = 5
-
-
-@dataclass(frozen=True)
-class IngestSettings:
-    """How accepted events are committed (group commit) and queued."""
-
-    batching: bool = True
-    batch_max_rows: int = 64
-    batch_window_us: int = 500
-    # Enough writers that a commit is always being gathered while others wait on
-    # PostgreSQL: with 2, the serving process sat idle a fifth of the time under load.
-    writers: int = 4
-    queue_max: int = 10_000
-    commit_timeout_s: float = 5.0
-    # Keys whose rows this process saw committed, so a repeat is answered without a round
-    # trip (`gateway.recorded_keys`); about 135 bytes each; 0 = every repeat asks PostgreSQL.
-    remembered_keys: int = 200_000
-
-
-@dataclass(frozen=True)
-class OutboxSettings:
-    """How recorded events reach the stream.
-
-    `inline = true`: `gateway serve` publishes rows right after their commit and its relay
-    sweeps up any whose publish was not confirmed after `relay_after_s`. `inline = false`:
-    `gateway serve` only records, and `gateway relay` processes publish every row (so the
-    serving process spends its CPU on acceptance alone).
-    """
-
-    inline: bool = True
-    relay_after_s: float = 5.0
-    relay_interval_s: float = 1.0
-    batch_size: int = 256
-    publish_timeout_s: float = 5.0
-
-
-@dataclass(frozen=True)
-class NatsSettings:
-    """The JetStream connection and stream."""
-
-    url: str = "nats://127.0.0.1:4222"
-    stream: str = "WEBHOOKS"
-    duplicate_window_s: int = 120
-    replicas: int = 1
-    request_timeout_s: float = 5.0
-
-    @property
-    def servers(self) -> list[str]:
-        """The seed servers: `url` may list several, comma-separated, for a cluster."""
-        return [u.strip() for u in self.url.split(",") if u.strip()]
-
-
-@dataclass(frozen=True)
-class SettlementSettings:
-    """The settlement worker: what it consumes and how it posts."""
-
-    subjects: tuple[str, ...] = (
-        "webhooks.*.payment_intent.succeeded",
-        "webhooks.*.charge.refunded",
-        "events.*.payment.captured",
-        "events.*.payment.refunded",
-    )
-    currency: str = "USD"  # the ledger currency every amount is converted to
-    consumer: str = "settlement"  # the durable JetStream consumer's name
-    batch_size: int = 128  # messages fetched at once
-    concurrency: int = 32  # messages of a batch settled one by one at the same time
-    ack_wait_s: float = 30.0  # redelivery after a worker died mid-message
-    metrics_port: int = 9102  # `gateway settle` serves /metrics here (0 = off)
-    retry_delays_s: tuple[float, ...] = (5.0, 30.0, 120.0)  # the consumer default
-
-
-@dataclass(frozen=True)
-class CurrencySettings:
-    """The currency-service and how long its rates stay usable from the cache."""
-
-    url: str = "http://127.0.0.1:8090"
-    max_age_s: float = 900.0
-    timeout_s: float = 2.0
-    retry_delays_s: tuple[float, ...] = (1.0, 5.0, 30.0)
-    cache_key_prefix: str = "fx"  # Redis keys `{prefix}:{BASE}:{QUOTE}`
-
-
-@dataclass(frozen=True)
-class LedgerSettings:
-    """Which ledger backend settles, and how to reach TigerBeetle."""
-
-    backend: str = "postgres"  # postgres | tigerbeetle
-    cluster_id: int = 0
-    addresses: tuple[str, ...] = ("127.0.0.1:3000",)
-    timeout_s: float = 5.0
-    retry_delays_s: tuple[float, ...] = (2.0, 10.0, 60.0)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ acknowledged after the ack wait, and the settlement is idempotent.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -25,17 +24,14 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from gateway.adapters.postgres import connection
 from gateway.adapters.webhook_store import record_failure
-from gateway.alerts import run_alerts
-from gateway.compose import SettlementParts, settlement_parts
-from gateway.core.alerting import parse_alert_settings
 from gateway.core.disposition import Action, Disposition, Policies, dispose
 from gateway.core.model import Event, Failure, Stage
 from gateway.core.retry import RetryPolicy
 from gateway.errors import GatewayError
-from gateway.metrics import serve_metrics
-from gateway.settle_batch import settle_batch
+from gateway.settlement.batch import settle_batch
+from gateway.settlement.parts import SettlementParts
 
-log = logging.getLogger("gateway.worker")
+log = logging.getLogger("gateway.settlement.worker")
 
 
 def event_from_message(msg: Msg) -> Event:
@@ -239,43 +235,3 @@ class SettlementWorker:
                 await client.post(self._alert_url, json=doc)
         except httpx.HTTPError as exc:
             log.error("critical alert not delivered", extra={"error": type(exc).__name__})
-
-
-def cmd_settle(args: argparse.Namespace) -> int:
-    from gateway import settings as settings_mod
-    from gateway.cli import run_until_signalled
-
-    settings = settings_mod.load(args.config)
-    parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up, not a task
-
-    async def main() -> None:
-        async with settlement_parts(settings) as parts:
-            server = None
-            port = settings.settlement.metrics_port
-            if port:
-                server = await serve_metrics(parts.metrics, "127.0.0.1", port)
-            # Retries are counted here, so their alert threshold is judged here too; the
-            # shared alert state keeps serve and settle from announcing an episode twice.
-            alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics))
-            try:
-                await SettlementWorker(parts).run()
-            finally:
-                alerts.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await alerts
-                if server is not None:
-                    server.close()
-
-    run_until_signalled(main)
-    return 0
-
-
-def add_cli(sub: Any) -> None:
-    """`gateway settle`."""
-    parser = sub.add_parser(
-        "settle",
-        help="Run the settlement worker (JetStream consumer).",
-        description="Run the settlement worker (JetStream consumer).",
-    )
-    parser.add_argument("--config", help="TOML config file (default: $GATEWAY_CONFIG)")
-    parser.set_defaults(func=cmd_settle)

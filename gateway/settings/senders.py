@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config_values import read_value, require_positive
 from gateway.core.signatures import check_hmac_params, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
+from gateway.settings.values import read_value, require_positive
 
 SCHEME_NAMES = ("stripe", "standard", "github", "shopify", "paddle", "hmac")
 

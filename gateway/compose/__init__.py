@@ -1,0 +1,8 @@
+"""The composition root, one module per process: every pool, broker, ledger, Redis and
+HTTP client is opened and closed here, in one order, and nowhere else.
+
+- `compose.ingest`: `gateway serve` and `gateway relay`;
+- `compose.settlement`: `gateway settle`, and settlement rows replayed from the DLQ;
+- `compose.ops`: the operator commands (`dlq`, `ledger`, `reconcile`);
+- `compose.signals`: running a long-lived process until SIGINT/SIGTERM.
+"""

@@ -1,0 +1,45 @@
+"""What the HTTP surface of `gateway serve` talks to while it runs: plain ports.
+
+The composition root (`gateway.compose.ingest`) builds these from PostgreSQL and NATS;
+the endpoint unit tests build them from in-memory fakes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.core.model import Event, Outcome
+from gateway.metrics import Metrics
+from gateway.settings import Settings
+
+
+class Inbox(Protocol):
+    """The idempotency gate as the HTTP handlers and the composition root see it."""
+
+    async def accept(self, event: Event) -> Outcome:
+        """Record the event durably; say whether it was new. Raises TransientError."""
+        ...
+
+    async def close(self) -> None:
+        """Commit what is queued, then stop."""
+        ...
+
+
+class Probe(Protocol):
+    """A dependency `/readyz` asks after (the database, the broker)."""
+
+    async def ping(self) -> bool:
+        """True when the dependency answers now; never raises."""
+        ...
+
+
+@dataclass
+class IngestParts:
+    """The running parts the endpoints use, for one serving process."""
+
+    settings: Settings
+    inbox: Inbox
+    database: Probe
+    broker: Probe
+    metrics: Metrics

@@ -1,0 +1,36 @@
+"""Settings: one immutable value, parsed once at start-up, with errors that name the key.
+
+- `config`: the whole `Settings`, `parse` (a TOML document) and `load` (a file);
+- `sections`: one typed section per config table (`[http]`, `[ingest]`, ...);
+- `senders`: the `[providers.*]` and `[services.*]` tables;
+- `values`: reading one value, URL or section with an error that names its key.
+"""
+
+from gateway.settings.config import CONFIG_ENV, Settings, load, parse
+from gateway.settings.sections import (
+    CurrencySettings,
+    HttpSettings,
+    IngestSettings,
+    LedgerSettings,
+    NatsSettings,
+    OutboxSettings,
+    SettlementSettings,
+)
+from gateway.settings.senders import SCHEME_NAMES, ProviderSettings, ServiceSettings
+
+__all__ = [
+    "CONFIG_ENV",
+    "SCHEME_NAMES",
+    "CurrencySettings",
+    "HttpSettings",
+    "IngestSettings",
+    "LedgerSettings",
+    "NatsSettings",
+    "OutboxSettings",
+    "ProviderSettings",
+    "ServiceSettings",
+    "Settings",
+    "SettlementSettings",
+    "load",
+    "parse",
+]
