@@ -7,7 +7,7 @@ request `i` straight out of one file-sized string (`blob:sub`) instead of parsin
 which keeps wrk's `init()` down to one read. That matters because wrk starts thread 0
 before it runs `init()` for thread 1, and counts its rate from after both.
 
-Signatures come from the independent signer in `tests/unit/vectors.py` (written from
+Signatures come from the independent signer in `tests/support/vectors.py` (written from
 Stripe's documentation, sharing no code with the gateway), so a gateway that misread the
 scheme would answer 401 here and fail the run loudly.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.unit.vectors import stripe_v1
+from tests.support.vectors import stripe_v1
 
 PATH = "/webhooks/stripe"
 _CHUNK_RECORDS = 10_000  # written in chunks so a 400k-request pool never sits in one list

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from tests.support import vectors
 from tests.support.gateway import SECRETS
-from tests.unit import vectors
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway import cli
-from tests.integration.test_settlement import payment, post_stripe
+from tests.integration.settlement.test_settlement import payment, post_stripe
 from tests.support.config_file import write_toml
 from tests.support.gateway import config, running_server
 from tests.support.services import wait_until

@@ -23,7 +23,7 @@ from gateway.metrics import Metrics
 from gateway.settings import parse
 from tests.support.services import wait_until
 
-RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+RULES_DIR = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 needs_promtool = pytest.mark.skipif(
     not Path(PROMTOOL).exists(),

@@ -1,6 +1,6 @@
 """Table-driven tests of the signature schemes.
 
-Every vector is made by `tests.unit.vectors`, written from the providers' documentation
+Every vector is made by `tests.support.vectors`, written from the providers' documentation
 and independent of the code under test; `gateway.signing` is only exercised by the
 round-trip tests at the end. Time is always passed in, never read from the clock.
 """
@@ -30,7 +30,7 @@ from gateway.errors import (
     TimestampOutOfWindow,
 )
 from gateway.signing import sign
-from tests.unit.vectors import (
+from tests.support.vectors import (
     generic_b64,
     generic_hex,
     github_sha256,
