@@ -17,7 +17,7 @@ import pytest
 from chaos.harness import profiles
 from chaos.workload import LoadSpec
 from gateway import settings as settings_mod
-from gateway.settlement.reconcile import reconcile
+from gateway.compose.settlement import run_reconcile
 
 PROFILE = {
     "fast": {"events": 200, "rate": 150.0},
@@ -58,11 +58,11 @@ async def test_stream_loses_acknowledged_messages_and_reconcile_repairs(
 
     # 3. Reconcile (as `gateway reconcile --older-than-s 2` would) and audit again.
     settings = settings_mod.load(sc.config)
-    report = await reconcile(settings, older_than_s=2.0)
+    report = await run_reconcile(settings, older_than_s=2.0)
     assert report.republished > 0 and report.failed == 0
     assert report.republished <= before.figures["settling_2xx"] - before.figures["settled"]
     result = await sc.finish(record, read_stream=False)
     assert result.ok, result.table()
     assert result.figures["unexpected_parked"] == 0
-    again = await reconcile(settings, older_than_s=0.0)
+    again = await run_reconcile(settings, older_than_s=0.0)
     assert again.republished == 0 and again.settled == again.scanned

@@ -379,6 +379,12 @@ class PublishUnavailable(GatewayError):
     error_class = "PUBLISH_UNAVAILABLE"
 
 
+class SendFailed(GatewayError):
+    """`gateway sign --send` got no HTTP answer from the URL."""
+
+    error_class = "SEND_FAILED"
+
+
 # --- retry control -------------------------------------------------------------------
 
 

@@ -99,6 +99,15 @@ async def connection(pool: Pool) -> AsyncIterator[Conn]:
             yield conn
 
 
+@contextlib.asynccontextmanager
+async def transaction(pool: Pool) -> AsyncIterator[Conn]:
+    """A pooled connection inside one transaction: committed when the block ends, rolled
+    back if it raises. Row locks taken in the block (`FOR UPDATE`) last until then."""
+    # Inside `connection`, so a failed BEGIN or COMMIT is translated like any statement.
+    async with connection(pool) as conn, conn.transaction():
+        yield conn
+
+
 async def create_pool(
     dsn: str,
     *,

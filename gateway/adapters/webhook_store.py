@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 import asyncpg
 import orjson
@@ -211,12 +210,41 @@ async def outbox_stats(conn: Conn) -> tuple[int, float]:
     return int(row["pending"]), float(row["lag_s"])
 
 
-async def received_at_of(conn: Conn, provider: str, event_id: str) -> datetime | None:
-    """When an event was first recorded, or None if it never was."""
+async def event_type_of(conn: Conn, webhook_id: int) -> str | None:
+    """The event type recorded on a `processed_webhooks` row (None: no type, or no row)."""
     with translate_errors():
         value = await conn.fetchval(
-            "SELECT received_at FROM processed_webhooks WHERE provider = $1 AND event_id = $2",
-            provider,
-            event_id,
+            "SELECT event_type FROM processed_webhooks WHERE id = $1", webhook_id
         )
     return value  # type: ignore[no-any-return]
+
+
+# Reconciliation reads in id order, a page at a time. An open dead letter is an outcome
+# the worker reached, and one an operator closed by hand (`resolution = 'manual'`) is a
+# decision: neither is re-published. One replayed without settling is not an outcome.
+_RECONCILE_CANDIDATES = """
+SELECT pw.id, pw.provider, pw.event_id, pw.event_type, pw.subject, pw.headers::text AS headers,
+       pw.body, pw.received_at
+FROM processed_webhooks pw
+WHERE pw.published_at IS NOT NULL AND pw.subject IS NOT NULL
+  AND pw.published_at < now() - make_interval(secs => $1)
+  AND pw.received_at >= now() - make_interval(secs => $2)
+  AND pw.id > $3
+  AND NOT EXISTS (
+      SELECT 1 FROM dlq_webhooks d
+      WHERE d.provider = pw.provider AND d.event_id = pw.event_id
+        AND (NOT d.is_resolved OR d.resolution = 'manual'))
+ORDER BY pw.id
+LIMIT $4
+"""
+
+
+async def reconcile_candidates(
+    conn: Conn, older_than_s: float, lookback_s: float, after_id: int, limit: int
+) -> list[StoredEvent]:
+    """Up to `limit` published events after row `after_id`, in id order: acknowledged by
+    the stream at least `older_than_s` ago, received within `lookback_s`, with no open
+    dead letter and none closed by an operator."""
+    with translate_errors():
+        rows = await conn.fetch(_RECONCILE_CANDIDATES, older_than_s, lookback_s, after_id, limit)
+    return [stored_event(row) for row in rows]

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import getpass
 import logging
 import sys
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gateway import settings as settings_mod
 from gateway.adapters import dlq_store
@@ -28,9 +29,11 @@ from gateway.core.dlq_filters import (
 )
 from gateway.core.dlq_model import RowBrief
 from gateway.dlq import format as fmt
-from gateway.dlq.replay import ReplayContext, ReplayPlan, RowOutcome, RowResult, replay
+from gateway.dlq.plan import ReplayPlan, RowOutcome, RowResult
 from gateway.errors import DlqRowNotFound, DlqUsageError
-from gateway.metrics import Metrics
+
+if TYPE_CHECKING:
+    from gateway.dlq.parts import StageHandlers
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace, DlqFilter], Coroutine[Any, Any, int]]
@@ -141,7 +144,17 @@ async def stats_body(settings: Settings, args: argparse.Namespace, _: DlqFilter)
     return 0
 
 
-async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
+async def replay_body(
+    settings: Settings,
+    args: argparse.Namespace,
+    f: DlqFilter,
+    handlers: StageHandlers | None = None,
+) -> int:
+    """`gateway dlq replay`, with the static stage table unless `handlers` says otherwise."""
+    # Imported here: the replayer names every stage's handler and so loads the settlement
+    # side, which `gateway serve` (parsing this same CLI) must not.
+    from gateway.dlq.replay import STAGE_HANDLERS, replay
+
     options = check_replay_flags(
         ids=args.id or (),
         replay_all=args.all,
@@ -153,13 +166,12 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter
         dry_run=args.dry_run,
     )
     report = _ReplayReport(quiet=args.json, dry_run=options.dry_run)
-    async with (
-        ops.database(settings, max_size=4) as pool,
-        contextlib.AsyncExitStack() as resources,
-    ):
-        ctx = ReplayContext(settings, pool, Metrics(), resources)
+    stage_handlers = STAGE_HANDLERS if handlers is None else handlers
+    async with ops.replay_resources(settings) as ctx:
         try:
-            summary = await replay(ctx, f, options, report.row, report.planned)
+            summary = await replay(
+                ctx, f, options, report.row, report.planned, handlers=stage_handlers
+            )
         finally:
             report.finish()
     if args.json:
@@ -174,6 +186,12 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter
     else:
         _out(f"replayed {summary.replayed}, failed {summary.failed}, skipped {summary.skipped}")
     return 1 if summary.failed and not options.dry_run else 0
+
+
+def replay_command(handlers: StageHandlers) -> Callable[[argparse.Namespace], int]:
+    """`gateway dlq replay` replaying with another stage table (tests stand in handlers
+    this way; operators always get the static one)."""
+    return _command(functools.partial(replay_body, handlers=handlers))
 
 
 class _ReplayReport:

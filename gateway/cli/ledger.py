@@ -6,22 +6,25 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import orjson
 
 from gateway.cli.common import SubParsers, load_settings
-from gateway.compose import ops
-from gateway.core.ledger import Ledger
 from gateway.core.money import check_currency
 from gateway.errors import ConfigError, LedgerImbalance
 from gateway.settings import Settings
-from gateway.settlement import ledger_ops
+
+if TYPE_CHECKING:
+    from gateway.core.ledger import Ledger
 
 T = TypeVar("T")
 
 
 def _with_ledger(settings: Settings, operation: Callable[[Ledger], Awaitable[T]]) -> T:
+    # Imported here: `gateway serve` parses the same CLI and must not load the ledger side.
+    from gateway.compose import ops
+
     async def run() -> T:
         async with ops.ledger(settings) as ledger:
             return await operation(ledger)
@@ -30,6 +33,8 @@ def _with_ledger(settings: Settings, operation: Callable[[Ledger], Awaitable[T]]
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
+    from gateway.settlement import ledger_ops
+
     settings = load_settings(args)
     if args.ledger_command == "open-account":
         try:

@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
 
 from gateway.cli.common import SubParsers, load_settings
-from gateway.settlement.reconcile import (
-    DEFAULT_LOOKBACK_S,
-    DEFAULT_OLDER_THAN_S,
-    ReconcileReport,
-    reconcile,
-)
+
+if TYPE_CHECKING:
+    from gateway.settlement.reconcile import ReconcileReport
+
+# `gateway.settlement.reconcile`'s defaults, written out: `gateway serve` builds this
+# parser too and must not load the settlement side (a test keeps the two equal).
+DEFAULT_OLDER_THAN_S = 900.0
+DEFAULT_LOOKBACK_S = 7 * 86_400.0
 
 
 def _print(report: ReconcileReport, as_json: bool) -> None:
@@ -33,9 +36,11 @@ def _print(report: ReconcileReport, as_json: bool) -> None:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
+    from gateway.compose.settlement import run_reconcile
+
     settings = load_settings(args)
     report = asyncio.run(
-        reconcile(
+        run_reconcile(
             settings,
             older_than_s=args.older_than_s,
             lookback_s=args.lookback_s,

@@ -13,8 +13,11 @@ import logging
 import os
 from collections.abc import AsyncIterator, Sequence
 
+import httpx
+
 from gateway import logs
 from gateway import settings as settings_mod
+from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.nats import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
 from gateway.adapters.webhook_store import StoredEvent
@@ -44,9 +47,12 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
     """
     inline = settings.outbox.inline
     metrics = Metrics()
-    parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up, not a task
+    alert_settings = parse_alert_settings(settings.raw)  # a bad table stops start-up, not a task
     pool_size = settings.ingest.writers + 8
-    async with open_pool(settings.database_url, max_size=pool_size) as pool:
+    async with (
+        open_pool(settings.database_url, max_size=pool_size) as pool,
+        httpx.AsyncClient() as http_client,  # the alert webhook's
+    ):
         # 1. NATS in the background: acceptance must not wait for the broker.
         broker = JetStreamBroker(settings.nats)
         await broker.start()
@@ -69,7 +75,14 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
         relay = OutboxRelay(pool, broker, settings.outbox, metrics, inline=publisher)
         await relay.start(sweep=inline)  # without sweeping it still keeps the gauges fresh
         # DLQ gauges and the in-process alerts (thresholds every interval, once per episode).
-        alerts = asyncio.create_task(run_alerts(pool, settings, metrics), name="dlq-alerts")
+        receiver = None
+        if alert_settings.webhook_url:
+            receiver = AlertWebhook(
+                http_client, alert_settings.webhook_url, alert_settings.timeout_s
+            )
+        alerts = asyncio.create_task(
+            run_alerts(pool, settings, metrics, receiver), name="dlq-alerts"
+        )
         parts = IngestParts(settings, inbox, DatabaseProbe(pool), broker, metrics)
         log.info(
             "gateway started",

@@ -1,15 +1,25 @@
-"""The composition root of the operator commands (`dlq`, `ledger`, `reconcile`): each
-opens what it needs here, for the length of one command."""
+"""The composition root of the operator commands (`dlq`, `ledger`): each
+opens what it needs here, for the length of one command.
+
+The settlement side (ledger, Redis, currency client) is imported where a command first
+needs it: `gateway serve` parses the same CLI, which imports this module, and must not
+load it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
+from gateway.adapters.nats import JetStreamBroker
 from gateway.adapters.postgres import Pool, open_pool
-from gateway.compose.settlement import open_ledger
-from gateway.core.ledger import Ledger
+from gateway.metrics import Metrics
 from gateway.settings import Settings
+
+if TYPE_CHECKING:
+    from gateway.core.ledger import Ledger
+    from gateway.settlement.parts import SettlementParts
 
 
 @contextlib.asynccontextmanager
@@ -22,5 +32,62 @@ async def database(settings: Settings, max_size: int = 2) -> AsyncIterator[Pool]
 @contextlib.asynccontextmanager
 async def ledger(settings: Settings) -> AsyncIterator[Ledger]:
     """The configured ledger (and the database the PostgreSQL ledger lives in)."""
+    from gateway.compose.settlement import open_ledger
+
     async with database(settings) as pool, open_ledger(settings, pool) as opened:
         yield opened
+
+
+class ReplayResources:
+    """What `gateway dlq replay` gives its stage handlers (`gateway.dlq.parts.ReplayContext`).
+
+    The pool is the command's. NATS and the settlement parts are opened on the first call,
+    so a run that replays no row of a stage never connects to what that stage needs, and
+    are closed by `replay_resources` when the command ends. Handlers are built one at a
+    time, so the first-use checks need no lock.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: Pool,
+        metrics: Metrics,
+        opened: contextlib.AsyncExitStack,
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.metrics = metrics
+        self._opened = opened
+        self._broker: JetStreamBroker | None = None
+        self._settlement: SettlementParts | None = None
+
+    async def broker(self) -> JetStreamBroker:
+        """A JetStream connection of the run's own (the `ingest` handler publishes on it)."""
+        if self._broker is None:
+            broker = JetStreamBroker(self.settings.nats, name="gateway-dlq-replay")
+            self._opened.push_async_callback(broker.close)
+            await broker.start()
+            self._broker = broker
+        return self._broker
+
+    async def settlement(self) -> SettlementParts:
+        """The live settlement path's parts (the `settlement` handler settles with them)."""
+        if self._settlement is None:
+            from gateway.compose.settlement import settlement_parts
+
+            parts = settlement_parts(self.settings, self.metrics)
+            self._settlement = await self._opened.enter_async_context(parts)
+        return self._settlement
+
+
+@contextlib.asynccontextmanager
+async def replay_resources(settings: Settings) -> AsyncIterator[ReplayResources]:
+    """The pool of one replay command, and whatever its handlers open on the way.
+
+    Closing order: what the handlers opened, in reverse, then the command's pool.
+    """
+    async with (
+        database(settings, max_size=4) as pool,
+        contextlib.AsyncExitStack() as opened,
+    ):
+        yield ReplayResources(settings, pool, Metrics(), opened)

@@ -1,6 +1,6 @@
 """The composition root of `gateway settle` (and of what replays settlement rows):
-the database, NATS, the ledger, Redis and the currency-service client, opened and closed
-in one order."""
+the database, NATS, the ledger, Redis and the HTTP client of the currency-service and the
+alert webhook, opened and closed in one order; and of `gateway reconcile`."""
 
 from __future__ import annotations
 
@@ -9,19 +9,27 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import httpx
-import redis.asyncio as aioredis
 
+from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
+from gateway.adapters.jetstream_consumer import DurablePullConsumer
 from gateway.adapters.ledger_postgres import PostgresLedger
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.nats import JetStreamBroker, open_one_shot_publisher
 from gateway.adapters.postgres import Pool, open_pool
+from gateway.adapters.redis_client import open_redis
 from gateway.core.alerting import parse_alert_settings
 from gateway.core.ledger import Ledger
 from gateway.core.retry import RetryPolicy
 from gateway.dlq.alerts import run_alerts
 from gateway.metrics import Metrics, serve_metrics
 from gateway.settings import Settings
-from gateway.settlement.parts import SettlementParts
+from gateway.settlement.parts import ReconcileParts, SettlementParts
+from gateway.settlement.reconcile import (
+    DEFAULT_LOOKBACK_S,
+    DEFAULT_OLDER_THAN_S,
+    ReconcileReport,
+    reconcile,
+)
 from gateway.settlement.settler import Settler
 from gateway.settlement.worker import SettlementWorker
 
@@ -54,8 +62,9 @@ SETTLEMENT_SESSION = {"plan_cache_mode": "force_custom_plan"}
 async def settlement_parts(
     settings: Settings, metrics: Metrics | None = None
 ) -> AsyncIterator[SettlementParts]:
-    """Open the database, NATS, the ledger, Redis and the currency-service client."""
+    """Open the database, NATS, the ledger, Redis and the HTTP client."""
     metrics = metrics or Metrics()
+    alert_settings = parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up
     pool_size = settings.settlement.concurrency + 4
     async with (
         open_pool(
@@ -63,10 +72,8 @@ async def settlement_parts(
         ) as pool,
         open_ledger(settings, pool) as ledger,
         httpx.AsyncClient() as http_client,
+        open_redis(settings.redis_url, timeout_s=0.5) as redis_client,
     ):
-        redis_client = aioredis.from_url(
-            settings.redis_url, socket_connect_timeout=0.5, socket_timeout=0.5
-        )
         broker = JetStreamBroker(settings.nats, name="gateway-settle")
         await broker.start()
         try:
@@ -79,15 +86,21 @@ async def settlement_parts(
                 policy=RetryPolicy(settings.currency.retry_delays_s),
             )
             settler = Settler(settings, pool, ledger, rates)
-            yield SettlementParts(settings, pool, broker, ledger, settler, metrics)
+            consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
+            alerts = None
+            if alert_settings.webhook_url:
+                alerts = AlertWebhook(
+                    http_client, alert_settings.webhook_url, timeout_s=alert_settings.timeout_s
+                )
+            yield SettlementParts(
+                settings, pool, broker, ledger, settler, metrics, consumer=consumer, alerts=alerts
+            )
         finally:
             await broker.close()
-            await redis_client.aclose()
 
 
 async def run_settlement(settings: Settings) -> None:
     """`gateway settle`: the worker, its /metrics listener and the alert evaluation."""
-    parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up, not a task
     async with settlement_parts(settings) as parts:
         server = None
         port = settings.settlement.metrics_port
@@ -95,7 +108,7 @@ async def run_settlement(settings: Settings) -> None:
             server = await serve_metrics(parts.metrics, "127.0.0.1", port)
         # Retries are counted here, so their alert threshold is judged here too; the
         # shared alert state keeps serve and settle from announcing an episode twice.
-        alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics))
+        alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics, parts.alerts))
         try:
             await SettlementWorker(parts).run()
         finally:
@@ -104,3 +117,38 @@ async def run_settlement(settings: Settings) -> None:
                 await alerts
             if server is not None:
                 server.close()
+
+
+@contextlib.asynccontextmanager
+async def reconcile_parts(settings: Settings) -> AsyncIterator[ReconcileParts]:
+    """A small pool and a NATS publisher of its own for one reconciliation pass.
+
+    Neither connects yet: the pool opens connections on first use, and the publisher
+    connects only if the pass has something to re-publish.
+    """
+    async with (
+        open_pool(settings.database_url, max_size=2) as pool,
+        open_one_shot_publisher(settings.nats, name="gateway-reconcile") as publisher,
+    ):
+        yield ReconcileParts(settings, pool, publisher)
+
+
+async def run_reconcile(
+    settings: Settings,
+    *,
+    older_than_s: float = DEFAULT_OLDER_THAN_S,
+    lookback_s: float = DEFAULT_LOOKBACK_S,
+    batch_size: int = 500,
+    dry_run: bool = False,
+    run_id: str | None = None,
+) -> ReconcileReport:
+    """`gateway reconcile`: one pass against the configured database and stream."""
+    async with reconcile_parts(settings) as parts:
+        return await reconcile(
+            parts,
+            older_than_s=older_than_s,
+            lookback_s=lookback_s,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            run_id=run_id,
+        )

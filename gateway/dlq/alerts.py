@@ -16,14 +16,13 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-
-import asyncpg
-import httpx
+from typing import Any, Protocol
 
 from gateway.adapters import dlq_store
-from gateway.adapters.postgres import Conn, connection, translate_errors
+from gateway.adapters.alert_state import alert_states, lock_alert_state, save_alert_state
+from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.core.alerting import (
     AlertSettings,
     AlertState,
@@ -44,6 +43,13 @@ log = logging.getLogger("gateway.dlq.alerts")
 Clock = Callable[[], datetime]
 
 
+class AlertReceiver(Protocol):
+    """Where notices go (`adapters.alert_webhook.AlertWebhook`, opened by the composition
+    root); `AlertNotDelivered` unless the receiver accepted the document."""
+
+    async def post(self, doc: Mapping[str, Any]) -> None: ...
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -54,7 +60,7 @@ def set_dlq_gauges(metrics: Metrics, unresolved: int, oldest_s: float | None) ->
 
 
 async def refresh_dlq_gauges(
-    pool: asyncpg.Pool, metrics: Metrics, window_s: float = 300.0, now: datetime | None = None
+    pool: Pool, metrics: Metrics, window_s: float = 300.0, now: datetime | None = None
 ) -> tuple[int, float | None]:
     """Set `gateway_dlq_unresolved` and `gateway_dlq_oldest_unresolved_seconds` from the
     table; return (rows first failed in the last `window_s`, oldest unresolved age)."""
@@ -76,14 +82,15 @@ def retries_by_subject(metrics: Metrics) -> dict[str, float]:
 
 
 class DlqAlerts:
-    """Refreshes the DLQ gauges and notifies the alert webhook once per episode."""
+    """Refreshes the DLQ gauges and notifies the alert receiver once per episode; with no
+    receiver (`[alerts] webhook_url` unset) it keeps the gauges only."""
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         settings: AlertSettings,
         metrics: Metrics,
-        client: httpx.AsyncClient,
+        receiver: AlertReceiver | None,
         *,
         clock: Clock = _utc_now,
         source: str | None = None,
@@ -91,7 +98,7 @@ class DlqAlerts:
         self._pool = pool
         self._settings = settings
         self._metrics = metrics
-        self._client = client
+        self._receiver = receiver
         self._clock = clock
         self._source = source or socket.gethostname()
         self._retries = RetryWindow()
@@ -103,32 +110,34 @@ class DlqAlerts:
             self._pool, self._metrics, self._settings.dlq_window_s, now
         )
         self._retries.add(now.timestamp(), retries_by_subject(self._metrics))
-        if not self._settings.webhook_url:
+        if self._receiver is None:
             return []
         obs = Observation(added, oldest_s, self._retries.per_minute())
         async with connection(self._pool) as conn:
-            stored = await _states(conn)
+            stored = await alert_states(conn)
         delivered = []
         for reading in readings(obs, self._settings):
             state, since = stored.get((reading.rule.value, reading.key), (AlertState.OK, None))
             if transition(state, since, reading, now) is None:
                 continue  # the receiver already knows; nothing to lock
-            notice = await self._notify(reading, now)
+            notice = await self._notify(self._receiver, reading, now)
             if notice is not None:
                 delivered.append(notice)
         return delivered
 
-    async def _notify(self, reading: Reading, now: datetime) -> Notice | None:
+    async def _notify(
+        self, receiver: AlertReceiver, reading: Reading, now: datetime
+    ) -> Notice | None:
         """Decide again under the state row's lock, send, and record only if delivered."""
         try:
-            async with connection(self._pool) as conn, conn.transaction():
-                state, since = await _lock_state(conn, reading, now)
+            async with transaction(self._pool) as conn:
+                state, since = await lock_alert_state(conn, reading, now)
                 # Another process may have sent this very notice while we were deciding.
                 notice = transition(state, since, reading, now)
                 if notice is None:
                     return None
-                await self._post(notice)
-                await _save_state(conn, notice)
+                await receiver.post(notice.payload(self._source))
+                await save_alert_state(conn, notice)
         except AlertNotDelivered as exc:
             log.warning(
                 "alert not delivered; will try again",
@@ -140,19 +149,6 @@ class DlqAlerts:
             extra={"alert": reading.rule.value, "key": reading.key, "status": notice.state.value},
         )
         return notice
-
-    async def _post(self, notice: Notice) -> None:
-        try:
-            response = await self._client.post(
-                self._settings.webhook_url,
-                json=notice.payload(self._source),
-                timeout=self._settings.timeout_s,
-            )
-        except httpx.HTTPError as exc:
-            # The exception text may include the URL, which usually carries a credential.
-            raise AlertNotDelivered(type(exc).__name__) from exc
-        if not response.is_success:
-            raise AlertNotDelivered(f"receiver answered {response.status_code}")
 
     async def run(self) -> None:
         """Evaluate every `interval_s` until cancelled; a failed pass is logged, not fatal."""
@@ -175,51 +171,13 @@ class DlqAlerts:
                 await self._task
 
 
-async def _states(conn: Conn) -> dict[tuple[str, str], tuple[AlertState, datetime]]:
-    with translate_errors():
-        records = await conn.fetch("SELECT rule, key, state, since FROM dlq_alert_state")
-    return {(r["rule"], r["key"]): (AlertState(r["state"]), r["since"]) for r in records}
-
-
-async def _lock_state(
-    conn: Conn, reading: Reading, now: datetime
-) -> tuple[AlertState, datetime | None]:
-    with translate_errors():
-        await conn.execute(
-            "INSERT INTO dlq_alert_state (rule, key, state, since) VALUES ($1, $2, 'ok', $3) "
-            "ON CONFLICT (rule, key) DO NOTHING",
-            reading.rule.value,
-            reading.key,
-            now,
-        )
-        record = await conn.fetchrow(
-            "SELECT state, since FROM dlq_alert_state WHERE rule = $1 AND key = $2 FOR UPDATE",
-            reading.rule.value,
-            reading.key,
-        )
-    if record is None:  # inserted just above, in this transaction
-        raise GatewayError("dlq_alert_state row vanished")
-    return AlertState(record["state"]), record["since"]
-
-
-async def _save_state(conn: Conn, notice: Notice) -> None:
-    with translate_errors():
-        await conn.execute(
-            "UPDATE dlq_alert_state SET state = $3, since = $4, value = $5, notified_at = now() "
-            "WHERE rule = $1 AND key = $2",
-            notice.reading.rule.value,
-            notice.reading.key,
-            notice.state.value,
-            notice.since,
-            notice.reading.value,
-        )
-
-
-async def run_alerts(pool: asyncpg.Pool, settings: Settings, metrics: Metrics) -> None:
+async def run_alerts(
+    pool: Pool, settings: Settings, metrics: Metrics, receiver: AlertReceiver | None
+) -> None:
     """Keep the DLQ gauges current and send the alerts, until cancelled.
 
-    Raises `ConfigError` at once (before any work) if `[alerts]` is invalid.
+    Raises `ConfigError` at once (before any work) if `[alerts]` is invalid. `receiver`
+    is opened by the composition root, which passes None when no `webhook_url` is set.
     """
     alert_settings = parse_alert_settings(settings.raw)
-    async with httpx.AsyncClient() as client:
-        await DlqAlerts(pool, alert_settings, metrics, client).run()
+    await DlqAlerts(pool, alert_settings, metrics, receiver).run()

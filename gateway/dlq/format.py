@@ -13,7 +13,7 @@ import orjson
 from gateway.adapters.dlq_store import DlqStats
 from gateway.core.dlq_filters import format_age
 from gateway.core.dlq_model import DlqRow, RowBrief
-from gateway.dlq.replay import RowResult
+from gateway.dlq.plan import RowResult
 
 _EVENT_ID_CHARS = 40
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_UTC_Z

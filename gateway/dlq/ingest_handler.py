@@ -11,16 +11,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import asyncpg
-
 from gateway.adapters.dlq_store import OutboxState, queue_for_outbox
 from gateway.adapters.nats import JetStreamBroker
-from gateway.adapters.postgres import connection
+from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.webhook_store import StoredEvent
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Failure, webhook_event
 from gateway.core.signatures import get_scheme
-from gateway.dlq.replay import ReplayContext, StageHandler, register_stage_handler_factory
+from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import (
     EventIdChanged,
     EventNotRecorded,
@@ -40,7 +38,7 @@ class IngestReplay:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         settings: Settings,
         broker: JetStreamBroker | None,
         metrics: Metrics,
@@ -101,11 +99,5 @@ class IngestReplay:
 
 
 async def ingest_handler(ctx: ReplayContext) -> StageHandler:
-    """Build the `ingest` handler with a JetStream connection of the run's own."""
-    broker = JetStreamBroker(ctx.settings.nats, name="gateway-dlq-replay")
-    ctx.resources.push_async_callback(broker.close)
-    await broker.start()
-    return IngestReplay(ctx.pool, ctx.settings, broker, ctx.metrics)
-
-
-register_stage_handler_factory("ingest", ingest_handler)
+    """Build the `ingest` handler with the run's JetStream connection."""
+    return IngestReplay(ctx.pool, ctx.settings, await ctx.broker(), ctx.metrics)

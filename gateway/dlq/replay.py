@@ -1,5 +1,5 @@
-"""Replaying dead letters: each row's stage runs again in-process, through a handler
-registered for that stage, with the same idempotency as the live path.
+"""Replaying dead letters: each row's stage runs again in-process, through the handler the
+stage table names for it, with the same idempotency as the live path.
 
 1. The rows are planned: unknown ids are refused, resolved rows and rows at
    `--max-attempts` are skipped, rows of a stage with no handler fail (left unchanged).
@@ -12,133 +12,47 @@ registered for that stage, with the same idempotency as the live path.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
-import importlib
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
-
-import asyncpg
+from types import MappingProxyType
 
 from gateway.adapters import dlq_store
-from gateway.adapters.postgres import connection
+from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.core.dlq_filters import DlqFilter, ReplayOptions, pace_delay_s
 from gateway.core.dlq_model import DlqRow, RowBrief
-from gateway.core.model import Failure
+from gateway.core.model import Failure, Stage
+from gateway.dlq.ingest_handler import ingest_handler
+from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
+from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowOutcome, RowResult, plan
+from gateway.dlq.settlement_handler import settlement_handler
 from gateway.errors import DlqRowNotFound, GatewayError, PermanentError
-from gateway.metrics import Metrics
-from gateway.settings import Settings
 
-
-class StageHandler(Protocol):
-    """Runs one stage again for one dead-letter row; returns on success, raises on failure.
-
-    A handler must be idempotent (a replayed effect that already happened is a no-op)
-    and must not write to `dlq_webhooks` itself: the replayer holds the row's lock and
-    records the outcome, so a handler updating the row from another connection would
-    wait for that lock for ever.
-    """
-
-    async def __call__(self, row: DlqRow) -> None: ...
-
-
-@dataclass
-class ReplayContext:
-    """What a handler factory may use; clients it opens go on `resources` to be closed."""
-
-    settings: Settings
-    pool: asyncpg.Pool
-    metrics: Metrics
-    resources: contextlib.AsyncExitStack
-
-
-HandlerFactory = Callable[[ReplayContext], Awaitable[StageHandler]]
-
-_FACTORIES: dict[str, HandlerFactory] = {}
-# Modules that register the handler of their own stage when imported.
-_HANDLER_MODULES = ("gateway.dlq.ingest_handler", "gateway.dlq.settlement_handler")
-
-
-def register_stage_handler_factory(stage: str, factory: HandlerFactory) -> None:
-    """Build the handler for `stage` with `factory` when a replay first needs it."""
-    _FACTORIES[stage] = factory
-
-
-def register_stage_handler(stage: str, handler: StageHandler) -> None:
-    """Replay `stage` rows with a ready-made handler (it needs no clients of the run's)."""
-
-    async def ready(_: ReplayContext) -> StageHandler:
-        return handler
-
-    _FACTORIES[stage] = ready
-
-
-def unregister_stage_handler(stage: str) -> None:
-    """Forget the handler of `stage` (tests)."""
-    _FACTORIES.pop(stage, None)
-
-
-def registered_stages() -> tuple[str, ...]:
-    """The stages some handler replays, after the handler modules had their say."""
-    for name in _HANDLER_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:  # the module exists but something it needs does not
-                raise
-    return tuple(sorted(_FACTORIES))
+#: The stages a replay can run again, and the factory of each one's handler. Read-only:
+#: a stage is replayable because it is named here, where a reader can see it, not because
+#: some module registered itself on import. Rows of any other stage fail as NO_HANDLER.
+STAGE_HANDLERS: StageHandlers = MappingProxyType(
+    {
+        Stage.INGEST.value: ingest_handler,
+        Stage.SETTLEMENT.value: settlement_handler,
+    }
+)
 
 
 class Handlers:
-    """The handlers of one replay run, built on first use and closed when the run ends."""
+    """The handlers of one replay run, built on first use from the run's table."""
 
-    def __init__(self, ctx: ReplayContext) -> None:
+    def __init__(self, ctx: ReplayContext, factories: StageHandlers) -> None:
         self._ctx = ctx
+        self._factories = factories
         self._built: dict[str, StageHandler] = {}
 
     async def get(self, stage: str) -> StageHandler:
         if stage not in self._built:
-            self._built[stage] = await _FACTORIES[stage](self._ctx)
+            self._built[stage] = await self._factories[stage](self._ctx)
         return self._built[stage]
-
-
-class RowOutcome(enum.StrEnum):
-    """What a replay did with one row."""
-
-    REPLAYED = "replayed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    WOULD_REPLAY = "would_replay"  # dry run
-
-
-@dataclass(frozen=True)
-class RowResult:
-    """One row's outcome, with the error or the reason it was skipped."""
-
-    row: RowBrief
-    outcome: RowOutcome
-    error_class: str | None = None
-    message: str | None = None
-
-
-@dataclass
-class ReplaySummary:
-    """Counts for the final line, and every row's result for `--json`."""
-
-    replayed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    would_replay: int = 0
-    results: list[RowResult] = field(default_factory=list)
-
-    def add(self, result: RowResult) -> RowResult:
-        setattr(self, result.outcome.value, getattr(self, result.outcome.value) + 1)
-        self.results.append(result)
-        return result
 
 
 def failure_of(exc: BaseException) -> Failure:
@@ -151,42 +65,18 @@ def failure_of(exc: BaseException) -> Failure:
     return Failure("UNEXPECTED_ERROR", f"{type(exc).__name__}: {exc}", stack)
 
 
-@dataclass(frozen=True)
-class ReplayPlan:
-    """What a run will do before it claims anything."""
-
-    to_replay: list[RowBrief]  # in replay order, at most --limit
-    results: list[RowResult]  # decided without running anything: skipped, no handler
-
-
-def plan(briefs: list[RowBrief], stages: tuple[str, ...], options: ReplayOptions) -> ReplayPlan:
-    """Sort the considered rows into replayable, skipped and unreplayable (pure)."""
-    to_replay: list[RowBrief] = []
-    results: list[RowResult] = []
-    for brief in briefs:
-        if brief.is_resolved:
-            why = f"already resolved ({brief.resolution or 'resolved'})"
-            results.append(RowResult(brief, RowOutcome.SKIPPED, None, why))
-        elif brief.stage not in stages:
-            why = f"no handler for stage {brief.stage}; row left unchanged"
-            results.append(RowResult(brief, RowOutcome.FAILED, "NO_HANDLER", why))
-        elif brief.attempts >= options.max_attempts and not options.force:
-            why = f"{brief.attempts} attempts reached --max-attempts {options.max_attempts}"
-            results.append(RowResult(brief, RowOutcome.SKIPPED, None, why + "; --force to include"))
-        elif options.limit is None or len(to_replay) < options.limit:
-            to_replay.append(brief)
-    return ReplayPlan(to_replay, results)
-
-
 async def replay(
     ctx: ReplayContext,
     f: DlqFilter,
     options: ReplayOptions,
     on_result: Callable[[RowResult], None] = lambda _: None,
     on_plan: Callable[[ReplayPlan], None] = lambda _: None,
+    *,
+    handlers: StageHandlers = STAGE_HANDLERS,
 ) -> ReplaySummary:
-    """Replay the rows `options.ids` (or those matching `f`); see the module docstring."""
-    stages = registered_stages()
+    """Replay the rows `options.ids` (or those matching `f`) with the stage `handlers`;
+    see the module docstring."""
+    stages = tuple(sorted(handlers))
     summary = ReplaySummary()
     async with connection(ctx.pool) as conn:
         briefs = await dlq_store.replay_briefs(conn, f, options.ids)
@@ -202,12 +92,12 @@ async def replay(
         for brief in the_plan.to_replay:
             on_result(summary.add(RowResult(brief, RowOutcome.WOULD_REPLAY)))
         return summary
-    handlers = Handlers(ctx)
+    built = Handlers(ctx, handlers)
     started_s = time.monotonic()
     claim = _Claim(f, options, stages, run_started_at)
     for done in range(len(the_plan.to_replay)):
         await asyncio.sleep(pace_delay_s(started_s, done, options.rate_per_s, time.monotonic()))
-        result = await _replay_next(ctx.pool, handlers, claim)
+        result = await _replay_next(ctx.pool, built, claim)
         if result is None:  # the rest were taken by an overlapping replay
             break
         on_result(summary.add(result))
@@ -224,10 +114,10 @@ class _Claim:
     run_started_at: datetime
 
 
-async def _replay_next(pool: asyncpg.Pool, handlers: Handlers, claim: _Claim) -> RowResult | None:
+async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResult | None:
     """Claim the oldest planned row still open, run its stage, record the outcome."""
     options = claim.options
-    async with connection(pool) as conn, conn.transaction():
+    async with transaction(pool) as conn:
         # With --all the filter is claimed again rather than the plan's ids: sending a
         # long id list with every claim would cost more than the rows themselves.
         row = await dlq_store.claim_next(

@@ -6,28 +6,26 @@ from __future__ import annotations
 import logging
 
 from gateway.adapters.postgres import connection
-from gateway.compose.settlement import settlement_parts
+from gateway.adapters.webhook_store import event_type_of
 from gateway.core.dlq_model import DlqRow
-from gateway.core.model import Event, Stage
-from gateway.dlq.replay import ReplayContext, StageHandler, register_stage_handler_factory
+from gateway.core.model import Event
+from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import PayloadInvalid
 from gateway.settlement.settler import SettleOutcome
 
 log = logging.getLogger("gateway.settlement.worker")
 
 
-async def _settlement_replay_handler(ctx: ReplayContext) -> StageHandler:
-    """Replay of `stage = 'settlement'` rows: the live path's `Settler`, same idempotency."""
-    parts = await ctx.resources.enter_async_context(settlement_parts(ctx.settings, ctx.metrics))
+async def settlement_handler(ctx: ReplayContext) -> StageHandler:
+    """Build the `settlement` handler on the run's settlement parts (opened on first use)."""
+    parts = await ctx.settlement()
     await parts.settler.open_clearing_accounts()
 
     async def replay_settlement(row: DlqRow) -> None:
         event_type = None
         if row.webhook_id is not None:
             async with connection(ctx.pool) as conn:
-                event_type = await conn.fetchval(
-                    "SELECT event_type FROM processed_webhooks WHERE id = $1", row.webhook_id
-                )
+                event_type = await event_type_of(conn, row.webhook_id)
         event = Event(
             provider=row.provider,
             event_id=row.event_id,
@@ -47,6 +45,3 @@ async def _settlement_replay_handler(ctx: ReplayContext) -> StageHandler:
         log.info("settlement replayed", extra={"dlq_id": row.id, "outcome": outcome.value})
 
     return replay_settlement
-
-
-register_stage_handler_factory(Stage.SETTLEMENT.value, _settlement_replay_handler)

@@ -16,10 +16,8 @@ import logging
 import time
 from collections.abc import Sequence
 
-import asyncpg
-
 from gateway.adapters.nats import JetStreamBroker
-from gateway.adapters.postgres import connection
+from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.webhook_store import (
     StoredEvent,
     claim_unpublished,
@@ -41,7 +39,7 @@ class InlinePublisher:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         broker: JetStreamBroker,
         settings: OutboxSettings,
         metrics: Metrics,
@@ -112,7 +110,7 @@ class InlinePublisher:
 
 
 async def publish_and_mark(
-    pool: asyncpg.Pool,
+    pool: Pool,
     broker: JetStreamBroker,
     batch: Sequence[StoredEvent],
     settings: OutboxSettings,
@@ -133,7 +131,7 @@ class OutboxRelay:
 
     def __init__(
         self,
-        pool: asyncpg.Pool,
+        pool: Pool,
         broker: JetStreamBroker,
         settings: OutboxSettings,
         metrics: Metrics,
@@ -156,7 +154,7 @@ class OutboxRelay:
             return 0
         if older_than_s is None and self._inline is not None and self._inline.covers_backlog():
             return 0
-        async with connection(self._pool) as conn, conn.transaction():
+        async with transaction(self._pool) as conn:
             batch = await claim_unpublished(conn, age_s, self._settings.batch_size)
             if not batch:
                 return 0

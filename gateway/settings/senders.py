@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.core.signatures import check_hmac_params, standard_key
+from gateway.core.signatures import SCHEMES, check_hmac_params, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
 from gateway.settings.values import read_value, require_positive
 
-SCHEME_NAMES = ("stripe", "standard", "github", "shopify", "paddle", "hmac")
+#: The scheme names a provider may use: the signature registry's, in its order.
+SCHEME_NAMES: tuple[str, ...] = tuple(SCHEMES)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
-"""What the settlement worker (and DLQ replay of settlement rows) works with, opened by
-the composition root (`gateway.compose.settlement`)."""
+"""What the settlement worker, DLQ replay of settlement rows and reconciliation work with,
+opened by the composition root (`gateway.compose.settlement`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.alert_webhook import AlertWebhook
+from gateway.adapters.jetstream_consumer import DurablePullConsumer
+from gateway.adapters.nats import JetStreamBroker, OneShotPublisher
 from gateway.adapters.postgres import Pool
 from gateway.core.ledger import Ledger
 from gateway.metrics import Metrics
@@ -23,3 +25,15 @@ class SettlementParts:
     ledger: Ledger
     settler: Settler
     metrics: Metrics
+    consumer: DurablePullConsumer  # bound by the worker when it starts; replay never does
+    alerts: AlertWebhook | None = None  # None: `[alerts] webhook_url` is not set
+
+
+@dataclass
+class ReconcileParts:
+    """What one `gateway reconcile` pass needs: the database and a publisher that connects
+    to NATS only if the pass finds something to re-publish."""
+
+    settings: Settings
+    pool: Pool
+    publisher: OneShotPublisher

@@ -13,13 +13,13 @@ replicas). Reconciliation closes that gap from the database side:
    the worker rebuilds the same event. Transfer ids are derived from the settlement, so
    settling an event again that did settle meanwhile moves no money.
 
-Run it from cron (or a Kubernetes CronJob) every few minutes; each run is one pass.
+Run it from cron (or a Kubernetes CronJob) every few minutes; each run is one pass. The
+composition root opens what a pass needs (`gateway.compose.settlement.run_reconcile`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import Mapping, Sequence
@@ -27,18 +27,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import nats
-import nats.errors
-from nats.js import JetStreamContext
-
 from gateway.adapters import settlement_store as store
-from gateway.adapters.nats import message_headers
-from gateway.adapters.postgres import Conn, connection, open_pool, translate_errors
-from gateway.adapters.webhook_store import StoredEvent, stored_event
+from gateway.adapters.nats import OneShotPublisher, message_headers
+from gateway.adapters.postgres import Conn, connection
+from gateway.adapters.webhook_store import StoredEvent, reconcile_candidates
 from gateway.core.model import Event, subject_allowed
 from gateway.core.settlement import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
 from gateway.settings import Settings
+from gateway.settlement.parts import ReconcileParts
 from gateway.settlement.settler import instruction_for
 
 log = logging.getLogger("gateway.settlement.reconcile")
@@ -46,22 +43,6 @@ log = logging.getLogger("gateway.settlement.reconcile")
 DEFAULT_OLDER_THAN_S = 900.0  # beyond the worker's own retry schedule (5 s + 30 s + 2 min)
 DEFAULT_LOOKBACK_S = 7 * 86_400.0
 _IN_FLIGHT = 256  # publishes awaiting their PubAck at once
-
-_CANDIDATES = """
-SELECT pw.id, pw.provider, pw.event_id, pw.event_type, pw.subject, pw.headers::text AS headers,
-       pw.body, pw.received_at
-FROM processed_webhooks pw
-WHERE pw.published_at IS NOT NULL AND pw.subject IS NOT NULL
-  AND pw.published_at < now() - make_interval(secs => $1)
-  AND pw.received_at >= now() - make_interval(secs => $2)
-  AND pw.id > $3
-  AND NOT EXISTS (
-      SELECT 1 FROM dlq_webhooks d
-      WHERE d.provider = pw.provider AND d.event_id = pw.event_id
-        AND (NOT d.is_resolved OR d.resolution = 'manual'))
-ORDER BY pw.id
-LIMIT $4
-"""
 
 
 class Verdict(enum.StrEnum):
@@ -118,13 +99,12 @@ async def find_unsettled(
     unsettled: list[StoredEvent] = []
     after_id = 0
     while True:
-        with translate_errors():
-            rows = await conn.fetch(_CANDIDATES, older_than_s, lookback_s, after_id, batch_size)
-        if not rows:
+        page = await reconcile_candidates(conn, older_than_s, lookback_s, after_id, batch_size)
+        if not page:
             return scanned, settled, unsettled
-        after_id = int(rows[-1]["id"])
+        after_id = page[-1].webhook_id
         wanted: dict[int, StoredEvent] = {}
-        for stored in map(stored_event, rows):
+        for stored in page:
             kind, tid = verdict(stored.event, schemes, subjects)
             if kind is Verdict.IGNORED:
                 continue
@@ -141,12 +121,7 @@ async def find_unsettled(
 
 
 async def republish(
-    js: JetStreamContext,
-    events: Sequence[StoredEvent],
-    *,
-    stream: str,
-    run_id: str,
-    timeout_s: float,
+    publisher: OneShotPublisher, events: Sequence[StoredEvent], *, run_id: str
 ) -> tuple[list[StoredEvent], list[StoredEvent]]:
     """Publish each event under a new message id; (acknowledged, not acknowledged)."""
 
@@ -155,21 +130,13 @@ async def republish(
         headers["Nats-Msg-Id"] = f"{stored.event.msg_id}:reconcile-{run_id}"
         headers["Gateway-Reconciled"] = run_id
         try:
-            ack = await js.publish(
-                stored.event.subject or "",
-                stored.event.body,
-                timeout=timeout_s,
-                stream=stream,
-                headers=headers,
-            )
-        except Exception as exc:  # any failure leaves the event for the next pass
+            # False for a duplicate: the stream dropped it, which only a reused run id does.
+            return await publisher.publish(stored.event.subject or "", stored.event.body, headers)
+        except BrokerUnavailable as exc:  # not acknowledged: left for the next pass
             log.warning(
-                "re-publish failed",
-                extra={"msg_id": stored.event.msg_id, "error": type(exc).__name__},
+                "re-publish failed", extra={"msg_id": stored.event.msg_id, "error": str(exc)}
             )
             return False
-        # A duplicate ack means the stream dropped it: only a reused run id can do that.
-        return not bool(getattr(ack, "duplicate", False))
 
     acked: list[StoredEvent] = []
     failed: list[StoredEvent] = []
@@ -182,7 +149,7 @@ async def republish(
 
 
 async def reconcile(
-    settings: Settings,
+    parts: ReconcileParts,
     *,
     older_than_s: float = DEFAULT_OLDER_THAN_S,
     lookback_s: float = DEFAULT_LOOKBACK_S,
@@ -190,47 +157,25 @@ async def reconcile(
     dry_run: bool = False,
     run_id: str | None = None,
 ) -> ReconcileReport:
-    """One reconciliation pass against the configured database and stream."""
+    """One reconciliation pass against the database and stream the composition root opened."""
     if older_than_s < 0:
         raise ConfigError("--older-than-s", f"must not be negative, got {older_than_s:g}")
     if lookback_s <= 0 or batch_size <= 0:
         raise ConfigError("--lookback-s/--batch-size", "must be positive")
     report = ReconcileReport(run_id=run_id or new_run_id(datetime.now(UTC)), dry_run=dry_run)
-    async with open_pool(settings.database_url, max_size=2) as pool, connection(pool) as conn:
+    async with connection(parts.pool) as conn:
         scanned, settled, unsettled = await find_unsettled(
-            conn, settings, older_than_s, lookback_s, batch_size
+            conn, parts.settings, older_than_s, lookback_s, batch_size
         )
     report.scanned, report.settled = scanned, settled
     report.events = [s.event.msg_id for s in unsettled]
     if dry_run or not unsettled:
         return report
-    # One pass, one connection: no reconnect loop (a pass that cannot publish fails fast,
-    # and the next pass finds the same events again).
-    timeout_s = settings.nats.request_timeout_s
-    try:
-        nc = await nats.connect(
-            settings.nats.servers,
-            name="gateway-reconcile",
-            connect_timeout=max(1, int(timeout_s)),
-            # nats-py retries the first connect until every server has failed more than
-            # max_reconnect_attempts times (0 would mean for ever): two tries, then give up.
-            max_reconnect_attempts=1,
-            reconnect_time_wait=0.5,
-            allow_reconnect=False,
-        )
-    except (nats.errors.Error, OSError, TimeoutError) as exc:
-        raise BrokerUnavailable(f"NATS is not reachable: {type(exc).__name__}") from exc
-    try:
-        acked, failed = await republish(
-            nc.jetstream(timeout=timeout_s),
-            unsettled,
-            stream=settings.nats.stream,
-            run_id=report.run_id,
-            timeout_s=timeout_s,
-        )
-    finally:
-        with contextlib.suppress(nats.errors.Error, OSError, TimeoutError):
-            await nc.close()
+    # NATS is needed only now, so a dry run works while it is down. One pass, one
+    # connection: a pass that cannot connect fails fast (`BrokerUnavailable`), and the
+    # next pass finds the same events again.
+    await parts.publisher.connect()
+    acked, failed = await republish(parts.publisher, unsettled, run_id=report.run_id)
     report.republished, report.failed = len(acked), len(failed)
     if acked:  # each of these is an incident: name them (the first hundred)
         log.warning(

@@ -14,11 +14,9 @@ import time
 from collections.abc import Mapping
 from decimal import Decimal
 
-import asyncpg
-
 from gateway.adapters import settlement_store as store
 from gateway.adapters.currency import RateSource
-from gateway.adapters.postgres import Conn, connection
+from gateway.adapters.postgres import Conn, Pool, connection
 from gateway.core.currency import Rate, RateAction
 from gateway.core.ledger import Ledger, TransferResult, interpret
 from gateway.core.model import Event, ParsedBody
@@ -117,9 +115,7 @@ def check_same(existing: store.SettlementRow, instruction: SettlementInstruction
 class Settler:
     """Settles events against one ledger with rates from one source."""
 
-    def __init__(
-        self, settings: Settings, pool: asyncpg.Pool, ledger: Ledger, rates: RateSource
-    ) -> None:
+    def __init__(self, settings: Settings, pool: Pool, ledger: Ledger, rates: RateSource) -> None:
         self._currency = settings.settlement.currency
         self._schemes = {name: p.scheme for name, p in settings.providers.items()}
         self._sources = [*settings.providers, *(f"service:{s}" for s in settings.services)]
@@ -137,7 +133,7 @@ class Settler:
         return self._currency
 
     @property
-    def pool(self) -> asyncpg.Pool:
+    def pool(self) -> Pool:
         return self._pool
 
     @property

@@ -16,27 +16,22 @@ import traceback
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-import nats.errors
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
+from gateway.adapters.jetstream_consumer import Delivery
 from gateway.adapters.postgres import connection
 from gateway.adapters.webhook_store import record_failure
 from gateway.core.disposition import Action, Disposition, Policies, dispose
 from gateway.core.model import Event, Failure, Stage
 from gateway.core.retry import RetryPolicy
-from gateway.errors import GatewayError
+from gateway.errors import AlertNotDelivered, BrokerUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 
 log = logging.getLogger("gateway.settlement.worker")
 
 
-def event_from_message(msg: Msg) -> Event:
+def event_from_message(msg: Delivery) -> Event:
     """Rebuild the recorded event from a stream message and its gateway headers."""
-    headers = msg.headers or {}
+    headers = msg.headers
     received = headers.get("Gateway-Received-At")
     return Event(
         provider=headers.get("Gateway-Provider", ""),
@@ -44,26 +39,8 @@ def event_from_message(msg: Msg) -> Event:
         event_type=headers.get("Gateway-Event-Type") or None,
         subject=msg.subject,
         headers={},
-        body=msg.data or b"",
+        body=msg.data,
         received_at=datetime.fromisoformat(received) if received else datetime.now(UTC),
-    )
-
-
-def consumer_config(parts: SettlementParts) -> ConsumerConfig:
-    """The durable consumer: explicit acks, only the configured subjects."""
-    s = parts.settings.settlement
-    return ConsumerConfig(
-        durable_name=s.consumer,
-        filter_subjects=list(s.subjects),
-        deliver_policy=DeliverPolicy.ALL,
-        ack_policy=AckPolicy.EXPLICIT,
-        # Failures the worker reports are retried by nak() with the policy's own delay;
-        # ack_wait is the safety net for a worker that died without answering. No
-        # `backoff` list: with one set, nats-server 2.15 applied it to nak'd messages too
-        # and ignored their delays (measured: 0.25 s asked, 2.3 s seen).
-        ack_wait=s.ack_wait_s,
-        max_deliver=100,  # a safety net far beyond every retry table
-        max_ack_pending=max(1000, s.batch_size * 4),
     )
 
 
@@ -79,22 +56,17 @@ class SettlementWorker:
         self.parts = parts
         self._settings = parts.settings.settlement
         self._semaphore = asyncio.Semaphore(self._settings.concurrency)
-        self._alert_url = str(parts.settings.raw.get("alerts", {}).get("webhook_url", "") or "")
         self._policies = Policies(
             consumer=RetryPolicy(self._settings.retry_delays_s),
             ledger=RetryPolicy(parts.settings.ledger.retry_delays_s),
         )
 
-    async def ensure_consumer(self, js: JetStreamContext) -> None:
-        await js.add_consumer(self.parts.settings.nats.stream, consumer_config(self.parts))
-
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Consume until `stop` is set (or forever)."""
         stop = stop or asyncio.Event()
-        js = await self.parts.broker.jetstream()
+        consumer = self.parts.consumer
+        await consumer.start()  # waits for the stream, then creates or updates the consumer
         await self.parts.settler.open_clearing_accounts()
-        await self.ensure_consumer(js)
-        sub = await js.pull_subscribe_bind(self._settings.consumer, self.parts.settings.nats.stream)
         log.info(
             "settlement worker started",
             extra={"consumer": self._settings.consumer, "subjects": list(self._settings.subjects)},
@@ -106,14 +78,14 @@ class SettlementWorker:
             while not stop.is_set():
                 await slots.acquire()
                 try:
-                    messages = await sub.fetch(self._settings.batch_size, timeout=1.0)
-                except (nats.errors.TimeoutError, TimeoutError):
+                    messages = await consumer.fetch(self._settings.batch_size, timeout_s=1.0)
+                except BrokerUnavailable as exc:
                     slots.release()
-                    continue
-                except nats.errors.Error as exc:
-                    slots.release()
-                    log.warning("fetch failed", extra={"error": type(exc).__name__})
+                    log.warning("fetch failed", extra={"error": str(exc)})
                     await asyncio.sleep(1.0)
+                    continue
+                if not messages:  # none within the timeout
+                    slots.release()
                     continue
                 task = asyncio.create_task(self._in_slot(slots, messages))
                 batches.add(task)
@@ -123,7 +95,7 @@ class SettlementWorker:
             if batches:
                 await asyncio.wait(batches)
 
-    async def _in_slot(self, slots: asyncio.Semaphore, messages: list[Msg]) -> None:
+    async def _in_slot(self, slots: asyncio.Semaphore, messages: list[Delivery]) -> None:
         try:
             await self.handle(messages)
         except Exception:  # settle_batch answers per message; this is a bug, logged
@@ -131,14 +103,14 @@ class SettlementWorker:
         finally:
             slots.release()
 
-    async def handle(self, messages: list[Msg]) -> None:
+    async def handle(self, messages: list[Delivery]) -> None:
         """Settle a fetched batch together, then answer each message on its own: ack
         after its transfer is committed, nak with a delay, or dead-letter and term."""
         work: list[tuple[Event, int]] = []
-        readable: list[Msg] = []
+        readable: list[Delivery] = []
         for msg in messages:
             try:
-                work.append((event_from_message(msg), msg.metadata.num_delivered))
+                work.append((event_from_message(msg), msg.num_delivered))
                 readable.append(msg)
             except Exception:  # a header it cannot read; redelivered after ack_wait
                 log.exception("message unreadable; left for redelivery")
@@ -156,7 +128,7 @@ class SettlementWorker:
             self.parts.metrics.settlements_total.inc(outcome=outcome.value)
         await asyncio.gather(*failed)
 
-    async def _guarded(self, msg: Msg, event: Event, deliveries: int, exc: Exception) -> None:
+    async def _guarded(self, msg: Delivery, event: Event, deliveries: int, exc: Exception) -> None:
         """Retry or dead-letter a message whose settlement failed."""
         async with self._semaphore:
             try:
@@ -166,7 +138,12 @@ class SettlementWorker:
                 log.exception("message handling failed; left for redelivery")
 
     async def _failed(
-        self, msg: Msg, event: Event, exc: BaseException, decision: Disposition, deliveries: int
+        self,
+        msg: Delivery,
+        event: Event,
+        exc: BaseException,
+        decision: Disposition,
+        deliveries: int,
     ) -> None:
         metrics = self.parts.metrics
         fields = {
@@ -184,7 +161,7 @@ class SettlementWorker:
             metrics.settlements_total.inc(outcome="retry")
             with contextlib.suppress(GatewayError):
                 await self.parts.settler.record_failure(event, exc, final=False)
-            await msg.nak(delay=decision.delay_s)
+            await msg.nak(decision.delay_s)
             return
         try:
             await self._dead_letter(event, exc, decision, deliveries)
@@ -194,7 +171,7 @@ class SettlementWorker:
                 "could not write the dead letter; retrying",
                 extra={**fields, "error": repr(dlq_exc)},
             )
-            await msg.nak(delay=5.0)
+            await msg.nak(5.0)
             return
         await msg.term()
         metrics.settlements_total.inc(outcome="dead_letter")
@@ -216,7 +193,8 @@ class SettlementWorker:
 
     async def _alert(self, event: Event, decision: Disposition, message: str) -> None:
         """POST a critical event to `[alerts] webhook_url`, if configured (best effort)."""
-        if not self._alert_url:
+        alerts = self.parts.alerts
+        if alerts is None:
             return
         # The same shape as the DLQ threshold alerts (alert/key/status/text), so one
         # receiver (a Slack or PagerDuty hook) shows both alike.
@@ -231,7 +209,6 @@ class SettlementWorker:
             "event_id": event.event_id,
         }
         try:
-            async with httpx.AsyncClient(timeout=5) as client:
-                await client.post(self._alert_url, json=doc)
-        except httpx.HTTPError as exc:
-            log.error("critical alert not delivered", extra={"error": type(exc).__name__})
+            await alerts.post(doc)
+        except AlertNotDelivered as exc:
+            log.error("critical alert not delivered", extra={"error": str(exc)})

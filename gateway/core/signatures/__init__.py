@@ -1,4 +1,7 @@
-"""Signature verification schemes, one per provider family, looked up by name.
+"""Signature schemes, one per provider family, looked up by name: each verifies what a
+provider sends (`scheme.verify`) and signs as that provider would (`scheme.sign`, used by
+`gateway sign` and the tests), side by side so the two cannot drift apart. `SCHEMES` is
+the one list of schemes: the settings and the CLI take their scheme names from it.
 
 Every `verify` checks in the same order, so the error a bad request gets is predictable:
 1. required headers are present (else `SignatureMissing`);
@@ -7,6 +10,9 @@ Every `verify` checks in the same order, so the error a bad request gets is pred
    (else `TimestampOutOfWindow`);
 4. some configured secret produces some offered signature (else `SignatureMismatch`).
 The window is checked before any HMAC is computed so stale replays cost no hashing.
+
+Every `sign` is pure too: the time is an argument, and so is every event id it sends
+(`scheme.new_event_id(uuid_text)` shapes one from randomness the caller brings).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ __all__ = [
 ]
 
 #: Every scheme by its configuration name; read-only so no caller can swap one out.
+#: The order is the one error messages and `gateway sign --help` list them in.
 SCHEMES: Mapping[str, Scheme] = MappingProxyType(
     {s.name: s for s in (STRIPE, STANDARD, GITHUB, SHOPIFY, PADDLE, HMAC)}
 )

@@ -1,5 +1,5 @@
-"""What every signature scheme shares: its parameters, its result, and the helpers
-for constant-time comparison and timestamp windows."""
+"""What every signature scheme shares: its parameters, its protocol, and the helpers
+for constant-time comparison, timestamp windows and writing signatures."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class SchemeParams:
 
 
 class Scheme(Protocol):
-    """A signature scheme: verification plus where the event's id and type live."""
+    """A signature scheme: verification, signing, and where the event's id and type live."""
 
     name: str
     #: True when the event id lives in the body, so an unparseable body is a 400.
@@ -70,6 +70,28 @@ class Scheme(Protocol):
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Return if the request is genuine; raise a `SignatureError` subclass otherwise."""
+        ...
+
+    def sign(
+        self,
+        params: SchemeParams,
+        body: bytes,
+        now_s: int,
+        *,
+        event_id: str | None = None,
+        event_type: str | None = None,
+    ) -> dict[str, str]:
+        """The headers a sender attaches to body at now_s, signed with params.secrets[0].
+
+        Header names are in the provider's own spelling (lower-case them for `verify`).
+        The event id and type are sent only where this scheme reads them from headers;
+        raise ValueError if such a one is None, or if params cannot sign.
+        """
+        ...
+
+    def new_event_id(self, uuid_text: str) -> str:
+        """An event id in this provider's usual shape, made from a random UUID's text
+        (the caller brings the randomness)."""
         ...
 
     def id_ref(self, params: SchemeParams) -> FieldRef:
@@ -149,6 +171,25 @@ def decode_signature(text: str, encoding: Encoding) -> bytes:
     if len(raw) != SHA256_LEN:
         raise SignatureMalformed(f"signature is {len(raw)} bytes, expected {SHA256_LEN}")
     return raw
+
+
+def encode_signature(raw: bytes, encoding: Encoding) -> str:
+    """Write a signature as it goes in a header: the inverse of `decode_signature`."""
+    return raw.hex() if encoding is Encoding.HEX else base64.b64encode(raw).decode("ascii")
+
+
+def signing_secret(params: SchemeParams) -> str:
+    """The secret a sender signs with (the first configured); ValueError if there is none."""
+    if not params.secrets:
+        raise ValueError("params.secrets is empty; nothing to sign with")
+    return params.secrets[0]
+
+
+def header_value(value: str | None, scheme: str, what: str) -> str:
+    """A value the scheme sends in a header; ValueError naming the argument if it is None."""
+    if value is None:
+        raise ValueError(f"{scheme} sends the {what.replace('_', ' ')} in a header; pass {what}")
+    return value
 
 
 def split_pairs(value: str, separator: str) -> list[tuple[str, str]]:

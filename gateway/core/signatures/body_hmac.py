@@ -10,8 +10,11 @@ from gateway.core.signatures.base import (
     SchemeParams,
     any_match,
     decode_signature,
+    encode_signature,
+    header_value,
     hmac_sha256,
     require_header,
+    signing_secret,
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch
 
@@ -31,11 +34,13 @@ class BodyHmacScheme:
         type_header: str,
     ) -> None:
         self.name = name
-        self.header = header
         self.encoding = encoding
         self.prefix = prefix
-        self.id_header = id_header
-        self.type_header = type_header
+        # Headers as the provider spells them (for signing); verify reads the lower-case ones.
+        self.sent_headers = (header, id_header, type_header)
+        self.header = header.lower()
+        self.id_header = id_header.lower()
+        self.type_header = type_header.lower()
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Parse the header, then compare against every secret (no timestamp is signed)."""
@@ -51,6 +56,28 @@ class BodyHmacScheme:
         if not any_match(expected, offered):
             raise SignatureMismatch(f"no configured secret matches {self.header}")
 
+    def sign(
+        self,
+        params: SchemeParams,
+        body: bytes,
+        now_s: int,
+        *,
+        event_id: str | None = None,
+        event_type: str | None = None,
+    ) -> dict[str, str]:
+        """The body's signature plus the id and type headers, both of which are required."""
+        mac = hmac_sha256(signing_secret(params).encode("utf-8"), body)
+        sig_header, id_header, type_header = self.sent_headers
+        return {
+            sig_header: self.prefix + encode_signature(mac, self.encoding),
+            id_header: header_value(event_id, self.name, "event_id"),
+            type_header: header_value(event_type, self.name, "event_type"),
+        }
+
+    def new_event_id(self, uuid_text: str) -> str:
+        """Delivery ids are plain UUIDs."""
+        return uuid_text
+
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The delivery id header."""
         return FieldRef("header", self.id_header)
@@ -61,13 +88,18 @@ class BodyHmacScheme:
 
 
 GITHUB = BodyHmacScheme(
-    "github", "x-hub-signature-256", Encoding.HEX, "sha256=", "x-github-delivery", "x-github-event"
+    "github",
+    "X-Hub-Signature-256",
+    Encoding.HEX,
+    "sha256=",
+    "X-GitHub-Delivery",
+    "X-GitHub-Event",
 )
 SHOPIFY = BodyHmacScheme(
     "shopify",
-    "x-shopify-hmac-sha256",
+    "X-Shopify-Hmac-Sha256",
     Encoding.BASE64,
     "",
-    "x-shopify-webhook-id",
-    "x-shopify-topic",
+    "X-Shopify-Webhook-Id",
+    "X-Shopify-Topic",
 )

@@ -12,9 +12,12 @@ from gateway.core.signatures.base import (
     any_match,
     check_window,
     decode_signature,
+    encode_signature,
+    header_value,
     hmac_sha256,
     parse_timestamp,
     require_header,
+    signing_secret,
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch
 
@@ -73,6 +76,38 @@ class HmacScheme:
         expected = [hmac_sha256(s.encode("utf-8"), message) for s in params.secrets]
         if not any_match(expected, offered):
             raise SignatureMismatch(f"no configured secret matches {header}")
+
+    def sign(
+        self,
+        params: SchemeParams,
+        body: bytes,
+        now_s: int,
+        *,
+        event_id: str | None = None,
+        event_type: str | None = None,
+    ) -> dict[str, str]:
+        """The signature (and timestamp) headers named in params, plus the id and type
+        where params read them from headers; header names are used as configured."""
+        secret = signing_secret(params)
+        check_hmac_params(params)
+        headers: dict[str, str] = {}
+        message = body
+        if params.timestamp_header:
+            ts_text = str(now_s)
+            headers[params.timestamp_header] = ts_text
+            message = ts_text.encode("ascii") + b"." + body
+        mac = hmac_sha256(secret.encode("utf-8"), message)
+        headers[params.header] = params.prefix + encode_signature(mac, params.encoding)
+        id_ref, type_ref = self.id_ref(params), self.type_ref(params)
+        if id_ref.source == "header":
+            headers[id_ref.name] = header_value(event_id, self.name, "event_id")
+        if type_ref.source == "header":
+            headers[type_ref.name] = header_value(event_type, self.name, "event_type")
+        return headers
+
+    def new_event_id(self, uuid_text: str) -> str:
+        """A plain UUID."""
+        return uuid_text
 
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """Where `event_id_from` says the event id is; ValueError if it is not set."""

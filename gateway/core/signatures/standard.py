@@ -14,9 +14,12 @@ from gateway.core.signatures.base import (
     any_match,
     check_window,
     decode_signature,
+    encode_signature,
+    header_value,
     hmac_sha256,
     parse_timestamp,
     require_header,
+    signing_secret,
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch
 
@@ -25,6 +28,8 @@ TIMESTAMP_HEADER = "webhook-timestamp"
 SIGNATURE_HEADER = "webhook-signature"
 #: Prefix on secrets as Standard Webhooks providers display them; not part of the key.
 WHSEC_PREFIX = "whsec_"
+#: Prefix on the message ids `new_event_id` makes, as Standard Webhooks senders write them.
+MSG_ID_PREFIX = "msg_"
 
 
 def standard_key(secret: str) -> bytes:
@@ -69,6 +74,31 @@ class StandardScheme:
         expected = [hmac_sha256(standard_key(s), message) for s in params.secrets]
         if not any_match(expected, offered):
             raise SignatureMismatch(f"no configured secret matches {SIGNATURE_HEADER}")
+
+    def sign(
+        self,
+        params: SchemeParams,
+        body: bytes,
+        now_s: int,
+        *,
+        event_id: str | None = None,
+        event_type: str | None = None,
+    ) -> dict[str, str]:
+        """The three headers; event_id (required) is the signed message id, and the type
+        is the body's, so event_type is unused."""
+        msg_id = header_value(event_id, self.name, "event_id")
+        ts_text = str(now_s)
+        message = f"{msg_id}.{ts_text}.".encode() + body
+        mac = hmac_sha256(standard_key(signing_secret(params)), message)
+        return {
+            ID_HEADER: msg_id,
+            TIMESTAMP_HEADER: ts_text,
+            SIGNATURE_HEADER: "v1," + encode_signature(mac, Encoding.BASE64),
+        }
+
+    def new_event_id(self, uuid_text: str) -> str:
+        """Standard Webhooks message ids conventionally read `msg_` + an opaque token."""
+        return MSG_ID_PREFIX + uuid_text.replace("-", "")
 
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The message id is the `webhook-id` header (it is also signed)."""

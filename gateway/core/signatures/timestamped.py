@@ -14,6 +14,7 @@ from gateway.core.signatures.base import (
     hmac_sha256,
     parse_timestamp,
     require_header,
+    signing_secret,
     single_value,
     split_pairs,
 )
@@ -37,7 +38,9 @@ class TimestampedPairsScheme:
         type_field: str,
     ) -> None:
         self.name = name
-        self.header = header
+        #: The header as the provider spells it (for signing); `header` is what verify reads.
+        self.sent_header = header
+        self.header = header.lower()
         self.separator = separator
         self.ts_key = ts_key
         self.sig_key = sig_key
@@ -62,6 +65,26 @@ class TimestampedPairsScheme:
         if not any_match(expected, offered):
             raise SignatureMismatch(f"no configured secret matches {self.header}")
 
+    def sign(
+        self,
+        params: SchemeParams,
+        body: bytes,
+        now_s: int,
+        *,
+        event_id: str | None = None,
+        event_type: str | None = None,
+    ) -> dict[str, str]:
+        """One v1/h1 signature at now_s; the id and type are the body's, so both are unused."""
+        ts_text = str(now_s)
+        message = ts_text.encode("ascii") + self.joiner + body
+        mac = hmac_sha256(signing_secret(params).encode("utf-8"), message)
+        value = f"{self.ts_key}={ts_text}{self.separator}{self.sig_key}={mac.hex()}"
+        return {self.sent_header: value}
+
+    def new_event_id(self, uuid_text: str) -> str:
+        """The UUID as it is (unused by `sign`: the id is the body's)."""
+        return uuid_text
+
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The event id is a top-level field of the JSON body."""
         return FieldRef("json", self.id_field)
@@ -71,7 +94,7 @@ class TimestampedPairsScheme:
         return FieldRef("json", self.type_field)
 
 
-STRIPE = TimestampedPairsScheme("stripe", "stripe-signature", ",", "t", "v1", b".", "id", "type")
+STRIPE = TimestampedPairsScheme("stripe", "Stripe-Signature", ",", "t", "v1", b".", "id", "type")
 PADDLE = TimestampedPairsScheme(
-    "paddle", "paddle-signature", ";", "ts", "h1", b":", "event_id", "event_type"
+    "paddle", "Paddle-Signature", ";", "ts", "h1", b":", "event_id", "event_type"
 )

@@ -3,7 +3,9 @@
 The PostgreSQL ledger always runs (a fresh migrated database per test). TigerBeetle runs
 only when `TIGERBEETLE_ADDRESS` names a cluster (`TIGERBEETLE_CLUSTER_ID`, default 0):
 its server cannot be installed on these machines. Every test uses ids of its own, so a
-long-lived TigerBeetle cluster can serve many runs.
+long-lived TigerBeetle cluster can serve many runs. The in-memory fake of the unit tests
+(`tests.support.fakes.MemoryLedger`) runs too, with no service: this suite is what shows
+the fake is honest.
 """
 
 from __future__ import annotations
@@ -37,18 +39,34 @@ from gateway.core.settlement import (
     merchant_account,
 )
 from gateway.errors import LedgerIdCollision, LedgerImbalance, LedgerUnavailable
+from tests.support.fakes import MemoryLedger
 from tests.support.services import free_port
 
 R = TransferResult
 RATE = Decimal("1.08")
 
 
-@pytest.fixture(params=["postgres", "tigerbeetle"])
-async def ledger(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[Ledger]:
+@pytest.fixture(params=["memory", "postgres", "tigerbeetle"])
+def backend(request: pytest.FixtureRequest) -> tuple[str, str | None]:
+    """The backend's name and, for PostgreSQL, its database's DSN."""
+    # A synchronous fixture, so the database is asked for only when it is needed: the
+    # session's template database is built by a synchronous fixture that cannot start
+    # inside the running event loop of an async one.
+    name: str = request.param
+    if name == "postgres":
+        database_url: str = request.getfixturevalue("database_url")
+        return name, database_url
+    return name, None
+
+
+@pytest.fixture
+async def ledger(backend: tuple[str, str | None]) -> AsyncIterator[Ledger]:
     """Each backend in turn, behind the same port."""
-    # database_url is requested for both backends: the session's template database is
-    # built by a synchronous fixture that cannot start inside this running event loop.
-    if request.param == "postgres":
+    name, database_url = backend
+    if name == "memory":
+        yield MemoryLedger()
+        return
+    if database_url is not None:
         async with open_pool(database_url, max_size=8) as pool:
             yield PostgresLedger(pool)
         return

@@ -15,6 +15,7 @@ import asyncpg
 import httpx
 import pytest
 
+from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.postgres import open_pool
 from gateway.core.alerting import AlertSettings
 from gateway.dlq.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
@@ -131,7 +132,8 @@ async def park(db, event_id: str, first_failed_at: datetime) -> int:
 
 def alerts(pool, receiver, client, metrics=None, **settings) -> DlqAlerts:
     config = AlertSettings(webhook_url=receiver.url, **settings)
-    return DlqAlerts(pool, config, metrics or Metrics(), client, source="gw-test")
+    webhook = AlertWebhook(client, config.webhook_url, config.timeout_s)
+    return DlqAlerts(pool, config, metrics or Metrics(), webhook, source="gw-test")
 
 
 async def test_dlq_burst_notifies_once_per_episode_and_when_it_clears(pool, db, receiver, client):
@@ -223,11 +225,11 @@ async def test_several_processes_and_restarts_notify_once(database_url, db, rece
     assert receiver.statuses() == [("dlq_burst", "", "firing")]
 
 
-async def test_without_webhook_only_the_gauges_are_kept(pool, db, receiver, client):
-    """No webhook_url: gauges are refreshed, nothing is sent or stored."""
+async def test_without_webhook_only_the_gauges_are_kept(pool, db, receiver):
+    """No webhook_url (so no receiver): gauges are refreshed, nothing is sent or stored."""
     await park(db, "evt_1", T0 - timedelta(minutes=10))
     metrics = Metrics()
-    evaluator = DlqAlerts(pool, AlertSettings(), metrics, client)
+    evaluator = DlqAlerts(pool, AlertSettings(), metrics, None)
     for i in range(20):
         await park(db, f"evt_burst_{i}", T0)
     assert await evaluator.evaluate(T0) == []
@@ -246,7 +248,7 @@ async def test_run_loop_evaluates_on_its_interval(pool, db, receiver, client):
         pool,
         AlertSettings(webhook_url=receiver.url, interval_s=0.05),
         Metrics(),
-        client,
+        AlertWebhook(client, receiver.url),
         clock=lambda: next(clock),
     )
     await evaluator.start()
@@ -265,18 +267,19 @@ async def test_bad_alert_config_stops_with_the_key_named(pool):
     """run_alerts refuses a bad [alerts] table before doing anything."""
     settings = parse({"alerts": {"webhook_url": "hooks.slack.com/services/T0/B0/XYZ"}}, env={})
     with pytest.raises(ConfigError) as caught:
-        await run_alerts(pool, settings, Metrics())
+        await run_alerts(pool, settings, Metrics(), None)
     assert (
         str(caught.value) == "config error: alerts.webhook_url: must be an http:// or https:// URL"
     )
 
 
-async def test_run_alerts_runs_until_cancelled(pool, db, receiver):
+async def test_run_alerts_runs_until_cancelled(pool, db, receiver, client):
     """The coroutine compose.py starts sends alerts and stops cleanly when cancelled."""
     for i in range(11):
         await park(db, f"evt_{i}", datetime.now(UTC))
     settings = parse({"alerts": {"webhook_url": receiver.url, "interval_s": 0.05}}, env={})
-    task = asyncio.create_task(run_alerts(pool, settings, Metrics()))
+    webhook = AlertWebhook(client, receiver.url)
+    task = asyncio.create_task(run_alerts(pool, settings, Metrics(), webhook))
     try:
         await wait_until(lambda: _async(receiver.received), timeout_s=10)
     finally:

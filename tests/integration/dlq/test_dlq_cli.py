@@ -2,9 +2,9 @@
 
 Rows of the `ingest` stage are replayed with the real handler (an event parked for a
 missing type, the provider's config fixed, the event reaches the stream once). The
-settlement worker's handler does not exist yet, so the generic paths (success, failure,
-attempts cap, order, concurrency) use a handler registered for `settlement` by the test,
-exactly as the worker will register its own.
+generic paths (success, failure, attempts cap, order, concurrency) run the replay command
+in this process with a stage table whose `settlement` handler is the test's own (the real
+one is exercised end to end in tests/integration/settlement/test_settlement_replay.py).
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ import orjson
 import pytest
 
 from gateway import cli
-from gateway.dlq.replay import (
-    register_stage_handler_factory,
-    registered_stages,
-)
+from gateway.cli import dlq as dlq_cli
+from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import LedgerUnavailable, UnknownMerchant
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
@@ -70,9 +68,16 @@ async def arun(*args):
     return await asyncio.to_thread(run, *args)
 
 
-async def in_process(capsys, *args):
-    """The CLI in this process (so test-registered handlers apply); (status, out, err)."""
-    status = await asyncio.to_thread(cli.main, list(args))
+def replay_in_process(handlers, *args):
+    """`gateway dlq replay ARGS` in this process, replaying with the stage table `handlers`;
+    its exit status (blocking: run it in a thread)."""
+    parsed = cli.build_parser().parse_args(["dlq", "replay", *args])
+    return dlq_cli.replay_command(handlers)(parsed)
+
+
+async def in_process(capsys, handlers, *args):
+    """`replay_in_process`, awaited; (status, out, err)."""
+    status = await asyncio.to_thread(replay_in_process, handlers, *args)
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -119,8 +124,9 @@ async def db(database_url):
 
 
 @pytest.fixture
-def settlement_handler():
-    """A `settlement` handler that logs each call to `replay_log` and fails `fail_*` events."""
+def handlers():
+    """The stage table with a `settlement` handler that logs each call to `replay_log` and
+    fails `fail_*` events."""
 
     async def factory(ctx):
         async def handle(row):
@@ -136,12 +142,7 @@ def settlement_handler():
 
         return handle
 
-    registered_stages()  # let the real handler modules register first, then stand in
-    register_stage_handler_factory("settlement", factory)
-    yield
-    from gateway.dlq.settlement_handler import _settlement_replay_handler
-
-    register_stage_handler_factory("settlement", _settlement_replay_handler)
+    return {**STAGE_HANDLERS, "settlement": factory}
 
 
 def summary_counts(text):
@@ -351,11 +352,11 @@ async def test_ingest_row_replayed_after_config_fix_reaches_the_stream_once(
 # --- replaying: generic paths with a test handler ---------------------------------------
 
 
-async def test_settlement_rows_replayed_to_success_and_failure(capsys, cfg, db, settlement_handler):
+async def test_settlement_rows_replayed_to_success_and_failure(capsys, cfg, db, handlers):
     """Success resolves the row; failure counts an attempt and keeps the new error."""
     ok = await park(db, "evt_ok")
     bad = await park(db, "fail_1", error_class="RATE_UNAVAILABLE")
-    status, out, _ = await in_process(capsys, "dlq", "replay", "--all", "--config", cfg)
+    status, out, _ = await in_process(capsys, handlers, "--all", "--config", cfg)
     assert status == 1
     assert out.splitlines() == [
         f"failed   {bad} settlement stripe/fail_1: "
@@ -371,47 +372,41 @@ async def test_settlement_rows_replayed_to_success_and_failure(capsys, cfg, db, 
     assert rows[bad]["last_failed_at"] > rows[bad]["first_failed_at"]
 
 
-async def test_stage_without_handler_fails_clearly_and_leaves_rows(capsys, cfg, db):
+async def test_stage_without_handler_fails_clearly_and_leaves_rows(cfg, db):
     """No handler for a stage: a per-row failure, the row untouched, no crash."""
     row_id = await park(db, "evt_1", stage="publish", error_class="PUBLISH_FAILED")
-    status, out, err = await in_process(capsys, "dlq", "replay", "--all", "--config", cfg)
-    assert status == 1
+    result = await arun("dlq", "replay", "--all", "--config", cfg)
+    assert result.returncode == 1
     assert (
-        f"failed   {row_id} publish stripe/evt_1: NO_HANDLER: no handler for stage publish" in out
+        f"failed   {row_id} publish stripe/evt_1: NO_HANDLER: no handler for stage publish"
+        in result.stdout
     )
-    assert "Traceback" not in err
+    assert "Traceback" not in result.stderr
     row = await db.fetchrow("SELECT * FROM dlq_webhooks WHERE id = $1", row_id)
     assert (row["attempts"], row["error_class"], row["is_resolved"]) == (1, "PUBLISH_FAILED", False)
 
 
-async def test_handler_that_cannot_be_built_stops_the_run_and_leaves_rows(capsys, cfg, db):
-    """A stage whose clients cannot open is the run's failure: one line, rows untouched."""
+async def test_handler_that_cannot_be_built_stops_the_run_and_leaves_rows(cfg, db):
+    """A stage whose clients cannot open is the run's failure (the command's error, which
+    `gateway` prints as one line), not the row's: the row is left untouched."""
 
     async def factory(ctx):
         raise LedgerUnavailable("ledger did not answer within 5 s")
 
-    from gateway.dlq.settlement_handler import _settlement_replay_handler
-
     row_id = await park(db, "evt_1")
-    registered_stages()
-    register_stage_handler_factory("settlement", factory)
-    try:
-        status, _, err = await in_process(capsys, "dlq", "replay", "--all", "--config", cfg)
-    finally:
-        register_stage_handler_factory("settlement", _settlement_replay_handler)
-    assert status == 1
-    assert err.strip().splitlines()[-1] == (
-        "gateway: LedgerUnavailable: ledger did not answer within 5 s"
-    )
+    with pytest.raises(LedgerUnavailable, match="ledger did not answer within 5 s"):
+        await asyncio.to_thread(
+            replay_in_process, {"settlement": factory}, "--all", "--config", cfg
+        )
     row = await db.fetchrow("SELECT * FROM dlq_webhooks WHERE id = $1", row_id)
     assert (row["attempts"], row["is_resolved"]) == (1, False)
 
 
-async def test_attempts_cap_skips_unless_forced(capsys, cfg, db, settlement_handler):
+async def test_attempts_cap_skips_unless_forced(capsys, cfg, db, handlers):
     """Rows at --max-attempts are skipped (and say so) unless --force."""
     capped = await park(db, "evt_capped", attempts=5)
     fresh = await park(db, "evt_fresh", attempts=4)
-    status, out, _ = await in_process(capsys, "dlq", "replay", "--all", "--config", cfg)
+    status, out, _ = await in_process(capsys, handlers, "--all", "--config", cfg)
     assert status == 0
     assert (
         f"skipped  {capped} settlement stripe/evt_capped: 5 attempts reached --max-attempts 5"
@@ -419,19 +414,17 @@ async def test_attempts_cap_skips_unless_forced(capsys, cfg, db, settlement_hand
     )
     assert out.splitlines()[-1] == "replayed 1, failed 0, skipped 1"
     assert [r["dlq_id"] for r in await db.fetch("SELECT dlq_id FROM replay_log")] == [fresh]
-    status, out, _ = await in_process(capsys, "dlq", "replay", "--all", "--force", "--config", cfg)
+    status, out, _ = await in_process(capsys, handlers, "--all", "--force", "--config", cfg)
     assert out.splitlines()[-1] == "replayed 1, failed 0, skipped 0"
     assert await db.fetchval("SELECT is_resolved FROM dlq_webhooks WHERE id = $1", capped)
 
 
-async def test_dry_run_changes_nothing(capsys, cfg, db, settlement_handler):
+async def test_dry_run_changes_nothing(capsys, cfg, db, handlers):
     """--dry-run prints what would run and leaves every row as it was."""
     ids = [await park(db, f"evt_{i}") for i in range(3)]
     await park(db, "evt_capped", attempts=7)
     before = [dict(r) for r in await db.fetch("SELECT * FROM dlq_webhooks ORDER BY id")]
-    status, out, _ = await in_process(
-        capsys, "dlq", "replay", "--all", "--dry-run", "--config", cfg
-    )
+    status, out, _ = await in_process(capsys, handlers, "--all", "--dry-run", "--config", cfg)
     assert status == 0
     lines = out.splitlines()
     assert [int(line.split()[0]) for line in lines if line[:1].isdigit()] == ids
@@ -439,13 +432,13 @@ async def test_dry_run_changes_nothing(capsys, cfg, db, settlement_handler):
     assert [dict(r) for r in await db.fetch("SELECT * FROM dlq_webhooks ORDER BY id")] == before
     assert await db.fetchval("SELECT count(*) FROM replay_log") == 0
     status, out, _ = await in_process(
-        capsys, "dlq", "replay", "--all", "--dry-run", "--json", "--config", cfg
+        capsys, handlers, "--all", "--dry-run", "--json", "--config", cfg
     )
     doc = orjson.loads(out)
     assert (doc["dry_run"], doc["would_replay"], doc["skipped"]) == (True, 3, 1)
 
 
-async def test_replay_in_received_order_within_a_subject(capsys, cfg, db, settlement_handler):
+async def test_replay_in_received_order_within_a_subject(capsys, cfg, db, handlers):
     """Rows run in their original received_at order, not in the order they were parked."""
     base = await db.fetchval("SELECT now() - interval '1 hour'")
     delays_s = [50, 10, 40, 20, 30]
@@ -453,27 +446,23 @@ async def test_replay_in_received_order_within_a_subject(capsys, cfg, db, settle
         subject = "webhooks.stripe.a" if i % 2 else "webhooks.stripe.b"
         received = base + timedelta(seconds=delay_s)
         await park(db, f"evt_{delay_s}", subject=subject, received_at=received)
-    status, out, _ = await in_process(capsys, "dlq", "replay", "--all", "--config", cfg)
+    status, out, _ = await in_process(capsys, handlers, "--all", "--config", cfg)
     assert status == 0, out
     order = [r["event_id"] for r in await db.fetch("SELECT event_id FROM replay_log ORDER BY seq")]
     assert order == ["evt_10", "evt_20", "evt_30", "evt_40", "evt_50"]
 
 
-async def test_rate_limits_rows_per_second(capsys, cfg, db, settlement_handler):
+async def test_rate_limits_rows_per_second(capsys, cfg, db, handlers):
     """--rate 20 takes about 0.2 s for 5 rows (the first starts at once)."""
     for i in range(5):
         await park(db, f"evt_{i}")
     started = time.monotonic()
-    status, out, _ = await in_process(
-        capsys, "dlq", "replay", "--all", "--rate", "20", "--config", cfg
-    )
+    status, out, _ = await in_process(capsys, handlers, "--all", "--rate", "20", "--config", cfg)
     assert status == 0 and "replayed 5" in out
     assert time.monotonic() - started >= 0.2
 
 
-async def test_two_concurrent_replays_process_each_row_exactly_once(
-    capsys, cfg, db, settlement_handler
-):
+async def test_two_concurrent_replays_process_each_row_exactly_once(capsys, cfg, db, handlers):
     """Two operators replaying the same 1,000 rows at once: each row runs exactly once."""
     await db.executemany(
         "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message, payload,"
@@ -482,8 +471,8 @@ async def test_two_concurrent_replays_process_each_row_exactly_once(
         [(f"evt_{i}", 5000 - i) for i in range(1000)],
     )
     first, second = await asyncio.gather(
-        asyncio.to_thread(cli.main, ["dlq", "replay", "--all", "--config", cfg]),
-        asyncio.to_thread(cli.main, ["dlq", "replay", "--all", "--config", cfg]),
+        asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
+        asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
     )
     assert (first, second) == (0, 0)
     counts = summary_counts(capsys.readouterr().out)
@@ -495,9 +484,7 @@ async def test_two_concurrent_replays_process_each_row_exactly_once(
     assert await db.fetchval("SELECT count(*) FROM dlq_webhooks WHERE NOT is_resolved") == 0
 
 
-async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(
-    capsys, cfg, db, settlement_handler
-):
+async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(capsys, cfg, db, handlers):
     """Rows that fail are not tried again by an overlapping replay in the same moment."""
     await db.executemany(
         "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message, payload)"
@@ -505,8 +492,8 @@ async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(
         [(f"fail_{i}",) for i in range(200)],
     )
     results = await asyncio.gather(
-        asyncio.to_thread(cli.main, ["dlq", "replay", "--all", "--config", cfg]),
-        asyncio.to_thread(cli.main, ["dlq", "replay", "--all", "--config", cfg]),
+        asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
+        asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
     )
     assert results == [1, 1]
     capsys.readouterr()

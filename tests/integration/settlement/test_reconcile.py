@@ -16,9 +16,10 @@ import pytest
 
 from gateway import cli
 from gateway import settings as settings_mod
+from gateway.compose.settlement import run_reconcile
 from gateway.core.model import Event
 from gateway.errors import BrokerUnavailable, ConfigError
-from gateway.settlement.reconcile import Verdict, reconcile, verdict
+from gateway.settlement.reconcile import Verdict, verdict
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
 from tests.support.services import stream_messages, wait_until
@@ -121,14 +122,14 @@ async def test_lost_messages_are_republished_and_settle_once(doc, database_url, 
         finally:
             await conn.close()
 
-        dry = await reconcile(settings, older_than_s=0, dry_run=True)
+        dry = await run_reconcile(settings, older_than_s=0, dry_run=True)
         assert sorted(dry.events) == [f"stripe:evt_lost_{i}" for i in range(5)]
         assert (dry.scanned, dry.settled, dry.republished) == (6, 1, 0)
         assert await stream_messages(nats_url) == []  # a dry run publishes nothing
-        too_young = await reconcile(settings, older_than_s=3600)
+        too_young = await run_reconcile(settings, older_than_s=3600)
         assert too_young.scanned == 0 and too_young.republished == 0
 
-        report = await reconcile(settings, older_than_s=0)
+        report = await run_reconcile(settings, older_than_s=0)
         assert report.republished == 5 and report.failed == 0
         messages = await stream_messages(nats_url)
         ids = sorted(h["Nats-Msg-Id"] for _, h, _ in messages)
@@ -139,7 +140,7 @@ async def test_lost_messages_are_republished_and_settle_once(doc, database_url, 
 
         # 3. A second pass before the worker runs publishes again (a new id, not deduplicated);
         #    the ledger's idempotency keeps it to one transfer each.
-        again = await reconcile(settings, older_than_s=0)
+        again = await run_reconcile(settings, older_than_s=0)
         assert again.republished == 5 and again.run_id != report.run_id
         async with running_worker(doc):
             await wait_until(
@@ -153,7 +154,7 @@ async def test_lost_messages_are_republished_and_settle_once(doc, database_url, 
     assert sorted(r[0] for r in transfers) == sorted(
         ["pi_early", *(f"pi_lost_{i}" for i in range(5))]
     )
-    done = await reconcile(settings, older_than_s=0)
+    done = await run_reconcile(settings, older_than_s=0)
     assert (done.scanned, done.settled, done.republished) == (6, 6, 0)
 
 
@@ -175,7 +176,7 @@ async def test_manually_resolved_dead_letters_are_left_alone(doc, database_url, 
             )
     finally:
         await conn.close()
-    report = await reconcile(settings, older_than_s=0, dry_run=True)
+    report = await run_reconcile(settings, older_than_s=0, dry_run=True)
     # An operator's decision is an outcome; a replay that did not settle is not.
     assert report.events == ["stripe:evt_r"]
 
@@ -228,7 +229,7 @@ async def test_nats_unreachable_is_reported_and_nothing_is_marked(doc, database_
     nats_server.stop()
     settings = settings_mod.parse({**doc, "nats": {**doc["nats"], "request_timeout_s": 1}}, env={})
     with pytest.raises(BrokerUnavailable):
-        await reconcile(settings, older_than_s=0)
+        await run_reconcile(settings, older_than_s=0)
     nats_server.start()
-    report = await reconcile(settings, older_than_s=0)  # the next pass finds it again
+    report = await run_reconcile(settings, older_than_s=0)  # the next pass finds it again
     assert report.republished == 1

@@ -1,8 +1,8 @@
 """Table-driven tests of the signature schemes.
 
 Every vector is made by `tests.support.vectors`, written from the providers' documentation
-and independent of the code under test; `gateway.signing` is only exercised by the
-round-trip tests at the end. Time is always passed in, never read from the clock.
+and independent of the code under test; each scheme's own `sign` is only exercised by
+the round-trip tests at the end. Time is always passed in, never read from the clock.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from gateway.core.signatures import (
     SCHEMES,
     Encoding,
     FieldRef,
+    Scheme,
     SchemeParams,
     carries_id_in_body,
     get_scheme,
@@ -29,7 +30,6 @@ from gateway.errors import (
     SignatureMissing,
     TimestampOutOfWindow,
 )
-from gateway.signing import sign
 from tests.support.vectors import (
     generic_b64,
     generic_hex,
@@ -963,18 +963,18 @@ def test_standard_key_strips_the_label() -> None:
     assert standard_key(STD_REF_SECRET) == standard_key(STD_REF_SECRET.removeprefix("whsec_"))
 
 
-# --- gateway.signing round trips -----------------------------------------------------
+# --- signing round trips ------------------------------------------------------------
 
+# One row per scheme (two for hmac); the first secret is the current one, the second the
+# one being rotated out. Every scheme in the registry must have a row.
 ROUND_TRIP = [
-    pytest.param("stripe", SchemeParams(secrets=(A, B)), id="stripe signs and verifies"),
-    pytest.param(
-        "standard", SchemeParams(secrets=(STD_A, STD_B)), id="standard signs and verifies"
-    ),
-    pytest.param("github", SchemeParams(secrets=(A, B)), id="github signs and verifies"),
-    pytest.param("shopify", SchemeParams(secrets=(A, B)), id="shopify signs and verifies"),
-    pytest.param("paddle", SchemeParams(secrets=(A, B)), id="paddle signs and verifies"),
-    pytest.param("hmac", HMAC_HEX, id="hmac hex with prefix signs and verifies"),
-    pytest.param("hmac", HMAC_TS, id="hmac base64 with timestamp signs and verifies"),
+    pytest.param("stripe", SchemeParams(secrets=(A, B)), id="stripe"),
+    pytest.param("standard", SchemeParams(secrets=(STD_A, STD_B)), id="standard"),
+    pytest.param("github", SchemeParams(secrets=(A, B)), id="github"),
+    pytest.param("shopify", SchemeParams(secrets=(A, B)), id="shopify"),
+    pytest.param("paddle", SchemeParams(secrets=(A, B)), id="paddle"),
+    pytest.param("hmac", dataclasses.replace(HMAC_HEX, secrets=(A, B)), id="hmac hex, prefix"),
+    pytest.param("hmac", dataclasses.replace(HMAC_TS, secrets=(A, B)), id="hmac b64, timestamp"),
 ]
 
 
@@ -982,59 +982,136 @@ def lower(headers: dict[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items()}
 
 
-@pytest.mark.parametrize(("name", "params"), ROUND_TRIP)
-def test_sign_round_trip(name: str, params: SchemeParams) -> None:
-    headers = lower(sign(name, params, BODY, NOW, event_id="evt_1", event_type="paid"))
+def signed(name: str, params: SchemeParams, body: bytes = BODY) -> dict[str, str]:
+    """The lower-cased headers `name` signs body with, id evt_1 and type paid, at NOW."""
     scheme = get_scheme(name)
+    return lower(scheme.sign(params, body, NOW, event_id="evt_1", event_type="paid"))
+
+
+def test_every_scheme_has_a_round_trip_row() -> None:
+    assert {row.values[0] for row in ROUND_TRIP} == set(SCHEMES)
+
+
+@pytest.mark.parametrize(("name", "params"), ROUND_TRIP)
+def test_what_a_scheme_signs_it_verifies(name: str, params: SchemeParams) -> None:
+    """Signed with the current secret and checked against both: accepted."""
+    scheme = get_scheme(name)
+    headers = signed(name, params)
     scheme.verify(params, headers, BODY, NOW)
     # The id and type a scheme reads from headers are the ones asked for.
     if scheme.id_ref(params).source == "header":
         assert headers[scheme.id_ref(params).name] == "evt_1"
     if scheme.type_ref(params).source == "header":
         assert headers[scheme.type_ref(params).name] == "paid"
+
+
+@pytest.mark.parametrize(("name", "params"), ROUND_TRIP)
+def test_a_sender_still_on_the_old_secret_is_accepted_during_rotation(
+    name: str, params: SchemeParams
+) -> None:
+    """Signed with the secret being rotated out (second in the list): still accepted."""
+    old_secret_only = dataclasses.replace(params, secrets=params.secrets[1:])
+    get_scheme(name).verify(params, signed(name, old_secret_only), BODY, NOW)
+
+
+@pytest.mark.parametrize(("name", "params"), ROUND_TRIP)
+def test_a_tampered_body_fails_the_round_trip(name: str, params: SchemeParams) -> None:
+    """The body changed after signing: a mismatch, not any other error."""
     with pytest.raises(SignatureMismatch):
-        scheme.verify(params, headers, TAMPERED, NOW)
+        get_scheme(name).verify(params, signed(name, params), TAMPERED, NOW)
 
 
 @pytest.mark.parametrize(("name", "params"), ROUND_TRIP)
 def test_sign_uses_only_the_first_secret(name: str, params: SchemeParams) -> None:
-    headers = lower(sign(name, params, BODY, NOW, event_id="evt_1", event_type="paid"))
-    rest = dataclasses.replace(params, secrets=params.secrets[1:] or ("whsec_unrelated",))
+    """Signed with both secrets configured, the old one alone does not verify it."""
+    old_secret_only = dataclasses.replace(params, secrets=params.secrets[1:])
     with pytest.raises(SignatureMismatch):
-        get_scheme(name).verify(rest, headers, BODY, NOW)
+        get_scheme(name).verify(old_secret_only, signed(name, params), BODY, NOW)
+
+
+@pytest.mark.parametrize(("name", "params"), ROUND_TRIP)
+def test_sign_refuses_empty_secrets(name: str, params: SchemeParams) -> None:
+    with pytest.raises(ValueError, match="secrets is empty"):
+        get_scheme(name).sign(dataclasses.replace(params, secrets=()), BODY, NOW, event_id="e")
 
 
 def test_sign_matches_the_independent_helpers() -> None:
-    """The signer and the test helpers agree byte for byte on every fixed scheme."""
-    got = sign("stripe", STRIPE, BODY, NOW)
+    """The signers and the test helpers agree byte for byte on every fixed scheme."""
+    got = get_scheme("stripe").sign(STRIPE, BODY, NOW)
     assert got == {"Stripe-Signature": f"t={NOW},{v1(A)}"}
-    got = sign("paddle", PADDLE, BODY, NOW)
+    got = get_scheme("paddle").sign(PADDLE, BODY, NOW)
     assert got == {"Paddle-Signature": f"ts={NOW};{h1(A)}"}
-    got = sign("standard", STANDARD, BODY, NOW, event_id=MSG_ID)
+    got = get_scheme("standard").sign(STANDARD, BODY, NOW, event_id=MSG_ID)
     assert got == std(sv1(STD_A))
-    got = sign("github", GITHUB, BODY, NOW, event_id="d-1", event_type="ping")
-    assert got["X-Hub-Signature-256"] == "sha256=" + github_sha256(A, BODY)
-    got = sign("shopify", SHOPIFY, BODY, NOW, event_id="s-1", event_type="orders/paid")
-    assert got["X-Shopify-Hmac-Sha256"] == shopify_b64(A, BODY)
+    got = get_scheme("github").sign(GITHUB, BODY, NOW, event_id="d-1", event_type="ping")
+    assert got == {
+        "X-Hub-Signature-256": "sha256=" + github_sha256(A, BODY),
+        "X-GitHub-Delivery": "d-1",
+        "X-GitHub-Event": "ping",
+    }
+    got = get_scheme("shopify").sign(SHOPIFY, BODY, NOW, event_id="s-1", event_type="orders/paid")
+    assert got == {
+        "X-Shopify-Hmac-Sha256": shopify_b64(A, BODY),
+        "X-Shopify-Webhook-Id": "s-1",
+        "X-Shopify-Topic": "orders/paid",
+    }
+    got = get_scheme("hmac").sign(HMAC_TS, BODY, NOW, event_type="paid")
+    assert got == {"X-Timestamp": str(NOW), "X-Sig": b64_at(A), "x-event-type": "paid"}
 
 
 def test_sign_reproduces_the_standard_published_vector() -> None:
     params = SchemeParams(secrets=(STD_REF_SECRET,))
-    got = sign("standard", params, STD_REF_BODY, STD_REF_TS, event_id=STD_REF_ID)
+    got = get_scheme("standard").sign(params, STD_REF_BODY, STD_REF_TS, event_id=STD_REF_ID)
     assert got["webhook-signature"] == STD_REF_SIG
 
 
-def test_sign_invents_an_id_when_none_is_given() -> None:
-    headers = lower(sign("standard", STANDARD, BODY, NOW))
-    assert headers["webhook-id"].startswith("msg_")
-    get_scheme("standard").verify(STANDARD, headers, BODY, NOW)
+@pytest.mark.parametrize(
+    ("name", "params", "argument"),
+    [
+        pytest.param("standard", STANDARD, "event_id", id="standard signs its message id"),
+        pytest.param("github", GITHUB, "event_id", id="github sends a delivery id header"),
+        pytest.param("github", GITHUB, "event_type", id="github sends an event header"),
+        pytest.param("shopify", SHOPIFY, "event_id", id="shopify sends a webhook id header"),
+        pytest.param("shopify", SHOPIFY, "event_type", id="shopify sends a topic header"),
+        pytest.param("hmac", HMAC_HEX, "event_id", id="hmac with a header id ref"),
+        pytest.param("hmac", HMAC_TS, "event_type", id="hmac with a header type ref"),
+    ],
+)
+def test_sign_needs_what_the_scheme_sends_in_a_header(
+    name: str, params: SchemeParams, argument: str
+) -> None:
+    """Sign invents nothing: a header value the scheme sends must be given."""
+    given = {"event_id": "evt_1", "event_type": "paid"}
+    del given[argument]
+    with pytest.raises(ValueError, match=f"pass {argument}"):
+        get_scheme(name).sign(params, BODY, NOW, **given)
 
 
-def test_sign_needs_a_type_where_the_scheme_reads_it_from_a_header() -> None:
-    with pytest.raises(ValueError, match="event_type"):
-        sign("github", GITHUB, BODY, NOW, event_id="d-1")
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        pytest.param("stripe", STRIPE, id="stripe reads both from the body"),
+        pytest.param("paddle", PADDLE, id="paddle reads both from the body"),
+    ],
+)
+def test_sign_needs_neither_where_the_body_carries_both(name: str, params: SchemeParams) -> None:
+    get_scheme(name).verify(params, lower(get_scheme(name).sign(params, BODY, NOW)), BODY, NOW)
 
 
-def test_sign_refuses_an_unknown_scheme() -> None:
-    with pytest.raises(KeyError):
-        sign("nope", STRIPE, BODY, NOW)
+UUID_TEXT = "0b3e5f1c-8d2a-4c7e-9f10-2a3b4c5d6e7f"
+
+
+@pytest.mark.parametrize(
+    ("scheme", "expected"),
+    [
+        pytest.param(SCHEMES["standard"], "msg_0b3e5f1c8d2a4c7e9f102a3b4c5d6e7f", id="standard"),
+        *(
+            pytest.param(scheme, UUID_TEXT, id=name)
+            for name, scheme in SCHEMES.items()
+            if name != "standard"
+        ),
+    ],
+)
+def test_new_event_id_shapes_the_randomness_it_is_given(scheme: Scheme, expected: str) -> None:
+    """Standard Webhooks ids read msg_ + hex; the others are the UUID as given."""
+    assert scheme.new_event_id(UUID_TEXT) == expected

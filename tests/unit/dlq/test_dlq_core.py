@@ -30,7 +30,8 @@ from gateway.core.dlq_filters import (
 )
 from gateway.core.dlq_model import RowBrief
 from gateway.dlq.format import Progress, decode_payload, safe, table
-from gateway.dlq.replay import RowOutcome, failure_of, plan
+from gateway.dlq.plan import RowOutcome, plan
+from gateway.dlq.replay import failure_of
 from gateway.errors import ConfigError, DatabaseUnavailable, DlqUsageError, UnknownMerchant
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -1,0 +1,1 @@
+"""Demo and test tools that are not production code (the stand-in currency-service)."""

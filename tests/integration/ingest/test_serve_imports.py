@@ -1,0 +1,66 @@
+"""A running `gateway serve` (started, taking a webhook, stopped) never loads the
+settlement side, Redis or TigerBeetle: Python's own import log says what it loaded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.support.config_file import write_toml
+from tests.support.deliveries import deliver
+from tests.support.gateway import config
+from tests.support.services import free_port, wait_until
+
+
+def imported_modules(import_log: str) -> set[str]:
+    """Module names from `python -X importtime` lines (`import time: a | b | name`)."""
+    names = set()
+    for line in import_log.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+async def test_gateway_serve_loads_no_settlement_redis_or_tigerbeetle(
+    database_url: str, nats_url: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    doc = config(database_url, nats_url, http={"port": port})
+    cfg = write_toml(tmp_path / "gateway.toml", doc)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    serve = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "gateway", "serve", "--config", str(cfg)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+
+            async def ready() -> bool:
+                try:
+                    return (await client.get("/readyz")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await wait_until(ready, timeout_s=30)
+            sent = deliver("stripe", "evt_imports", "payment_intent.succeeded")
+            answer = await client.post(sent.path, content=sent.body, headers=sent.headers)
+            assert answer.status_code == 200 and answer.json()["status"] == "accepted"
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        _, log = serve.communicate(timeout=30)
+    loaded = imported_modules(log)
+    assert {"gateway.ingest.app", "gateway.compose.ingest", "asyncpg", "nats"} <= loaded
+    unwanted = sorted(
+        m
+        for m in loaded
+        if m.split(".")[0] in {"redis", "tigerbeetle"} or m.startswith("gateway.settlement")
+    )
+    assert unwanted == []

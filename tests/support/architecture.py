@@ -1,0 +1,241 @@
+"""Reads the import graph of a package from its source (no code is run) and checks the
+layout rules the README's package map states.
+
+`check(tree)` returns every violation as one readable line; the architecture tests
+assert that the list is empty for `gateway/`, and that each rule reports a tree made
+to break it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The standard library a pure module may use: no sockets, files, processes, clocks or
+#: randomness (time and randomness come in as arguments).
+PURE_STDLIB = frozenset(
+    {
+        "__future__",
+        "abc",
+        "base64",
+        "binascii",
+        "bisect",
+        "collections",
+        "dataclasses",
+        "datetime",
+        "decimal",
+        "enum",
+        "functools",
+        "hashlib",
+        "hmac",
+        "itertools",
+        "math",
+        "operator",
+        "re",
+        "string",
+        "types",
+        "typing",
+    }
+)
+#: Pure third-party libraries the core may use.
+PURE_LIBRARIES = frozenset({"orjson"})
+#: Drivers: only the adapters import these.
+DRIVERS = frozenset({"asyncpg", "nats", "redis", "tigerbeetle"})
+#: The HTTP client library: adapters, the composition root and the bundled client.
+HTTP_CLIENT = "httpx"
+#: SQL statements as they are written in this code base (keywords in capitals).
+SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement: which module imports what, and where."""
+
+    importer: str  # dotted module name, e.g. "gateway.ingest.app"
+    target: str  # the imported module (a submodule where the name is one)
+    line: int
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    tree: ast.Module
+
+
+def modules(root: Path, package: str) -> dict[str, Module]:
+    """Every module of `package` under `root`, by dotted name."""
+    found: dict[str, Module] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        name = ".".join(parts)
+        found[name] = Module(name, path, ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def imports(mods: Mapping[str, Module]) -> list[Import]:
+    """Every import anywhere in each module (function-level ones included), resolved to
+    a submodule where `from package import name` names one."""
+    found = []
+    for mod in mods.values():
+        is_package = mod.path.name == "__init__.py"
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Import):
+                found += [Import(mod.name, alias.name, node.lineno) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(mod.name, is_package, node.module, node.level)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    found.append(Import(mod.name, sub if sub in mods else base, node.lineno))
+    return found
+
+
+def _absolute(importer: str, is_package: bool, module: str | None, level: int) -> str:
+    if level == 0:
+        return module or ""
+    parts = importer.split(".")
+    if not is_package:
+        parts.pop()
+    parts = parts[: len(parts) - (level - 1)]
+    return ".".join([*parts, module] if module else parts)
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def layering(found: Iterable[Import], package: str) -> Iterator[str]:
+    """The import rules between the package's rooms and towards the drivers."""
+    core, adapters = f"{package}.core", f"{package}.adapters"
+    ingest, cli, compose = f"{package}.ingest", f"{package}.cli", f"{package}.compose"
+    for imp in found:
+        where = f"{imp.importer}:{imp.line} imports {imp.target}"
+        top = _top(imp.target)
+        if _within(imp.importer, core) and not (
+            top in PURE_STDLIB
+            or top in PURE_LIBRARIES
+            or _within(imp.target, core)
+            or imp.target == f"{package}.errors"
+        ):
+            yield f"core does no I/O: {where}"
+        if top in DRIVERS and not _within(imp.importer, adapters):
+            yield f"only adapters import drivers: {where}"
+        if top == HTTP_CLIENT and not (
+            _within(imp.importer, adapters)
+            or _within(imp.importer, compose)
+            or imp.importer == f"{package}.client"
+        ):
+            yield f"only adapters, compose and the client import httpx: {where}"
+        if _within(imp.importer, ingest) and (
+            _within(imp.target, f"{package}.settlement") or _within(imp.target, f"{package}.dlq")
+        ):
+            yield f"ingest never imports settlement or dlq: {where}"
+        if _within(imp.target, cli) and not (
+            _within(imp.importer, cli) or imp.importer == f"{package}.__main__"
+        ):
+            yield f"nothing imports cli: {where}"
+        if top == "importlib" or imp.target == "builtins":
+            yield f"no registration by import side effect: {where}"
+
+
+def side_effect_imports(mods: Mapping[str, Module]) -> Iterator[str]:
+    """`__import__(...)` calls: a module found by name instead of imported."""
+    for mod in mods.values():
+        for node in ast.walk(mod.tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "__import__"
+            ):
+                yield f"no registration by import side effect: {mod.name}:{node.lineno}"
+
+
+def cycles(found: Iterable[Import], mods: Mapping[str, Module]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), each sorted."""
+    graph: dict[str, set[str]] = {name: set() for name in mods}
+    for imp in found:
+        if imp.target in mods and imp.target != imp.importer:
+            graph[imp.importer].add(imp.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def sql_outside_adapters(mods: Mapping[str, Module], package: str) -> Iterator[str]:
+    """String constants that are SQL statements, outside the adapters (docstrings aside)."""
+    for mod in mods.values():
+        if _within(mod.name, f"{package}.adapters"):
+            continue
+        docstrings = {
+            id(body[0].value)
+            for node in ast.walk(mod.tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and (body := node.body)
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        }
+        for node in ast.walk(mod.tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and SQL.search(node.value)
+            ):
+                yield f"SQL lives in adapters: {mod.name}:{node.lineno}"
+
+
+def namespace_packages(root: Path, package: str) -> Iterator[str]:
+    """Folders of modules without `__init__.py`: setuptools would leave them out of the
+    wheel, and they would have no docstring saying what they hold."""
+    for folder in sorted({p.parent for p in (root / package).rglob("*.py")}):
+        if not (folder / "__init__.py").exists():
+            yield f"a package has an __init__.py: {folder.relative_to(root)}"
+
+
+def check(root: Path, package: str) -> list[str]:
+    """Every broken rule in `root/package`, one line each (empty: the layout holds)."""
+    mods = modules(root, package)
+    found = imports(mods)
+    problems = list(namespace_packages(root, package))
+    problems += layering(found, package)
+    problems += side_effect_imports(mods)
+    problems += sql_outside_adapters(mods, package)
+    problems += [f"import cycle: {' -> '.join(group)}" for group in cycles(found, mods)]
+    return problems

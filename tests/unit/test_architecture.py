@@ -1,0 +1,152 @@
+"""The layout rules of the README's package map, read from the source of `gateway/`.
+
+Each rule is also shown to fail: a small tree written to break it must be reported.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.support.architecture import check
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_gateway_keeps_its_layout_rules() -> None:
+    """core is pure, only adapters touch drivers and SQL, ingest stands alone, no
+    cycles, no registration by import, nothing imports cli."""
+    assert check(ROOT, "gateway") == []
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source), encoding="utf-8")
+
+
+# A tree that keeps every rule, and one change to it per broken rule.
+GOOD = {
+    "pkg/__init__.py": "",
+    "pkg/errors.py": "class PkgError(Exception): ...\n",
+    "pkg/core/__init__.py": "",
+    "pkg/core/rules.py": "import decimal\nfrom pkg.errors import PkgError\n",
+    "pkg/adapters/__init__.py": "",
+    "pkg/adapters/store.py": 'import asyncpg\nQUERY = "SELECT id FROM t WHERE x = $1"\n',
+    "pkg/ingest/__init__.py": "",
+    "pkg/ingest/app.py": "from pkg.core import rules\nfrom pkg.adapters import store\n",
+    "pkg/settlement/__init__.py": "",
+    "pkg/settlement/worker.py": "from pkg.core import rules\n",
+    "pkg/compose/__init__.py": "",
+    "pkg/compose/run.py": "import httpx\nfrom pkg.ingest import app\n",
+    "pkg/cli/__init__.py": "from pkg.compose import run\n",
+    "pkg/__main__.py": "from pkg.cli import run\n",
+}
+
+BROKEN = [
+    ("pkg/core/rules.py", "import socket\n", "core does no I/O: pkg.core.rules:1 imports socket"),
+    (
+        "pkg/core/rules.py",
+        "from pkg.adapters import store\n",
+        "core does no I/O: pkg.core.rules:1 imports pkg.adapters.store",
+    ),
+    (
+        "pkg/ingest/app.py",
+        "import nats\n",
+        "only adapters import drivers: pkg.ingest.app:1 imports nats",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        "def f():\n    import redis.asyncio\n",
+        "only adapters import drivers: pkg.settlement.worker:2 imports redis.asyncio",
+    ),
+    (
+        "pkg/ingest/app.py",
+        "import httpx\n",
+        "only adapters, compose and the client import httpx: pkg.ingest.app:1 imports httpx",
+    ),
+    (
+        "pkg/ingest/app.py",
+        "from pkg.settlement import worker\n",
+        "ingest never imports settlement or dlq: pkg.ingest.app:1 imports pkg.settlement.worker",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        "from pkg.cli import run\n",
+        "nothing imports cli: pkg.settlement.worker:1 imports pkg.cli",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        "import importlib\nimportlib.import_module('pkg.ingest.app')\n",
+        "no registration by import side effect: pkg.settlement.worker:1 imports importlib",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        "__import__('pkg.ingest.app')\n",
+        "no registration by import side effect: pkg.settlement.worker:1",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        'STATEMENT = "UPDATE accounts SET balance = $1"\n',
+        "SQL lives in adapters: pkg.settlement.worker:1",
+    ),
+    (
+        "pkg/core/rules.py",
+        "from pkg.core import other\n",
+        "import cycle: pkg.core.other -> pkg.core.rules",
+    ),
+    (
+        "pkg/dlq/replay.py",
+        "from pkg.core import rules\n",
+        "a package has an __init__.py: pkg/dlq",
+    ),
+]
+
+
+def test_a_tree_that_keeps_the_rules_reports_nothing(tmp_path: Path) -> None:
+    """The checker's negatives: the good tree, docstrings that mention SQL included."""
+    write_tree(tmp_path, GOOD | {"pkg/ingest/doc.py": '"""SELECT id FROM t: why."""\n'})
+    assert check(tmp_path, "pkg") == []
+
+
+@pytest.mark.parametrize(("path", "source", "reported"), BROKEN)
+def test_each_broken_rule_is_reported(
+    tmp_path: Path, path: str, source: str, reported: str
+) -> None:
+    """Each rule fails when broken, with the module and line that broke it."""
+    files = dict(GOOD)
+    files[path] = source
+    files["pkg/core/other.py"] = "from pkg.core import rules\n"
+    write_tree(tmp_path, files)
+    assert reported in check(tmp_path, "pkg")
+
+
+def test_the_serving_path_loads_no_settlement_redis_or_tigerbeetle() -> None:
+    """Building the `gateway serve` application (CLI included) leaves the settlement
+    side unloaded; the integration test checks a running `gateway serve` too."""
+    probe = textwrap.dedent(
+        """
+        import sys
+        from gateway import cli
+        from gateway.compose.ingest import create_app
+        from gateway.settings import parse
+        cli.build_parser().parse_args(["serve"])
+        create_app(parse({"providers": {"s": {"scheme": "stripe", "secrets": ["x"]}}}, env={}))
+        print("\\n".join(sorted(sys.modules)))
+        """
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
+    unwanted = [
+        m
+        for m in loaded
+        if m.split(".")[0] in {"redis", "tigerbeetle"} or m.startswith("gateway.settlement")
+    ]
+    assert "gateway.ingest.app" in loaded
+    assert unwanted == []
