@@ -194,24 +194,30 @@ class BrokerUnavailable(TransientError):
 # --- settlement -----------------------------------------------------------------------
 
 
-class MissingField(PayloadInvalid):
+class FieldError(PayloadInvalid):
+    """A field of the event cannot be used; `field` is its path."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MissingField(FieldError):
     """A field the settlement needs is absent from the event; the message names it."""
 
     error_class = "MISSING_FIELD"
 
     def __init__(self, field: str) -> None:
-        super().__init__(f"missing field: {field}")
-        self.field = field
+        super().__init__(f"missing field: {field}", field)
 
 
-class FieldTypeInvalid(PayloadInvalid):
+class FieldTypeInvalid(FieldError):
     """A field is present but of the wrong type or shape; the message names it."""
 
     error_class = "FIELD_TYPE_INVALID"
 
     def __init__(self, field: str, expected: str) -> None:
-        super().__init__(f"field {field}: expected {expected}")
-        self.field = field
+        super().__init__(f"field {field}: expected {expected}", field)
         self.expected = expected
 
 

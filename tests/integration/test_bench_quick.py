@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_bench_self_check_passes(tmp_path):
+def test_bench_self_check_passes(tmp_path: Path) -> None:
     output = tmp_path / "results.json"
     argv = [sys.executable, "-m", "bench.run", "--quick", "--duration", "2"]
     argv += ["--settle-events", "500", "--output", str(output)]

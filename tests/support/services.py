@@ -16,13 +16,17 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import asyncpg
 
 ADMIN_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -127,7 +131,9 @@ def wait_for_port(port: int, timeout_s: float) -> None:
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
 
 
-async def wait_until(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):  # type: ignore[no-untyped-def]
+async def wait_until(
+    predicate: Callable[[], Awaitable[T]], timeout_s: float = 10.0, interval_s: float = 0.05
+) -> T:
     """Poll an async predicate until it returns a truthy value; return it, or fail."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -158,6 +164,7 @@ async def stream_messages(
                 msg = await js.get_msg(stream, seq)
             except nats.js.errors.NotFoundError:
                 continue
+            assert msg.subject is not None, f"stream {stream} seq {seq} came without a subject"
             found.append((msg.subject, dict(msg.headers or {}), msg.data or b""))
         return found
     finally:

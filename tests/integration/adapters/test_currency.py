@@ -69,7 +69,9 @@ async def test_fresh_rate_is_used_and_cached(
     assert decision.rate is not None and decision.rate.rate == Decimal("1.08")
     stored = await redis_client.hgetall(cache.key("EUR", "USD"))
     assert stored[b"rate"] == b"1.08"
-    assert datetime.fromisoformat(stored[b"as_of"].decode()) == decision.rate.as_of
+    as_of = stored[b"as_of"]
+    assert isinstance(as_of, bytes)  # redis types values as bytes | str; no decode_responses
+    assert datetime.fromisoformat(as_of.decode()) == decision.rate.as_of
     assert await redis_client.ttl(cache.key("EUR", "USD")) > 0
 
 

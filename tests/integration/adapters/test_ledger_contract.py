@@ -14,14 +14,14 @@ import asyncio
 import os
 import random
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from decimal import Decimal
 
 import pytest
 
 from gateway.adapters.ledger_postgres import PostgresLedger
 from gateway.adapters.ledger_tigerbeetle import open_tigerbeetle
-from gateway.adapters.postgres import open_pool
+from gateway.adapters.postgres import Conn, open_pool
 from gateway.core.ledger import (
     AccountCode,
     AccountSpec,
@@ -300,9 +300,11 @@ async def test_postgres_batch_raced_by_a_concurrent_commit_is_answered_one_by_on
         # The bulk pass does not see it (as if it committed after the look-up) ...
         blind = ledger_postgres._SELECT_TRANSFERS.replace("WHERE", "WHERE false AND")
         real_post = ledger_postgres._post
-        bulk_calls = []
+        bulk_calls: list[bool] = []
 
-        async def racing_post(conn, transfers, *, bulk):  # type: ignore[no-untyped-def]
+        async def racing_post(
+            conn: Conn, transfers: Sequence[LedgerTransfer], *, bulk: bool
+        ) -> list[TransferResult]:
             bulk_calls.append(bulk)
             sql = blind if bulk else ledger_postgres._SELECT_TRANSFERS
             with monkeypatch.context() as m:

@@ -47,7 +47,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
-def test_help_on_every_level():
+def test_help_on_every_level() -> None:
     assert "serve" in run("--help").stdout
     for command in ("serve", "migrate", "relay", "sign"):
         result = run(command, "--help")
@@ -63,7 +63,9 @@ def test_help_on_every_level():
         ("[database\n", "--config"),
     ],
 )
-def test_bad_config_stops_with_one_line_naming_the_key(tmp_path, content, key):
+def test_bad_config_stops_with_one_line_naming_the_key(
+    tmp_path: Path, content: str, key: str
+) -> None:
     path = tmp_path / "gateway.toml"
     path.write_text(content, encoding="utf-8")
     result = run("migrate", "--config", str(path))
@@ -73,7 +75,9 @@ def test_bad_config_stops_with_one_line_naming_the_key(tmp_path, content, key):
     assert lines[0].startswith(f"gateway: config error: {key}:")
 
 
-def test_serve_sign_send_and_graceful_stop(tmp_path, empty_database_url, nats_url):
+def test_serve_sign_send_and_graceful_stop(
+    tmp_path: Path, empty_database_url: str, nats_url: str
+) -> None:
     """migrate → serve → `gateway sign --send` → SIGTERM: the README's path, for real."""
     port = free_port()
     cfg = write_config(tmp_path / "gateway.toml", empty_database_url, nats_url, port)

@@ -8,8 +8,10 @@ import contextlib
 import re
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
@@ -22,6 +24,7 @@ from gateway.dlq.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
 from gateway.errors import ConfigError
 from gateway.metrics import Metrics
 from gateway.settings import parse
+from tests.support.receiver import Receiver
 from tests.support.services import wait_until
 
 RULES_DIR = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
@@ -31,6 +34,7 @@ needs_promtool = pytest.mark.skipif(
     reason="promtool not installed (Debian package 'prometheus'; scripts/setup.sh installs it)",
 )
 T0 = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+T = TypeVar("T")
 
 
 # --- Prometheus rules -------------------------------------------------------------------
@@ -43,7 +47,7 @@ def promtool(*args: str, cwd: Path = RULES_DIR) -> subprocess.CompletedProcess[s
 
 
 @needs_promtool
-def test_rules_file_is_valid():
+def test_rules_file_is_valid() -> None:
     """`promtool check rules` accepts every rule."""
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -51,13 +55,13 @@ def test_rules_file_is_valid():
 
 
 @needs_promtool
-def test_each_rule_fires_and_stays_quiet():
+def test_each_rule_fires_and_stays_quiet() -> None:
     """`promtool test rules`: every rule fires past its threshold and is quiet below it."""
     result = promtool("test", "rules", "alerts_test.yml")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_every_rule_has_a_firing_and_a_quiet_case():
+def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
     """The promtool tests cover each alert both ways (so no rule goes untested)."""
     yaml = pytest.importorskip("yaml")
     rules = yaml.safe_load((RULES_DIR / "alerts.yml").read_text(encoding="utf-8"))
@@ -70,7 +74,8 @@ def test_every_rule_has_a_firing_and_a_quiet_case():
         "GatewayOutboxLag",
         "GatewayLedgerCritical",
     }
-    firing, quiet = set(), set()
+    firing: set[str] = set()
+    quiet: set[str] = set()
     for case in tests["tests"]:
         for check in case["alert_rule_test"]:
             (firing if check["exp_alerts"] else quiet).add(check["alertname"])
@@ -88,7 +93,7 @@ def test_every_rule_has_a_firing_and_a_quiet_case():
         ("offset 15m) > 0)", "offset 15m) > 5)"),
     ],
 )
-def test_the_rule_tests_catch_a_wrong_threshold(tmp_path, original, mutant):
+def test_the_rule_tests_catch_a_wrong_threshold(tmp_path: Path, original: str, mutant: str) -> None:
     """A rule with a changed threshold fails the tests: they check the numbers."""
     rules = (RULES_DIR / "alerts.yml").read_text(encoding="utf-8")
     assert rules.count(original) == 1
@@ -101,26 +106,26 @@ def test_the_rule_tests_catch_a_wrong_threshold(tmp_path, original, mutant):
 
 
 @pytest.fixture
-async def pool(database_url):
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     async with open_pool(database_url, max_size=6) as p:
         yield p
 
 
 @pytest.fixture
-async def db(database_url):
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(database_url)
     yield conn
     await conn.close()
 
 
 @pytest.fixture
-async def client():
+async def client() -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient() as c:
         yield c
 
 
-async def park(db, event_id: str, first_failed_at: datetime) -> int:
-    return await db.fetchval(
+async def park(db: asyncpg.Connection, event_id: str, first_failed_at: datetime) -> int:
+    row_id: int = await db.fetchval(
         "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message,"
         " payload, first_failed_at, last_failed_at)"
         " VALUES ('settlement', 'stripe', $1, 'UNKNOWN_MERCHANT', 'x', '\\x7b7d', $2, $2)"
@@ -128,15 +133,24 @@ async def park(db, event_id: str, first_failed_at: datetime) -> int:
         event_id,
         first_failed_at,
     )
+    return row_id
 
 
-def alerts(pool, receiver, client, metrics=None, **settings) -> DlqAlerts:
+def alerts(
+    pool: asyncpg.Pool,
+    receiver: Receiver,
+    client: httpx.AsyncClient,
+    metrics: Metrics | None = None,
+    **settings: Any,
+) -> DlqAlerts:
     config = AlertSettings(webhook_url=receiver.url, **settings)
     webhook = AlertWebhook(client, config.webhook_url, config.timeout_s)
     return DlqAlerts(pool, config, metrics or Metrics(), webhook, source="gw-test")
 
 
-async def test_dlq_burst_notifies_once_per_episode_and_when_it_clears(pool, db, receiver, client):
+async def test_dlq_burst_notifies_once_per_episode_and_when_it_clears(
+    pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver, client: httpx.AsyncClient
+) -> None:
     """11 rows in 5 minutes: one FIRING, silence while it holds, one RESOLVED after."""
     for i in range(11):
         await park(db, f"evt_{i}", T0 - timedelta(minutes=1))
@@ -156,7 +170,9 @@ async def test_dlq_burst_notifies_once_per_episode_and_when_it_clears(pool, db, 
     assert resolved["resolved_at"] == (T0 + timedelta(minutes=5)).isoformat()
 
 
-async def test_stale_row_alert_and_its_resolution_by_the_operator(pool, db, receiver, client):
+async def test_stale_row_alert_and_its_resolution_by_the_operator(
+    pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver, client: httpx.AsyncClient
+) -> None:
     """A row unresolved for over an hour fires; resolving it sends the resolved message."""
     row_id = await park(db, "evt_old", T0 - timedelta(minutes=59))
     await park(db, "evt_done", T0 - timedelta(hours=3))
@@ -176,7 +192,9 @@ async def test_stale_row_alert_and_its_resolution_by_the_operator(pool, db, rece
     assert "gateway_dlq_oldest_unresolved_seconds 0" in metrics.render()
 
 
-async def test_retry_storm_per_subject(pool, receiver, client):
+async def test_retry_storm_per_subject(
+    pool: asyncpg.Pool, receiver: Receiver, client: httpx.AsyncClient
+) -> None:
     """More than 50 retries a minute on one subject fires for that subject only."""
     metrics = Metrics()
     evaluator = alerts(pool, receiver, client, metrics)
@@ -191,7 +209,9 @@ async def test_retry_storm_per_subject(pool, receiver, client):
     assert receiver.statuses()[-1] == ("retry_storm", busy, "resolved")
 
 
-async def test_failed_delivery_is_retried_then_sent_once(pool, db, receiver, client):
+async def test_failed_delivery_is_retried_then_sent_once(
+    pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver, client: httpx.AsyncClient
+) -> None:
     """A receiver error leaves the notice owed; the next evaluation delivers it, once."""
     for i in range(11):
         await park(db, f"evt_{i}", T0)
@@ -207,7 +227,9 @@ async def test_failed_delivery_is_retried_then_sent_once(pool, db, receiver, cli
     assert receiver.statuses() == [("dlq_burst", "", "firing")]
 
 
-async def test_several_processes_and_restarts_notify_once(database_url, db, receiver):
+async def test_several_processes_and_restarts_notify_once(
+    database_url: str, db: asyncpg.Connection, receiver: Receiver
+) -> None:
     """Gateways sharing the database send one notice per episode, restarted or not."""
     for i in range(11):
         await park(db, f"evt_{i}", T0)
@@ -225,7 +247,9 @@ async def test_several_processes_and_restarts_notify_once(database_url, db, rece
     assert receiver.statuses() == [("dlq_burst", "", "firing")]
 
 
-async def test_without_webhook_only_the_gauges_are_kept(pool, db, receiver):
+async def test_without_webhook_only_the_gauges_are_kept(
+    pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver
+) -> None:
     """No webhook_url (so no receiver): gauges are refreshed, nothing is sent or stored."""
     await park(db, "evt_1", T0 - timedelta(minutes=10))
     metrics = Metrics()
@@ -239,7 +263,9 @@ async def test_without_webhook_only_the_gauges_are_kept(pool, db, receiver):
     assert await refresh_dlq_gauges(pool, metrics, now=T0) == (20, 600.0)
 
 
-async def test_run_loop_evaluates_on_its_interval(pool, db, receiver, client):
+async def test_run_loop_evaluates_on_its_interval(
+    pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver, client: httpx.AsyncClient
+) -> None:
     """`run` evaluates by itself (here every 50 ms) and survives a failing pass."""
     for i in range(11):
         await park(db, f"evt_{i}", T0)
@@ -259,11 +285,11 @@ async def test_run_loop_evaluates_on_its_interval(pool, db, receiver, client):
     assert receiver.statuses() == [("dlq_burst", "", "firing")]
 
 
-async def _async(value):
+async def _async(value: T) -> T:
     return value
 
 
-async def test_bad_alert_config_stops_with_the_key_named(pool):
+async def test_bad_alert_config_stops_with_the_key_named(pool: asyncpg.Pool) -> None:
     """run_alerts refuses a bad [alerts] table before doing anything."""
     settings = parse({"alerts": {"webhook_url": "hooks.slack.com/services/T0/B0/XYZ"}}, env={})
     with pytest.raises(ConfigError) as caught:
@@ -273,7 +299,9 @@ async def test_bad_alert_config_stops_with_the_key_named(pool):
     )
 
 
-async def test_run_alerts_runs_until_cancelled(pool, db, receiver, client):
+async def test_run_alerts_runs_until_cancelled(
+    pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver, client: httpx.AsyncClient
+) -> None:
     """The coroutine compose.py starts sends alerts and stops cleanly when cancelled."""
     for i in range(11):
         await park(db, f"evt_{i}", datetime.now(UTC))

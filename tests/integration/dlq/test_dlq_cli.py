@@ -17,8 +17,10 @@ import re
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import orjson
@@ -26,6 +28,8 @@ import pytest
 
 from gateway import cli
 from gateway.cli import dlq as dlq_cli
+from gateway.core.dlq_model import DlqRow
+from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import LedgerUnavailable, UnknownMerchant
 from tests.support.deliveries import deliver
@@ -35,9 +39,10 @@ from tests.support.services import stream_messages, wait_until
 GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
-def toml(doc, prefix=""):
+def toml(doc: Mapping[str, Any], prefix: str = "") -> str:
     """A small TOML writer for test configs (tables, strings, numbers, lists)."""
-    lines, tables = [], []
+    lines: list[str] = []
+    tables: list[tuple[str, Any]] = []
     for key, value in doc.items():
         if isinstance(value, dict):
             tables.append((f"{prefix}{key}", value))
@@ -50,32 +55,34 @@ def toml(doc, prefix=""):
 
 
 @pytest.fixture
-def cfg(tmp_path, database_url, nats_url):
+def cfg(tmp_path: Path, database_url: str, nats_url: str) -> str:
     path = tmp_path / "gateway.toml"
     path.write_text(toml(config(database_url, nats_url)), encoding="utf-8")
     return str(path)
 
 
-def run(*args, stderr=subprocess.PIPE):
+def run(*args: str, stderr: int = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     return subprocess.run(
         [GATEWAY, *args], stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=120, env=clean
     )
 
 
-async def arun(*args):
+async def arun(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in a subprocess, awaited without blocking the test's event loop."""
     return await asyncio.to_thread(run, *args)
 
 
-def replay_in_process(handlers, *args):
+def replay_in_process(handlers: StageHandlers, *args: str) -> int:
     """`gateway dlq replay ARGS` in this process, replaying with the stage table `handlers`;
     its exit status (blocking: run it in a thread)."""
     parsed = cli.build_parser().parse_args(["dlq", "replay", *args])
     return dlq_cli.replay_command(handlers)(parsed)
 
 
-async def in_process(capsys, handlers, *args):
+async def in_process(
+    capsys: pytest.CaptureFixture[str], handlers: StageHandlers, *args: str
+) -> tuple[int, str, str]:
     """`replay_in_process`, awaited; (status, out, err)."""
     status = await asyncio.to_thread(replay_in_process, handlers, *args)
     captured = capsys.readouterr()
@@ -83,20 +90,20 @@ async def in_process(capsys, handlers, *args):
 
 
 async def park(
-    conn,
-    event_id,
+    conn: asyncpg.Connection,
+    event_id: str,
     *,
-    stage="settlement",
-    provider="stripe",
-    subject=None,
-    attempts=1,
-    received_at=None,
-    first_failed_at=None,
-    error_class="UNKNOWN_MERCHANT",
-    payload=b'{"id": "x"}',
-):
+    stage: str = "settlement",
+    provider: str = "stripe",
+    subject: str | None = None,
+    attempts: int = 1,
+    received_at: datetime | None = None,
+    first_failed_at: datetime | None = None,
+    error_class: str = "UNKNOWN_MERCHANT",
+    payload: bytes = b'{"id": "x"}',
+) -> int:
     """Insert an open dead letter the way the live path would; return its id."""
-    return await conn.fetchval(
+    row_id: int = await conn.fetchval(
         "INSERT INTO dlq_webhooks (stage, provider, event_id, subject, error_class,"
         " error_message, error_detail, payload, headers, attempts, received_at,"
         " first_failed_at, last_failed_at)"
@@ -113,10 +120,11 @@ async def park(
         received_at,
         first_failed_at,
     )
+    return row_id
 
 
 @pytest.fixture
-async def db(database_url):
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(database_url)
     await conn.execute("CREATE TABLE replay_log (seq bigserial, dlq_id bigint, event_id text)")
     yield conn
@@ -124,12 +132,12 @@ async def db(database_url):
 
 
 @pytest.fixture
-def handlers():
+def handlers() -> StageHandlers:
     """The stage table with a `settlement` handler that logs each call to `replay_log` and
     fails `fail_*` events."""
 
-    async def factory(ctx):
-        async def handle(row):
+    async def factory(ctx: ReplayContext) -> StageHandler:
+        async def handle(row: DlqRow) -> None:
             async with ctx.pool.acquire() as conn:
                 await conn.execute(
                     "INSERT INTO replay_log (dlq_id, event_id) VALUES ($1, $2)",
@@ -145,13 +153,13 @@ def handlers():
     return {**STAGE_HANDLERS, "settlement": factory}
 
 
-def summary_counts(text):
+def summary_counts(text: str) -> list[tuple[int, ...]]:
     return [
         tuple(map(int, m)) for m in re.findall(r"replayed (\d+), failed (\d+), skipped (\d+)", text)
     ]
 
 
-def test_help_on_every_dlq_command():
+def test_help_on_every_dlq_command() -> None:
     """`gateway dlq` and each of its commands explain themselves."""
     assert "replay" in run("dlq", "--help").stdout
     for command in ("list", "show", "replay", "resolve", "stats"):
@@ -163,7 +171,7 @@ def test_help_on_every_dlq_command():
 # --- inspecting -------------------------------------------------------------------------
 
 
-async def test_list_show_and_stats(cfg, db):
+async def test_list_show_and_stats(cfg: str, db: asyncpg.Connection) -> None:
     """list shows no payload; show shows everything; stats adds up what is there."""
     now = await db.fetchval("SELECT now()")
     old = await park(db, "evt_old", first_failed_at=now - timedelta(hours=2))
@@ -247,7 +255,9 @@ async def test_list_show_and_stats(cfg, db):
         (["resolve", "1"], 2, "the following arguments are required: --note"),
     ],
 )
-async def test_bad_input_is_one_line_and_a_nonzero_exit(cfg, db, args, status, message):
+async def test_bad_input_is_one_line_and_a_nonzero_exit(
+    cfg: str, db: asyncpg.Connection, args: list[str], status: int, message: str
+) -> None:
     """Unknown ids, malformed dates, conflicting flags: one clear line, no traceback."""
     result = await arun("dlq", *args, "--config", cfg)
     assert result.returncode == status
@@ -257,7 +267,7 @@ async def test_bad_input_is_one_line_and_a_nonzero_exit(cfg, db, args, status, m
     assert result.stdout == ""
 
 
-async def test_resolve_with_note(cfg, db):
+async def test_resolve_with_note(cfg: str, db: asyncpg.Connection) -> None:
     """A row resolved by hand keeps the note as its cause; resolving it again is refused."""
     row_id = await park(db, "evt_manual")
     result = await arun(
@@ -274,6 +284,7 @@ async def test_resolve_with_note(cfg, db):
         result.stdout.strip() == f"resolved {row_id} by hand: merchant onboarded; settled by hand"
     )
     row = await db.fetchrow("SELECT * FROM dlq_webhooks WHERE id = $1", row_id)
+    assert row is not None
     assert row["is_resolved"] and row["resolution"] == "manual"
     assert row["resolution_note"] == "merchant onboarded; settled by hand"
     assert row["resolved_at"] is not None and row["resolved_by"]
@@ -295,8 +306,8 @@ async def test_resolve_with_note(cfg, db):
 
 
 async def test_ingest_row_replayed_after_config_fix_reaches_the_stream_once(
-    tmp_path, database_url, nats_url, db
-):
+    tmp_path: Path, database_url: str, nats_url: str, db: asyncpg.Connection
+) -> None:
     """Parked for a missing type → config fixed → replay → one message, row resolved."""
     body = orjson.dumps({"event_id": "evt_fix_1", "type": "payment.succeeded", "data": {}})
     hopeless = orjson.dumps({"event_id": "evt_bad_1", "data": {}})
@@ -323,7 +334,7 @@ async def test_ingest_row_replayed_after_config_fix_reaches_the_stream_once(
         "replayed 1, failed 1, skipped 0",
     ]
 
-    async def on_stream():
+    async def on_stream() -> list[tuple[str, dict[str, str], bytes]]:
         return [
             m for m in await stream_messages(nats_url) if m[1]["Nats-Msg-Id"] == "hmac:evt_fix_1"
         ]
@@ -352,7 +363,9 @@ async def test_ingest_row_replayed_after_config_fix_reaches_the_stream_once(
 # --- replaying: generic paths with a test handler ---------------------------------------
 
 
-async def test_settlement_rows_replayed_to_success_and_failure(capsys, cfg, db, handlers):
+async def test_settlement_rows_replayed_to_success_and_failure(
+    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+) -> None:
     """Success resolves the row; failure counts an attempt and keeps the new error."""
     ok = await park(db, "evt_ok")
     bad = await park(db, "fail_1", error_class="RATE_UNAVAILABLE")
@@ -372,7 +385,9 @@ async def test_settlement_rows_replayed_to_success_and_failure(capsys, cfg, db, 
     assert rows[bad]["last_failed_at"] > rows[bad]["first_failed_at"]
 
 
-async def test_stage_without_handler_fails_clearly_and_leaves_rows(cfg, db):
+async def test_stage_without_handler_fails_clearly_and_leaves_rows(
+    cfg: str, db: asyncpg.Connection
+) -> None:
     """No handler for a stage: a per-row failure, the row untouched, no crash."""
     row_id = await park(db, "evt_1", stage="publish", error_class="PUBLISH_FAILED")
     result = await arun("dlq", "replay", "--all", "--config", cfg)
@@ -383,14 +398,17 @@ async def test_stage_without_handler_fails_clearly_and_leaves_rows(cfg, db):
     )
     assert "Traceback" not in result.stderr
     row = await db.fetchrow("SELECT * FROM dlq_webhooks WHERE id = $1", row_id)
+    assert row is not None
     assert (row["attempts"], row["error_class"], row["is_resolved"]) == (1, "PUBLISH_FAILED", False)
 
 
-async def test_handler_that_cannot_be_built_stops_the_run_and_leaves_rows(cfg, db):
+async def test_handler_that_cannot_be_built_stops_the_run_and_leaves_rows(
+    cfg: str, db: asyncpg.Connection
+) -> None:
     """A stage whose clients cannot open is the run's failure (the command's error, which
     `gateway` prints as one line), not the row's: the row is left untouched."""
 
-    async def factory(ctx):
+    async def factory(ctx: ReplayContext) -> StageHandler:
         raise LedgerUnavailable("ledger did not answer within 5 s")
 
     row_id = await park(db, "evt_1")
@@ -399,10 +417,13 @@ async def test_handler_that_cannot_be_built_stops_the_run_and_leaves_rows(cfg, d
             replay_in_process, {"settlement": factory}, "--all", "--config", cfg
         )
     row = await db.fetchrow("SELECT * FROM dlq_webhooks WHERE id = $1", row_id)
+    assert row is not None
     assert (row["attempts"], row["is_resolved"]) == (1, False)
 
 
-async def test_attempts_cap_skips_unless_forced(capsys, cfg, db, handlers):
+async def test_attempts_cap_skips_unless_forced(
+    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+) -> None:
     """Rows at --max-attempts are skipped (and say so) unless --force."""
     capped = await park(db, "evt_capped", attempts=5)
     fresh = await park(db, "evt_fresh", attempts=4)
@@ -419,7 +440,9 @@ async def test_attempts_cap_skips_unless_forced(capsys, cfg, db, handlers):
     assert await db.fetchval("SELECT is_resolved FROM dlq_webhooks WHERE id = $1", capped)
 
 
-async def test_dry_run_changes_nothing(capsys, cfg, db, handlers):
+async def test_dry_run_changes_nothing(
+    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+) -> None:
     """--dry-run prints what would run and leaves every row as it was."""
     ids = [await park(db, f"evt_{i}") for i in range(3)]
     await park(db, "evt_capped", attempts=7)
@@ -438,7 +461,9 @@ async def test_dry_run_changes_nothing(capsys, cfg, db, handlers):
     assert (doc["dry_run"], doc["would_replay"], doc["skipped"]) == (True, 3, 1)
 
 
-async def test_replay_in_received_order_within_a_subject(capsys, cfg, db, handlers):
+async def test_replay_in_received_order_within_a_subject(
+    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+) -> None:
     """Rows run in their original received_at order, not in the order they were parked."""
     base = await db.fetchval("SELECT now() - interval '1 hour'")
     delays_s = [50, 10, 40, 20, 30]
@@ -452,7 +477,9 @@ async def test_replay_in_received_order_within_a_subject(capsys, cfg, db, handle
     assert order == ["evt_10", "evt_20", "evt_30", "evt_40", "evt_50"]
 
 
-async def test_rate_limits_rows_per_second(capsys, cfg, db, handlers):
+async def test_rate_limits_rows_per_second(
+    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+) -> None:
     """--rate 20 takes about 0.2 s for 5 rows (the first starts at once)."""
     for i in range(5):
         await park(db, f"evt_{i}")
@@ -462,7 +489,9 @@ async def test_rate_limits_rows_per_second(capsys, cfg, db, handlers):
     assert time.monotonic() - started >= 0.2
 
 
-async def test_two_concurrent_replays_process_each_row_exactly_once(capsys, cfg, db, handlers):
+async def test_two_concurrent_replays_process_each_row_exactly_once(
+    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+) -> None:
     """Two operators replaying the same 1,000 rows at once: each row runs exactly once."""
     await db.executemany(
         "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message, payload,"
@@ -484,7 +513,9 @@ async def test_two_concurrent_replays_process_each_row_exactly_once(capsys, cfg,
     assert await db.fetchval("SELECT count(*) FROM dlq_webhooks WHERE NOT is_resolved") == 0
 
 
-async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(capsys, cfg, db, handlers):
+async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(
+    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+) -> None:
     """Rows that fail are not tried again by an overlapping replay in the same moment."""
     await db.executemany(
         "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message, payload)"
@@ -495,14 +526,14 @@ async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(capsys, 
         asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
         asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
     )
-    assert results == [1, 1]
+    assert list(results) == [1, 1]  # gather() gives a list; typeshed says tuple
     capsys.readouterr()
     assert await db.fetchval("SELECT count(*) FROM replay_log") == 200
     assert {r["attempts"] for r in await db.fetch("SELECT attempts FROM dlq_webhooks")} == {2}
 
 
-def _read_pty(fd):
-    chunks = []
+def _read_pty(fd: int) -> str:
+    chunks: list[bytes] = []
     while True:
         try:
             data = os.read(fd, 4096)
@@ -514,7 +545,7 @@ def _read_pty(fd):
     return b"".join(chunks).decode()
 
 
-async def test_progress_bar_on_a_terminal_only(cfg, db):
+async def test_progress_bar_on_a_terminal_only(cfg: str, db: asyncpg.Connection) -> None:
     """A TTY gets a progress bar on stderr; a pipe gets only the report."""
     for i in range(3):
         await park(

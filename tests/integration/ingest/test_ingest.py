@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Callable
 
 import asyncpg
 import orjson
 import pytest
 
-from tests.support.deliveries import deliver
-from tests.support.gateway import ROTATED, config, running_server
+from tests.support.deliveries import Delivery, deliver
+from tests.support.gateway import ROTATED, RunningServer, config, running_server
 from tests.support.services import stream_messages, wait_until
 
 SCHEMES = ["stripe", "standard", "github", "shopify", "paddle", "hmac"]
@@ -33,15 +34,15 @@ async def all_published(dsn: str) -> bool:
 
 
 @pytest.fixture
-async def server(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+async def server(database_url: str, nats_url: str) -> AsyncIterator[RunningServer]:
     async with running_server(config(database_url, nats_url)) as srv:
         yield srv
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 async def test_valid_delivery_is_recorded_published_and_deduplicated(
-    server, database_url, nats_url, scheme
-):
+    server: RunningServer, database_url: str, nats_url: str, scheme: str
+) -> None:
     """A genuine event is accepted once, stored byte for byte, and reaches the stream once."""
     d = deliver(scheme, f"evt_{scheme}_1", "payment.succeeded")
     first = await server.client.post(d.path, content=d.body, headers=d.headers)
@@ -63,7 +64,7 @@ async def test_valid_delivery_is_recorded_published_and_deduplicated(
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-async def test_rotated_secret_is_accepted(server, scheme):
+async def test_rotated_secret_is_accepted(server: RunningServer, scheme: str) -> None:
     """During a rotation the older secret still verifies."""
     d = deliver(scheme, f"evt_rot_{scheme}", secret=ROTATED[scheme])
     response = await server.client.post(d.path, content=d.body, headers=d.headers)
@@ -71,20 +72,20 @@ async def test_rotated_secret_is_accepted(server, scheme):
     assert response.json()["status"] == "accepted"
 
 
-def _tampered(scheme: str):  # type: ignore[no-untyped-def]
+def _tampered(scheme: str) -> Delivery:
     d = deliver(scheme, f"evt_t_{scheme}")
     d.body = d.body.replace(b"1200", b"9200")
     return d
 
 
-def _wrong_secret(scheme: str):  # type: ignore[no-untyped-def]
+def _wrong_secret(scheme: str) -> Delivery:
     secret = (
         "whsec_" + "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXk=" if scheme == "standard" else "nope"
     )
     return deliver(scheme, f"evt_w_{scheme}", secret=secret)
 
 
-def _missing_headers(scheme: str):  # type: ignore[no-untyped-def]
+def _missing_headers(scheme: str) -> Delivery:
     d = deliver(scheme, f"evt_m_{scheme}")
     d.headers = {"Content-Type": "application/json"}
     return d
@@ -97,8 +98,12 @@ def _missing_headers(scheme: str):  # type: ignore[no-untyped-def]
     ids=["tampered-body", "wrong-secret", "missing-headers"],
 )
 async def test_untrusted_delivery_gets_401_and_nothing_is_stored(
-    server, database_url, scheme, make, caplog
-):
+    server: RunningServer,
+    database_url: str,
+    scheme: str,
+    make: Callable[[str], Delivery],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Anything whose signature does not check out is refused and leaves no trace."""
     d = make(scheme)
     response = await server.client.post(d.path, content=d.body, headers=d.headers)
@@ -112,7 +117,9 @@ async def test_untrusted_delivery_gets_401_and_nothing_is_stored(
 
 @pytest.mark.parametrize("scheme", TIMESTAMPED)
 @pytest.mark.parametrize("offset_s", [-301, 301, -3600], ids=["stale", "future", "an-hour-old"])
-async def test_timestamp_outside_window_gets_401(server, database_url, scheme, offset_s):
+async def test_timestamp_outside_window_gets_401(
+    server: RunningServer, database_url: str, scheme: str, offset_s: int
+) -> None:
     """A replayed (old) or forged-future timestamp is refused even with a valid HMAC."""
     d = deliver(scheme, f"evt_ts_{scheme}", now_s=int(time.time()) + offset_s)
     response = await server.client.post(d.path, content=d.body, headers=d.headers)
@@ -121,20 +128,22 @@ async def test_timestamp_outside_window_gets_401(server, database_url, scheme, o
     assert await rows(database_url, "SELECT 1 FROM processed_webhooks") == []
 
 
-async def test_unknown_provider_is_404(server):
+async def test_unknown_provider_is_404(server: RunningServer) -> None:
     d = deliver("stripe", "evt_x")
     response = await server.client.post("/webhooks/nobody", content=d.body, headers=d.headers)
     assert response.status_code == 404
 
 
-async def test_oversize_body_is_413_declared_or_streamed(server, database_url):
+async def test_oversize_body_is_413_declared_or_streamed(
+    server: RunningServer, database_url: str
+) -> None:
     """The limit holds whether the size is declared up front or only seen while reading."""
     big = b'{"id": "evt_big", "type": "x", "pad": "' + b"a" * 70_000 + b'"}'
     d = deliver("stripe", "evt_big", body=big)
     declared = await server.client.post(d.path, content=d.body, headers=d.headers)
     assert declared.status_code == 413
 
-    async def chunks():  # type: ignore[no-untyped-def]
+    async def chunks() -> AsyncIterator[bytes]:
         for i in range(0, len(big), 8192):
             yield big[i : i + 8192]
 
@@ -143,7 +152,9 @@ async def test_oversize_body_is_413_declared_or_streamed(server, database_url):
     assert await rows(database_url, "SELECT 1 FROM processed_webhooks") == []
 
 
-async def test_stalled_body_gets_400_after_the_request_timeout(database_url, nats_url):
+async def test_stalled_body_gets_400_after_the_request_timeout(
+    database_url: str, nats_url: str
+) -> None:
     """A client that sends headers and part of its body, then stalls, is answered 400
     once `request_timeout_s` passes; nothing is recorded, and others are served meanwhile."""
     doc = config(database_url, nats_url, http={"request_timeout_s": 1.0})
@@ -173,7 +184,9 @@ async def test_stalled_body_gets_400_after_the_request_timeout(database_url, nat
     [b'{"type": "payment.succeeded"}', b"not json at all", b"[1, 2]"],
     ids=["no-id-field", "not-json", "json-array"],
 )
-async def test_event_id_not_findable_is_400(server, database_url, body):
+async def test_event_id_not_findable_is_400(
+    server: RunningServer, database_url: str, body: bytes
+) -> None:
     """Stripe carries the id in the body: without one there is nothing to deduplicate on."""
     d = deliver("stripe", "unused", body=body)
     response = await server.client.post(d.path, content=d.body, headers=d.headers)
@@ -192,8 +205,14 @@ async def test_event_id_not_findable_is_400(server, database_url, body):
     ids=["github-body-not-json", "github-body-binary", "shopify-no-topic", "stripe-no-type"],
 )
 async def test_verified_but_invalid_event_is_accepted_and_parked(
-    server, database_url, nats_url, scheme, body, event_type, error_class
-):
+    server: RunningServer,
+    database_url: str,
+    nats_url: str,
+    scheme: str,
+    body: bytes,
+    event_type: str | None,
+    error_class: str,
+) -> None:
     """The provider's data is never dropped: it is recorded and parked in the DLQ."""
     d = deliver(scheme, "evt_invalid_1", event_type, body=body)
     response = await server.client.post(d.path, content=d.body, headers=d.headers)
@@ -215,7 +234,9 @@ async def test_verified_but_invalid_event_is_accepted_and_parked(
     assert await stream_messages(nats_url) == []
 
 
-async def test_hundred_concurrent_deliveries_of_one_event(server, database_url, nats_url):
+async def test_hundred_concurrent_deliveries_of_one_event(
+    server: RunningServer, database_url: str, nats_url: str
+) -> None:
     """Exactly one row, one accepted, 99 duplicates, one message on the stream."""
     d = deliver("stripe", "evt_concurrent")
     responses = await asyncio.gather(
@@ -231,7 +252,9 @@ async def test_hundred_concurrent_deliveries_of_one_event(server, database_url, 
     assert len(await stream_messages(nats_url)) == 1
 
 
-async def test_many_distinct_events_concurrently_each_recorded_once(server, database_url, nats_url):
+async def test_many_distinct_events_concurrently_each_recorded_once(
+    server: RunningServer, database_url: str, nats_url: str
+) -> None:
     """A burst of distinct events (several groups committed together) loses nothing."""
     deliveries = [deliver("standard", f"msg_burst_{i}") for i in range(300)]
     responses = await asyncio.gather(
@@ -244,7 +267,7 @@ async def test_many_distinct_events_concurrently_each_recorded_once(server, data
     assert ids == sorted(f"standard:{d.event_id}" for d in deliveries)
 
 
-async def test_metrics_and_health(server):
+async def test_metrics_and_health(server: RunningServer) -> None:
     d = deliver("github", "gh-delivery-1", "push")
     await server.client.post(d.path, content=d.body, headers=d.headers)
     assert (await server.client.get("/healthz")).status_code == 200
@@ -261,7 +284,9 @@ async def test_metrics_and_health(server):
         assert name in text
 
 
-async def test_body_stored_byte_for_byte_with_headers(server, database_url):
+async def test_body_stored_byte_for_byte_with_headers(
+    server: RunningServer, database_url: str
+) -> None:
     """Whitespace, key order and unicode survive: signatures can be re-checked later."""
     body = '{ "type":"payment.succeeded",\n  "id" : "evt_raw", "note": "café ✓" }'.encode()
     d = deliver("stripe", "evt_raw", body=body)

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 import asyncpg
 import pytest
 
 from gateway.client import Publisher, PublishRejected, PublishUnavailable
-from tests.support.gateway import BILLING_TOKEN, config, running_server
+from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
 from tests.support.services import free_port, stream_messages, wait_until
 
-EVENT = {
+EVENT: dict[str, Any] = {
     "type": "payment.captured",
     "data": {"settlement_id": "s_1", "merchant_id": "m_1", "amount_minor": 500, "currency": "EUR"},
 }
 
 
 @pytest.fixture
-async def server(database_url: str, nats_url: str):  # type: ignore[no-untyped-def]
+async def server(database_url: str, nats_url: str) -> AsyncIterator[RunningServer]:
     async with running_server(config(database_url, nats_url)) as srv:
         yield srv
 
@@ -28,13 +31,15 @@ def auth(token: str = BILLING_TOKEN, key: str | None = "cap-1") -> dict[str, str
     return headers
 
 
-async def test_good_token_is_accepted_once_and_published(server, database_url, nats_url):
+async def test_good_token_is_accepted_once_and_published(
+    server: RunningServer, database_url: str, nats_url: str
+) -> None:
     first = await server.client.post("/v1/events", json=EVENT, headers=auth())
     again = await server.client.post("/v1/events", json=EVENT, headers=auth())
     assert first.json() == {"status": "accepted", "event_id": "cap-1"}
     assert again.json() == {"status": "duplicate", "event_id": "cap-1"}
 
-    async def published() -> list:  # type: ignore[type-arg]
+    async def published() -> list[tuple[str, dict[str, str], bytes]]:
         return await stream_messages(nats_url)
 
     messages = await wait_until(published)
@@ -46,6 +51,7 @@ async def test_good_token_is_accepted_once_and_published(server, database_url, n
         row = await conn.fetchrow("SELECT provider, headers FROM processed_webhooks")
     finally:
         await conn.close()
+    assert row is not None
     assert row["provider"] == "service:billing"
     assert BILLING_TOKEN not in row["headers"]  # the bearer token is never stored
 
@@ -72,8 +78,8 @@ async def test_good_token_is_accepted_once_and_published(server, database_url, n
     ],
 )
 async def test_bad_requests_are_refused_and_nothing_stored(
-    server, database_url, headers, body, status
-):
+    server: RunningServer, database_url: str, headers: dict[str, str], body: object, status: int
+) -> None:
     response = await server.client.post("/v1/events", json=body, headers=headers)
     assert response.status_code == status, response.text
     conn = await asyncpg.connect(database_url)
@@ -83,7 +89,7 @@ async def test_bad_requests_are_refused_and_nothing_stored(
         await conn.close()
 
 
-async def test_subject_outside_scope_is_403(database_url, nats_url):
+async def test_subject_outside_scope_is_403(database_url: str, nats_url: str) -> None:
     doc = config(database_url, nats_url)
     doc["services"]["billing"]["subjects"] = ["events.billing.payment.*"]
     async with running_server(doc) as server:
@@ -100,7 +106,7 @@ async def test_subject_outside_scope_is_403(database_url, nats_url):
     assert sneaky.status_code == 403
 
 
-async def test_publisher_client_publishes_and_retries_safely(server):
+async def test_publisher_client_publishes_and_retries_safely(server: RunningServer) -> None:
     base = f"http://127.0.0.1:{server.port}"
     async with Publisher(base, BILLING_TOKEN) as pub:
         first = await pub.publish("payment.captured", EVENT["data"], key="pub-1")
@@ -112,7 +118,7 @@ async def test_publisher_client_publishes_and_retries_safely(server):
     assert info.value.status_code == 401
 
 
-async def test_publisher_client_gives_up_when_gateway_is_unreachable():
+async def test_publisher_client_gives_up_when_gateway_is_unreachable() -> None:
     async with Publisher(
         f"http://127.0.0.1:{free_port()}", "t", attempts=3, base_delay_s=0.01
     ) as pub:

@@ -32,8 +32,8 @@ async def count(dsn: str, sql: str) -> int:
 
 
 async def test_nats_down_acceptance_continues_and_every_event_reaches_stream_once(
-    database_url, nats_server: NatsServer
-):
+    database_url: str, nats_server: NatsServer
+) -> None:
     """With NATS stopped, webhooks are still accepted; when it returns, the outbox drains."""
     async with running_server(config(database_url, nats_server.url)) as server:
         before = [deliver("stripe", f"evt_before_{i}") for i in range(5)]
@@ -76,7 +76,9 @@ async def test_nats_down_acceptance_continues_and_every_event_reaches_stream_onc
     assert ids == sorted(f"stripe:{d.event_id}" for d in before + during)
 
 
-async def test_database_unreachable_gives_503_and_nothing_half_written(database_url, nats_url):
+async def test_database_unreachable_gives_503_and_nothing_half_written(
+    database_url: str, nats_url: str
+) -> None:
     """No 2xx without a committed row; the gateway recovers by itself afterwards."""
     proxy = FaultProxy("127.0.0.1", 5432)
     await proxy.start()
@@ -110,7 +112,9 @@ async def test_database_unreachable_gives_503_and_nothing_half_written(database_
     assert await count(database_url, "SELECT count(*) FROM dlq_webhooks") == 0
 
 
-async def test_relays_share_the_backlog_without_publishing_a_row_twice(database_url, nats_url):
+async def test_relays_share_the_backlog_without_publishing_a_row_twice(
+    database_url: str, nats_url: str
+) -> None:
     """Rows committed while no publisher ran are each published by exactly one relay."""
     ref_id, ref_type = FieldRef("json", "id"), FieldRef("json", "type")
     events = []
@@ -146,7 +150,9 @@ async def test_relays_share_the_backlog_without_publishing_a_row_twice(database_
     assert len(await stream_messages(nats_url)) == 600
 
 
-async def test_graceful_shutdown_publishes_what_was_accepted(database_url, nats_url):
+async def test_graceful_shutdown_publishes_what_was_accepted(
+    database_url: str, nats_url: str
+) -> None:
     """Stopping the gateway flushes the publisher: nothing accepted waits for a restart."""
     # The relay waits an hour: only the publisher's flush on shutdown can publish these.
     doc = config(database_url, nats_url, outbox={"relay_after_s": 3600})
@@ -172,7 +178,7 @@ async def test_graceful_shutdown_publishes_what_was_accepted(database_url, nats_
     assert len(await stream_messages(nats_url)) == 50
 
 
-async def test_migrations_apply_once_from_several_processes(empty_database_url):
+async def test_migrations_apply_once_from_several_processes(empty_database_url: str) -> None:
     results = await asyncio.gather(*(migrate(empty_database_url) for _ in range(4)))
     applied = sorted(name for names in results for name in names)
     assert applied == sorted({name for names in results for name in names})  # no repeats
@@ -181,7 +187,9 @@ async def test_migrations_apply_once_from_several_processes(empty_database_url):
 
 
 @pytest.mark.parametrize("batching", [True, False], ids=["group-commit", "one-commit-per-request"])
-async def test_both_commit_modes_give_the_same_answers(database_url, nats_url, batching):
+async def test_both_commit_modes_give_the_same_answers(
+    database_url: str, nats_url: str, batching: bool
+) -> None:
     async with running_server(
         config(database_url, nats_url, ingest={"batching": batching})
     ) as server:

@@ -41,7 +41,9 @@ def pending_gauge(metrics_text: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
-async def test_serve_records_and_a_relay_process_publishes(database_url, nats_url, tmp_path):
+async def test_serve_records_and_a_relay_process_publishes(
+    database_url: str, nats_url: str, tmp_path: Path
+) -> None:
     # relay_after_s is an hour: with inline = false the relay must not wait for it.
     doc = config(database_url, nats_url, outbox={"inline": False, "relay_after_s": 3600})
     async with running_server(doc) as server:

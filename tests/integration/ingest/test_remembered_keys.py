@@ -26,8 +26,8 @@ def from_memory(metrics_text: str) -> float:
 
 @pytest.mark.parametrize(("remembered_keys", "repeat_status"), [(1000, 200), (0, 503)])
 async def test_repeat_answered_from_memory_while_the_database_is_cut(
-    database_url, nats_url, remembered_keys, repeat_status
-):
+    database_url: str, nats_url: str, remembered_keys: int, repeat_status: int
+) -> None:
     proxy = FaultProxy("127.0.0.1", 5432)
     await proxy.start()
     proxied = database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.listen_port}")

@@ -17,6 +17,7 @@ from gateway.cli import reconcile as cli_reconcile
 from gateway.errors import BrokerUnavailable
 from gateway.settings import Settings
 from gateway.settlement import reconcile
+from tests.support.services import NatsServer
 
 SUBJECT = "webhooks.stripe.payment_intent.succeeded"
 
@@ -54,7 +55,9 @@ async def fetch_until(consumer: DurablePullConsumer, count: int) -> list[Deliver
     return found
 
 
-async def test_deliveries_are_answered_as_the_worker_asks(settings, broker, nats_url):
+async def test_deliveries_are_answered_as_the_worker_asks(
+    settings: Settings, broker: JetStreamBroker, nats_url: str
+) -> None:
     """ack forgets, nak(delay_s) redelivers after the delay with the count raised, term
     ends it; nothing left means an empty batch, not an exception."""
     consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
@@ -76,7 +79,9 @@ async def test_deliveries_are_answered_as_the_worker_asks(settings, broker, nats
     assert await consumer.fetch(1, timeout_s=0.3) == []
 
 
-async def test_a_closed_connection_is_broker_unavailable(settings, broker):
+async def test_a_closed_connection_is_broker_unavailable(
+    settings: Settings, broker: JetStreamBroker
+) -> None:
     consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
     await consumer.start()
     await broker.close()
@@ -84,7 +89,9 @@ async def test_a_closed_connection_is_broker_unavailable(settings, broker):
         await consumer.fetch(1, timeout_s=0.3)
 
 
-async def test_the_one_shot_publisher_says_which_messages_the_stream_dropped(settings, broker):
+async def test_the_one_shot_publisher_says_which_messages_the_stream_dropped(
+    settings: Settings, broker: JetStreamBroker
+) -> None:
     """A repeated Nats-Msg-Id within the duplicate window is not stored again."""
     async with open_one_shot_publisher(settings.nats, name="edge-test") as publisher:
         with pytest.raises(BrokerUnavailable):  # nothing connects until asked to
@@ -94,7 +101,9 @@ async def test_the_one_shot_publisher_says_which_messages_the_stream_dropped(set
         assert await publisher.publish(SUBJECT, b"x", {"Nats-Msg-Id": "dup"}) is False
 
 
-async def test_the_one_shot_publisher_fails_fast_when_nats_is_down(settings, nats_server):
+async def test_the_one_shot_publisher_fails_fast_when_nats_is_down(
+    settings: Settings, nats_server: NatsServer
+) -> None:
     nats_server.stop()
     publisher = OneShotPublisher(settings.nats, name="edge-test")
     try:

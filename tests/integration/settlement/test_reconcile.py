@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import io
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -21,9 +22,10 @@ from gateway.core.model import Event
 from gateway.errors import BrokerUnavailable, ConfigError
 from gateway.settlement.reconcile import Verdict, verdict
 from tests.support.deliveries import deliver
-from tests.support.gateway import config, running_server
-from tests.support.services import stream_messages, wait_until
+from tests.support.gateway import RunningServer, config, running_server
+from tests.support.services import NatsServer, stream_messages, wait_until
 from tests.support.settlement import fetch, open_merchant, running_worker, settlement_sections
+from tests.support.stub import Stub
 
 SCHEMES = {"stripe": "stripe", "standard": "standard"}
 SUBJECTS = ("webhooks.*.payment_intent.succeeded", "webhooks.*.charge.refunded")
@@ -61,18 +63,18 @@ def event(provider: str, event_type: str | None, body: bytes) -> Event:
         ("stripe", None, b"{}", Verdict.IGNORED),
     ],
 )
-def test_verdict(provider, event_type, body, expected):
+def test_verdict(provider: str, event_type: str | None, body: bytes, expected: Verdict) -> None:
     kind, tid = verdict(event(provider, event_type, body), SCHEMES, SUBJECTS)
     assert kind is expected
     assert (tid is not None) == (expected is Verdict.SETTLES)
 
 
 @pytest.fixture
-def doc(database_url, nats_url, stub, redis_url) -> dict[str, Any]:
+def doc(database_url: str, nats_url: str, stub: Stub, redis_url: str) -> dict[str, Any]:
     return config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
 
 
-async def post(server, event_id: str, body: bytes) -> None:  # type: ignore[no-untyped-def]
+async def post(server: RunningServer, event_id: str, body: bytes) -> None:
     d = deliver("stripe", event_id, body=body)
     response = await server.client.post(d.path, content=d.body, headers=d.headers)
     assert response.status_code == 200, response.text
@@ -96,7 +98,9 @@ async def all_published(dsn: str) -> bool:
     )
 
 
-async def test_lost_messages_are_republished_and_settle_once(doc, database_url, nats_url):
+async def test_lost_messages_are_republished_and_settle_once(
+    doc: dict[str, Any], database_url: str, nats_url: str
+) -> None:
     settings = settings_mod.parse(doc, env={})
     async with running_server(doc) as server:
         # 1. Settled before the loss: must not be re-published.
@@ -158,7 +162,9 @@ async def test_lost_messages_are_republished_and_settle_once(doc, database_url, 
     assert (done.scanned, done.settled, done.republished) == (6, 6, 0)
 
 
-async def test_manually_resolved_dead_letters_are_left_alone(doc, database_url, nats_url):
+async def test_manually_resolved_dead_letters_are_left_alone(
+    doc: dict[str, Any], database_url: str, nats_url: str
+) -> None:
     settings = settings_mod.parse(doc, env={})
     async with running_server(doc) as server:
         await post(server, "evt_m", payment("evt_m", "pi_m"))
@@ -181,7 +187,7 @@ async def test_manually_resolved_dead_letters_are_left_alone(doc, database_url, 
     assert report.events == ["stripe:evt_r"]
 
 
-async def test_cli_reports_as_json(tmp_path, doc, database_url):
+async def test_cli_reports_as_json(tmp_path: Path, doc: dict[str, Any], database_url: str) -> None:
     async with running_server(doc) as server:
         await post(server, "evt_cli", payment("evt_cli", "pi_cli"))
         await wait_until(lambda: all_published(database_url))
@@ -222,7 +228,9 @@ def toml(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def test_nats_unreachable_is_reported_and_nothing_is_marked(doc, database_url, nats_server):
+async def test_nats_unreachable_is_reported_and_nothing_is_marked(
+    doc: dict[str, Any], database_url: str, nats_server: NatsServer
+) -> None:
     async with running_server(doc) as server:
         await post(server, "evt_down", payment("evt_down", "pi_down"))
         await wait_until(lambda: all_published(database_url))

@@ -12,7 +12,7 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
-from gateway.core.ledger import verify_totals
+from gateway.core.ledger import LedgerTransfer, TransferResult, verify_totals
 from gateway.core.model import Event
 from gateway.errors import (
     InvalidAmount,
@@ -26,12 +26,15 @@ from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
 from tests.support.gateway import config
 from tests.support.settlement import fetch, merchant_balance, open_merchant, settlement_sections
+from tests.support.stub import Stub
 
 S = SettleOutcome
 
 
 @pytest.fixture
-async def parts(database_url, nats_url, stub, redis_url) -> AsyncIterator[SettlementParts]:  # type: ignore[no-untyped-def]
+async def parts(
+    database_url: str, nats_url: str, stub: Stub, redis_url: str
+) -> AsyncIterator[SettlementParts]:
     doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
     async with settlement_parts(settings_mod.parse(doc, env={})) as p:
         await p.settler.open_clearing_accounts()
@@ -45,7 +48,9 @@ def stripe(event_id: str, event_type: str, obj: dict[str, Any]) -> Event:
     return Event("stripe", event_id, event_type, subject, {}, body, datetime.now(UTC))
 
 
-def capture(event_id: str, pi: str, amount: int, currency: str = "usd", merchant: str = "m_1"):  # type: ignore[no-untyped-def]
+def capture(
+    event_id: str, pi: str, amount: int, currency: str = "usd", merchant: str = "m_1"
+) -> Event:
     obj = {"id": pi, "amount_received": amount, "currency": currency,
            "metadata": {"merchant_id": merchant}}  # fmt: skip
     return stripe(event_id, "payment_intent.succeeded", obj)
@@ -69,7 +74,9 @@ async def transfers(dsn: str) -> int:
     return int((await fetch(dsn, "SELECT count(*) AS n FROM ledger_transfers"))[0]["n"])
 
 
-async def test_a_mixed_batch_gets_each_events_own_outcome(parts, database_url):  # type: ignore[no-untyped-def]
+async def test_a_mixed_batch_gets_each_events_own_outcome(
+    parts: SettlementParts, database_url: str
+) -> None:
     batch = [
         capture("e1", "pi_a", 1000),
         capture("e2", "pi_a", 1000),  # the same payment again, in the same batch
@@ -96,7 +103,9 @@ async def test_a_mixed_batch_gets_each_events_own_outcome(parts, database_url): 
     assert await transfers(database_url) == 3
 
 
-async def test_refund_of_a_payment_settled_before_takes_the_batch_path(parts, database_url):  # type: ignore[no-untyped-def]
+async def test_refund_of_a_payment_settled_before_takes_the_batch_path(
+    parts: SettlementParts, database_url: str
+) -> None:
     assert kinds(await run(parts, [capture("c1", "pi_r", 800)])) == [S.SETTLED]
     results = await run(parts, [refund("r1", "pi_r", "re_r1", 200), capture("c2", "pi_s", 50)])
     assert kinds(results) == [S.SETTLED, S.SETTLED]
@@ -106,9 +115,9 @@ async def test_refund_of_a_payment_settled_before_takes_the_batch_path(parts, da
 
 
 async def test_ledger_outage_fails_every_event_of_the_batch_with_its_amount_fixed(
-    parts, database_url, monkeypatch
-):  # type: ignore[no-untyped-def]
-    async def down(transfers):  # type: ignore[no-untyped-def]
+    parts: SettlementParts, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
         raise LedgerUnavailable("ledger down")
 
     monkeypatch.setattr(parts.ledger, "post", down)
@@ -126,10 +135,12 @@ async def test_ledger_outage_fails_every_event_of_the_batch_with_its_amount_fixe
     assert await merchant_balance(parts, "m_1") == 308
 
 
-async def test_an_unexpected_batch_failure_settles_its_events_one_by_one(parts, monkeypatch):  # type: ignore[no-untyped-def]
+async def test_an_unexpected_batch_failure_settles_its_events_one_by_one(
+    parts: SettlementParts, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_post = parts.ledger.post
 
-    async def fails_in_bulk(transfers):  # type: ignore[no-untyped-def]
+    async def fails_in_bulk(transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
         if len(transfers) > 1:
             raise RuntimeError("a bug in the batch")
         return await real_post(transfers)

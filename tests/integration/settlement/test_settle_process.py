@@ -16,6 +16,7 @@ from tests.support.config_file import write_toml
 from tests.support.gateway import BILLING_TOKEN, config, running_server
 from tests.support.services import wait_until
 from tests.support.settlement import fetch, settlement_sections
+from tests.support.stub import Stub
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
 
@@ -41,8 +42,8 @@ async def count_settled(dsn: str) -> int:
 
 
 async def test_worker_killed_mid_batch_loses_nothing_and_doubles_nothing(
-    tmp_path, database_url, nats_url, stub, redis_url
-):
+    tmp_path: Path, database_url: str, nats_url: str, stub: Stub, redis_url: str
+) -> None:
     doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
     doc["settlement"]["batch_size"] = 64
     cfg = write_toml(tmp_path / "gateway.toml", doc)
@@ -101,8 +102,8 @@ async def _at_least(dsn: str, n: int) -> bool:
 
 
 async def test_ledger_check_fails_loudly_on_imbalance(
-    tmp_path, database_url, nats_url, stub, redis_url
-):
+    tmp_path: Path, database_url: str, nats_url: str, stub: Stub, redis_url: str
+) -> None:
     doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
     cfg = write_toml(tmp_path / "gateway.toml", doc)
     assert gateway("ledger", "--config", str(cfg), "open-account", "m_x").returncode == 0

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import nats
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from nats.js.api import ConsumerInfo
 
+from gateway.settlement.parts import SettlementParts
 from tests.support.deliveries import deliver
-from tests.support.gateway import BILLING_TOKEN, config, running_server
+from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
+from tests.support.receiver import Receiver
 from tests.support.services import wait_until
 from tests.support.settlement import (
     fetch,
@@ -20,6 +24,7 @@ from tests.support.settlement import (
     running_worker,
     settlement_sections,
 )
+from tests.support.stub import Stub
 
 
 def payment(
@@ -62,18 +67,18 @@ def internal(
 
 
 @pytest.fixture
-def doc(database_url, nats_url, stub, redis_url):  # type: ignore[no-untyped-def]
+def doc(database_url: str, nats_url: str, stub: Stub, redis_url: str) -> dict[str, Any]:
     return config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
 
 
-async def post_stripe(server, event_id: str, body: bytes) -> str:  # type: ignore[no-untyped-def]
+async def post_stripe(server: RunningServer, event_id: str, body: bytes) -> str:
     d = deliver("stripe", event_id, body=body)
     response = await server.client.post(d.path, content=d.body, headers=d.headers)
     assert response.status_code == 200, response.text
     return str(response.json()["status"])
 
 
-async def post_internal(server, key: str, event: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
+async def post_internal(server: RunningServer, key: str, event: dict[str, object]) -> None:
     response = await server.client.post(
         "/v1/events",
         json=event,
@@ -94,7 +99,9 @@ async def settled(dsn: str, n: int) -> bool:
     return int(rows[0]["n"]) >= n
 
 
-async def test_stripe_payment_moves_the_balance_once_with_the_rate(doc, database_url):
+async def test_stripe_payment_moves_the_balance_once_with_the_rate(
+    doc: dict[str, Any], database_url: str
+) -> None:
     """EUR 10.00 at 1.08 credits the merchant USD 10.80, recorded with its rate."""
     async with running_server(doc) as server, running_worker(doc) as parts:
         await open_merchant(parts, "m_1")
@@ -121,8 +128,8 @@ async def test_stripe_payment_moves_the_balance_once_with_the_rate(doc, database
 
 
 async def test_same_settlement_published_twice_and_via_two_events_moves_money_once(
-    doc, database_url, nats_url
-):
+    doc: dict[str, Any], database_url: str, nats_url: str
+) -> None:
     """A republished message and a second event for the same payment are no-ops."""
     async with running_server(doc) as server, running_worker(doc) as parts:
         await open_merchant(parts, "m_1")
@@ -149,7 +156,9 @@ async def test_same_settlement_published_twice_and_via_two_events_moves_money_on
         )
 
         async def consumed() -> bool:
-            info = await parts.broker._js.consumer_info("WEBHOOKS", "settlement")  # type: ignore[union-attr]
+            js = parts.broker._js
+            assert js is not None
+            info: ConsumerInfo = await js.consumer_info("WEBHOOKS", "settlement")
             return info.num_pending == 0 and info.num_ack_pending == 0
 
         await wait_until(consumed)
@@ -159,7 +168,9 @@ async def test_same_settlement_published_twice_and_via_two_events_moves_money_on
     assert parts.metrics.settlements_total.get(outcome="duplicate") == 2
 
 
-async def test_refund_moves_money_back_and_insufficient_funds_is_dead_lettered(doc, database_url):
+async def test_refund_moves_money_back_and_insufficient_funds_is_dead_lettered(
+    doc: dict[str, Any], database_url: str
+) -> None:
     async with running_server(doc) as server, running_worker(doc) as parts:
         await open_merchant(parts, "m_1")
         await post_internal(server, "cap-1", internal("captured", "s_1", 1000))
@@ -175,7 +186,9 @@ async def test_refund_moves_money_back_and_insufficient_funds_is_dead_lettered(d
     assert [r["state"] for r in state] == ["failed"]
 
 
-async def test_refund_before_its_payment_waits_for_it(doc, database_url):
+async def test_refund_before_its_payment_waits_for_it(
+    doc: dict[str, Any], database_url: str
+) -> None:
     """A refund that overtakes its payment is retried, then settles once the payment has."""
     async with running_server(doc) as server, running_worker(doc) as parts:
         await open_merchant(parts, "m_1")
@@ -187,8 +200,8 @@ async def test_refund_before_its_payment_waits_for_it(doc, database_url):
 
 
 async def test_unknown_merchant_is_dead_lettered_then_settles_after_open_account(
-    doc, database_url, nats_url
-):
+    doc: dict[str, Any], database_url: str, nats_url: str
+) -> None:
     body = payment("evt_nomerchant", "pi_nm", 700, currency="usd", merchant="m_new")
     async with running_server(doc) as server, running_worker(doc) as parts:
         await post_stripe(server, "evt_nomerchant", body)
@@ -223,7 +236,9 @@ async def test_unknown_merchant_is_dead_lettered_then_settles_after_open_account
     ],
     ids=["zero-amount", "unsupported-pair", "missing-field"],
 )
-async def test_permanent_failures_go_straight_to_the_dlq(doc, database_url, body, error_class):
+async def test_permanent_failures_go_straight_to_the_dlq(
+    doc: dict[str, Any], database_url: str, body: bytes, error_class: str
+) -> None:
     async with running_server(doc) as server, running_worker(doc) as parts:
         await open_merchant(parts, "m_1")
         event_id = orjson.loads(body)["id"]
@@ -238,7 +253,9 @@ async def test_permanent_failures_go_straight_to_the_dlq(doc, database_url, body
     assert rows[0]["webhook_id"] is not None and rows[0]["error_detail"]
 
 
-async def test_poisoned_message_does_not_block_the_ones_behind_it(doc, database_url):
+async def test_poisoned_message_does_not_block_the_ones_behind_it(
+    doc: dict[str, Any], database_url: str
+) -> None:
     async with running_server(doc) as server, running_worker(doc) as parts:
         await open_merchant(parts, "m_1")
         await post_stripe(server, "evt_poison", payment("evt_poison", "pi_p", -5))
@@ -251,7 +268,9 @@ async def test_poisoned_message_does_not_block_the_ones_behind_it(doc, database_
     assert await dlq_rows(database_url) == [("settlement", "INVALID_AMOUNT")]
 
 
-async def test_currency_service_down_valid_cache_serves(doc, database_url, stub):
+async def test_currency_service_down_valid_cache_serves(
+    doc: dict[str, Any], database_url: str, stub: Stub
+) -> None:
     async with running_server(doc) as server, running_worker(doc) as parts:
         await open_merchant(parts, "m_1")
         await post_stripe(server, "evt_c1", payment("evt_c1", "pi_c1", 1000))
@@ -265,8 +284,8 @@ async def test_currency_service_down_valid_cache_serves(doc, database_url, stub)
 
 
 async def test_currency_service_down_no_cache_is_rate_unavailable_after_retries(
-    doc, database_url, stub
-):
+    doc: dict[str, Any], database_url: str, stub: Stub
+) -> None:
     await stub.control(mode="fail")
     async with running_server(doc) as server, running_worker(doc) as parts:
         await open_merchant(parts, "m_1")
@@ -279,7 +298,9 @@ async def test_currency_service_down_no_cache_is_rate_unavailable_after_retries(
     assert [(r["error_class"], r["attempts"]) for r in rows] == [("RATE_UNAVAILABLE", 4)]
 
 
-async def test_expired_cache_and_service_down_is_rate_stale(doc, database_url, stub, redis_url):
+async def test_expired_cache_and_service_down_is_rate_stale(
+    doc: dict[str, Any], database_url: str, stub: Stub, redis_url: str
+) -> None:
     prefix = doc["currency"]["cache_key_prefix"]
     client = aioredis.from_url(redis_url)
     old = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
@@ -296,7 +317,9 @@ async def test_expired_cache_and_service_down_is_rate_stale(doc, database_url, s
     assert await dlq_rows(database_url) == [("settlement", "RATE_STALE")]
 
 
-async def test_redis_down_does_not_stop_settlement(database_url, nats_url, stub):
+async def test_redis_down_does_not_stop_settlement(
+    database_url: str, nats_url: str, stub: Stub
+) -> None:
     closed = "redis://127.0.0.1:1/0"
     doc = config(database_url, nats_url, **settlement_sections(stub.url, closed))
     async with running_server(doc) as server, running_worker(doc) as parts:
@@ -306,14 +329,14 @@ async def test_redis_down_does_not_stop_settlement(database_url, nats_url, stub)
         assert await merchant_balance(parts, "m_1") == 1080
 
 
-async def _forget_memo(parts) -> None:  # type: ignore[no-untyped-def]
+async def _forget_memo(parts: SettlementParts) -> None:
     """Drop the worker's few-seconds rate memo, so the next rate comes from service or cache."""
     parts.settler._memo.clear()
 
 
 async def test_conflicting_second_event_is_critical_and_alerts(
-    database_url, nats_url, stub, redis_url, receiver
-):
+    database_url: str, nats_url: str, stub: Stub, redis_url: str, receiver: Receiver
+) -> None:
     """The same payment announced again with another amount is not waved through."""
     doc = config(
         database_url,
@@ -328,7 +351,7 @@ async def test_conflicting_second_event_is_critical_and_alerts(
         await post_stripe(server, "evt_b", payment("evt_b", "pi_conflict", 9000, "usd"))
         await wait_until(lambda: dlq_rows(database_url))
 
-        async def alerted() -> list:  # type: ignore[type-arg]
+        async def alerted() -> list[dict[str, Any]]:
             return receiver.received
 
         [alert] = await wait_until(alerted)

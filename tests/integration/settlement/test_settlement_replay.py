@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
+import asyncpg
+import pytest
 
 from gateway import cli
 from tests.integration.settlement.test_settlement import payment, post_stripe
@@ -16,11 +20,17 @@ from tests.support.settlement import (
     running_worker,
     settlement_sections,
 )
+from tests.support.stub import Stub
 
 
 async def test_unknown_merchant_replayed_after_open_account(
-    tmp_path, database_url, nats_url, stub, redis_url, capsys
-):
+    tmp_path: Path,
+    database_url: str,
+    nats_url: str,
+    stub: Stub,
+    redis_url: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
     cfg = str(write_toml(tmp_path / "gateway.toml", doc))
     async with running_server(doc) as server, running_worker(doc) as parts:
@@ -28,7 +38,7 @@ async def test_unknown_merchant_replayed_after_open_account(
             server, "evt_later", payment("evt_later", "pi_later", 900, "usd", "m_late")
         )
 
-        async def parked() -> list:  # type: ignore[type-arg]
+        async def parked() -> list[asyncpg.Record]:
             return await fetch(database_url, "SELECT id, error_class FROM dlq_webhooks")
 
         rows = await wait_until(parked)

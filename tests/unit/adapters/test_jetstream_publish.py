@@ -21,11 +21,11 @@ from gateway.adapters.jetstream_publish import _Batch, is_pub_ack
         (b"[1]", False),
     ],
 )
-def test_only_a_pub_ack_without_error_counts(data, acked):
+def test_only_a_pub_ack_without_error_counts(data: bytes, acked: bool) -> None:
     assert is_pub_ack(data) is acked
 
 
-async def test_batch_counts_each_slot_once_and_finishes_when_all_answered():
+async def test_batch_counts_each_slot_once_and_finishes_when_all_answered() -> None:
     batch = _Batch(3)
     batch.answer(0, True)
     batch.answer(0, False)  # a repeated reply changes nothing
@@ -37,5 +37,5 @@ async def test_batch_counts_each_slot_once_and_finishes_when_all_answered():
     assert batch.acked == [True, True, False]
 
 
-async def test_empty_batch_is_done_at_once():
+async def test_empty_batch_is_done_at_once() -> None:
     assert _Batch(0).done.is_set()

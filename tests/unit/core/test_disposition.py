@@ -63,7 +63,14 @@ CASES = [
 @pytest.mark.parametrize(
     ("exc", "deliveries", "action", "delay_s", "critical", "why"), CASES, ids=[c[-1] for c in CASES]
 )
-def test_dispose(exc, deliveries, action, delay_s, critical, why):
+def test_dispose(
+    exc: BaseException,
+    deliveries: int,
+    action: Action,
+    delay_s: float | None,
+    critical: bool,
+    why: str,
+) -> None:
     decision = dispose(exc, deliveries, no_jitter)
     assert decision.action is action
     assert decision.critical is critical
@@ -72,10 +79,11 @@ def test_dispose(exc, deliveries, action, delay_s, critical, why):
     elif isinstance(exc, RetryScheduled):
         assert decision.delay_s == delay_s
     else:
+        assert decision.delay_s is not None
         assert delay_s * 0.8 <= decision.delay_s <= delay_s * 1.2
 
 
-def test_error_class_is_the_causes_for_wrapped_errors():
+def test_error_class_is_the_causes_for_wrapped_errors() -> None:
     assert (
         dispose(RetriesExhausted(RateUnavailable("x")), 4, no_jitter).error_class
         == "RATE_UNAVAILABLE"
@@ -83,7 +91,7 @@ def test_error_class_is_the_causes_for_wrapped_errors():
     assert dispose(KeyError("k"), 1, no_jitter).error_class == "UNEXPECTED_KEYERROR"
 
 
-def test_configured_tables_replace_the_defaults():
+def test_configured_tables_replace_the_defaults() -> None:
     fast = Policies(consumer=RetryPolicy((0.1,)), ledger=RetryPolicy((0.2, 0.3)))
     assert dispose(DatabaseUnavailable("x"), 2, no_jitter, fast).action is Action.DEAD_LETTER
     assert dispose(LedgerUnavailable("x"), 2, no_jitter, fast).action is Action.RETRY

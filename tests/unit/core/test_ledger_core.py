@@ -161,4 +161,4 @@ def test_transfers_outside_tigerbeetles_ranges_cannot_be_built(changes: dict[str
     """Reserved ids, zero amounts and over-precise rates are refused before any I/O."""
     fields = {**TRANSFER.__dict__, **changes}
     with pytest.raises(ValueError):
-        LedgerTransfer(**fields)  # type: ignore[arg-type]
+        LedgerTransfer(**fields)

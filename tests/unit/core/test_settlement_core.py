@@ -25,7 +25,13 @@ from gateway.core.settlement import (
     settlement_ref,
     transfer_id,
 )
-from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField, PermanentError
+from gateway.errors import (
+    FieldError,
+    FieldTypeInvalid,
+    InvalidAmount,
+    MissingField,
+    PermanentError,
+)
 
 
 def stripe_succeeded() -> dict[str, Any]:
@@ -210,14 +216,14 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     ],
 )  # fmt: skip
 def test_bad_fields_are_permanent_errors_naming_the_field(
-    event_type: str, doc: dict[str, Any], error: type[Exception], field: str
+    event_type: str, doc: dict[str, Any], error: type[FieldError], field: str
 ) -> None:
     """A missing or ill-typed field is a permanent error whose `field` names its path."""
     extract = from_internal if event_type.startswith("payment.") else from_stripe
     with pytest.raises(error) as caught:
         extract(event_type, doc)
     assert isinstance(caught.value, PermanentError)
-    assert caught.value.field == field  # type: ignore[attr-defined]
+    assert caught.value.field == field
 
 
 @pytest.mark.parametrize("amount", [0, -1, -1999])
@@ -415,12 +421,17 @@ def _instruction(kind: SettlementKind, merchant_id: str | None) -> SettlementIns
         (SettlementKind.REFUND, None, None, None),
     ],
 )
-def test_merchant_to_post(kind, named, settled_payment_merchant, expected):
+def test_merchant_to_post(
+    kind: SettlementKind,
+    named: str | None,
+    settled_payment_merchant: str | None,
+    expected: str | None,
+) -> None:
     instruction = _instruction(kind, named)
     assert merchant_to_post(instruction, settled_payment_merchant) == expected
 
 
 @pytest.mark.parametrize("named", [None, ""])
-def test_capture_without_merchant_is_refused(named):
+def test_capture_without_merchant_is_refused(named: str | None) -> None:
     with pytest.raises(MissingField):
         merchant_to_post(_instruction(SettlementKind.CAPTURE, named), "m_1")

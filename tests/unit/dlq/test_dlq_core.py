@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -50,13 +51,13 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
         ("0m", 0),
     ],
 )
-def test_durations_in_seconds(text, seconds):
+def test_durations_in_seconds(text: str, seconds: int) -> None:
     """Each unit and a sum of units read as the seconds they mean."""
     assert parse_duration_s(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "2", "h", "2x", "2h-1m", "-2h", "1.5h", "2026-11-30"])
-def test_not_a_duration(text):
+def test_not_a_duration(text: str) -> None:
     """Anything that is not digits+unit pairs is not a duration (it may be a time)."""
     assert parse_duration_s(text) is None
 
@@ -72,7 +73,7 @@ def test_not_a_duration(text):
         ("1d", NOW - timedelta(days=1)),
     ],
 )
-def test_instants_absolute_or_ago(text, expected):
+def test_instants_absolute_or_ago(text: str, expected: datetime) -> None:
     """Absolute times keep their zone (returned in UTC); durations count back from now."""
     assert parse_instant(text, NOW, "--since") == expected
 
@@ -85,13 +86,13 @@ def test_instants_absolute_or_ago(text, expected):
         ("2026-11-30T10:00", "has no time zone"),  # local or UTC? refuse to guess
     ],
 )
-def test_bad_instants_say_which_flag_and_why(text, message):
+def test_bad_instants_say_which_flag_and_why(text: str, message: str) -> None:
     """A time that cannot be read names the flag and shows the accepted forms."""
     with pytest.raises(DlqUsageError, match=message):
         parse_instant(text, NOW, "--since")
 
 
-def test_filter_defaults_to_open_rows_and_normalises_classes():
+def test_filter_defaults_to_open_rows_and_normalises_classes() -> None:
     """No flags: unresolved rows; error classes are matched upper-case, repeats dropped."""
     f = build_filter(NOW, error_classes=["unknown_merchant", "UNKNOWN_MERCHANT"])
     assert f.resolved is False
@@ -109,13 +110,13 @@ def test_filter_defaults_to_open_rows_and_normalises_classes():
         ({"until": "soon"}, "--until: cannot read"),
     ],
 )
-def test_conflicting_or_bad_filters(kwargs, message):
+def test_conflicting_or_bad_filters(kwargs: dict[str, Any], message: str) -> None:
     """Contradictory filters are refused instead of silently matching nothing."""
     with pytest.raises(DlqUsageError, match=message):
         build_filter(NOW, **kwargs)
 
 
-def test_ids_positive_integers_in_order_without_repeats():
+def test_ids_positive_integers_in_order_without_repeats() -> None:
     """Ids may be written with a leading #; repeats count once."""
     assert parse_ids(["3", "#1", "3"]) == (3, 1)
     for bad in ("x", "0", "-1", "1.5"):
@@ -123,8 +124,8 @@ def test_ids_positive_integers_in_order_without_repeats():
             parse_ids([bad])
 
 
-def _flags(**overrides):
-    values = dict(
+def _flags(**overrides: Any) -> dict[str, Any]:
+    values: dict[str, Any] = dict(
         ids=(),
         replay_all=True,
         dlq_filter=DlqFilter(),
@@ -152,13 +153,13 @@ def _flags(**overrides):
         ({"limit": 0}, "--limit must be a positive"),
     ],
 )
-def test_replay_flags_that_cannot_be_run(overrides, message):
+def test_replay_flags_that_cannot_be_run(overrides: dict[str, Any], message: str) -> None:
     """Replay flags that contradict each other or mean nothing are refused up front."""
     with pytest.raises(DlqUsageError, match=message):
         check_replay_flags(**_flags(**overrides))
 
 
-def test_replay_flags_become_options():
+def test_replay_flags_become_options() -> None:
     """Valid flags turn into the options the engine runs with."""
     options = check_replay_flags(**_flags(ids=["4", "4"], replay_all=False, rate_per_s=2.0))
     assert options == ReplayOptions(ids=(4,), rate_per_s=2.0)
@@ -168,7 +169,7 @@ def test_replay_flags_become_options():
     ("done", "now_s", "delay_s"),
     [(0, 0.0, 0.0), (1, 0.0, 0.5), (4, 1.0, 1.0), (4, 3.0, 0.0)],
 )
-def test_pacing_keeps_the_average_rate(done, now_s, delay_s):
+def test_pacing_keeps_the_average_rate(done: int, now_s: float, delay_s: float) -> None:
     """At 2 rows/s, row n starts at n/2 s after the start; a late run does not wait."""
     assert pace_delay_s(0.0, done, 2.0, now_s) == delay_s
     assert pace_delay_s(0.0, done, None, now_s) == 0.0
@@ -178,19 +179,21 @@ def test_pacing_keeps_the_average_rate(done, now_s, delay_s):
     ("seconds", "text"),
     [(-5, "0s"), (42, "42s"), (300, "5m"), (7500, "2h05m"), (273_600, "3d04h")],
 )
-def test_ages(seconds, text):
+def test_ages(seconds: int, text: str) -> None:
     """Ages are compact and never negative (clocks differ a little)."""
     assert format_age(seconds) == text
 
 
-def _brief(row_id, stage="settlement", attempts=1, resolved=False):
+def _brief(
+    row_id: int, stage: str = "settlement", attempts: int = 1, resolved: bool = False
+) -> RowBrief:
     return RowBrief(
         row_id, stage, "stripe", f"evt_{row_id}", None, "UNKNOWN_MERCHANT", attempts,
         NOW, NOW, NOW, resolved, "replayed" if resolved else None,
     )  # fmt: skip
 
 
-def test_plan_sorts_rows_into_run_skip_and_no_handler():
+def test_plan_sorts_rows_into_run_skip_and_no_handler() -> None:
     """Resolved and capped rows are skipped, unhandled stages fail, the rest run in order."""
     briefs = [
         _brief(1),
@@ -207,10 +210,11 @@ def test_plan_sorts_rows_into_run_skip_and_no_handler():
         3: (RowOutcome.FAILED, "NO_HANDLER"),
         4: (RowOutcome.SKIPPED, None),
     }
-    assert "no handler for stage publish" in result.results[1].message
+    message = result.results[1].message
+    assert message is not None and "no handler for stage publish" in message
 
 
-def test_plan_force_and_limit():
+def test_plan_force_and_limit() -> None:
     """--force includes capped rows; --limit keeps the oldest N of those that would run."""
     briefs = [_brief(1, attempts=9), _brief(2), _brief(3)]
     forced = plan(briefs, ("settlement",), ReplayOptions(force=True, limit=2))
@@ -218,7 +222,7 @@ def test_plan_force_and_limit():
     assert forced.results == []
 
 
-def test_failures_keep_the_class_of_our_errors():
+def test_failures_keep_the_class_of_our_errors() -> None:
     """Our errors keep their class (stack only when unexpected or transient)."""
     permanent = failure_of(UnknownMerchant("no account for m_1"))
     assert (permanent.error_class, permanent.message, permanent.detail) == (
@@ -233,7 +237,7 @@ def test_failures_keep_the_class_of_our_errors():
     assert unexpected.message == "KeyError: 'amount'"
 
 
-def test_terminal_text_is_made_harmless():
+def test_terminal_text_is_made_harmless() -> None:
     """Escape sequences a sender put in a payload cannot drive the operator's terminal."""
     assert safe("red \x1b[31m\nok\t") == "red \\x1b[31m\nok\t"
     assert table(("id", "event id"), [(1, "a\x07")]) == "ID  EVENT ID\n1   a\\x07"
@@ -243,12 +247,12 @@ def test_terminal_text_is_made_harmless():
     ("payload", "kind"),
     [(b'{"a": 1}', "json"), (b"a=1&b=2", "text"), (b"\xff\xfe\x00", "base64")],
 )
-def test_payload_decoding(payload, kind):
+def test_payload_decoding(payload: bytes, kind: str) -> None:
     """Payloads are shown as JSON when they are, else as text, else as base64."""
     assert decode_payload(payload)[0] == kind
 
 
-def test_progress_bar_only_on_a_terminal():
+def test_progress_bar_only_on_a_terminal() -> None:
     """Output piped to a file or another program gets no progress bar."""
     stream = io.StringIO()
     bar = Progress(stream, total=3)
@@ -260,7 +264,7 @@ def test_progress_bar_only_on_a_terminal():
 # --- alerts ---------------------------------------------------------------------------
 
 
-def test_alert_settings_defaults_and_values():
+def test_alert_settings_defaults_and_values() -> None:
     """Without [alerts] nothing is sent; values are read with their units."""
     assert parse_alert_settings({}) == AlertSettings()
     s = parse_alert_settings(
@@ -281,7 +285,7 @@ def test_alert_settings_defaults_and_values():
         ({"webhok_url": "https://x"}, "alerts.webhok_url"),
     ],
 )
-def test_bad_alert_settings_name_the_key(table_, key):
+def test_bad_alert_settings_name_the_key(table_: dict[str, Any], key: str) -> None:
     """A bad [alerts] value stops start-up with the key named (and the URL not echoed)."""
     with pytest.raises(ConfigError) as caught:
         parse_alert_settings({"alerts": table_})
@@ -289,7 +293,7 @@ def test_bad_alert_settings_name_the_key(table_, key):
     assert "hooks.example" not in str(caught.value)
 
 
-def test_readings_against_thresholds():
+def test_readings_against_thresholds() -> None:
     """More than the threshold is active; exactly the threshold is not."""
     s = AlertSettings()
     obs = Observation(10, 3600.0, {"webhooks.a.x": 50.0, "webhooks.b.y": 51.0})
@@ -304,7 +308,7 @@ def test_readings_against_thresholds():
     assert burst.active and "11 rows parked" in burst.summary
 
 
-def test_one_notice_per_episode():
+def test_one_notice_per_episode() -> None:
     """FIRING once when it starts, nothing while it holds, OK once when it clears."""
     s = AlertSettings()
     on = readings(Observation(11, None, {}), s)[0]
@@ -319,7 +323,7 @@ def test_one_notice_per_episode():
     assert transition(AlertState.OK, None, off, NOW) is None
 
 
-def test_retry_rate_over_the_last_minute():
+def test_retry_rate_over_the_last_minute() -> None:
     """The rate is the increase since the newest sample a minute old, per minute."""
     window = RetryWindow()
     window.add(0.0, {})

@@ -14,7 +14,7 @@ async def _parked_task() -> asyncio.Task[object]:
     return task
 
 
-async def test_sweep_cancels_only_tasks_past_their_deadline():
+async def test_sweep_cancels_only_tasks_past_their_deadline() -> None:
     deadlines = Deadlines()
     late, early, cleared = await _parked_task(), await _parked_task(), await _parked_task()
     deadlines.set(late, 10.0)
@@ -33,7 +33,7 @@ async def test_sweep_cancels_only_tasks_past_their_deadline():
         task.cancel()
 
 
-async def test_a_later_deadline_replaces_the_earlier_one():
+async def test_a_later_deadline_replaces_the_earlier_one() -> None:
     deadlines = Deadlines()
     task = await _parked_task()
     deadlines.set(task, 10.0)
@@ -44,7 +44,7 @@ async def test_a_later_deadline_replaces_the_earlier_one():
     assert task.cancelled()
 
 
-async def test_a_task_cancelled_for_another_reason_is_not_reported_expired():
+async def test_a_task_cancelled_for_another_reason_is_not_reported_expired() -> None:
     deadlines = Deadlines()
     task = await _parked_task()
     deadlines.set(task, 100.0)
@@ -53,7 +53,7 @@ async def test_a_task_cancelled_for_another_reason_is_not_reported_expired():
     assert deadlines.expired(task) is False
 
 
-async def test_the_sweeper_runs_on_the_loop_clock():
+async def test_the_sweeper_runs_on_the_loop_clock() -> None:
     deadlines = Deadlines(tick_s=0.01)
     deadlines.start()
     try:

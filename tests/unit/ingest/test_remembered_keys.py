@@ -32,14 +32,16 @@ def keys_after(capacity: int, added: list[str]) -> RecordedKeys:
         (1, ["a", "b"], ["b"], ["a"]),
     ],
 )
-def test_keys_kept_and_forgotten(capacity, added, kept, forgotten):
+def test_keys_kept_and_forgotten(
+    capacity: int, added: list[str], kept: list[str], forgotten: list[str]
+) -> None:
     keys = keys_after(capacity, added)
     assert [k for k in kept if k in keys] == kept
     assert [k for k in forgotten if k in keys] == []
 
 
 @pytest.mark.parametrize("capacity", [1, 2, 3, 10, 101])
-def test_never_holds_more_than_its_capacity(capacity):
+def test_never_holds_more_than_its_capacity(capacity: int) -> None:
     keys = RecordedKeys(capacity)
     for i in range(capacity * 7 + 3):
         keys.add(str(i))
@@ -47,12 +49,12 @@ def test_never_holds_more_than_its_capacity(capacity):
         assert str(i) in keys  # the most recent key is always kept
 
 
-def test_negative_capacity_is_refused():
+def test_negative_capacity_is_refused() -> None:
     with pytest.raises(ValueError, match="capacity"):
         RecordedKeys(-1)
 
 
-def test_key_keeps_provider_and_event_id_apart():
+def test_key_keeps_provider_and_event_id_apart() -> None:
     def event(provider: str, event_id: str) -> Event:
         body = b'{"id": "%s", "type": "t"}' % event_id.encode()
         ref_id, ref_type = FieldRef("json", "id"), FieldRef("json", "type")
@@ -101,7 +103,9 @@ def stripe_event(event_id: str) -> Event:
         ),
     ],
 )
-async def test_only_answers_of_the_gate_are_remembered(answers, results, reached_gate):
+async def test_only_answers_of_the_gate_are_remembered(
+    answers: list[Outcome | Exception], results: list[object], reached_gate: int
+) -> None:
     gate = ScriptedInbox(list(answers))
     counter = Counter("c", "")
     inbox = RememberingInbox(gate, RecordedKeys(10), counter)
@@ -116,7 +120,7 @@ async def test_only_answers_of_the_gate_are_remembered(answers, results, reached
     assert counter.get() == len(results) - reached_gate
 
 
-async def test_memory_off_asks_the_gate_every_time():
+async def test_memory_off_asks_the_gate_every_time() -> None:
     gate = ScriptedInbox([Outcome.ACCEPTED, Outcome.DUPLICATE])
     inbox = RememberingInbox(gate, RecordedKeys(0), Counter("c", ""))
     assert await inbox.accept(stripe_event("evt_1")) is Outcome.ACCEPTED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,7 +46,7 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
     return doc
 
 
-def test_good_config_parses_with_env_secrets_and_overrides():
+def test_good_config_parses_with_env_secrets_and_overrides() -> None:
     env = {**ENV, "GATEWAY_DATABASE_URL": "postgresql://db.internal/prod"}
     s = settings.parse(GOOD, env)
     assert s.database_url == "postgresql://db.internal/prod"
@@ -85,7 +86,7 @@ def test_good_config_parses_with_env_secrets_and_overrides():
         ("outbox", "fast", "outbox"),
     ],
 )
-def test_bad_setting_names_its_key(path, value, key):
+def test_bad_setting_names_its_key(path: str, value: Any, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         settings.parse(with_change(path, value), ENV)
     assert info.value.key == key
@@ -93,13 +94,13 @@ def test_bad_setting_names_its_key(path, value, key):
     assert "\n" not in str(info.value)
 
 
-def test_bad_env_override_names_the_variable():
+def test_bad_env_override_names_the_variable() -> None:
     with pytest.raises(ConfigError) as info:
         settings.parse(GOOD, {**ENV, "GATEWAY_NATS_URL": "localhost:4222"})
     assert info.value.key == "GATEWAY_NATS_URL"
 
 
-def test_missing_or_unreadable_file(tmp_path):
+def test_missing_or_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         settings.load(None, env={})
     assert info.value.key == "--config"
