@@ -2,7 +2,7 @@
 way the gateway does it, before the worker starts.
 
 Events are shaped by `core.model.webhook_event` (what `POST /webhooks/stripe` does after
-the signature check), recorded with `webhook_store.insert_events` in groups (the group
+the signature check), recorded with `adapters.postgres.webhooks.insert_events` in groups (the group
 commit's statement), and published with `JetStreamBroker.publish` (the outbox's
 pipelined publisher: same subjects, `Nats-Msg-Id` and `Gateway-*` headers), then marked
 published. The worker therefore reads exactly what a live gateway would have put on the
@@ -25,9 +25,9 @@ from decimal import Decimal
 
 import orjson
 
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import open_pool
-from gateway.adapters.webhook_store import StoredEvent, insert_events, mark_published
+from gateway.adapters.postgres.webhooks import StoredEvent, insert_events, mark_published
 from gateway.compose.settlement import open_ledger
 from gateway.core.model import Event, webhook_event
 from gateway.core.money import convert_minor

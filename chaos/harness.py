@@ -22,8 +22,8 @@ from chaos.loadgen import LoadGen, LoadRecord
 from chaos.observe import Observed, read_database
 from chaos.procs import GatewayProcess
 from chaos.workload import MERCHANTS, LoadSpec, providers_config
-from gateway.adapters.ledger_postgres import PostgresLedger
 from gateway.adapters.postgres import open_pool
+from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.core.settlement import merchant_account
 from tests.support.config_file import write_toml
 from tests.support.services import free_port

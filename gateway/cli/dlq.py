@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gateway import settings as settings_mod
-from gateway.adapters import dlq_store
+from gateway.adapters.postgres import dead_letters
 from gateway.cli.common import SubParsers, common_parser, load_settings
 from gateway.compose import ops
 from gateway.core.dlq_filters import (
@@ -27,9 +27,8 @@ from gateway.core.dlq_filters import (
     check_replay_flags,
     parse_ids,
 )
-from gateway.core.dlq_model import RowBrief
 from gateway.dlq import format as fmt
-from gateway.dlq.plan import ReplayPlan, RowOutcome, RowResult
+from gateway.dlq.progress import ReplayReport
 from gateway.errors import DlqRowNotFound, DlqUsageError
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) 
         raise DlqUsageError(f"--limit must be a positive number, got {args.limit}")
     now = datetime.now(UTC)
     async with ops.database(settings) as pool, pool.acquire() as conn:
-        rows, total = await dlq_store.list_rows(conn, f, args.limit)
+        rows, total = await dead_letters.list_rows(conn, f, args.limit)
     if args.json:
         _out(fmt.dumps([fmt.brief_doc(r, now) for r in rows]))
         return 0
@@ -104,7 +103,7 @@ async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) 
 async def show_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
     (row_id,) = parse_ids([args.id], "ID")
     async with ops.database(settings) as pool, pool.acquire() as conn:
-        row = await dlq_store.get_row(conn, row_id)
+        row = await dead_letters.get_row(conn, row_id)
     if row is None:
         raise DlqRowNotFound([row_id])
     _out(fmt.dumps(fmt.row_doc(row)) if args.json else fmt.show_page(row, datetime.now(UTC)))
@@ -120,8 +119,8 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
     with contextlib.suppress(OSError, KeyError):  # no login name in some containers
         user = getpass.getuser()
     async with ops.database(settings) as pool, pool.acquire() as conn:
-        done = await dlq_store.resolve_by_hand(conn, row_id, note, user)
-        row = await dlq_store.get_row(conn, row_id)
+        done = await dead_letters.resolve_by_hand(conn, row_id, note, user)
+        row = await dead_letters.get_row(conn, row_id)
     if row is None:
         raise DlqRowNotFound([row_id])
     if not done:
@@ -139,7 +138,7 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
 async def stats_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
     now = datetime.now(UTC)
     async with ops.database(settings) as pool, pool.acquire() as conn:
-        stats = await dlq_store.stats(conn, now)
+        stats = await dead_letters.stats(conn, now)
     _out(fmt.dumps(fmt.stats_doc(stats, now)) if args.json else fmt.stats_page(stats, now))
     return 0
 
@@ -165,7 +164,7 @@ async def replay_body(
         force=args.force,
         dry_run=args.dry_run,
     )
-    report = _ReplayReport(quiet=args.json, dry_run=options.dry_run)
+    report = ReplayReport(quiet=args.json, dry_run=options.dry_run)
     stage_handlers = STAGE_HANDLERS if handlers is None else handlers
     async with ops.replay_resources(settings) as ctx:
         try:
@@ -192,38 +191,6 @@ def replay_command(handlers: StageHandlers) -> Callable[[argparse.Namespace], in
     """`gateway dlq replay` replaying with another stage table (tests stand in handlers
     this way; operators always get the static one)."""
     return _command(functools.partial(replay_body, handlers=handlers))
-
-
-class _ReplayReport:
-    """Prints each failed or skipped row as it happens, under a progress bar on a TTY."""
-
-    def __init__(self, *, quiet: bool, dry_run: bool) -> None:
-        self._quiet = quiet
-        self._dry_run = dry_run
-        self._progress: fmt.Progress | None = None
-        self.would: list[RowBrief] = []
-
-    def planned(self, plan: ReplayPlan) -> None:
-        if not self._dry_run:  # every result from now on is a row being run
-            self._progress = fmt.Progress(sys.stderr, len(plan.to_replay))
-
-    def row(self, result: RowResult) -> None:
-        if result.outcome is RowOutcome.WOULD_REPLAY:
-            self.would.append(result.row)
-        elif result.outcome is not RowOutcome.REPLAYED and not self._quiet:
-            r = result.row
-            why = (
-                f"{result.error_class}: {result.message}" if result.error_class else result.message
-            )
-            if self._progress is not None:
-                self._progress.clear()
-            _out(f"{result.outcome.value:<8} {r.id} {r.stage} {r.provider}/{r.event_id}: {why}")
-        if self._progress is not None:
-            self._progress.advance()
-
-    def finish(self) -> None:
-        if self._progress is not None:
-            self._progress.finish()
 
 
 def _parser(

@@ -18,9 +18,9 @@ import httpx
 from gateway import logs
 from gateway import settings as settings_mod
 from gateway.adapters.alert_webhook import AlertWebhook
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
-from gateway.adapters.webhook_store import StoredEvent
+from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.alerting import parse_alert_settings
 from gateway.dlq.alerts import run_alerts
 from gateway.ingest.app import GatewayApp

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.metrics import Metrics
 from gateway.settings import Settings

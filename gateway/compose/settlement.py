@@ -12,10 +12,10 @@ import httpx
 
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
-from gateway.adapters.jetstream_consumer import DurablePullConsumer
-from gateway.adapters.ledger_postgres import PostgresLedger
-from gateway.adapters.nats import JetStreamBroker, open_one_shot_publisher
+from gateway.adapters.jetstream.broker import JetStreamBroker, open_one_shot_publisher
+from gateway.adapters.jetstream.consumer import DurablePullConsumer
 from gateway.adapters.postgres import Pool, open_pool
+from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.adapters.redis_client import open_redis
 from gateway.core.alerting import parse_alert_settings
 from gateway.core.ledger import Ledger
@@ -38,7 +38,7 @@ from gateway.settlement.worker import SettlementWorker
 async def open_ledger(settings: Settings, pool: Pool) -> AsyncIterator[Ledger]:
     """The configured ledger backend for the block's lifetime."""
     if settings.ledger.backend == "tigerbeetle":
-        from gateway.adapters.ledger_tigerbeetle import open_tigerbeetle
+        from gateway.adapters.tigerbeetle import open_tigerbeetle
 
         async with open_tigerbeetle(
             settings.ledger.cluster_id,

@@ -20,9 +20,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from gateway.adapters import dlq_store
-from gateway.adapters.alert_state import alert_states, lock_alert_state, save_alert_state
-from gateway.adapters.postgres import Pool, connection, transaction
+from gateway.adapters.postgres import Pool, connection, dead_letters, transaction
+from gateway.adapters.postgres.alert_state import alert_states, lock_alert_state, save_alert_state
 from gateway.core.alerting import (
     AlertSettings,
     AlertState,
@@ -66,7 +65,7 @@ async def refresh_dlq_gauges(
     table; return (rows first failed in the last `window_s`, oldest unresolved age)."""
     now = now or _utc_now()
     async with connection(pool) as conn:
-        added, unresolved, oldest = await dlq_store.health_counts(conn, now, window_s)
+        added, unresolved, oldest = await dead_letters.health_counts(conn, now, window_s)
     oldest_s = None if oldest is None else max(0.0, (now - oldest).total_seconds())
     set_dlq_gauges(metrics, unresolved, oldest_s)
     return added, oldest_s

@@ -1,16 +1,16 @@
-"""How the DLQ commands print: aligned tables, the `show` page, JSON documents and the
-replay progress bar. Pure text in, text out, except `Progress`, which owns stderr."""
+"""How the DLQ commands print: aligned tables, the `show` page and JSON documents. Pure:
+text in, text out (`dlq.progress` draws on the terminal while a replay runs)."""
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any
 
 import orjson
 
-from gateway.adapters.dlq_store import DlqStats
+from gateway.adapters.postgres.dead_letters import DlqStats
 from gateway.core.dlq_filters import format_age
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.dlq.plan import RowResult
@@ -172,39 +172,6 @@ def stats_doc(s: DlqStats, now: datetime) -> dict[str, Any]:
         "oldest_unresolved_at": oldest,
         "oldest_unresolved_age_s": None if oldest is None else (now - oldest).total_seconds(),
     }
-
-
-class Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
-
-    def __init__(self, stream: TextIO, total: int, width: int = 30) -> None:
-        self._stream = stream
-        self._total = total
-        self._width = width
-        self._done = 0
-        try:
-            self.enabled = stream.isatty() and total > 0
-        except ValueError:  # a closed stream
-            self.enabled = False
-
-    def clear(self) -> None:
-        """Erase the bar so a report line can be printed in its place."""
-        if self.enabled:
-            self._stream.write("\r\x1b[K")
-            self._stream.flush()
-
-    def advance(self) -> None:
-        self._done += 1
-        if self.enabled:
-            filled = self._width * self._done // self._total
-            bar = "#" * filled + "-" * (self._width - filled)
-            self._stream.write(f"\rreplaying [{bar}] {self._done}/{self._total}")
-            self._stream.flush()
-
-    def finish(self) -> None:
-        if self.enabled:
-            self._stream.write("\n")
-            self._stream.flush()
 
 
 def replay_doc(results: Sequence[RowResult], dry_run: bool) -> dict[str, Any]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from gateway.adapters.dlq_store import OutboxState, queue_for_outbox
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, connection
-from gateway.adapters.webhook_store import StoredEvent
+from gateway.adapters.postgres.dead_letters import OutboxState, queue_for_outbox
+from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Failure, webhook_event
 from gateway.core.signatures import get_scheme

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 
-from gateway.adapters import dlq_store
-from gateway.adapters.postgres import Pool, connection, transaction
+from gateway.adapters.postgres import Pool, connection, dead_letters, transaction
 from gateway.core.dlq_filters import DlqFilter, ReplayOptions, pace_delay_s
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.core.model import Failure, Stage
@@ -79,8 +78,8 @@ async def replay(
     stages = tuple(sorted(handlers))
     summary = ReplaySummary()
     async with connection(ctx.pool) as conn:
-        briefs = await dlq_store.replay_briefs(conn, f, options.ids)
-        run_started_at = await dlq_store.clock(conn)
+        briefs = await dead_letters.replay_briefs(conn, f, options.ids)
+        run_started_at = await dead_letters.clock(conn)
     missing = sorted(set(options.ids) - {b.id for b in briefs})
     if missing:
         raise DlqRowNotFound(missing)
@@ -120,7 +119,7 @@ async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResu
     async with transaction(pool) as conn:
         # With --all the filter is claimed again rather than the plan's ids: sending a
         # long id list with every claim would cost more than the rows themselves.
-        row = await dlq_store.claim_next(
+        row = await dead_letters.claim_next(
             conn,
             claim.f,
             options.ids,
@@ -138,9 +137,9 @@ async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResu
             await handler(row)
         except Exception as exc:  # any failure of the stage is this row's, not the run's
             failure = failure_of(exc)
-            await dlq_store.mark_failed(conn, row.id, failure)
+            await dead_letters.mark_failed(conn, row.id, failure)
             return RowResult(brief, RowOutcome.FAILED, failure.error_class, failure.message)
-        await dlq_store.mark_replayed(conn, row.id)
+        await dead_letters.mark_replayed(conn, row.id)
         return RowResult(brief, RowOutcome.REPLAYED)
 
 

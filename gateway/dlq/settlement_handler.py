@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from gateway.adapters.postgres import connection
-from gateway.adapters.webhook_store import event_type_of
+from gateway.adapters.postgres.webhooks import event_type_of
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Event
 from gateway.dlq.parts import ReplayContext, StageHandler

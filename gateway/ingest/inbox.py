@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from gateway.adapters.postgres import HeldConnection, Pool, connection
-from gateway.adapters.webhook_store import StoredEvent, insert_events
+from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
 from gateway.core.model import Event, Outcome
 from gateway.errors import DatabaseError, DatabaseUnavailable, Overloaded, TransientError
 from gateway.settings import IngestSettings

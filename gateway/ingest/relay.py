@@ -16,9 +16,9 @@ import logging
 import time
 from collections.abc import Sequence
 
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, connection, transaction
-from gateway.adapters.webhook_store import (
+from gateway.adapters.postgres.webhooks import (
     StoredEvent,
     claim_unpublished,
     count_publish_attempt,

@@ -1,4 +1,4 @@
-"""Settings: one immutable value, parsed once at start-up, with errors that name the key.
+"""The whole configuration: `Settings`, `parse` (a TOML document) and `load` (a file).
 
 The TOML file holds everything; connection URLs can be overridden by environment
 variables so the same file serves several environments. Secrets may be written inline

@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gateway.adapters import settlement_store as store
 from gateway.adapters.postgres import connection
+from gateway.adapters.postgres import settlements as store
 from gateway.core.ledger import LedgerTransfer, TransferResult, interpret
 from gateway.core.model import Event
 from gateway.core.money import convert_minor

@@ -27,10 +27,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.adapters import settlement_store as store
-from gateway.adapters.nats import OneShotPublisher, message_headers
+from gateway.adapters.jetstream.broker import OneShotPublisher, message_headers
 from gateway.adapters.postgres import Conn, connection
-from gateway.adapters.webhook_store import StoredEvent, reconcile_candidates
+from gateway.adapters.postgres import settlements as store
+from gateway.adapters.postgres.webhooks import StoredEvent, reconcile_candidates
 from gateway.core.model import Event, subject_allowed
 from gateway.core.settlement import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError

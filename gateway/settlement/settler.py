@@ -14,9 +14,9 @@ import time
 from collections.abc import Mapping
 from decimal import Decimal
 
-from gateway.adapters import settlement_store as store
 from gateway.adapters.currency import RateSource
 from gateway.adapters.postgres import Conn, Pool, connection
+from gateway.adapters.postgres import settlements as store
 from gateway.core.currency import Rate, RateAction
 from gateway.core.ledger import Ledger, TransferResult, interpret
 from gateway.core.model import Event, ParsedBody

@@ -16,9 +16,9 @@ import traceback
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.adapters.jetstream_consumer import Delivery
+from gateway.adapters.jetstream.consumer import Delivery
 from gateway.adapters.postgres import connection
-from gateway.adapters.webhook_store import record_failure
+from gateway.adapters.postgres.webhooks import record_failure
 from gateway.core.disposition import Action, Disposition, Policies, dispose
 from gateway.core.model import Event, Failure, Stage
 from gateway.core.retry import RetryPolicy

@@ -19,9 +19,9 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.adapters.ledger_postgres import PostgresLedger
-from gateway.adapters.ledger_tigerbeetle import open_tigerbeetle
 from gateway.adapters.postgres import Conn, open_pool
+from gateway.adapters.postgres.ledger import PostgresLedger
+from gateway.adapters.tigerbeetle import open_tigerbeetle
 from gateway.core.ledger import (
     AccountCode,
     AccountSpec,
@@ -283,7 +283,7 @@ async def test_postgres_batch_raced_by_a_concurrent_commit_is_answered_one_by_on
 ) -> None:
     """An id committed by someone else between the batch's look-up and its insert (with
     other accounts: ours are locked) is a collision for that transfer only."""
-    from gateway.adapters import ledger_postgres
+    from gateway.adapters.postgres import ledger as ledger_postgres
 
     async with open_pool(database_url) as pool:
         ledger = PostgresLedger(pool)

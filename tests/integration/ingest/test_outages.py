@@ -10,9 +10,9 @@ import pytest
 
 from chaos.proxy import FaultProxy
 from gateway import settings as settings_mod
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import migrate, open_pool
-from gateway.adapters.webhook_store import insert_events
+from gateway.adapters.postgres.webhooks import insert_events
 from gateway.compose.ingest import running_gateway
 from gateway.core.model import webhook_event
 from gateway.core.signatures.base import FieldRef

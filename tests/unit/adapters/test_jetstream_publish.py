@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.adapters.jetstream_publish import _Batch, is_pub_ack
+from gateway.adapters.jetstream.publish import _Batch, is_pub_ack
 
 
 @pytest.mark.parametrize(

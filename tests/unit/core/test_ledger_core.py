@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 import tigerbeetle as tb
 
-from gateway.adapters.ledger_tigerbeetle import (
+from gateway.adapters.tigerbeetle import (
     RATE_SCALE,
     map_transfer_status,
     to_tb_account,

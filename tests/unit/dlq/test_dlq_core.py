@@ -30,8 +30,9 @@ from gateway.core.dlq_filters import (
     parse_instant,
 )
 from gateway.core.dlq_model import RowBrief
-from gateway.dlq.format import Progress, decode_payload, safe, table
+from gateway.dlq.format import decode_payload, safe, table
 from gateway.dlq.plan import RowOutcome, plan
+from gateway.dlq.progress import Progress
 from gateway.dlq.replay import failure_of
 from gateway.errors import ConfigError, DatabaseUnavailable, DlqUsageError, UnknownMerchant
 

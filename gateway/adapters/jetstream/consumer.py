@@ -14,8 +14,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from gateway.adapters.jetstream_publish import NATS_ERRORS
-from gateway.adapters.nats import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker
+from gateway.adapters.jetstream.publish import NATS_ERRORS
 from gateway.errors import BrokerUnavailable
 from gateway.settings import SettlementSettings
 

@@ -24,7 +24,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from gateway.adapters.webhook_store import StoredEvent
+from gateway.adapters.postgres.webhooks import StoredEvent
 
 # Every library error that means "the message may not have reached the stream".
 NATS_ERRORS = (nats.errors.Error, OSError, TimeoutError)

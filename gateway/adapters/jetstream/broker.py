@@ -21,8 +21,8 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
-from gateway.adapters.jetstream_publish import NATS_ERRORS, PipelinedPublisher
-from gateway.adapters.webhook_store import StoredEvent
+from gateway.adapters.jetstream.publish import NATS_ERRORS, PipelinedPublisher
+from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.errors import BrokerUnavailable
 from gateway.settings import NatsSettings
 

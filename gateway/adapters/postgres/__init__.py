@@ -14,7 +14,7 @@ from asyncpg.pool import PoolConnectionProxy
 from gateway.core.classify import sqlstate_is_transient
 from gateway.errors import DatabaseError, DatabaseUnavailable
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
 # Any constant works; it only has to be the same in every process running migrations.
 _MIGRATION_LOCK_KEY = 0x6761746577617931
 
