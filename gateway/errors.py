@@ -227,6 +227,12 @@ class InvalidAmount(PermanentError):
     error_class = "INVALID_AMOUNT"
 
 
+class ProviderAmountInvalid(InvalidAmount):
+    """An amount the provider's own minor-unit rules say it never sends (ISK with aurar)."""
+
+    error_class = "PROVIDER_AMOUNT_INVALID"
+
+
 class UnsupportedPair(PermanentError):
     """The currency-service does not quote this currency pair."""
 

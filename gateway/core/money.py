@@ -1,4 +1,4 @@
-"""Money arithmetic: minor-unit exponents, currency conversion and rate precision.
+"""Money arithmetic: minor-unit exponents, provider amounts, currency conversion, rates.
 
 Pure and exact: amounts are integers in minor units, rates are `Decimal`, and rounding
 happens once, at the end, with banker's rounding (ROUND_HALF_EVEN). Half-even is what
@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import decimal
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
+from types import MappingProxyType
 
 from gateway.core.ledger import RATE_DECIMALS
-from gateway.errors import InvalidAmount
+from gateway.errors import InvalidAmount, ProviderAmountInvalid
 
 _CURRENCY_CODE = re.compile(r"[A-Z]{3,6}")
 
@@ -44,6 +47,103 @@ def check_currency(code: str) -> str:
 def minor_exponent(currency: str) -> int:
     """Decimal places of the currency's minor unit: JPY 0, USD 2, KWD 3."""
     return _EXPONENTS.get(check_currency(currency), _DEFAULT_EXPONENT)
+
+
+# --- amounts as each provider writes them ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderUnits:
+    """How a provider writes integer amounts of one currency, where it differs from ISO 4217."""
+
+    exponent: int  # decimal places the provider's integer carries (ISO's may differ)
+    multiple_of: int = 1  # the provider documents that its amounts are always a multiple
+
+
+# Stripe (docs.stripe.com/currencies, "Specify amounts in API requests"): amounts are
+# integers in the currency's minor unit, two decimals unless the page says otherwise.
+# Only the rows below differ from ISO 4217 for charges, refunds and PaymentIntents:
+_STRIPE: dict[str, ProviderUnits] = {
+    # In Stripe's zero-decimal list, while ISO 4217 gives the ariary 2 decimals: Stripe's
+    # 1000 is 1000 MGA, ISO's 1000 would be 10.00 MGA.
+    "MGA": ProviderUnits(exponent=0),
+    # "Special cases": ISK became zero-decimal (ISO: 0) but Stripe keeps writing it with
+    # two decimals that are always 00 (5 ISK is 500); it can't charge fractions of ISK
+    # (enforced since 2023-04-14, charges and refunds alike). An amount not divisible
+    # by 100 is not one Stripe sends, so it is parked rather than guessed at.
+    "ISK": ProviderUnits(exponent=2, multiple_of=100),
+    # The same special case, word for word, for UGX (ISO: 0). Stripe's page contradicts
+    # itself here: UGX is also in its zero-decimal list. The special case is the more
+    # specific, newer rule about charges, so it wins; a 100x misreading either way is
+    # what this table exists to prevent, so the choice is written down, not implied.
+    "UGX": ProviderUnits(exponent=2, multiple_of=100),
+}
+# Looked at and deliberately absent from `_STRIPE`:
+# - HUF and TWD: Stripe treats them as zero-decimal for *payouts* only ("even though you
+#   can charge two-decimal amounts"); charges and refunds use 2 decimals, as ISO does.
+# - BHD, JOD, KWD, OMR, TND: three decimals, as in ISO. Stripe's page (2022 snapshots)
+#   asked for a last digit of 0; the current page no longer states it, and the scale is
+#   unambiguous either way, so an amount ending in 5 fils settles as written.
+# - Every other code in the zero-decimal list (BIF, CLP, DJF, GNF, JPY, KMF, KRW, PYG,
+#   RWF, VND, VUV, XAF, XOF, XPF) has 0 decimals in ISO 4217 too.
+#
+# Paddle Billing (developer.paddle.com/api-reference/currencies): amounts are strings in
+# the lowest denomination, with `decimal_places` per currency "in the common notation"
+# (10 USD is "1000", 100 JPY is "100"). Its supported currencies (USD, EUR, GBP, JPY, AUD,
+# CAD, CHF, HKD, SGD, SEK, ARS, BRL, CLP, CNY, COP, CZK, DKK, HUF, ILS, INR, KRW, MXN,
+# NOK, NZD, PEN, PLN, RUB, THB, TRY, TWD, UAH, VND, ZAR) document no exception to ISO.
+#
+# Internal publishers (`/v1/events`, README "Settlement"): `amount_minor` is defined in
+# ISO 4217 minor units, the ledger's own, so there is nothing to translate.
+PROVIDER_UNITS: Mapping[str, Mapping[str, ProviderUnits]] = MappingProxyType(
+    {
+        "stripe": MappingProxyType(_STRIPE),
+        "paddle": MappingProxyType({}),
+        "internal": MappingProxyType({}),
+    }
+)
+
+
+def provider_exponent(provider: str, currency: str) -> int:
+    """Decimal places of `provider`'s integer amounts in `currency` (Stripe MGA 0, ISK 2)."""
+    rule = _units_of(provider).get(check_currency(currency))
+    return rule.exponent if rule is not None else minor_exponent(currency)
+
+
+def from_provider_minor(provider: str, amount: int, currency: str, field: str = "amount") -> int:
+    """`amount` as `provider` writes it, in ISO 4217 minor units of `currency`.
+
+    Exact or refused: an amount the provider documents it never sends (a Stripe ISK
+    amount that is not a whole number of krónur) is `ProviderAmountInvalid`, never
+    rounded, because a rounded amount would settle money nobody paid. `field` names the
+    amount's path in the event, for that error.
+    """
+    code = check_currency(currency)
+    rule = _units_of(provider).get(code)
+    if rule is None:
+        return amount
+    if amount % rule.multiple_of:
+        raise ProviderAmountInvalid(
+            f"{field} is {amount} {code}: {provider} writes {code} with {rule.exponent} "
+            f"decimals in multiples of {rule.multiple_of}, so it never sends this amount"
+        )
+    shift = minor_exponent(code) - rule.exponent
+    factor: int = 10 ** abs(shift)  # typed: int ** int is Any to mypy (negative powers)
+    if shift >= 0:
+        return amount * factor
+    whole, rest = divmod(amount, factor)
+    if rest:
+        raise ProviderAmountInvalid(
+            f"{field} is {amount} {code}: finer than {code}'s ISO 4217 minor unit"
+        )
+    return whole
+
+
+def _units_of(provider: str) -> Mapping[str, ProviderUnits]:
+    try:
+        return PROVIDER_UNITS[provider]
+    except KeyError:
+        raise ValueError(f"no minor-unit convention for provider {provider!r}") from None
 
 
 def quantize_rate(rate: Decimal) -> Decimal:

@@ -3,7 +3,9 @@
 Pure. Extractors turn a provider's or service's event into a `SettlementInstruction`
 (or None when the event type does not settle); ids are derived deterministically, so
 the same settlement always maps to the same transfer and accounts, whichever worker or
-delivery handles it. Conversion between currencies lives in `core.money`.
+delivery handles it. Amounts leave the extractors in ISO 4217 minor units, whatever
+the provider's own convention (`core.money.from_provider_minor`); conversion between
+currencies lives in `core.money` too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.ledger import ID_MAX, AccountCode, AccountSpec, LedgerTransfer, TransferCode
-from gateway.core.money import check_currency, quantize_rate
+from gateway.core.money import check_currency, from_provider_minor, quantize_rate
 from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField
 
 
@@ -39,14 +41,14 @@ class SettlementState(enum.StrEnum):
 
 @dataclass(frozen=True)
 class SettlementInstruction:
-    """One capture or refund to post, in the event's own currency and minor units."""
+    """One capture or refund to post, in the event's own currency, in ISO minor units."""
 
     settlement_id: str  # the payment's id; a refund carries the id of the payment it reverses
     kind: SettlementKind
     #: None only for a provider refund that does not repeat the merchant: take it from the
     #: settled payment, which the worker must look up anyway.
     merchant_id: str | None
-    amount_minor: int
+    amount_minor: int  # ISO 4217 minor units of `currency`, not the provider's
     currency: str  # upper-case code
     refund_id: str | None  # set for refunds only
     source_event_id: str | None
@@ -68,7 +70,8 @@ def from_stripe(event_type: str, doc: Any) -> SettlementInstruction | None:
     with its own id and amount, so partial refunds settle one by one. Otherwise the
     charge id and the cumulative `amount_refunded` are used, and a later partial refund
     of the same charge surfaces as an id collision for manual review, never as money
-    moved twice.
+    moved twice. Amounts are read with Stripe's minor units (MGA 0 decimals, ISK and UGX
+    2; ISO says 2, 0, 0), which read as ISO would settle 100x wrong.
     """
     if event_type == "payment_intent.succeeded":
         obj = get_object(doc, "data.object")
@@ -78,7 +81,12 @@ def from_stripe(event_type: str, doc: Any) -> SettlementInstruction | None:
             merchant_id=get_str(
                 get_object(doc, "data.object.metadata"), "merchant_id", "data.object.metadata."
             ),
-            amount_minor=get_amount(obj, "amount_received", "data.object."),
+            amount_minor=from_provider_minor(
+                "stripe",
+                get_amount(obj, "amount_received", "data.object."),
+                get_currency(obj, "currency", "data.object."),
+                "data.object.amount_received",
+            ),
             currency=get_currency(obj, "currency", "data.object."),
             refund_id=None,
             source_event_id=optional_str(doc, "id"),
@@ -90,15 +98,19 @@ def from_stripe(event_type: str, doc: Any) -> SettlementInstruction | None:
         merchant_id = metadata.get("merchant_id") if isinstance(metadata, Mapping) else None
         if latest is not None:
             refund_id = get_str(latest, "id", "data.object.refunds.data[].")
-            amount_minor = get_amount(latest, "amount", "data.object.refunds.data[].")
+            amount_field = "data.object.refunds.data[].amount"
+            amount = get_amount(latest, "amount", "data.object.refunds.data[].")
         else:
             refund_id = get_str(obj, "id", "data.object.")
-            amount_minor = get_amount(obj, "amount_refunded", "data.object.")
+            amount_field = "data.object.amount_refunded"
+            amount = get_amount(obj, "amount_refunded", "data.object.")
         return SettlementInstruction(
             settlement_id=get_str(obj, "payment_intent", "data.object."),
             kind=SettlementKind.REFUND,
             merchant_id=merchant_id if isinstance(merchant_id, str) and merchant_id else None,
-            amount_minor=amount_minor,
+            amount_minor=from_provider_minor(
+                "stripe", amount, get_currency(obj, "currency", "data.object."), amount_field
+            ),
             currency=get_currency(obj, "currency", "data.object."),
             refund_id=refund_id,
             source_event_id=optional_str(doc, "id"),

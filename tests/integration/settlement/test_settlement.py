@@ -99,6 +99,16 @@ async def settled(dsn: str, n: int) -> bool:
     return int(rows[0]["n"]) >= n
 
 
+async def handled(dsn: str, n: int) -> bool:
+    """At least `n` events have ended: settled, or parked in the DLQ."""
+    rows = await fetch(
+        dsn,
+        "SELECT (SELECT count(*) FROM settlements WHERE state = 'settled')"
+        " + (SELECT count(*) FROM dlq_webhooks) AS n",
+    )
+    return int(rows[0]["n"]) >= n
+
+
 async def test_stripe_payment_moves_the_balance_once_with_the_rate(
     doc: dict[str, Any], database_url: str
 ) -> None:
@@ -363,3 +373,31 @@ async def test_conflicting_second_event_is_critical_and_alerts(
         "LEDGER_ID_COLLISION",
         "evt_b",
     )
+
+
+async def test_stripe_amounts_settle_in_stripes_own_minor_units(
+    doc: dict[str, Any], database_url: str, stub: Stub
+) -> None:
+    """Stripe writes MGA with no decimals and ISK with two (ISO: 2 and 0): 10,000 MGA and
+    500 ISK credit what they are worth, and an ISK amount with aurar is parked."""
+    await stub.control(rates={"MGA/USD": "0.0002", "ISK/USD": "0.01"})
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, "m_1")
+        await post_stripe(server, "evt_mga", payment("evt_mga", "pi_mga", 10_000, "mga"))
+        await post_stripe(server, "evt_isk", payment("evt_isk", "pi_isk", 50_000, "isk"))
+        await post_stripe(server, "evt_aur", payment("evt_aur", "pi_aur", 50_050, "isk"))
+        await wait_until(lambda: handled(database_url, 3))
+        # USD 2.00 + USD 5.00; read as ISO they were USD 0.02 and USD 500.00.
+        assert await merchant_balance(parts, "m_1") == 700
+    transfers = await fetch(
+        database_url, "SELECT settlement_id, amount FROM ledger_transfers ORDER BY settlement_id"
+    )
+    assert [(t["settlement_id"], int(t["amount"])) for t in transfers] == [
+        ("pi_isk", 500),
+        ("pi_mga", 200),
+    ]
+    recorded = await fetch(
+        database_url, "SELECT settlement_id, amount_minor, currency FROM settlements ORDER BY 1"
+    )
+    assert [tuple(r) for r in recorded] == [("pi_isk", 500, "ISK"), ("pi_mga", 1_000_000, "MGA")]
+    assert await dlq_rows(database_url) == [("settlement", "PROVIDER_AMOUNT_INVALID")]
