@@ -82,8 +82,9 @@ _STRIPE: dict[str, ProviderUnits] = {
 # - HUF and TWD: Stripe treats them as zero-decimal for *payouts* only ("even though you
 #   can charge two-decimal amounts"); charges and refunds use 2 decimals, as ISO does.
 # - BHD, JOD, KWD, OMR, TND: three decimals, as in ISO. Stripe's page (2022 snapshots)
-#   asked for a last digit of 0; the current page no longer states it, and the scale is
-#   unambiguous either way, so an amount ending in 5 fils settles as written.
+#   asked for a last digit of 0; the current text read for this table no longer says so,
+#   and the scale is unambiguous either way, so an amount ending in 5 fils settles as
+#   written rather than being parked on a rule Stripe may have dropped.
 # - Every other code in the zero-decimal list (BIF, CLP, DJF, GNF, JPY, KMF, KRW, PYG,
 #   RWF, VND, VUV, XAF, XOF, XPF) has 0 decimals in ISO 4217 too.
 #
@@ -91,7 +92,9 @@ _STRIPE: dict[str, ProviderUnits] = {
 # the lowest denomination, with `decimal_places` per currency "in the common notation"
 # (10 USD is "1000", 100 JPY is "100"). Its supported currencies (USD, EUR, GBP, JPY, AUD,
 # CAD, CHF, HKD, SGD, SEK, ARS, BRL, CLP, CNY, COP, CZK, DKK, HUF, ILS, INR, KRW, MXN,
-# NOK, NZD, PEN, PLN, RUB, THB, TRY, TWD, UAH, VND, ZAR) document no exception to ISO.
+# NOK, NZD, PEN, PLN, RUB, THB, TRY, TWD, UAH, VND, ZAR) show no exception to ISO in what
+# Paddle documents; its `GET /currencies` returns `decimal_places` to check one against.
+# Paddle events do not settle yet, so this row only records the convention.
 #
 # Internal publishers (`/v1/events`, README "Settlement"): `amount_minor` is defined in
 # ISO 4217 minor units, the ledger's own, so there is nothing to translate.
