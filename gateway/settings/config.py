@@ -27,10 +27,10 @@ from gateway.settings.sections import (
 from gateway.settings.senders import (
     ProviderSettings,
     ServiceSettings,
-    parse_provider,
-    parse_service,
+    parse_providers,
+    parse_services,
 )
-from gateway.settings.values import read_section, read_table, read_url
+from gateway.settings.values import read_section, read_url, redacted_repr
 
 # Settings where zero is meaningful (turns a wait or a listener off) rather than a mistake.
 _ZERO_OK = frozenset(
@@ -54,7 +54,11 @@ class Settings:
     settlement: SettlementSettings = field(default_factory=SettlementSettings)
     currency: CurrencySettings = field(default_factory=CurrencySettings)
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
+    # The document as read, for the few readers of keys without a section type; never
+    # printed, since it holds any secret written inline.
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    __repr__ = redacted_repr  # connection URLs may carry passwords
 
 
 def _read(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...] = ()) -> Any:
@@ -94,8 +98,8 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     http = _read(HttpSettings, data, "http")
     if http.port >= 65536:
         raise ConfigError("http.port", f"must be a TCP port, got {http.port}")
-    providers = {n: parse_provider(n, t, env) for n, t in read_table(data, "providers", "").items()}
-    services = {n: parse_service(n, t, env) for n, t in read_table(data, "services", "").items()}
+    providers = parse_providers(data, env)
+    services = parse_services(data, env)
     return Settings(
         database_url=read_url(
             data,

@@ -50,7 +50,7 @@ class SchemeParams:
     The fields after `tolerance_s` are used by the generic `hmac` scheme only.
     """
 
-    secrets: tuple[str, ...]
+    secrets: tuple[str, ...] = field(repr=False)  # never printed, nor logged with params
     tolerance_s: int = 300
     header: str = ""
     encoding: Encoding = Encoding.HEX
