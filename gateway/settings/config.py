@@ -34,7 +34,14 @@ from gateway.settings.values import read_section, read_url, redacted_repr
 
 # Settings where zero is meaningful (turns a wait or a listener off) rather than a mistake.
 _ZERO_OK = frozenset(
-    {"batch_window_us", "relay_after_s", "cluster_id", "metrics_port", "remembered_keys"}
+    {
+        "batch_window_us",
+        "relay_after_s",
+        "cluster_id",
+        "metrics_port",
+        "remembered_keys",
+        "admin_port",
+    }
 )
 CONFIG_ENV = "GATEWAY_CONFIG"
 
@@ -96,8 +103,11 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     if not all(u.startswith(("nats://", "tls://")) for u in nats.servers):
         raise ConfigError("nats.url", "every server must be a nats:// or tls:// URL")
     http = _read(HttpSettings, data, "http")
-    if http.port >= 65536:
-        raise ConfigError("http.port", f"must be a TCP port, got {http.port}")
+    for key in ("port", "admin_port"):
+        if getattr(http, key) >= 65536:
+            raise ConfigError(f"http.{key}", f"must be a TCP port, got {getattr(http, key)}")
+    if http.admin_port == http.port:
+        raise ConfigError("http.admin_port", "must differ from http.port")
     providers = parse_providers(data, env)
     services = parse_services(data, env)
     return Settings(

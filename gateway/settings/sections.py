@@ -21,6 +21,10 @@ class HttpSettings:
     max_body_bytes: int = 1_048_576
     request_timeout_s: float = 10.0
     retry_after_s: int = 5
+    # A second listener for /metrics and /readyz, away from the public port;
+    # 0 = off, and the public port serves them.
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 0
 
 
 @dataclass(frozen=True)
