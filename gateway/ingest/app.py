@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from gateway.ingest.admin import METRICS_TYPE, readiness, serve_admin
 from gateway.ingest.deadlines import Deadlines
 from gateway.ingest.endpoints import (
     EVENTS_PATH,
@@ -67,23 +68,13 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     """Ready when the database answers and NATS is connected with the stream in place."""
-    parts = _parts(request)
-    database = await parts.database.ping()
-    nats_ok = await parts.broker.ping()
-    status = 200 if database and nats_ok else 503
-    return _json(
-        status,
-        {
-            "status": "ready" if status == 200 else "not_ready",
-            "database": database,
-            "nats": nats_ok,
-        },
-    )
+    status, doc = await readiness(_parts(request))
+    return _json(status, doc)
 
 
 async def metrics(request: Request) -> Response:
     """Prometheus text exposition."""
-    return Response(_parts(request).metrics.render(), media_type="text/plain; version=0.0.4")
+    return Response(_parts(request).metrics.render(), media_type=METRICS_TYPE)
 
 
 class GatewayApp:
@@ -97,21 +88,33 @@ class GatewayApp:
         # Built once per configured provider; any other name gets its 404 from a fresh gate.
         self.webhook_gates = {name: webhook_gate(settings, name) for name in settings.providers}
 
+        http = settings.http
+
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
             async with run_parts(settings) as parts:
                 app.state.parts = self.parts = parts
                 self.deadlines.start()
+                admin = None
                 try:
+                    if http.admin_port:
+                        admin = await serve_admin(parts, http.admin_host, http.admin_port)
                     yield
                 finally:
+                    if admin is not None:
+                        admin.close()
+                        await admin.wait_closed()
                     self.parts = None
                     await self.deadlines.stop()
 
-        routes = [
-            Route("/healthz", healthz, methods=["GET"]),
+        # With an admin listener, /readyz and /metrics are served there only (404 here).
+        admin_routes = [] if http.admin_port else [
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+        ]  # fmt: skip
+        routes = [
+            Route("/healthz", healthz, methods=["GET"]),
+            *admin_routes,
             # Listed so that other methods get Starlette's 405; POSTs never reach these.
             Route("/webhooks/{provider}", _not_served, methods=["POST"]),
             Route(EVENTS_PATH, _not_served, methods=["POST"]),

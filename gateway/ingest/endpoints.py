@@ -26,7 +26,7 @@ import orjson
 from starlette.types import Receive, Scope, Send
 
 from gateway.core.model import Event, Failure, Outcome, service_event, webhook_event
-from gateway.core.signatures import get_scheme
+from gateway.core.signatures import get_scheme, require_headers
 from gateway.errors import (
     BadRequest,
     BodyTooLarge,
@@ -51,6 +51,9 @@ Gate = Callable[[Headers], Shaper]
 
 WEBHOOKS_PREFIX = "/webhooks/"
 EVENTS_PATH = "/v1/events"
+#: The most characters of a name the sender chose that an answer or a log line repeats:
+#: enough to spot a typo, too few to turn the gateway into an amplifier for a long path.
+ECHO_MAX_CHARS = 64
 _JSON = (b"content-type", b"application/json")
 
 
@@ -114,13 +117,30 @@ def webhook_shaper(provider: ProviderSettings) -> Shaper:
     return shape
 
 
+def echoed(name: str) -> str:
+    """`name` as an answer or a log may repeat it: quoted, escaped, and cut short."""
+    text = repr(name)
+    return text if len(text) <= ECHO_MAX_CHARS else text[:ECHO_MAX_CHARS] + "..."
+
+
 def webhook_gate(settings: Settings, name: str) -> Gate:
-    """`POST /webhooks/{name}`: an unknown provider is refused before the body is read."""
-    shaper = webhook_shaper(settings.providers[name]) if name in settings.providers else None
+    """`POST /webhooks/{name}`: an unknown provider, or a request without its scheme's
+    signature headers, is refused before the body is read."""
+    provider = settings.providers.get(name)
+    if provider is None:
+        problem = f"no provider named {echoed(name)} is configured"
+
+        def refuse(headers: Headers) -> Shaper:
+            raise UnknownProvider(problem)
+
+        return refuse
+    shaper = webhook_shaper(provider)
+    # Without these `verify` can only say `SignatureMissing`; checking them here spares
+    # waiting up to `request_timeout_s` for a body that cannot be accepted.
+    required = get_scheme(provider.scheme).required_headers(provider.params)
 
     def gate(headers: Headers) -> Shaper:
-        if shaper is None:
-            raise UnknownProvider(f"no provider named {name!r} is configured")
+        require_headers(headers, required)
         return shaper
 
     return gate

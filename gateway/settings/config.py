@@ -27,14 +27,21 @@ from gateway.settings.sections import (
 from gateway.settings.senders import (
     ProviderSettings,
     ServiceSettings,
-    parse_provider,
-    parse_service,
+    parse_providers,
+    parse_services,
 )
-from gateway.settings.values import read_section, read_table, read_url
+from gateway.settings.values import read_section, read_url, redacted_repr
 
 # Settings where zero is meaningful (turns a wait or a listener off) rather than a mistake.
 _ZERO_OK = frozenset(
-    {"batch_window_us", "relay_after_s", "cluster_id", "metrics_port", "remembered_keys"}
+    {
+        "batch_window_us",
+        "relay_after_s",
+        "cluster_id",
+        "metrics_port",
+        "remembered_keys",
+        "admin_port",
+    }
 )
 CONFIG_ENV = "GATEWAY_CONFIG"
 
@@ -54,7 +61,11 @@ class Settings:
     settlement: SettlementSettings = field(default_factory=SettlementSettings)
     currency: CurrencySettings = field(default_factory=CurrencySettings)
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
+    # The document as read, for the few readers of keys without a section type; never
+    # printed, since it holds any secret written inline.
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    __repr__ = redacted_repr  # connection URLs may carry passwords
 
 
 def _read(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...] = ()) -> Any:
@@ -92,10 +103,13 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     if not all(u.startswith(("nats://", "tls://")) for u in nats.servers):
         raise ConfigError("nats.url", "every server must be a nats:// or tls:// URL")
     http = _read(HttpSettings, data, "http")
-    if http.port >= 65536:
-        raise ConfigError("http.port", f"must be a TCP port, got {http.port}")
-    providers = {n: parse_provider(n, t, env) for n, t in read_table(data, "providers", "").items()}
-    services = {n: parse_service(n, t, env) for n, t in read_table(data, "services", "").items()}
+    for key in ("port", "admin_port"):
+        if getattr(http, key) >= 65536:
+            raise ConfigError(f"http.{key}", f"must be a TCP port, got {getattr(http, key)}")
+    if http.admin_port == http.port:
+        raise ConfigError("http.admin_port", "must differ from http.port")
+    providers = parse_providers(data, env)
+    services = parse_services(data, env)
     return Settings(
         database_url=read_url(
             data,

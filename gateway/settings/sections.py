@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.core.retry import CONSUMER_DEFAULT, CURRENCY, LEDGER
+from gateway.settings.values import redacted_repr
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,10 @@ class HttpSettings:
     max_body_bytes: int = 1_048_576
     request_timeout_s: float = 10.0
     retry_after_s: int = 5
+    # A second listener for /metrics and /readyz, away from the public port;
+    # 0 = off, and the public port serves them.
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class NatsSettings:
     replicas: int = 1
     request_timeout_s: float = 5.0
 
+    __repr__ = redacted_repr  # `nats://user:password@` or `nats://token@`
+
     @property
     def servers(self) -> list[str]:
         """The seed servers: `url` may list several, comma-separated, for a cluster."""
@@ -101,6 +108,8 @@ class CurrencySettings:
     timeout_s: float = 2.0
     retry_delays_s: tuple[float, ...] = CURRENCY.delays_s
     cache_key_prefix: str = "fx"  # Redis keys `{prefix}:{BASE}:{QUOTE}`
+
+    __repr__ = redacted_repr  # the URL may carry credentials
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,31 @@ internal services (bearer tokens and the subjects they may publish to), read fro
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.core.signatures import SCHEMES, check_hmac_params, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
-from gateway.settings.values import read_value, require_positive
+from gateway.settings.values import env_name_shown, read_table, read_value, require_positive
 
 #: The scheme names a provider may use: the signature registry's, in its order.
 SCHEME_NAMES: tuple[str, ...] = tuple(SCHEMES)
+
+#: A provider's or service's name is a NATS subject token and the start of `Nats-Msg-Id`
+#: (`{provider}:{event_id}`), so it holds no `.` (service `a.b` would publish where
+#: service `a` does), no `:` (two senders could make one message id), and nothing
+#: `subject_tokens` rewrites (`é` and `è` would share a subject): ASCII letters, digits,
+#: `-` and `_`, with at least one letter or digit.
+_NAME = re.compile(r"[A-Za-z0-9_-]*[A-Za-z0-9][A-Za-z0-9_-]*")
+#: Internal events are recorded under `service:{name}`: a provider called `service`
+#: sending event id `billing:k` would make the message id of service billing's event `k`.
+_RESERVED_PROVIDER_NAMES = frozenset({"service"})
+#: One token of a subject the gateway publishes to (`core.model.subject_tokens`).
+_SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -31,11 +45,17 @@ class ServiceSettings:
     """One internal publisher: its bearer token and the subjects it may publish to."""
 
     name: str
-    token: str
+    token: str = field(repr=False)  # never printed
     subjects: tuple[str, ...]
 
-    def __repr__(self) -> str:  # never print the token
-        return f"ServiceSettings(name={self.name!r}, subjects={self.subjects!r})"
+
+def check_name(table: str, name: str) -> None:
+    """Raise `ConfigError` unless `name` is a valid `[{table}.NAME]` (see `_NAME`)."""
+    if not _NAME.fullmatch(name):
+        # Quoted as TOML writes such a key, so the line stays one line whatever it holds.
+        raise ConfigError(
+            f"{table}.{json.dumps(name)}", "name must be ASCII letters, digits, '-' or '_'"
+        )
 
 
 def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> tuple[str, ...]:
@@ -51,7 +71,7 @@ def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> 
             raise ConfigError(f"{path}secret_env", "must name an environment variable")
         value = env.get(name)
         if not value:
-            raise ConfigError(f"{path}secret_env", f"environment variable {name} is not set")
+            raise ConfigError(f"{path}secret_env", f"{env_name_shown(name)} is not set")
         # One variable may carry several secrets during a rotation, separated by spaces.
         secrets.extend(value.split())
     if not secrets:
@@ -70,9 +90,10 @@ def _field_ref(data: Mapping[str, Any], key: str, path: str) -> FieldRef | None:
 
 
 def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ProviderSettings:
+    check_name("providers", name)
+    if name in _RESERVED_PROVIDER_NAMES:
+        raise ConfigError(f"providers.{name}", "name is reserved for internal events")
     path = f"providers.{name}."
-    if not name.replace("-", "").replace("_", "").isalnum():
-        raise ConfigError(f"providers.{name}", "name must be letters, digits, '-' or '_'")
     scheme = read_value(data, "scheme", path, str, None)
     if scheme is None:
         raise ConfigError(f"{path}scheme", f"is required (one of {', '.join(SCHEME_NAMES)})")
@@ -120,15 +141,25 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
 
 
 def parse_service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ServiceSettings:
+    check_name("services", name)
     path = f"services.{name}."
-    token = read_value(data, "token", path, str, None)
+    token = read_value(data, "token", path, str, None, secret=True)
     if token is None and "token_env" in data:
-        var = read_value(data, "token_env", path, str, "")
+        var = read_value(data, "token_env", path, str, "", secret=True)
         token = env.get(var)
         if not token:
-            raise ConfigError(f"{path}token_env", f"environment variable {var} is not set")
+            raise ConfigError(f"{path}token_env", f"{env_name_shown(var)} is not set")
     if not token:
         raise ConfigError(f"{path}token", "is required (or token_env)")
+    return ServiceSettings(name=name, token=token, subjects=_scope(name, data, path))
+
+
+def _scope(name: str, data: Mapping[str, Any], path: str) -> tuple[str, ...]:
+    """The service's subject patterns, each inside `events.{name}.` and able to match.
+
+    Confined to its own name, no service can publish where another does (with names
+    free of `.`, two scopes cannot overlap).
+    """
     subjects = data.get("subjects")
     if (
         not isinstance(subjects, list)
@@ -136,4 +167,54 @@ def parse_service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) ->
         or not all(isinstance(s, str) for s in subjects)
     ):
         raise ConfigError(f"{path}subjects", "must be a non-empty list of subject patterns")
-    return ServiceSettings(name=name, token=token, subjects=tuple(subjects))
+    for pattern in subjects:
+        tokens = pattern.split(".")
+        if tokens[:2] != ["events", name] or len(tokens) < 3:
+            raise ConfigError(
+                f"{path}subjects", f"{pattern!r} is outside events.{name}. (the service's own)"
+            )
+        last = len(tokens) - 1
+        for i, part in enumerate(tokens[2:], start=2):
+            wildcard = part == "*" or (part == ">" and i == last)
+            if not wildcard and not _SUBJECT_TOKEN.fullmatch(part):
+                raise ConfigError(
+                    f"{path}subjects",
+                    f"{pattern!r} can never match: tokens are letters, digits, '-', '_', "
+                    "'*', or a final '>'",
+                )
+    return tuple(subjects)
+
+
+def _tables(data: Mapping[str, Any], table: str) -> Mapping[str, Mapping[str, Any]]:
+    """`[{table}.NAME]` tables by name; each must be a table."""
+    tables = read_table(data, table, "")
+    for name, value in tables.items():
+        if not isinstance(value, Mapping):
+            check_name(table, name)
+            raise ConfigError(f"{table}.{name}", "must be a table")
+    return tables
+
+
+def parse_providers(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, ProviderSettings]:
+    """Every `[providers.NAME]` table."""
+    return {n: parse_provider(n, t, env) for n, t in _tables(data, "providers").items()}
+
+
+def parse_services(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, ServiceSettings]:
+    """Every `[services.NAME]` table; no two may share a token.
+
+    A shared token would make one of them unreachable: the request is authenticated as
+    whichever service comes last, and publishes under its name.
+    """
+    services: dict[str, ServiceSettings] = {}
+    owners: dict[str, str] = {}  # token -> the service it belongs to
+    for name, table in _tables(data, "services").items():
+        service = parse_service(name, table, env)
+        if service.token in owners:
+            key = "token" if "token" in table else "token_env"
+            raise ConfigError(
+                f"services.{name}.{key}", f"same token as services.{owners[service.token]}"
+            )
+        owners[service.token] = name
+        services[name] = service
+    return services

@@ -6,10 +6,47 @@ value of each kind looks like.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from gateway.errors import ConfigError
+
+#: The user-info part of a URL (`user:password@`, or a NATS token `token@`): up to the
+#: last `@` before the path. Several URLs may share one string, comma-separated.
+_USERINFO = re.compile(r"://[^/?#]*@")
+#: An environment variable name that is safe to repeat in an error: the usual upper-case
+#: spelling. Secrets are not spelt that way (`whsec_`, `sk_live_`, base64), so a secret
+#: pasted where its variable's name belongs is not echoed back.
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+
+
+def redact_url(url: str) -> str:
+    """`url` with any user name, password or token replaced by `***`."""
+    return _USERINFO.sub("://***@", url)
+
+
+def redacted_repr(self: Any) -> str:
+    """A settings dataclass's repr with credentials kept out.
+
+    Fields declared with `repr=False` (secrets, tokens) are left out; every string is
+    passed through `redact_url`, so a password in a connection URL is never printed.
+    """
+    shown = []
+    for f in dataclasses.fields(self):
+        if f.repr:
+            value = getattr(self, f.name)
+            text = repr(redact_url(value)) if isinstance(value, str) else repr(value)
+            shown.append(f"{f.name}={text}")
+    return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def env_name_shown(name: str) -> str:
+    """How an error may name an environment variable: by name, unless it may be a secret."""
+    if _ENV_NAME.fullmatch(name):
+        return f"environment variable {name}"
+    return "the environment variable named there"
 
 
 def read_table(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
@@ -19,7 +56,20 @@ def read_table(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any
     return value
 
 
-def read_value(data: Mapping[str, Any], key: str, path: str, kind: type, default: Any) -> Any:
+def read_value(
+    data: Mapping[str, Any],
+    key: str,
+    path: str,
+    kind: type,
+    default: Any,
+    *,
+    secret: bool = False,
+) -> Any:
+    """`data[key]` checked to be a `kind`, or `default` when absent.
+
+    The error repeats a wrong value so it can be found, except for a `secret` one: then
+    only its type is named.
+    """
     if key not in data:
         return default
     value = data[key]
@@ -29,7 +79,8 @@ def read_value(data: Mapping[str, Any], key: str, path: str, kind: type, default
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
-        raise ConfigError(f"{path}{key}", f"must be {kind.__name__}, got {value!r}")
+        got = type(value).__name__ if secret else repr(value)
+        raise ConfigError(f"{path}{key}", f"must be {kind.__name__}, got {got}")
     return value
 
 

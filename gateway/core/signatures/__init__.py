@@ -4,7 +4,8 @@ provider sends (`scheme.verify`) and signs as that provider would (`scheme.sign`
 the one list of schemes: the settings and the CLI take their scheme names from it.
 
 Every `verify` checks in the same order, so the error a bad request gets is predictable:
-1. required headers are present (else `SignatureMissing`);
+1. required headers are present (else `SignatureMissing`); `scheme.required_headers`
+   names them, so the gateway can refuse a request without them before reading its body;
 2. every header is parsed and every offered signature decoded (else `SignatureMalformed`);
 3. the signed timestamp is within ±tolerance_s of now, if the scheme signs one
    (else `TimestampOutOfWindow`);
@@ -26,6 +27,7 @@ from gateway.core.signatures.base import (
     Headers,
     Scheme,
     SchemeParams,
+    require_headers,
 )
 from gateway.core.signatures.body_hmac import GITHUB, SHOPIFY
 from gateway.core.signatures.hmac_generic import HMAC, check_hmac_params
@@ -42,6 +44,7 @@ __all__ = [
     "carries_id_in_body",
     "check_hmac_params",
     "get_scheme",
+    "require_headers",
     "standard_key",
 ]
 

@@ -50,7 +50,7 @@ class SchemeParams:
     The fields after `tolerance_s` are used by the generic `hmac` scheme only.
     """
 
-    secrets: tuple[str, ...]
+    secrets: tuple[str, ...] = field(repr=False)  # never printed, nor logged with params
     tolerance_s: int = 300
     header: str = ""
     encoding: Encoding = Encoding.HEX
@@ -92,6 +92,14 @@ class Scheme(Protocol):
     def new_event_id(self, uuid_text: str) -> str:
         """An event id in this provider's usual shape, made from a random UUID's text
         (the caller brings the randomness)."""
+        ...
+
+    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The lower-case headers without which `verify` raises `SignatureMissing`.
+
+        The gateway checks them from the headers alone, so a request that can never
+        verify is refused before its body is read (`require_headers`).
+        """
         ...
 
     def id_ref(self, params: SchemeParams) -> FieldRef:
@@ -151,6 +159,12 @@ def require_header(headers: Headers, name: str) -> str:
     if not value:
         raise SignatureMissing(f"missing header {name}")
     return value
+
+
+def require_headers(headers: Headers, names: Iterable[str]) -> None:
+    """Raise `SignatureMissing` for the first of names that is absent or blank."""
+    for name in names:
+        require_header(headers, name)
 
 
 def decode_signature(text: str, encoding: Encoding) -> bytes:

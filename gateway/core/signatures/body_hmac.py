@@ -74,6 +74,10 @@ class BodyHmacScheme:
             type_header: header_value(event_type, self.name, "event_type"),
         }
 
+    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The signature header; a missing id or type header is the event's problem (400)."""
+        return (self.header,)
+
     def new_event_id(self, uuid_text: str) -> str:
         """Delivery ids are plain UUIDs."""
         return uuid_text

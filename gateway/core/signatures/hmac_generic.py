@@ -105,6 +105,15 @@ class HmacScheme:
             headers[type_ref.name] = header_value(event_type, self.name, "event_type")
         return headers
 
+    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The configured signature header, and the timestamp header if one is set;
+        ValueError if params cannot drive the scheme."""
+        check_hmac_params(params)
+        names: tuple[str, ...] = (params.header.strip().lower(),)
+        if params.timestamp_header:
+            names += (params.timestamp_header.strip().lower(),)
+        return names
+
     def new_event_id(self, uuid_text: str) -> str:
         """A plain UUID."""
         return uuid_text

@@ -96,6 +96,10 @@ class StandardScheme:
             SIGNATURE_HEADER: "v1," + encode_signature(mac, Encoding.BASE64),
         }
 
+    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """All three: the id and the timestamp are part of the signed message."""
+        return (ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER)
+
     def new_event_id(self, uuid_text: str) -> str:
         """Standard Webhooks message ids conventionally read `msg_` + an opaque token."""
         return MSG_ID_PREFIX + uuid_text.replace("-", "")

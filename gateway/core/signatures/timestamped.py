@@ -81,6 +81,10 @@ class TimestampedPairsScheme:
         value = f"{self.ts_key}={ts_text}{self.separator}{self.sig_key}={mac.hex()}"
         return {self.sent_header: value}
 
+    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The one header that carries both the timestamp and the signatures."""
+        return (self.header,)
+
     def new_event_id(self, uuid_text: str) -> str:
         """The UUID as it is (unused by `sign`: the id is the body's)."""
         return uuid_text

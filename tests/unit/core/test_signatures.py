@@ -21,6 +21,7 @@ from gateway.core.signatures import (
     SchemeParams,
     carries_id_in_body,
     get_scheme,
+    require_headers,
     standard_key,
 )
 from gateway.errors import (
@@ -1115,3 +1116,48 @@ UUID_TEXT = "0b3e5f1c-8d2a-4c7e-9f10-2a3b4c5d6e7f"
 def test_new_event_id_shapes_the_randomness_it_is_given(scheme: Scheme, expected: str) -> None:
     """Standard Webhooks ids read msg_ + hex; the others are the UUID as given."""
     assert scheme.new_event_id(UUID_TEXT) == expected
+
+
+# --- required headers: what the gateway checks before reading the body ----------------------
+
+
+@pytest.mark.parametrize(("name", "params"), ROUND_TRIP)
+def test_required_headers_are_exactly_those_whose_absence_is_signature_missing(
+    name: str, params: SchemeParams
+) -> None:
+    """Every header a scheme names as required is one it signs, and dropping it makes
+    `verify` say `SignatureMissing`; dropping any other signed header does not, so the
+    early check refuses nothing `verify` would have let through as another error."""
+    scheme = get_scheme(name)
+    headers = signed(name, params)
+    required = scheme.required_headers(params)
+    assert required and set(required) <= set(headers)
+    for header in headers:
+        rest = {k: v for k, v in headers.items() if k != header}
+        if header in required:
+            with pytest.raises(SignatureMissing):
+                scheme.verify(params, rest, BODY, NOW)
+        else:
+            try:
+                scheme.verify(params, rest, BODY, NOW)
+            except SignatureMissing:
+                pytest.fail(f"{name}: {header} is not required yet its absence is missing")
+            except SignatureError:
+                pass
+
+
+@pytest.mark.parametrize(("name", "params"), ROUND_TRIP)
+@pytest.mark.parametrize("value", [None, "", "   "])
+def test_require_headers_refuses_a_missing_or_blank_one(
+    name: str, params: SchemeParams, value: str | None
+) -> None:
+    """The early check treats a blank header as missing, as `verify` does."""
+    scheme = get_scheme(name)
+    headers = signed(name, params)
+    require_headers(headers, scheme.required_headers(params))
+    for header in scheme.required_headers(params):
+        changed = {k: v for k, v in headers.items() if k != header}
+        if value is not None:
+            changed[header] = value
+        with pytest.raises(SignatureMissing, match=header):
+            require_headers(changed, scheme.required_headers(params))

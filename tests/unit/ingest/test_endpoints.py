@@ -370,9 +370,14 @@ def tampered(request: Request) -> Request:
 # (request, status, outcome label, provider label, refused before reading the body)
 REFUSED = [
     # 401: signatures (webhooks)
+    # 401: a signature header missing or blank, refused before the body is read
     pytest.param(
         lambda: with_headers(stripe(STRIPE_BODY), stripe_signature=None),
-        401, "signature_missing", "stripe", False, id="signature-missing",
+        401, "signature_missing", "stripe", True, id="signature-missing",
+    ),
+    pytest.param(
+        lambda: with_headers(stripe(STRIPE_BODY), stripe_signature="  "),
+        401, "signature_missing", "stripe", True, id="signature-blank",
     ),
     pytest.param(
         lambda: with_headers(stripe(STRIPE_BODY), stripe_signature="t=soon,v1=00"),
@@ -392,7 +397,15 @@ REFUSED = [
     ),
     pytest.param(
         lambda: with_headers(standard(b'{"type": "t"}', "msg_1"), webhook_signature=None),
-        401, "signature_missing", "standard", False, id="standard-signature-missing",
+        401, "signature_missing", "standard", True, id="standard-signature-missing",
+    ),
+    pytest.param(
+        lambda: with_headers(standard(b'{"type": "t"}', "msg_1"), webhook_id=None),
+        401, "signature_missing", "standard", True, id="standard-id-missing",
+    ),
+    pytest.param(
+        lambda: with_headers(standard(b'{"type": "t"}', "msg_1"), webhook_timestamp=None),
+        401, "signature_missing", "standard", True, id="standard-timestamp-missing",
     ),
     # 401: bearer tokens (/v1/events), checked before the body is read
     pytest.param(
@@ -480,6 +493,45 @@ async def test_a_refused_request_stores_nothing(
         assert answer.reads == 0
     assert gw.webhooks_total() == {(label, outcome): 1}
     assert gw.requests_timed() == 1
+
+
+@pytest.mark.parametrize(
+    "request_of",
+    [
+        lambda: with_headers(stripe(STRIPE_BODY), stripe_signature=None),
+        lambda: with_headers(standard(b'{"type": "t"}', "msg_1"), webhook_timestamp=None),
+    ],
+    ids=["stripe", "standard"],
+)
+async def test_a_request_without_its_signature_header_is_refused_without_its_body(
+    gw: Gateway, request_of: Callable[[], Request]
+) -> None:
+    """A sender that never finishes its body is answered 401 at once when a required
+    signature header is missing, not after `request_timeout_s` (10 s here) as a 400."""
+    path, headers, _ = request_of()
+    answer = await call(gw.app, "POST", path, headers, [b'{"id": '], end="stall")
+    assert answer.status == 401
+    assert answer.json()["error"] == "signature_missing"
+    assert answer.reads == 0
+    assert gw.inbox.offered == []
+
+
+async def test_an_unknown_provider_name_is_echoed_cut_short(
+    gw: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 60 KB provider name costs a small 404 and a short log line, not 60 KB of each;
+    a short name is repeated whole so a typo can be spotted."""
+    long_name = "n" * 60_000
+    caplog.set_level("INFO", logger="gateway.ingest.app")
+    answer = await post(gw, stripe(STRIPE_BODY, path="/webhooks/" + long_name))
+    assert answer.status == 404
+    assert len(answer.body) < 200
+    assert answer.json()["detail"].startswith("no provider named 'nnnn")
+    (record,) = [r for r in caplog.records if r.getMessage() == "request rejected"]
+    assert len(str(record.__dict__)) < 2_000
+    short = await post(gw, stripe(STRIPE_BODY, path="/webhooks/strpie"))
+    assert short.json()["detail"] == "no provider named 'strpie' is configured"
+    assert gw.webhooks_total() == {("unknown", "unknown_provider"): 2}
 
 
 async def test_a_body_not_received_in_time_is_a_400() -> None:

@@ -1,0 +1,114 @@
+"""The admin listener (`[http] admin_port`): `/metrics` and `/readyz` served on an
+address of their own and no longer on the public port, through the real `GatewayApp`
+lifespan with in-memory fakes and a real loopback socket."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.settings import Settings
+from tests.unit.ingest.test_endpoints import (
+    STRIPE_BODY,
+    Gateway,
+    call,
+    lifespan,
+    make_settings,
+    post,
+    stripe,
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def with_admin(port: int) -> Settings:
+    settings = make_settings()
+    return dataclasses.replace(settings, http=dataclasses.replace(settings.http, admin_port=port))
+
+
+async def fetch(port: int, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    """One request on its own connection, as a scraper sends it: status, headers, body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: admin\r\n\r\n".encode())
+    raw = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    assert int(headers["content-length"]) == len(body)
+    return int(status_line.split()[1]), headers, body
+
+
+@pytest.fixture
+async def admin_gw() -> AsyncIterator[tuple[Gateway, int]]:
+    port = free_port()
+    gateway = Gateway(with_admin(port))
+    async with lifespan(gateway.app):
+        yield gateway, port
+
+
+async def test_metrics_are_served_on_the_admin_port_only(admin_gw: tuple[Gateway, int]) -> None:
+    """The admin port renders the same metrics; the public port answers 404 for them."""
+    gw, port = admin_gw
+    assert (await post(gw, stripe(STRIPE_BODY))).status == 200
+    status, headers, body = await fetch(port, "GET", "/metrics")
+    assert status == 200
+    assert headers["content-type"] == "text/plain; version=0.0.4"
+    assert 'gateway_webhooks_total{outcome="accepted",provider="stripe"} 1' in body.decode()
+    assert (await call(gw.app, "GET", "/metrics")).status == 404
+
+
+@pytest.mark.parametrize(("database", "nats", "status"), [(True, True, 200), (True, False, 503)])
+async def test_readyz_is_served_on_the_admin_port_only(
+    admin_gw: tuple[Gateway, int], database: bool, nats: bool, status: int
+) -> None:
+    """`/readyz` on the admin port says what it says on the public one without it."""
+    gw, port = admin_gw
+    gw.database.up, gw.broker.up = database, nats
+    got, _, body = await fetch(port, "GET", "/readyz?verbose=1")
+    assert got == status
+    expected = "ready" if status == 200 else "not_ready"
+    assert json.loads(body) == {"status": expected, "database": database, "nats": nats}
+    assert (await call(gw.app, "GET", "/readyz")).status == 404
+    assert (await call(gw.app, "GET", "/healthz")).status == 200  # liveness stays public
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("GET", "/webhooks/stripe", 404), ("GET", "/", 404), ("POST", "/metrics", 405)],
+)
+async def test_the_admin_port_serves_nothing_else(
+    admin_gw: tuple[Gateway, int], method: str, path: str, status: int
+) -> None:
+    gw, port = admin_gw
+    assert (await fetch(port, method, path))[0] == status
+    assert gw.inbox.offered == []
+
+
+async def test_the_admin_port_closes_with_the_gateway() -> None:
+    """Nothing listens on the admin port once the lifespan has ended."""
+    port = free_port()
+    gw = Gateway(with_admin(port))
+    async with lifespan(gw.app):
+        assert (await fetch(port, "GET", "/metrics"))[0] == 200
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", port)
+
+
+async def test_without_an_admin_port_nothing_more_listens() -> None:
+    """Off by default: the public port keeps serving /metrics and /readyz."""
+    gw = Gateway(make_settings())
+    assert gw.settings.http.admin_port == 0
+    async with lifespan(gw.app):
+        assert (await call(gw.app, "GET", "/metrics")).status == 200
+        assert (await call(gw.app, "GET", "/readyz")).status == 200
