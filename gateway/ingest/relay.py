@@ -6,6 +6,10 @@ was down, the process died between commit and PubAck) and publishes them again; 
 number of relays can run, each claiming rows with `FOR UPDATE SKIP LOCKED`.
 `published_at` is set only after JetStream's PubAck, so a row is never marked done
 before the stream has it; JetStream's duplicate window absorbs a second publish.
+
+No row may hold the outbox up: one the broker can never take (larger than its
+`max_payload`) is parked at once, and one that failed `max_publish_attempts` times is
+parked too (`dlq_webhooks`, stage `publish`); the relay stops claiming parked rows.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import logging
 import time
 from collections.abc import Sequence
 
-from gateway.adapters.jetstream.broker import JetStreamBroker
-from gateway.adapters.postgres import Pool, connection, transaction
+from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
+from gateway.adapters.postgres import Conn, Pool, connection, transaction
+from gateway.adapters.postgres.parking import park
 from gateway.adapters.postgres.webhooks import (
     StoredEvent,
     claim_unpublished,
@@ -25,7 +30,13 @@ from gateway.adapters.postgres.webhooks import (
     mark_published,
     outbox_stats,
 )
-from gateway.errors import GatewayError
+from gateway.core.model import Failure, Stage
+from gateway.errors import (
+    GatewayError,
+    PayloadTooLarge,
+    PublishAttemptsExhausted,
+    PublishRefused,
+)
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings
 
@@ -121,9 +132,54 @@ async def publish_and_mark(
     result = await broker.publish(batch, settings.publish_timeout_s)
     async with connection(pool) as conn:
         await mark_published(conn, result.acked)
+    if result.too_large:
+        # Unconfirmed rows are left to the relay (which counts the attempts); rows that
+        # can never be published are parked now, in a transaction of their own (the
+        # happy path keeps its single statement).
+        async with transaction(pool) as conn:
+            await park_failed(conn, batch, result, {}, settings, metrics)
     if result.acked:
         metrics.published_total.inc(len(result.acked), path=path)
     return len(result.acked)
+
+
+async def park_failed(
+    conn: Conn,
+    batch: Sequence[StoredEvent],
+    result: PublishResult,
+    attempts: dict[int, int],
+    settings: OutboxSettings,
+    metrics: Metrics,
+) -> None:
+    """Park the rows of a published batch that must not be tried again: too large for the
+    broker, or unconfirmed for the `max_publish_attempts`-th time (`attempts` by row)."""
+    too_large = set(result.too_large)
+    limit = settings.max_publish_attempts
+    for stored in batch:
+        error: PublishRefused | PublishAttemptsExhausted
+        if stored.webhook_id in too_large:
+            error = PayloadTooLarge(
+                f"{len(stored.event.body)}-byte body with its headers exceeds the broker's "
+                "max_payload; it can never be published"
+            )
+        elif attempts.get(stored.webhook_id, 0) >= limit:
+            error = PublishAttemptsExhausted(f"not acknowledged by the stream after {limit} tries")
+        else:
+            continue
+        failure = Failure(error.error_class, str(error))
+        if await park(conn, stored, failure) is None:
+            continue  # published or parked by someone else meanwhile
+        metrics.dlq_total.inc(stage=Stage.PUBLISH.value, error_class=error.error_class)
+        log.warning(
+            "event parked: it will not be published",
+            extra={
+                "webhook_id": stored.webhook_id,
+                "provider": stored.event.provider,
+                "event_id": stored.event.event_id,
+                "error_class": error.error_class,
+                "body_bytes": len(stored.event.body),
+            },
+        )
 
 
 class OutboxRelay:
@@ -160,7 +216,8 @@ class OutboxRelay:
                 return 0
             result = await self._broker.publish(batch, self._settings.publish_timeout_s)
             await mark_published(conn, result.acked)
-            await count_publish_attempt(conn, result.failed)
+            attempts = await count_publish_attempt(conn, result.failed)
+            await park_failed(conn, batch, result, attempts, self._settings, self._metrics)
         if result.acked:
             self._metrics.published_total.inc(len(result.acked), path="relay")
             log.info(

@@ -16,6 +16,7 @@ from typing import Any
 
 from gateway.errors import ConfigError
 from gateway.settings.sections import (
+    HEADER_BUDGET_BYTES,
     CurrencySettings,
     HttpSettings,
     IngestSettings,
@@ -94,6 +95,15 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     http = _read(HttpSettings, data, "http")
     if http.port >= 65536:
         raise ConfigError("http.port", f"must be a TCP port, got {http.port}")
+    if http.max_body_bytes + HEADER_BUDGET_BYTES > nats.max_payload_bytes:
+        # Accepting what the broker cannot take would leave events that can never be
+        # published: refuse the configuration instead.
+        raise ConfigError(
+            "http.max_body_bytes",
+            f"{http.max_body_bytes} plus {HEADER_BUDGET_BYTES} bytes of NATS headers exceeds "
+            f"nats.max_payload_bytes {nats.max_payload_bytes}; at most "
+            f"{nats.max_payload_bytes - HEADER_BUDGET_BYTES}",
+        )
     providers = {n: parse_provider(n, t, env) for n, t in read_table(data, "providers", "").items()}
     services = {n: parse_service(n, t, env) for n, t in read_table(data, "services", "").items()}
     return Settings(

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import nats
 import nats.errors
@@ -37,6 +37,7 @@ class PublishResult:
 
     acked: list[int]
     failed: list[int]
+    too_large: list[int] = field(default_factory=list)  # can never be published: park
 
 
 def message_headers(stored: StoredEvent) -> dict[str, str]:
@@ -65,6 +66,7 @@ class JetStreamBroker:
 
     @property
     def connected(self) -> bool:
+        """Connected now, with the stream in place (what `/readyz` and the relay ask)."""
         return self._nc is not None and self._nc.is_connected and self._stream_ready.is_set()
 
     async def start(self, wait_s: float = 2.0) -> None:
@@ -74,10 +76,44 @@ class JetStreamBroker:
             await asyncio.wait_for(self._stream_ready.wait(), wait_s)
 
     async def _connect_forever(self) -> None:
+        """Keep a client for as long as the broker runs.
+
+        nats-py reconnects a client by itself, but some failures close it for good (a
+        protocol error such as `Maximum Payload Violation`, or reconnects given up): then
+        a new client is built, so one bad moment never stops publishing for good.
+        """
+        while True:
+            closed = asyncio.Event()
+            nc = await self._connect(closed)
+            self._nc, self._publisher = nc, None
+            self._js = nc.jetstream(timeout=self._settings.request_timeout_s)
+            if nc.max_payload < self._settings.max_payload_bytes:
+                log.warning(
+                    "nats server takes smaller messages than configured; larger events "
+                    "will be parked",
+                    extra={
+                        "server_max_payload": nc.max_payload,
+                        "max_payload_bytes": self._settings.max_payload_bytes,
+                    },
+                )
+            await self._ensure_stream_until_ready(nc)
+            await closed.wait()
+            self._stream_ready.clear()
+            log.warning(
+                "nats connection closed; building a new client",
+                extra={"error": repr(nc.last_error) if nc.last_error else None},
+            )
+
+    async def _connect(self, closed: asyncio.Event) -> Client:
+        """Connect, retrying with backoff until a server answers."""
         delay_s = 0.5
+
+        async def on_closed() -> None:
+            closed.set()
+
         while True:
             try:
-                nc = await nats.connect(
+                return await nats.connect(
                     self._settings.servers,
                     name=self._name,
                     connect_timeout=2,
@@ -87,6 +123,7 @@ class JetStreamBroker:
                     reconnected_cb=self._on_reconnected,
                     disconnected_cb=self._on_disconnected,
                     error_cb=self._on_error,
+                    closed_cb=on_closed,
                 )
             except NATS_ERRORS as exc:
                 log.warning(
@@ -95,14 +132,9 @@ class JetStreamBroker:
                 )
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, 5.0)
-                continue
-            self._nc = nc
-            self._js = nc.jetstream(timeout=self._settings.request_timeout_s)
-            await self._ensure_stream_until_ready()
-            return
 
-    async def _ensure_stream_until_ready(self) -> None:
-        while True:
+    async def _ensure_stream_until_ready(self, nc: Client | None = None) -> None:
+        while nc is None or not nc.is_closed:
             try:
                 await self.ensure_stream()
                 self._stream_ready.set()
@@ -144,7 +176,7 @@ class JetStreamBroker:
         log.info("nats reconnected")
         # The server may have come back empty (a new node, a lost store): re-create the
         # stream in the background so the callback does not block the client.
-        asyncio.get_running_loop().create_task(self._ensure_stream_until_ready())
+        asyncio.get_running_loop().create_task(self._ensure_stream_until_ready(self._nc))
 
     async def _on_disconnected(self) -> None:
         log.warning("nats disconnected")
@@ -156,17 +188,23 @@ class JetStreamBroker:
         """Publish a batch pipelined (all sent, then all acks awaited); never raises.
 
         A row counts as acknowledged only on a PubAck from the stream; anything else,
-        including a timeout, leaves it for the outbox relay.
+        including a timeout, leaves it for the outbox relay. Rows too large for the
+        server (or the stream) are never sent and come back in `too_large`.
         """
         nc = self._nc
         if nc is None or not self.connected:
             return PublishResult([], [s.webhook_id for s in events])
-        if self._publisher is None:
+        if self._publisher is None:  # one per client: cleared when a new client is built
             self._publisher = PipelinedPublisher(nc, message_headers)
-        acked = await self._publisher.publish(events, timeout_s)
+        answers = await self._publisher.publish(events, timeout_s)
         result = PublishResult([], [])
-        for stored, ok in zip(events, acked, strict=True):
-            (result.acked if ok else result.failed).append(stored.webhook_id)
+        for index, (stored, ok) in enumerate(zip(events, answers.acked, strict=True)):
+            if ok:
+                result.acked.append(stored.webhook_id)
+            elif index in answers.too_large:
+                result.too_large.append(stored.webhook_id)
+            else:
+                result.failed.append(stored.webhook_id)
         return result
 
     async def ping(self, timeout_s: float = 1.0) -> bool:
