@@ -20,9 +20,8 @@ import logging
 import time
 from collections.abc import Sequence
 
-from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
-from gateway.adapters.postgres import Conn, Pool, connection, transaction
-from gateway.adapters.postgres.parking import park
+from gateway.adapters.jetstream.broker import JetStreamBroker
+from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres.webhooks import (
     StoredEvent,
     claim_unpublished,
@@ -30,13 +29,8 @@ from gateway.adapters.postgres.webhooks import (
     mark_published,
     outbox_stats,
 )
-from gateway.core.model import Failure, Stage
-from gateway.errors import (
-    GatewayError,
-    PayloadTooLarge,
-    PublishAttemptsExhausted,
-    PublishRefused,
-)
+from gateway.errors import GatewayError
+from gateway.ingest.parking import park_failed
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings
 
@@ -143,45 +137,6 @@ async def publish_and_mark(
     return len(result.acked)
 
 
-async def park_failed(
-    conn: Conn,
-    batch: Sequence[StoredEvent],
-    result: PublishResult,
-    attempts: dict[int, int],
-    settings: OutboxSettings,
-    metrics: Metrics,
-) -> None:
-    """Park the rows of a published batch that must not be tried again: too large for the
-    broker, or unconfirmed for the `max_publish_attempts`-th time (`attempts` by row)."""
-    too_large = set(result.too_large)
-    limit = settings.max_publish_attempts
-    for stored in batch:
-        error: PublishRefused | PublishAttemptsExhausted
-        if stored.webhook_id in too_large:
-            error = PayloadTooLarge(
-                f"{len(stored.event.body)}-byte body with its headers exceeds the broker's "
-                "max_payload; it can never be published"
-            )
-        elif attempts.get(stored.webhook_id, 0) >= limit:
-            error = PublishAttemptsExhausted(f"not acknowledged by the stream after {limit} tries")
-        else:
-            continue
-        failure = Failure(error.error_class, str(error))
-        if await park(conn, stored, failure) is None:
-            continue  # published or parked by someone else meanwhile
-        metrics.dlq_total.inc(stage=Stage.PUBLISH.value, error_class=error.error_class)
-        log.warning(
-            "event parked: it will not be published",
-            extra={
-                "webhook_id": stored.webhook_id,
-                "provider": stored.event.provider,
-                "event_id": stored.event.event_id,
-                "error_class": error.error_class,
-                "body_bytes": len(stored.event.body),
-            },
-        )
-
-
 class OutboxRelay:
     """Re-publishes rows still unpublished after `relay_after_s`, oldest first."""
 
@@ -216,7 +171,12 @@ class OutboxRelay:
                 return 0
             result = await self._broker.publish(batch, self._settings.publish_timeout_s)
             await mark_published(conn, result.acked)
-            attempts = await count_publish_attempt(conn, result.failed)
+            failed = result.failed
+            if failed and not result.acked and not await self._broker.stream_answers():
+                # Nothing acknowledged and the stream does not answer: the broker is in
+                # trouble, not these rows, and an outage must not park genuine events.
+                failed = []
+            attempts = await count_publish_attempt(conn, failed)
             await park_failed(conn, batch, result, attempts, self._settings, self._metrics)
         if result.acked:
             self._metrics.published_total.inc(len(result.acked), path="relay")

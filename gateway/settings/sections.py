@@ -67,7 +67,8 @@ class OutboxSettings:
     publish_timeout_s: float = 5.0
     # Unconfirmed publishes of one row before it is parked (`dlq_webhooks`, stage
     # `publish`) so it cannot hold the outbox for ever; a broker outage does not count
-    # (nothing is sent while disconnected).
+    # (nothing is sent while disconnected, and a batch without a single PubAck counts
+    # only if the stream answers a request).
     max_publish_attempts: int = 20
 
 

@@ -2,8 +2,8 @@
 
 The connection is kept in the background: if NATS is down when the gateway starts, or
 goes away later, acceptance carries on (the outbox holds the events) and publishing
-resumes when the server is back. A one-pass command (`gateway reconcile`) uses a
-`OneShotPublisher` instead: one connection, no reconnecting, failing fast.
+resumes when the server is back. A client nats-py closes for good is replaced by a new
+one. A one-pass command (`gateway reconcile`) uses `one_shot.OneShotPublisher` instead.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import nats
@@ -207,6 +207,17 @@ class JetStreamBroker:
                 result.failed.append(stored.webhook_id)
         return result
 
+    async def stream_answers(self) -> bool:
+        """True if the stream answers a request now. Asked only after a batch got no PubAck
+        at all, to tell a broker in trouble from rows that fail on their own."""
+        if self._js is None or not self.connected:
+            return False
+        try:
+            await self._js.stream_info(self._settings.stream)
+        except NATS_ERRORS:
+            return False
+        return True
+
     async def ping(self, timeout_s: float = 1.0) -> bool:
         """True if the server answers a round trip now."""
         if self._nc is None or not self.connected:
@@ -231,74 +242,3 @@ class JetStreamBroker:
                 await self._nc.flush(timeout=2)
             with contextlib.suppress(*NATS_ERRORS):
                 await self._nc.close()
-
-
-class OneShotPublisher:
-    """Publishes to the stream over a connection of its own, awaiting each PubAck.
-
-    Nothing connects until `connect`: a pass with nothing to publish never needs NATS.
-    There is no reconnect loop either: a pass that cannot publish fails fast, and the
-    next pass finds the same events again.
-    """
-
-    def __init__(self, settings: NatsSettings, name: str) -> None:
-        self._settings = settings
-        self._name = name
-        self._nc: Client | None = None
-        self._js: JetStreamContext | None = None
-
-    async def connect(self) -> None:
-        """Connect (once); `BrokerUnavailable` if no server answers."""
-        if self._nc is not None:
-            return
-        timeout_s = self._settings.request_timeout_s
-        try:
-            nc = await nats.connect(
-                self._settings.servers,
-                name=self._name,
-                connect_timeout=max(1, int(timeout_s)),
-                # nats-py retries the first connect until every server has failed more than
-                # max_reconnect_attempts times (0 would mean for ever): two tries, then give up.
-                max_reconnect_attempts=1,
-                reconnect_time_wait=0.5,
-                allow_reconnect=False,
-            )
-        except NATS_ERRORS as exc:
-            raise BrokerUnavailable(f"NATS is not reachable: {type(exc).__name__}") from exc
-        self._nc, self._js = nc, nc.jetstream(timeout=timeout_s)
-
-    async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> bool:
-        """Publish and await the PubAck: True if the stream stored the message, False if
-        it dropped it as a duplicate of its `Nats-Msg-Id`; `BrokerUnavailable` when no
-        PubAck came (an error reply, a timeout, a lost connection)."""
-        if self._js is None:
-            raise BrokerUnavailable("not connected to NATS")
-        try:
-            ack = await self._js.publish(
-                subject,
-                body,
-                timeout=self._settings.request_timeout_s,
-                stream=self._settings.stream,
-                headers=headers,
-            )
-        except NATS_ERRORS as exc:
-            raise BrokerUnavailable(f"publish not acknowledged: {type(exc).__name__}") from exc
-        return not ack.duplicate
-
-    async def close(self) -> None:
-        nc, self._nc, self._js = self._nc, None, None
-        if nc is not None:
-            with contextlib.suppress(*NATS_ERRORS):
-                await nc.close()
-
-
-@contextlib.asynccontextmanager
-async def open_one_shot_publisher(
-    settings: NatsSettings, name: str
-) -> AsyncIterator[OneShotPublisher]:
-    """A `OneShotPublisher` for the block's lifetime, closed (if it connected) at the end."""
-    publisher = OneShotPublisher(settings, name)
-    try:
-        yield publisher
-    finally:
-        await publisher.close()

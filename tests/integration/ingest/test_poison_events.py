@@ -10,7 +10,7 @@ the case its start-up check cannot rule out.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,10 +18,13 @@ import asyncpg
 import orjson
 import pytest
 
-from gateway.adapters.jetstream.broker import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
 from gateway.adapters.postgres import open_pool
-from gateway.adapters.postgres.webhooks import insert_events
+from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
 from gateway.core.model import Event
+from gateway.ingest.relay import OutboxRelay
+from gateway.metrics import Metrics
+from gateway.settings import NatsSettings, OutboxSettings
 from tests.integration.dlq.test_dlq_cli import arun, toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
@@ -185,6 +188,50 @@ async def test_row_that_keeps_failing_is_parked_after_the_bound_and_replay_reque
         first, second = await wait_until(parked_again, timeout_s=30)
         assert (first["is_resolved"], first["resolution"]) == (True, "replayed")
         assert (second["error_class"], second["attempts"]) == ("PUBLISH_ATTEMPTS_EXHAUSTED", 3)
+
+
+class NoAckBroker(JetStreamBroker):
+    """Connected, but no publish is ever acknowledged; `stream_up` says whether the
+    stream answers a request (False: the broker is in trouble, not the rows)."""
+
+    def __init__(self) -> None:
+        super().__init__(NatsSettings())
+        self.stream_up = False
+
+    @property
+    def connected(self) -> bool:
+        return True
+
+    async def publish(self, events: Sequence[StoredEvent], timeout_s: float) -> PublishResult:
+        return PublishResult([], [e.webhook_id for e in events])
+
+    async def stream_answers(self) -> bool:
+        return self.stream_up
+
+
+async def test_broker_outage_does_not_count_toward_the_bound(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    """Sweeps that get no PubAck while the stream does not answer count nothing; once the
+    stream answers, the row is parked at the bound and then no longer claimed."""
+    broker = NoAckBroker()
+    settings = OutboxSettings(inline=False, max_publish_attempts=2)
+    async with open_pool(database_url, max_size=2) as pool:
+        async with pool.acquire() as conn:
+            await insert_events(conn, [row("e1", "events.billing.x", b"{}", datetime.now(UTC))])
+        relay = OutboxRelay(pool, broker, settings, Metrics())
+        for _ in range(3):
+            await relay.sweep()
+        assert await db.fetchval("SELECT publish_attempts FROM processed_webhooks") == 0
+        assert await dead_letters(db) == []
+        broker.stream_up = True
+        for _ in range(3):
+            await relay.sweep()
+        assert await db.fetchval("SELECT publish_attempts FROM processed_webhooks") == 2
+        parked = await dead_letters(db)
+        assert [(r["stage"], r["error_class"], r["attempts"]) for r in parked] == [
+            ("publish", "PUBLISH_ATTEMPTS_EXHAUSTED", 2)
+        ]
 
 
 async def test_replay_of_publish_row_without_its_event_fails_clearly(
