@@ -12,9 +12,10 @@ from gateway.core.retry import CONSUMER_DEFAULT, CURRENCY, LEDGER
 
 #: What the gateway's own NATS headers (`Nats-Msg-Id`, `Gateway-Provider`, `-Event-Id`,
 #: `-Event-Type`, `-Received-At`) may take of a message, on top of the body. NATS counts
-#: headers against `max_payload`; they are about 235 bytes for usual ids and types, so
-#: 8 KiB leaves room for long ones. An event whose headers still do not fit is parked
-#: (`PAYLOAD_TOO_LARGE`) by the publisher rather than sent.
+#: headers against `max_payload`; they are about 235 bytes for usual ids and types, and
+#: under 4 KiB at the longest ids (255 characters) and types (200) the gateway accepts.
+#: An event whose headers still do not fit is parked (`PAYLOAD_TOO_LARGE`) by the
+#: publisher rather than sent.
 HEADER_BUDGET_BYTES = 8192
 #: NATS's own default `max_payload`.
 NATS_DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576

@@ -24,7 +24,7 @@ from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
 from gateway.core.model import Event
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
-from gateway.settings import NatsSettings, OutboxSettings
+from gateway.settings import HttpSettings, NatsSettings, OutboxSettings
 from tests.integration.dlq.test_dlq_cli import arun, toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
@@ -275,3 +275,40 @@ async def test_closed_nats_client_is_rebuilt_and_readiness_follows(
             return "evt_after_rebuild" in await published_ids(nats_server.url)
 
         await wait_until(published, timeout_s=20)
+
+
+async def test_default_limits_refuse_the_issue_repro_and_publish_the_largest_accepted_body(
+    database_url: str, nats_server: NatsServer
+) -> None:
+    """Against a NATS with its default 1 MiB max_payload and the gateway's default body
+    limit: the issue's 1,048,415-byte event is refused with 413 (nothing stored), and the
+    largest body accepted, with a long idempotency key, does reach the stream."""
+    default_limit = HttpSettings().max_body_bytes  # the shipped default, whatever it is
+    doc = config(database_url, nats_server.url, http={"max_body_bytes": default_limit})
+    auth = {"Authorization": f"Bearer {BILLING_TOKEN}", "Content-Type": "application/json"}
+    frame = len(orjson.dumps({"type": "bulk.x", "data": {"pad": ""}}))
+    async with running_server(doc) as server:
+        await wait_until(lambda: server.parts.broker.ping())
+        repro = orjson.dumps({"type": "bulk.x", "data": {"pad": "A" * (1_048_415 - frame)}})
+        assert len(repro) == 1_048_415
+        refused = await server.client.post(
+            "/v1/events", content=repro, headers={**auth, "Idempotency-Key": "repro"}
+        )
+        assert refused.status_code == 413
+        largest = orjson.dumps({"type": "bulk.x", "data": {"pad": "A" * (default_limit - frame)}})
+        key = "k" * 255  # the longest event id allowed
+        accepted = await server.client.post(
+            "/v1/events", content=largest, headers={**auth, "Idempotency-Key": key}
+        )
+        assert accepted.status_code == 200 and accepted.json()["status"] == "accepted"
+
+        async def published() -> bool:
+            return key in await published_ids(nats_server.url)
+
+        await wait_until(published, timeout_s=30)
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM processed_webhooks") == 1
+        assert await conn.fetchval("SELECT count(*) FROM dlq_webhooks") == 0
+    finally:
+        await conn.close()
