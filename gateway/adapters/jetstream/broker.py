@@ -188,8 +188,9 @@ class JetStreamBroker:
         """Publish a batch pipelined (all sent, then all acks awaited); never raises.
 
         A row counts as acknowledged only on a PubAck from the stream; anything else,
-        including a timeout, leaves it for the outbox relay. Rows too large for the
-        server (or the stream) are never sent and come back in `too_large`.
+        including a timeout, leaves it for the outbox relay. Rows that can never be
+        published (too large for the server, so never sent, or refused as too large by
+        the stream) come back in `too_large`.
         """
         nc = self._nc
         if nc is None or not self.connected:
