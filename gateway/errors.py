@@ -151,6 +151,24 @@ class EventTypeMissing(PayloadInvalid):
     error_class = "EVENT_TYPE_MISSING"
 
 
+class PublishRefused(PermanentError):
+    """The broker refuses the event for good; it is parked at stage `publish`."""
+
+    error_class = "PUBLISH_REFUSED"
+
+
+class PayloadTooLarge(PublishRefused):
+    """The event with its NATS headers exceeds the broker's `max_payload`."""
+
+    error_class = "PAYLOAD_TOO_LARGE"
+
+
+class PublishAttemptsExhausted(PermanentError):
+    """The event failed to publish `outbox.max_publish_attempts` times; it is parked."""
+
+    error_class = "PUBLISH_ATTEMPTS_EXHAUSTED"
+
+
 # --- storage ---------------------------------------------------------------------------
 
 

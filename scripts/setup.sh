@@ -314,7 +314,7 @@ url = "redis://127.0.0.1:6379/0"
 [http]
 host = "127.0.0.1"
 port = 8080
-max_body_bytes = 1048576
+max_body_bytes = 1040384        # NATS max_payload (1 MiB) less the 8 KiB header budget
 
 [providers.stripe]
 scheme = "stripe"

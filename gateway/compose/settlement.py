@@ -12,8 +12,9 @@ import httpx
 
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
-from gateway.adapters.jetstream.broker import JetStreamBroker, open_one_shot_publisher
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer
+from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.adapters.redis_client import open_redis

@@ -26,6 +26,7 @@ from gateway.core.model import Failure, Stage
 from gateway.dlq.ingest_handler import ingest_handler
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowOutcome, RowResult, plan
+from gateway.dlq.publish_handler import publish_handler
 from gateway.dlq.settlement_handler import settlement_handler
 from gateway.errors import DlqRowNotFound, GatewayError, PermanentError
 
@@ -35,6 +36,7 @@ from gateway.errors import DlqRowNotFound, GatewayError, PermanentError
 STAGE_HANDLERS: StageHandlers = MappingProxyType(
     {
         Stage.INGEST.value: ingest_handler,
+        Stage.PUBLISH.value: publish_handler,
         Stage.SETTLEMENT.value: settlement_handler,
     }
 )

@@ -6,6 +6,10 @@ was down, the process died between commit and PubAck) and publishes them again; 
 number of relays can run, each claiming rows with `FOR UPDATE SKIP LOCKED`.
 `published_at` is set only after JetStream's PubAck, so a row is never marked done
 before the stream has it; JetStream's duplicate window absorbs a second publish.
+
+No row may hold the outbox up: one the broker can never take (larger than its
+`max_payload`) is parked at once, and one that failed `max_publish_attempts` times is
+parked too (`dlq_webhooks`, stage `publish`); the relay stops claiming parked rows.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from gateway.adapters.postgres.webhooks import (
     outbox_stats,
 )
 from gateway.errors import GatewayError
+from gateway.ingest.parking import park_failed
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings
 
@@ -121,6 +126,12 @@ async def publish_and_mark(
     result = await broker.publish(batch, settings.publish_timeout_s)
     async with connection(pool) as conn:
         await mark_published(conn, result.acked)
+    if result.too_large:
+        # Unconfirmed rows are left to the relay (which counts the attempts); rows that
+        # can never be published are parked now, in a transaction of their own (the
+        # happy path keeps its single statement).
+        async with transaction(pool) as conn:
+            await park_failed(conn, batch, result, {}, settings, metrics)
     if result.acked:
         metrics.published_total.inc(len(result.acked), path=path)
     return len(result.acked)
@@ -160,7 +171,13 @@ class OutboxRelay:
                 return 0
             result = await self._broker.publish(batch, self._settings.publish_timeout_s)
             await mark_published(conn, result.acked)
-            await count_publish_attempt(conn, result.failed)
+            failed = result.failed
+            if failed and not result.acked and not await self._broker.stream_answers():
+                # Nothing acknowledged and the stream does not answer: the broker is in
+                # trouble, not these rows, and an outage must not park genuine events.
+                failed = []
+            attempts = await count_publish_attempt(conn, failed)
+            await park_failed(conn, batch, result, attempts, self._settings, self._metrics)
         if result.acked:
             self._metrics.published_total.inc(len(result.acked), path="relay")
             log.info(

@@ -16,6 +16,7 @@ from typing import Any
 
 from gateway.errors import ConfigError
 from gateway.settings.sections import (
+    HEADER_BUDGET_BYTES,
     CurrencySettings,
     HttpSettings,
     IngestSettings,
@@ -108,6 +109,15 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
             raise ConfigError(f"http.{key}", f"must be a TCP port, got {getattr(http, key)}")
     if http.admin_port == http.port:
         raise ConfigError("http.admin_port", "must differ from http.port")
+    if http.max_body_bytes + HEADER_BUDGET_BYTES > nats.max_payload_bytes:
+        # Accepting what the broker cannot take would leave events that can never be
+        # published: refuse the configuration instead.
+        raise ConfigError(
+            "http.max_body_bytes",
+            f"{http.max_body_bytes} plus {HEADER_BUDGET_BYTES} bytes of NATS headers exceeds "
+            f"nats.max_payload_bytes {nats.max_payload_bytes}; at most "
+            f"{nats.max_payload_bytes - HEADER_BUDGET_BYTES}",
+        )
     providers = parse_providers(data, env)
     services = parse_services(data, env)
     return Settings(

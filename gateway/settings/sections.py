@@ -11,6 +11,16 @@ from dataclasses import dataclass
 from gateway.core.retry import CONSUMER_DEFAULT, CURRENCY, LEDGER
 from gateway.settings.values import redacted_repr
 
+#: What the gateway's own NATS headers (`Nats-Msg-Id`, `Gateway-Provider`, `-Event-Id`,
+#: `-Event-Type`, `-Received-At`) may take of a message, on top of the body. NATS counts
+#: headers against `max_payload`; they are about 235 bytes for usual ids and types, and
+#: under 4 KiB at the longest ids (255 characters) and types (200) the gateway accepts.
+#: An event whose headers still do not fit is parked (`PAYLOAD_TOO_LARGE`) by the
+#: publisher rather than sent.
+HEADER_BUDGET_BYTES = 8192
+#: NATS's own default `max_payload`.
+NATS_DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
+
 
 @dataclass(frozen=True)
 class HttpSettings:
@@ -18,7 +28,8 @@ class HttpSettings:
 
     host: str = "127.0.0.1"
     port: int = 8080
-    max_body_bytes: int = 1_048_576
+    # Every accepted body must be publishable: NATS's 1 MiB less the header budget.
+    max_body_bytes: int = NATS_DEFAULT_MAX_PAYLOAD_BYTES - HEADER_BUDGET_BYTES
     request_timeout_s: float = 10.0
     retry_after_s: int = 5
     # A second listener for /metrics and /readyz, away from the public port;
@@ -60,6 +71,11 @@ class OutboxSettings:
     relay_interval_s: float = 1.0
     batch_size: int = 256
     publish_timeout_s: float = 5.0
+    # Unconfirmed publishes of one row before it is parked (`dlq_webhooks`, stage
+    # `publish`) so it cannot hold the outbox for ever; a broker outage does not count
+    # (nothing is sent while disconnected, and a batch without a single PubAck counts
+    # only if the stream answers a request).
+    max_publish_attempts: int = 20
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,10 @@ class NatsSettings:
     duplicate_window_s: int = 120
     replicas: int = 1
     request_timeout_s: float = 5.0
+    # The largest message (headers + body) the servers take: their `max_payload`.
+    # `http.max_body_bytes` plus the header budget must fit in it (checked at start-up);
+    # a server that announces less on connect is believed, and larger events are parked.
+    max_payload_bytes: int = NATS_DEFAULT_MAX_PAYLOAD_BYTES
 
     __repr__ = redacted_repr  # `nats://user:password@` or `nats://token@`
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.adapters.alert_webhook import AlertWebhook
-from gateway.adapters.jetstream.broker import JetStreamBroker, OneShotPublisher
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer
+from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool
 from gateway.core.ledger import Ledger
 from gateway.metrics import Metrics

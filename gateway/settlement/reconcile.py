@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.adapters.jetstream.broker import OneShotPublisher, message_headers
+from gateway.adapters.jetstream.broker import message_headers
+from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Conn, connection
 from gateway.adapters.postgres import settlements as store
 from gateway.adapters.postgres.webhooks import StoredEvent, reconcile_candidates

@@ -85,6 +85,7 @@ class NatsServer:
     port: int = field(default_factory=free_port)
     store_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="gw-nats-"))
     proc: subprocess.Popen[bytes] | None = None
+    max_payload: int | None = None  # the server's limit on one message; None: NATS's 1 MiB
 
     @property
     def url(self) -> str:
@@ -94,7 +95,8 @@ class NatsServer:
         conf = Path(self.store_dir) / "nats.conf"
         conf.write_text(
             f'listen: "127.0.0.1:{self.port}"\n'
-            f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always }}\n',
+            f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always }}\n'
+            + (f"max_payload: {self.max_payload}\n" if self.max_payload else ""),
             encoding="utf-8",
         )
         self.proc = subprocess.Popen(

@@ -2,8 +2,8 @@
 
 The connection is kept in the background: if NATS is down when the gateway starts, or
 goes away later, acceptance carries on (the outbox holds the events) and publishing
-resumes when the server is back. A one-pass command (`gateway reconcile`) uses a
-`OneShotPublisher` instead: one connection, no reconnecting, failing fast.
+resumes when the server is back. A client nats-py closes for good is replaced by a new
+one. A one-pass command (`gateway reconcile`) uses `one_shot.OneShotPublisher` instead.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import nats
 import nats.errors
@@ -37,6 +37,7 @@ class PublishResult:
 
     acked: list[int]
     failed: list[int]
+    too_large: list[int] = field(default_factory=list)  # can never be published: park
 
 
 def message_headers(stored: StoredEvent) -> dict[str, str]:
@@ -65,6 +66,7 @@ class JetStreamBroker:
 
     @property
     def connected(self) -> bool:
+        """Connected now, with the stream in place (what `/readyz` and the relay ask)."""
         return self._nc is not None and self._nc.is_connected and self._stream_ready.is_set()
 
     async def start(self, wait_s: float = 2.0) -> None:
@@ -74,10 +76,44 @@ class JetStreamBroker:
             await asyncio.wait_for(self._stream_ready.wait(), wait_s)
 
     async def _connect_forever(self) -> None:
+        """Keep a client for as long as the broker runs.
+
+        nats-py reconnects a client by itself, but some failures close it for good (a
+        protocol error such as `Maximum Payload Violation`, or reconnects given up): then
+        a new client is built, so one bad moment never stops publishing for good.
+        """
+        while True:
+            closed = asyncio.Event()
+            nc = await self._connect(closed)
+            self._nc, self._publisher = nc, None
+            self._js = nc.jetstream(timeout=self._settings.request_timeout_s)
+            if nc.max_payload < self._settings.max_payload_bytes:
+                log.warning(
+                    "nats server takes smaller messages than configured; larger events "
+                    "will be parked",
+                    extra={
+                        "server_max_payload": nc.max_payload,
+                        "max_payload_bytes": self._settings.max_payload_bytes,
+                    },
+                )
+            await self._ensure_stream_until_ready(nc)
+            await closed.wait()
+            self._stream_ready.clear()
+            log.warning(
+                "nats connection closed; building a new client",
+                extra={"error": repr(nc.last_error) if nc.last_error else None},
+            )
+
+    async def _connect(self, closed: asyncio.Event) -> Client:
+        """Connect, retrying with backoff until a server answers."""
         delay_s = 0.5
+
+        async def on_closed() -> None:
+            closed.set()
+
         while True:
             try:
-                nc = await nats.connect(
+                return await nats.connect(
                     self._settings.servers,
                     name=self._name,
                     connect_timeout=2,
@@ -87,6 +123,7 @@ class JetStreamBroker:
                     reconnected_cb=self._on_reconnected,
                     disconnected_cb=self._on_disconnected,
                     error_cb=self._on_error,
+                    closed_cb=on_closed,
                 )
             except NATS_ERRORS as exc:
                 log.warning(
@@ -95,14 +132,9 @@ class JetStreamBroker:
                 )
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, 5.0)
-                continue
-            self._nc = nc
-            self._js = nc.jetstream(timeout=self._settings.request_timeout_s)
-            await self._ensure_stream_until_ready()
-            return
 
-    async def _ensure_stream_until_ready(self) -> None:
-        while True:
+    async def _ensure_stream_until_ready(self, nc: Client | None = None) -> None:
+        while nc is None or not nc.is_closed:
             try:
                 await self.ensure_stream()
                 self._stream_ready.set()
@@ -144,7 +176,7 @@ class JetStreamBroker:
         log.info("nats reconnected")
         # The server may have come back empty (a new node, a lost store): re-create the
         # stream in the background so the callback does not block the client.
-        asyncio.get_running_loop().create_task(self._ensure_stream_until_ready())
+        asyncio.get_running_loop().create_task(self._ensure_stream_until_ready(self._nc))
 
     async def _on_disconnected(self) -> None:
         log.warning("nats disconnected")
@@ -156,18 +188,36 @@ class JetStreamBroker:
         """Publish a batch pipelined (all sent, then all acks awaited); never raises.
 
         A row counts as acknowledged only on a PubAck from the stream; anything else,
-        including a timeout, leaves it for the outbox relay.
+        including a timeout, leaves it for the outbox relay. Rows that can never be
+        published (too large for the server, so never sent, or refused as too large by
+        the stream) come back in `too_large`.
         """
         nc = self._nc
         if nc is None or not self.connected:
             return PublishResult([], [s.webhook_id for s in events])
-        if self._publisher is None:
+        if self._publisher is None:  # one per client: cleared when a new client is built
             self._publisher = PipelinedPublisher(nc, message_headers)
-        acked = await self._publisher.publish(events, timeout_s)
+        answers = await self._publisher.publish(events, timeout_s)
         result = PublishResult([], [])
-        for stored, ok in zip(events, acked, strict=True):
-            (result.acked if ok else result.failed).append(stored.webhook_id)
+        for index, (stored, ok) in enumerate(zip(events, answers.acked, strict=True)):
+            if ok:
+                result.acked.append(stored.webhook_id)
+            elif index in answers.too_large:
+                result.too_large.append(stored.webhook_id)
+            else:
+                result.failed.append(stored.webhook_id)
         return result
+
+    async def stream_answers(self) -> bool:
+        """True if the stream answers a request now. Asked only after a batch got no PubAck
+        at all, to tell a broker in trouble from rows that fail on their own."""
+        if self._js is None or not self.connected:
+            return False
+        try:
+            await self._js.stream_info(self._settings.stream)
+        except NATS_ERRORS:
+            return False
+        return True
 
     async def ping(self, timeout_s: float = 1.0) -> bool:
         """True if the server answers a round trip now."""
@@ -193,74 +243,3 @@ class JetStreamBroker:
                 await self._nc.flush(timeout=2)
             with contextlib.suppress(*NATS_ERRORS):
                 await self._nc.close()
-
-
-class OneShotPublisher:
-    """Publishes to the stream over a connection of its own, awaiting each PubAck.
-
-    Nothing connects until `connect`: a pass with nothing to publish never needs NATS.
-    There is no reconnect loop either: a pass that cannot publish fails fast, and the
-    next pass finds the same events again.
-    """
-
-    def __init__(self, settings: NatsSettings, name: str) -> None:
-        self._settings = settings
-        self._name = name
-        self._nc: Client | None = None
-        self._js: JetStreamContext | None = None
-
-    async def connect(self) -> None:
-        """Connect (once); `BrokerUnavailable` if no server answers."""
-        if self._nc is not None:
-            return
-        timeout_s = self._settings.request_timeout_s
-        try:
-            nc = await nats.connect(
-                self._settings.servers,
-                name=self._name,
-                connect_timeout=max(1, int(timeout_s)),
-                # nats-py retries the first connect until every server has failed more than
-                # max_reconnect_attempts times (0 would mean for ever): two tries, then give up.
-                max_reconnect_attempts=1,
-                reconnect_time_wait=0.5,
-                allow_reconnect=False,
-            )
-        except NATS_ERRORS as exc:
-            raise BrokerUnavailable(f"NATS is not reachable: {type(exc).__name__}") from exc
-        self._nc, self._js = nc, nc.jetstream(timeout=timeout_s)
-
-    async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> bool:
-        """Publish and await the PubAck: True if the stream stored the message, False if
-        it dropped it as a duplicate of its `Nats-Msg-Id`; `BrokerUnavailable` when no
-        PubAck came (an error reply, a timeout, a lost connection)."""
-        if self._js is None:
-            raise BrokerUnavailable("not connected to NATS")
-        try:
-            ack = await self._js.publish(
-                subject,
-                body,
-                timeout=self._settings.request_timeout_s,
-                stream=self._settings.stream,
-                headers=headers,
-            )
-        except NATS_ERRORS as exc:
-            raise BrokerUnavailable(f"publish not acknowledged: {type(exc).__name__}") from exc
-        return not ack.duplicate
-
-    async def close(self) -> None:
-        nc, self._nc, self._js = self._nc, None, None
-        if nc is not None:
-            with contextlib.suppress(*NATS_ERRORS):
-                await nc.close()
-
-
-@contextlib.asynccontextmanager
-async def open_one_shot_publisher(
-    settings: NatsSettings, name: str
-) -> AsyncIterator[OneShotPublisher]:
-    """A `OneShotPublisher` for the block's lifetime, closed (if it connected) at the end."""
-    publisher = OneShotPublisher(settings, name)
-    try:
-        yield publisher
-    finally:
-        await publisher.close()

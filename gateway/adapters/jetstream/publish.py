@@ -9,6 +9,12 @@ records the PubAcks as they arrive, and the batch waits once for all of them.
 A slot counts as acknowledged only on a PubAck without an error. Anything else (an
 error reply, a "no responders" status, no reply within the timeout, a connection lost)
 leaves the row for the outbox relay; JetStream's duplicate window absorbs the repeat.
+
+A message larger than the server's `max_payload` (headers included) is never sent: the
+server answers one with `-ERR 'Maximum Payload Violation'` and closes the connection,
+which would stop all publishing, and nats-py checks only the body against the limit.
+Such a slot, and one the stream refuses as larger than its own `max_msg_size`, is
+`too_large`: it can never be published, and the caller parks it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,29 @@ from gateway.adapters.postgres.webhooks import StoredEvent
 # Every library error that means "the message may not have reached the stream".
 NATS_ERRORS = (nats.errors.Error, OSError, TimeoutError)
 
+# JetStream's error code (not its text) for "message size exceeds maximum allowed".
+_JS_MESSAGE_TOO_LARGE = 10054
+_HEADER_LINE = len(b"NATS/1.0\r\n")
+
+
+def message_bytes(body: bytes, headers: dict[str, str]) -> int:
+    """What a message counts against the server's `max_payload`: the body plus the
+    headers as nats-py encodes them (`NATS/1.0`, `Key: value` lines, a blank line)."""
+    size = _HEADER_LINE + 2
+    for key, value in headers.items():
+        size += len(key.encode()) + len(value.encode()) + 4
+    return size + len(body)
+
+
+def is_too_large(data: bytes) -> bool:
+    """True for JetStream's error reply saying the message exceeds the stream's limit."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    error = doc.get("error") if isinstance(doc, dict) else None
+    return isinstance(error, dict) and error.get("err_code") == _JS_MESSAGE_TOO_LARGE
+
 
 def is_pub_ack(data: bytes) -> bool:
     """True for a JetStream PubAck (`{"stream": ..., "seq": N}`), false for an error
@@ -45,6 +74,7 @@ class _Batch:
 
     def __init__(self, size: int) -> None:
         self.acked = [False] * size
+        self.too_large: set[int] = set()  # never publishable: park, do not retry
         self.answered = [False] * size
         self.remaining = size
         self.done = asyncio.Event()
@@ -83,24 +113,34 @@ class PipelinedPublisher:
         except ValueError:
             return  # not a reply to anything this publisher sent
         if batch is not None:  # None: the batch already gave up waiting
-            batch.answer(index, is_pub_ack(msg.data))
+            ok = is_pub_ack(msg.data)
+            if not ok and is_too_large(msg.data):  # parsed again only on the rare error
+                batch.too_large.add(index)
+            batch.answer(index, ok)
 
-    async def publish(self, events: Sequence[StoredEvent], timeout_s: float) -> list[bool]:
+    async def publish(self, events: Sequence[StoredEvent], timeout_s: float) -> _Batch:
         """Send every event, then wait up to `timeout_s` for all PubAcks; never raises.
 
-        Returns, by position, whether each event was acknowledged by the stream.
+        The answer says, by position, whether each event was acknowledged by the stream
+        (`acked`) and which can never be (`too_large`).
         """
         batch_id = next(self._ids)
         batch = self._batches[batch_id] = _Batch(len(events))
+        max_payload = self._nc.max_payload  # the server's, learned on connect
         try:
             await self._subscribe()
             for index, stored in enumerate(events):
+                headers = self._headers(stored)
+                if message_bytes(stored.event.body, headers) > max_payload:
+                    batch.too_large.add(index)
+                    batch.answer(index, False)
+                    continue
                 try:
                     await self._nc.publish(
                         stored.event.subject or "",
                         stored.event.body,
                         reply=f"{self._prefix}.{batch_id}_{index}",
-                        headers=self._headers(stored),
+                        headers=headers,
                     )
                 except NATS_ERRORS:
                     batch.answer(index, False)
@@ -111,4 +151,4 @@ class PipelinedPublisher:
             pass  # the subscription could not be made: nothing counts as acknowledged
         finally:
             del self._batches[batch_id]
-        return list(batch.acked)
+        return batch

@@ -47,7 +47,7 @@ RETURNING id
 _CLAIM_UNPUBLISHED = """
 SELECT id, provider, event_id, event_type, subject, headers::text AS headers, body, received_at
 FROM processed_webhooks
-WHERE published_at IS NULL AND subject IS NOT NULL
+WHERE published_at IS NULL AND subject IS NOT NULL AND publish_parked_at IS NULL
   AND received_at < now() - make_interval(secs => $1)
 ORDER BY received_at, id
 LIMIT $2
@@ -58,7 +58,7 @@ _OUTBOX_STATS = """
 SELECT count(*) AS pending,
        coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8 AS lag_s
 FROM processed_webhooks
-WHERE published_at IS NULL AND subject IS NOT NULL
+WHERE published_at IS NULL AND subject IS NOT NULL AND publish_parked_at IS NULL
 """
 
 
@@ -189,16 +189,17 @@ async def mark_published(conn: Conn, webhook_ids: Sequence[int]) -> None:
         )
 
 
-async def count_publish_attempt(conn: Conn, webhook_ids: Sequence[int]) -> None:
-    """Count an unconfirmed publish for these rows (visible to operators)."""
+async def count_publish_attempt(conn: Conn, webhook_ids: Sequence[int]) -> dict[int, int]:
+    """Count an unconfirmed publish for these rows; return each row's attempts so far."""
     if not webhook_ids:
-        return
+        return {}
     with translate_errors():
-        await conn.execute(
+        rows = await conn.fetch(
             "UPDATE processed_webhooks SET publish_attempts = publish_attempts + 1 "
-            "WHERE id = ANY($1::bigint[])",
+            "WHERE id = ANY($1::bigint[]) RETURNING id, publish_attempts",
             list(webhook_ids),
         )
+    return {int(r["id"]): int(r["publish_attempts"]) for r in rows}
 
 
 async def outbox_stats(conn: Conn) -> tuple[int, float]:

@@ -389,11 +389,11 @@ async def test_stage_without_handler_fails_clearly_and_leaves_rows(
     cfg: str, db: asyncpg.Connection
 ) -> None:
     """No handler for a stage: a per-row failure, the row untouched, no crash."""
-    row_id = await park(db, "evt_1", stage="publish", error_class="PUBLISH_FAILED")
+    row_id = await park(db, "evt_1", stage="export", error_class="PUBLISH_FAILED")
     result = await arun("dlq", "replay", "--all", "--config", cfg)
     assert result.returncode == 1
     assert (
-        f"failed   {row_id} publish stripe/evt_1: NO_HANDLER: no handler for stage publish"
+        f"failed   {row_id} export stripe/evt_1: NO_HANDLER: no handler for stage export"
         in result.stdout
     )
     assert "Traceback" not in result.stderr

@@ -11,12 +11,9 @@ import nats
 import pytest
 
 from gateway import settings as settings_mod
-from gateway.adapters.jetstream.broker import (
-    JetStreamBroker,
-    OneShotPublisher,
-    open_one_shot_publisher,
-)
+from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer
+from gateway.adapters.jetstream.one_shot import OneShotPublisher, open_one_shot_publisher
 from gateway.cli import reconcile as cli_reconcile
 from gateway.errors import BrokerUnavailable
 from gateway.settings import Settings

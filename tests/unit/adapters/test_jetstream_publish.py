@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.adapters.jetstream.publish import _Batch, is_pub_ack
+from gateway.adapters.jetstream.publish import _Batch, is_pub_ack, is_too_large, message_bytes
 
 
 @pytest.mark.parametrize(
@@ -39,3 +39,26 @@ async def test_batch_counts_each_slot_once_and_finishes_when_all_answered() -> N
 
 async def test_empty_batch_is_done_at_once() -> None:
     assert _Batch(0).done.is_set()
+
+
+def test_message_bytes_counts_headers_as_nats_py_sends_them() -> None:
+    """The size checked against max_payload is what the HPUB's total size will be."""
+    headers = {"Nats-Msg-Id": "stripe:evt_1", "Gateway-Event-Type": "charge.é"}
+    encoded = (
+        b"NATS/1.0\r\nNats-Msg-Id: stripe:evt_1\r\nGateway-Event-Type: charge.\xc3\xa9\r\n\r\n"
+    )
+    assert message_bytes(b"12345", headers) == len(encoded) + 5
+
+
+@pytest.mark.parametrize(
+    ("data", "too_large"),
+    [
+        (b'{"error":{"code":400,"err_code":10054,"description":"message size exceeds"}}', True),
+        (b'{"error":{"code":503,"err_code":10077,"description":"maximum messages"}}', False),
+        (b'{"stream":"WEBHOOKS","seq":7}', False),
+        (b"", False),
+        (b"[10054]", False),
+    ],
+)
+def test_only_jetstreams_size_error_code_means_too_large(data: bytes, too_large: bool) -> None:
+    assert is_too_large(data) is too_large

@@ -10,12 +10,13 @@ import pytest
 
 from gateway import settings
 from gateway.errors import ConfigError
+from gateway.settings.sections import HEADER_BUDGET_BYTES
 
 GOOD: dict[str, Any] = {
     "database": {"url": "postgresql://127.0.0.1:5432/test"},
     "nats": {"url": "nats://127.0.0.1:4222"},
     "redis": {"url": "redis://127.0.0.1:6379/0"},
-    "http": {"host": "127.0.0.1", "port": 8080, "max_body_bytes": 1048576},
+    "http": {"host": "127.0.0.1", "port": 8080, "max_body_bytes": 1040384},
     "providers": {
         "stripe": {"scheme": "stripe", "secrets": ["whsec_a", "whsec_b"], "tolerance_s": 300},
         "acme": {
@@ -111,6 +112,8 @@ def test_good_config_parses_with_env_secrets_and_overrides() -> None:
         ("nats.url", "http://x", "nats.url"),
         ("ingest.batch_max_rows", 0, "ingest.batch_max_rows"),
         ("outbox", "fast", "outbox"),
+        ("outbox.max_publish_attempts", 0, "outbox.max_publish_attempts"),
+        ("nats.max_payload_bytes", -1, "nats.max_payload_bytes"),
     ],
 )
 def test_bad_setting_names_its_key(path: str, value: Any, key: str) -> None:
@@ -269,3 +272,41 @@ def test_an_unset_variable_with_a_conventional_name_is_named() -> None:
     """A name spelt like an environment variable is safe to repeat, and helps."""
     with pytest.raises(ConfigError, match="environment variable MISSING_TOKEN is not set"):
         settings.parse(with_change("services.billing.token_env", "MISSING_TOKEN"), ENV)
+
+
+def test_defaults_accept_only_what_nats_can_publish() -> None:
+    """The shipped defaults are consistent: the largest accepted body plus the header
+    budget fits NATS's default 1 MiB max_payload."""
+    s = settings.parse({}, {})
+    assert s.nats.max_payload_bytes == 1_048_576
+    assert s.http.max_body_bytes + HEADER_BUDGET_BYTES <= s.nats.max_payload_bytes
+    assert s.outbox.max_publish_attempts > 0
+
+
+@pytest.mark.parametrize(
+    ("body", "payload"),
+    [
+        (1_048_576, None),  # the old default against NATS's default: refused
+        (1_048_415, None),  # the issue's repro size
+        (1_040_385, None),  # one byte over the budget
+        (2_097_152, 2_097_152),  # raising both to the same number is not enough
+    ],
+)
+def test_config_that_accepts_what_it_cannot_publish_is_refused(
+    body: int, payload: int | None
+) -> None:
+    doc = with_change("http.max_body_bytes", body)
+    if payload is not None:
+        doc["nats"]["max_payload_bytes"] = payload
+    with pytest.raises(ConfigError) as info:
+        settings.parse(doc, ENV)
+    assert info.value.key == "http.max_body_bytes"
+    limit = payload or 1_048_576
+    assert f"{body} plus {HEADER_BUDGET_BYTES}" in str(info.value)
+    assert f"nats.max_payload_bytes {limit}" in str(info.value)
+
+
+def test_raised_max_payload_allows_a_larger_body() -> None:
+    doc = with_change("http.max_body_bytes", 8_388_608 - HEADER_BUDGET_BYTES)
+    doc["nats"]["max_payload_bytes"] = 8_388_608
+    assert settings.parse(doc, ENV).http.max_body_bytes == 8_388_608 - HEADER_BUDGET_BYTES
