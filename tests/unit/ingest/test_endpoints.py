@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import json
 import re
 import time
@@ -431,10 +432,6 @@ REFUSED = [
     ),
     # 400: the event id cannot be found, or the internal request is malformed
     pytest.param(
-        lambda: stripe(b"not json at all"),
-        400, "event_id_missing", "stripe", False, id="body-unparseable",
-    ),
-    pytest.param(
         lambda: stripe(b'{"type": "payment_intent.succeeded"}'),
         400, "event_id_missing", "stripe", False, id="event-id-missing",
     ),
@@ -453,6 +450,35 @@ REFUSED = [
     pytest.param(
         lambda: event(b'{"data": {}}', key="k"),
         400, "bad_request", "internal", False, id="v1-events-type-missing",
+    ),
+    # 400: content a webhook would be parked for is the internal publisher's to fix
+    pytest.param(
+        lambda: event(b'{"type": "payment.\\u0000captured", "data": {}}', key="k"),
+        400, "bad_request", "internal", False, id="v1-events-type-nul",
+    ),
+    pytest.param(
+        lambda: event(b'{"type": "payment.captured\\r\\nX-Evil: 1", "data": {}}', key="k"),
+        400, "bad_request", "internal", False, id="v1-events-type-crlf",
+    ),
+    pytest.param(
+        lambda: event(EVENT_BODY, key="k\x00"),
+        400, "bad_request", "internal", False, id="v1-events-key-nul",
+    ),
+    pytest.param(
+        lambda: with_headers(event(EVENT_BODY, key="k"), x_trace="a\x00b"),
+        400, "bad_request", "internal", False, id="v1-events-header-nul",
+    ),
+    pytest.param(
+        lambda: event(b"\xef\xbb\xbf" + EVENT_BODY, key="k"),
+        400, "bad_request", "internal", False, id="v1-events-bom",
+    ),
+    pytest.param(
+        lambda: event(b'{"type": "t", "data": {"amount": 1e400}}', key="k"),
+        400, "bad_request", "internal", False, id="v1-events-number-infinite",
+    ),
+    pytest.param(
+        lambda: event(b'{"type": "t", "data": {"name": "\\ud800"}}', key="k"),
+        400, "bad_request", "internal", False, id="v1-events-lone-surrogate",
     ),
     pytest.param(
         lambda: event(b'{"type": "t", "data": [1]}', key="k"),
@@ -594,7 +620,53 @@ async def test_an_unexpected_inbox_error_is_a_500(
 
 # --- verified but invalid: accepted and parked in the DLQ ------------------------------------
 
+
+def digest(body: bytes) -> str:
+    """The id a verified body without a usable id of its own is recorded under."""
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+UNPARSEABLE = [
+    b"not json at all",
+    b'\xef\xbb\xbf{"id": "evt_bom", "type": "t"}',  # a byte order mark
+    b'{"id": "evt_inf", "type": "t", "amount": 1e400}',
+    b'{"id": "evt_sur", "type": "t", "name": "\\udc00"}',  # a lone surrogate escape
+]
+
 PARKED = [
+    *[
+        pytest.param(
+            lambda body=body: stripe(body), digest(body), "stripe", "PAYLOAD_NOT_JSON",
+            id=f"stripe-unparseable-{i}",
+        )
+        for i, body in enumerate(UNPARSEABLE)
+    ],
+    pytest.param(
+        lambda: stripe(b'{"id": "evt_9", "type": "payment_intent.\\u0000succeeded"}'), "evt_9",
+        "stripe", "EVENT_TYPE_INVALID", id="stripe-type-nul",
+    ),
+    pytest.param(
+        lambda: stripe(b'{"id": "evt_9", "type": "charge.succeeded\\r\\nX-Evil: 1"}'), "evt_9",
+        "stripe", "EVENT_TYPE_INVALID", id="stripe-type-crlf",
+    ),
+    pytest.param(
+        lambda: stripe(b'{"id": "evt_9", "type": "' + b"t" * 201 + b'"}'), "evt_9",
+        "stripe", "EVENT_TYPE_INVALID", id="stripe-type-too-long",
+    ),
+    pytest.param(
+        lambda: stripe(b'{"id": "evt\\u0000_9", "type": "t"}'),
+        digest(b'{"id": "evt\\u0000_9", "type": "t"}'), "stripe", "EVENT_ID_INVALID",
+        id="stripe-id-nul",
+    ),
+    pytest.param(
+        lambda: standard(b'{"type": "invoice.paid"}', "msg\t9"),
+        digest(b'{"type": "invoice.paid"}'), "standard", "EVENT_ID_INVALID",
+        id="standard-id-tab",
+    ),
+    pytest.param(
+        lambda: with_headers(standard(b'{"type": "invoice.paid"}', "msg_9"), user_agent="a\x00b"),
+        "msg_9", "standard", "HEADERS_INVALID", id="standard-header-nul",
+    ),
     pytest.param(
         lambda: stripe(b'{"id": "evt_9", "data": {}}'), "evt_9", "stripe", "EVENT_TYPE_MISSING",
         id="stripe-type-missing",
@@ -621,6 +693,8 @@ async def test_a_verified_event_that_fails_validation_is_accepted_and_parked(
     (parked,) = gw.inbox.parked
     assert parked.subject is None and parked.failure is not None
     assert parked.failure.error_class == error_class
+    stored = [parked.event_id, parked.event_type or "", *parked.headers, *parked.headers.values()]
+    assert not [text for text in stored if "\x00" in text]  # PostgreSQL could not store it
     assert gw.dlq_total() == {("ingest", error_class): 1}
     assert (await post(gw, request_of())).json()["status"] == "duplicate"
     assert gw.dlq_total() == {("ingest", error_class): 1}
