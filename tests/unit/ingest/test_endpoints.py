@@ -24,7 +24,7 @@ from typing import Any, Literal
 import pytest
 from starlette.types import ASGIApp, Message, Scope
 
-from gateway.errors import DatabaseUnavailable, Overloaded, TransientError
+from gateway.errors import DatabaseError, DatabaseUnavailable, Overloaded, TransientError
 from gateway.ingest.app import GatewayApp
 from gateway.ingest.parts import IngestParts
 from gateway.metrics import Metrics
@@ -616,6 +616,31 @@ async def test_an_unexpected_inbox_error_is_a_500(
     assert "retry-after" not in answer.headers
     assert gw.webhooks_total() == {(label, "error"): 1}
     assert gw.requests_timed() == 1
+
+
+@pytest.mark.parametrize(
+    ("request_of", "label"),
+    [(lambda: stripe(STRIPE_BODY), "stripe"), (lambda: event(EVENT_BODY), "internal")],
+    ids=["webhook", "v1-events"],
+)
+@pytest.mark.parametrize("sqlstate", ["22P05", "22021"])
+async def test_content_the_database_refuses_is_a_400_never_a_500(
+    gw: Gateway, request_of: Callable[[], Request], label: str, sqlstate: str
+) -> None:
+    """A data exception (SQLSTATE class 22) is the content's fault: 400, not 500."""
+    gw.inbox.fail_with(DatabaseError(f"database error {sqlstate}", sqlstate))
+    answer = await post(gw, request_of())
+    assert answer.status == 400
+    assert answer.json()["error"] == "bad_request"
+    assert sqlstate in answer.json()["detail"]
+    assert gw.webhooks_total() == {(label, "bad_request"): 1}
+
+
+async def test_other_database_errors_are_still_a_500(gw: Gateway) -> None:
+    """Only data exceptions are the sender's fault; a constraint we broke is our bug."""
+    gw.inbox.fail_with(DatabaseError("database error 42P01", "42P01"))
+    answer = await post(gw, stripe(STRIPE_BODY))
+    assert answer.status == 500
 
 
 # --- verified but invalid: accepted and parked in the DLQ ------------------------------------
