@@ -33,6 +33,17 @@ def has_control_chars(text: str) -> bool:
     return not text.isprintable()
 
 
+def printable(text: str) -> str:
+    """`text` with every non-printable character replaced, for NATS header values.
+
+    New events with such characters are parked and never published; this guards rows
+    recorded before that rule, which the relay may still publish.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else NUL_REPLACEMENT for c in text)
+
+
 def body_digest_id(body: bytes) -> str:
     """An event id derived from the body alone: `sha256:<hex>`.
 
