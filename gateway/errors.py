@@ -151,6 +151,24 @@ class EventTypeMissing(PayloadInvalid):
     error_class = "EVENT_TYPE_MISSING"
 
 
+class EventTypeInvalid(PayloadInvalid):
+    """The event type is too long or holds control characters, so it cannot be published."""
+
+    error_class = "EVENT_TYPE_INVALID"
+
+
+class EventIdInvalid(PayloadInvalid):
+    """The event id holds control characters; the event is kept under its body digest."""
+
+    error_class = "EVENT_ID_INVALID"
+
+
+class HeadersInvalid(PayloadInvalid):
+    """A header holds a NUL, which cannot be stored; it was stored with the NUL replaced."""
+
+    error_class = "HEADERS_INVALID"
+
+
 class PublishRefused(PermanentError):
     """The broker refuses the event for good; it is parked at stage `publish`."""
 

@@ -32,6 +32,12 @@ def sqlstate_is_transient(sqlstate: str | None) -> bool:
     return sqlstate in _TRANSIENT_SQLSTATES or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES
 
 
+def sqlstate_is_bad_content(sqlstate: str | None) -> bool:
+    """True if PostgreSQL refused a value it was given (class 22, data exception: a NUL
+    in text is 22P05, `\\u0000` in jsonb 22P05, a bad encoding 22021), not the statement."""
+    return sqlstate is not None and sqlstate[:2] == "22"
+
+
 def is_transient(exc: BaseException) -> bool:
     """True if the failure may go away by itself; unexpected errors count as transient.
 

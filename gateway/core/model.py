@@ -13,8 +13,23 @@ from typing import Any
 
 import orjson
 
+from gateway.core.content import (
+    body_digest_id,
+    has_control_chars,
+    nul_free,
+    storable_headers,
+)
 from gateway.core.signatures.base import FieldRef
-from gateway.errors import BadRequest, EventIdMissing, EventTypeMissing, Forbidden, PayloadNotJson
+from gateway.errors import (
+    BadRequest,
+    EventIdInvalid,
+    EventIdMissing,
+    EventTypeInvalid,
+    EventTypeMissing,
+    Forbidden,
+    HeadersInvalid,
+    PayloadNotJson,
+)
 
 MAX_EVENT_ID_CHARS = 255
 MAX_EVENT_TYPE_CHARS = 200
@@ -120,7 +135,7 @@ def check_event_id(event_id: str | None) -> str:
         raise EventIdMissing("the event id cannot be found in the request")
     if len(event_id) > MAX_EVENT_ID_CHARS:
         raise BadRequest(f"event id longer than {MAX_EVENT_ID_CHARS} characters")
-    if not event_id.isprintable():
+    if has_control_chars(event_id):
         raise BadRequest("event id contains control characters")
     return event_id
 
@@ -174,18 +189,34 @@ def type_failure(event_type: str | None) -> Failure | None:
         return Failure(EventTypeMissing.error_class, "the event carries no event type")
     if len(event_type) > MAX_EVENT_TYPE_CHARS:
         return Failure(
-            "EVENT_TYPE_INVALID", f"event type longer than {MAX_EVENT_TYPE_CHARS} characters"
+            EventTypeInvalid.error_class,
+            f"event type longer than {MAX_EVENT_TYPE_CHARS} characters",
         )
+    # Checked after the length, so it only ever scans a short string. A control character
+    # must never reach a NATS subject or the `Gateway-Event-Type` header.
+    if has_control_chars(event_type):
+        return Failure(EventTypeInvalid.error_class, "event type contains control characters")
     return None
 
 
-# Headers that carry credentials of the sender's own, not of the event: never stored.
-_UNSTORED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "x-api-key"})
+def _webhook_id(
+    id_ref: FieldRef, headers: Mapping[str, str], parsed: ParsedBody
+) -> tuple[str, Failure | None]:
+    """The event id, or a body-digest id with the failure that made it necessary.
 
-
-def storable_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The request headers worth keeping with the event (credentials removed)."""
-    return {k: v for k, v in headers.items() if k not in _UNSTORED_HEADERS}
+    The request is verified, so its content is never a reason to refuse it: a body that
+    cannot be parsed for its id, or an id with control characters, is kept under
+    `sha256:<hex>` and parked. Only an id that is absent or too long is refused (400).
+    """
+    try:
+        raw_id = lookup(id_ref, headers, parsed)
+    except PayloadNotJson as exc:
+        return body_digest_id(parsed.raw), Failure(exc.error_class, str(exc))
+    if raw_id is not None and has_control_chars(raw_id[:MAX_EVENT_ID_CHARS]):
+        return body_digest_id(parsed.raw), Failure(
+            EventIdInvalid.error_class, "event id contains control characters"
+        )
+    return check_event_id(raw_id), None
 
 
 def webhook_event(
@@ -198,33 +229,33 @@ def webhook_event(
 ) -> Event:
     """Shape a verified provider webhook into an `Event`.
 
-    Raises `EventIdMissing`/`BadRequest` (400) only when no usable event id can be found;
-    every other problem becomes the event's `failure`, so the event is still recorded
-    (and parked in the DLQ) rather than dropped.
+    Raises `EventIdMissing`/`BadRequest` (400) only when the event id is absent or too
+    long; every other problem becomes the event's `failure` (the first one found: id,
+    then body and type, then headers), so the event is still recorded (and parked in the
+    DLQ) rather than dropped, and it is never published.
     """
     parsed = ParsedBody(body)
-    try:
-        event_id = check_event_id(lookup(id_ref, headers, parsed))
-    except PayloadNotJson as exc:
-        raise EventIdMissing(f"the event id cannot be found: {exc}") from None
+    event_id, failure = _webhook_id(id_ref, headers, parsed)
     event_type: str | None = None
-    failure: Failure | None = None
     try:
         doc = parsed.json()  # every supported provider sends JSON
         if isinstance(doc, dict):
             event_type = lookup(type_ref, headers, parsed)
-            failure = type_failure(event_type)
+            failure = failure or type_failure(event_type)
         else:
-            failure = Failure("PAYLOAD_NOT_OBJECT", "the body is JSON but not an object")
+            failure = failure or Failure("PAYLOAD_NOT_OBJECT", "the body is JSON but not an object")
     except PayloadNotJson as exc:
-        failure = Failure(exc.error_class, str(exc))
+        failure = failure or Failure(exc.error_class, str(exc))
+    kept_headers, had_nul = storable_headers(headers)
+    if had_nul:
+        failure = failure or Failure(HeadersInvalid.error_class, "a header holds a NUL character")
     subject = webhook_subject(provider, event_type) if failure is None and event_type else None
     return Event(
         provider,
         event_id,
-        event_type,
+        nul_free(event_type) if event_type is not None else None,
         subject,
-        storable_headers(headers),
+        kept_headers,
         body,
         received_at,
         failure,
@@ -254,10 +285,14 @@ def service_event(
     event_type = doc.get("type")
     if not isinstance(event_type, str) or not event_type.strip():
         raise BadRequest('"type" must be a non-empty string')
-    if type_failure(event_type) is not None:
-        raise BadRequest(f'"type" longer than {MAX_EVENT_TYPE_CHARS} characters')
+    bad_type = type_failure(event_type)
+    if bad_type is not None:
+        raise BadRequest(f'"type" is invalid: {bad_type.message}')
     if not isinstance(doc.get("data"), dict):
         raise BadRequest('"data" must be a JSON object')
+    kept_headers, had_nul = storable_headers(headers)
+    if had_nul:
+        raise BadRequest("a header holds a NUL character")
     subject = service_subject(service, event_type)
     if not subject_allowed(subject, allowed):
         raise Forbidden(f"service {service!r} may not publish to {subject}")
@@ -266,7 +301,7 @@ def service_event(
         event_id,
         event_type,
         subject,
-        storable_headers(headers),
+        kept_headers,
         body,
         received_at,
     )

@@ -83,10 +83,17 @@ def dumps(doc: object) -> str:
 
 
 def decode_payload(payload: bytes) -> tuple[str, Any]:
-    """("json", value) when the payload is JSON, ("text", str) when UTF-8, else base64."""
+    """("json", value) when the payload is JSON that can be printed again, ("text", str)
+    when UTF-8, else base64.
+
+    orjson parses 1024 levels of nesting but serializes only 254, so a deep payload is
+    parsed, found unprintable, and shown as text (it is parked, and must stay readable).
+    """
     try:
-        return "json", orjson.loads(payload)
-    except orjson.JSONDecodeError:
+        value = orjson.loads(payload)
+        orjson.dumps(value)
+        return "json", value
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         pass
     try:
         return "text", payload.decode("utf-8")

@@ -25,12 +25,14 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
+from gateway.core.classify import sqlstate_is_bad_content
 from gateway.core.model import Event, Failure, Outcome, service_event, webhook_event
 from gateway.core.signatures import get_scheme, require_headers
 from gateway.errors import (
     BadRequest,
     BodyTooLarge,
     ClientGone,
+    DatabaseError,
     DatabaseUnavailable,
     RequestRejected,
     TransientError,
@@ -206,7 +208,17 @@ async def ingest(
                 reading = False
                 event = shape(headers, body)
                 deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
-                outcome = await parts.inbox.accept(event)
+                try:
+                    outcome = await parts.inbox.accept(event)
+                except DatabaseError as exc:
+                    # A safety net: the shaping rules keep what PostgreSQL refuses out of
+                    # every stored field, but content the database cannot store must be
+                    # the sender's 400, never our 500.
+                    if not sqlstate_is_bad_content(exc.sqlstate):
+                        raise
+                    raise BadRequest(
+                        f"the database cannot store this content (SQLSTATE {exc.sqlstate})"
+                    ) from exc
             finally:
                 deadlines.clear(task)
         except asyncio.CancelledError:

@@ -23,6 +23,7 @@ from nats.js.api import StorageType, StreamConfig
 
 from gateway.adapters.jetstream.publish import NATS_ERRORS, PipelinedPublisher
 from gateway.adapters.postgres.webhooks import StoredEvent
+from gateway.core.content import printable
 from gateway.errors import BrokerUnavailable
 from gateway.settings import NatsSettings
 
@@ -46,8 +47,8 @@ def message_headers(stored: StoredEvent) -> dict[str, str]:
     return {
         "Nats-Msg-Id": event.msg_id,
         "Gateway-Provider": event.provider,
-        "Gateway-Event-Id": event.event_id,
-        "Gateway-Event-Type": event.event_type or "",
+        "Gateway-Event-Id": printable(event.event_id),
+        "Gateway-Event-Type": printable(event.event_type or ""),
         "Gateway-Received-At": event.received_at.isoformat(),
     }
 

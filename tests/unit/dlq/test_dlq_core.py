@@ -29,8 +29,8 @@ from gateway.core.dlq_filters import (
     parse_ids,
     parse_instant,
 )
-from gateway.core.dlq_model import RowBrief
-from gateway.dlq.format import decode_payload, safe, table
+from gateway.core.dlq_model import DlqRow, RowBrief
+from gateway.dlq.format import decode_payload, row_doc, safe, show_page, table
 from gateway.dlq.plan import RowOutcome, plan
 from gateway.dlq.progress import Progress
 from gateway.dlq.replay import failure_of
@@ -246,11 +246,35 @@ def test_terminal_text_is_made_harmless() -> None:
 
 @pytest.mark.parametrize(
     ("payload", "kind"),
-    [(b'{"a": 1}', "json"), (b"a=1&b=2", "text"), (b"\xff\xfe\x00", "base64")],
+    [
+        (b'{"a": 1}', "json"),
+        (b"a=1&b=2", "text"),
+        (b"\xff\xfe\x00", "base64"),
+        (b"[" * 300 + b"]" * 300, "text"),  # parses, but orjson prints only 254 levels
+        (b"[" * 2000 + b"]" * 2000, "text"),  # deeper than orjson parses
+        (b'\xef\xbb\xbf{"a": 1}', "text"),  # a BOM
+        (b'{"a": 1e400}', "text"),
+        (b'{"a": "\\ud800"}', "text"),  # a lone surrogate escape
+    ],
 )
 def test_payload_decoding(payload: bytes, kind: str) -> None:
-    """Payloads are shown as JSON when they are, else as text, else as base64."""
+    """Payloads are shown as JSON when they can be printed as JSON, else as text, else as
+    base64."""
     assert decode_payload(payload)[0] == kind
+
+
+def test_show_page_prints_a_deeply_nested_payload_as_text() -> None:
+    """`dlq show` prints what orjson cannot pretty-print, byte for byte, without a traceback."""
+    payload = b"[" * 300 + b"]" * 300
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    row = DlqRow(
+        1, 1, "ingest", "stripe", "evt_1", None, "PAYLOAD_NOT_JSON", "deep", None,
+        payload, {}, 1, at, at, at, False, None, None, None, None,
+    )  # fmt: skip
+    page = show_page(row, at)
+    assert f"payload (text, {len(payload)} bytes)" in page
+    assert payload.decode() in page
+    assert row_doc(row)["payload"] == payload.decode()  # `show --json` can print it
 
 
 def test_progress_bar_only_on_a_terminal() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import json
 import re
 import time
@@ -23,7 +24,7 @@ from typing import Any, Literal
 import pytest
 from starlette.types import ASGIApp, Message, Scope
 
-from gateway.errors import DatabaseUnavailable, Overloaded, TransientError
+from gateway.errors import DatabaseError, DatabaseUnavailable, Overloaded, TransientError
 from gateway.ingest.app import GatewayApp
 from gateway.ingest.parts import IngestParts
 from gateway.metrics import Metrics
@@ -444,10 +445,6 @@ REFUSED = [
     ),
     # 400: the event id cannot be found, or the internal request is malformed
     pytest.param(
-        lambda: stripe(b"not json at all"),
-        400, "event_id_missing", "stripe", False, id="body-unparseable",
-    ),
-    pytest.param(
         lambda: stripe(b'{"type": "payment_intent.succeeded"}'),
         400, "event_id_missing", "stripe", False, id="event-id-missing",
     ),
@@ -466,6 +463,35 @@ REFUSED = [
     pytest.param(
         lambda: event(b'{"data": {}}', key="k"),
         400, "bad_request", "internal", False, id="v1-events-type-missing",
+    ),
+    # 400: content a webhook would be parked for is the internal publisher's to fix
+    pytest.param(
+        lambda: event(b'{"type": "payment.\\u0000captured", "data": {}}', key="k"),
+        400, "bad_request", "internal", False, id="v1-events-type-nul",
+    ),
+    pytest.param(
+        lambda: event(b'{"type": "payment.captured\\r\\nX-Evil: 1", "data": {}}', key="k"),
+        400, "bad_request", "internal", False, id="v1-events-type-crlf",
+    ),
+    pytest.param(
+        lambda: event(EVENT_BODY, key="k\x00"),
+        400, "bad_request", "internal", False, id="v1-events-key-nul",
+    ),
+    pytest.param(
+        lambda: with_headers(event(EVENT_BODY, key="k"), x_trace="a\x00b"),
+        400, "bad_request", "internal", False, id="v1-events-header-nul",
+    ),
+    pytest.param(
+        lambda: event(b"\xef\xbb\xbf" + EVENT_BODY, key="k"),
+        400, "bad_request", "internal", False, id="v1-events-bom",
+    ),
+    pytest.param(
+        lambda: event(b'{"type": "t", "data": {"amount": 1e400}}', key="k"),
+        400, "bad_request", "internal", False, id="v1-events-number-infinite",
+    ),
+    pytest.param(
+        lambda: event(b'{"type": "t", "data": {"name": "\\ud800"}}', key="k"),
+        400, "bad_request", "internal", False, id="v1-events-lone-surrogate",
     ),
     pytest.param(
         lambda: event(b'{"type": "t", "data": [1]}', key="k"),
@@ -644,9 +670,80 @@ async def test_an_unexpected_inbox_error_is_a_500(
     assert gw.requests_timed() == 1
 
 
+@pytest.mark.parametrize(
+    ("request_of", "label"),
+    [(lambda: stripe(STRIPE_BODY), "stripe"), (lambda: event(EVENT_BODY), "internal")],
+    ids=["webhook", "v1-events"],
+)
+@pytest.mark.parametrize("sqlstate", ["22P05", "22021"])
+async def test_content_the_database_refuses_is_a_400_never_a_500(
+    gw: Gateway, request_of: Callable[[], Request], label: str, sqlstate: str
+) -> None:
+    """A data exception (SQLSTATE class 22) is the content's fault: 400, not 500."""
+    gw.inbox.fail_with(DatabaseError(f"database error {sqlstate}", sqlstate))
+    answer = await post(gw, request_of())
+    assert answer.status == 400
+    assert answer.json()["error"] == "bad_request"
+    assert sqlstate in answer.json()["detail"]
+    assert gw.webhooks_total() == {(label, "bad_request"): 1}
+
+
+async def test_other_database_errors_are_still_a_500(gw: Gateway) -> None:
+    """Only data exceptions are the sender's fault; a constraint we broke is our bug."""
+    gw.inbox.fail_with(DatabaseError("database error 42P01", "42P01"))
+    answer = await post(gw, stripe(STRIPE_BODY))
+    assert answer.status == 500
+
+
 # --- verified but invalid: accepted and parked in the DLQ ------------------------------------
 
+
+def digest(body: bytes) -> str:
+    """The id a verified body without a usable id of its own is recorded under."""
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+UNPARSEABLE = [
+    b"not json at all",
+    b'\xef\xbb\xbf{"id": "evt_bom", "type": "t"}',  # a byte order mark
+    b'{"id": "evt_inf", "type": "t", "amount": 1e400}',
+    b'{"id": "evt_sur", "type": "t", "name": "\\udc00"}',  # a lone surrogate escape
+]
+
 PARKED = [
+    *[
+        pytest.param(
+            lambda body=body: stripe(body), digest(body), "stripe", "PAYLOAD_NOT_JSON",
+            id=f"stripe-unparseable-{i}",
+        )
+        for i, body in enumerate(UNPARSEABLE)
+    ],
+    pytest.param(
+        lambda: stripe(b'{"id": "evt_9", "type": "payment_intent.\\u0000succeeded"}'), "evt_9",
+        "stripe", "EVENT_TYPE_INVALID", id="stripe-type-nul",
+    ),
+    pytest.param(
+        lambda: stripe(b'{"id": "evt_9", "type": "charge.succeeded\\r\\nX-Evil: 1"}'), "evt_9",
+        "stripe", "EVENT_TYPE_INVALID", id="stripe-type-crlf",
+    ),
+    pytest.param(
+        lambda: stripe(b'{"id": "evt_9", "type": "' + b"t" * 201 + b'"}'), "evt_9",
+        "stripe", "EVENT_TYPE_INVALID", id="stripe-type-too-long",
+    ),
+    pytest.param(
+        lambda: stripe(b'{"id": "evt\\u0000_9", "type": "t"}'),
+        digest(b'{"id": "evt\\u0000_9", "type": "t"}'), "stripe", "EVENT_ID_INVALID",
+        id="stripe-id-nul",
+    ),
+    pytest.param(
+        lambda: standard(b'{"type": "invoice.paid"}', "msg\t9"),
+        digest(b'{"type": "invoice.paid"}'), "standard", "EVENT_ID_INVALID",
+        id="standard-id-tab",
+    ),
+    pytest.param(
+        lambda: with_headers(standard(b'{"type": "invoice.paid"}', "msg_9"), user_agent="a\x00b"),
+        "msg_9", "standard", "HEADERS_INVALID", id="standard-header-nul",
+    ),
     pytest.param(
         lambda: stripe(b'{"id": "evt_9", "data": {}}'), "evt_9", "stripe", "EVENT_TYPE_MISSING",
         id="stripe-type-missing",
@@ -673,6 +770,8 @@ async def test_a_verified_event_that_fails_validation_is_accepted_and_parked(
     (parked,) = gw.inbox.parked
     assert parked.subject is None and parked.failure is not None
     assert parked.failure.error_class == error_class
+    stored = [parked.event_id, parked.event_type or "", *parked.headers, *parked.headers.values()]
+    assert not [text for text in stored if "\x00" in text]  # PostgreSQL could not store it
     assert gw.dlq_total() == {("ingest", error_class): 1}
     assert (await post(gw, request_of())).json()["status"] == "duplicate"
     assert gw.dlq_total() == {("ingest", error_class): 1}

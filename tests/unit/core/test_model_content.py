@@ -1,0 +1,143 @@
+"""The pure shaping rules for content a sender controls (`gateway.core.model`): a
+verified webhook is never refused for its content, only recorded and parked with a
+precise error class; an internal publish with the same content is refused (400)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import pytest
+
+from gateway.core.content import storable_headers
+from gateway.core.model import service_event, webhook_event
+from gateway.core.signatures.base import FieldRef
+from gateway.errors import BadRequest, EventIdMissing
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+JSON_ID, JSON_TYPE = FieldRef("json", "id"), FieldRef("json", "type")
+HEADER_ID, HEADER_TYPE = FieldRef("header", "x-id"), FieldRef("header", "x-type")
+DEEP = b'{"id": "evt_deep", "type": "t", "a": ' + b"[" * 1100 + b"]" * 1100 + b"}"
+
+
+def digest(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+# (id ref, type ref, headers, body, expected event id, expected error class or None)
+WEBHOOK_CASES = [
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "evt_1", "type": "a.b"}', "evt_1", None,
+                 id="genuine"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b"not json", digest(b"not json"), "PAYLOAD_NOT_JSON",
+                 id="unparseable-body-id"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'\xef\xbb\xbf{"id": "e", "type": "t"}',
+                 digest(b'\xef\xbb\xbf{"id": "e", "type": "t"}'), "PAYLOAD_NOT_JSON", id="bom"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e", "type": "t", "n": 1e400}',
+                 digest(b'{"id": "e", "type": "t", "n": 1e400}'), "PAYLOAD_NOT_JSON",
+                 id="number-infinite"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e", "type": "\\ud800"}',
+                 digest(b'{"id": "e", "type": "\\ud800"}'), "PAYLOAD_NOT_JSON",
+                 id="lone-surrogate"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, DEEP, digest(DEEP), "PAYLOAD_NOT_JSON",
+                 id="nested-deeper-than-orjson-parses"),
+    pytest.param(HEADER_ID, HEADER_TYPE, {"x-id": "d1", "x-type": "t"}, DEEP, "d1",
+                 "PAYLOAD_NOT_JSON", id="deep-body-header-id"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e\\u0000", "type": "t"}',
+                 digest(b'{"id": "e\\u0000", "type": "t"}'), "EVENT_ID_INVALID", id="id-nul"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e\\u001b[2J", "type": "t"}',
+                 digest(b'{"id": "e\\u001b[2J", "type": "t"}'), "EVENT_ID_INVALID",
+                 id="id-escape"),
+    pytest.param(HEADER_ID, HEADER_TYPE, {"x-id": "d\r\n1", "x-type": "t"}, b"{}",
+                 digest(b"{}"), "EVENT_ID_INVALID", id="header-id-crlf"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e", "type": "a\\u0000b"}', "e",
+                 "EVENT_TYPE_INVALID", id="type-nul"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e", "type": "a\\r\\nX-Evil: 1"}', "e",
+                 "EVENT_TYPE_INVALID", id="type-crlf"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e", "type": "a\\u2028b"}', "e",
+                 "EVENT_TYPE_INVALID", id="type-line-separator"),
+    pytest.param(HEADER_ID, HEADER_TYPE, {"x-id": "d1", "x-type": "push\x00"}, b"{}", "d1",
+                 "EVENT_TYPE_INVALID", id="header-type-nul"),
+    pytest.param(JSON_ID, JSON_TYPE, {"user-agent": "a\x00b"}, b'{"id": "e", "type": "t"}', "e",
+                 "HEADERS_INVALID", id="header-value-nul"),
+    pytest.param(JSON_ID, JSON_TYPE, {"x-\x00": "v"}, b'{"id": "e", "type": "t"}', "e",
+                 "HEADERS_INVALID", id="header-name-nul"),
+    pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e", "type": "t", "x": "\\u0000"}', "e", None,
+                 id="nul-inside-payload-is-fine"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("id_ref", "type_ref", "headers", "body", "event_id", "error_class"),
+                         WEBHOOK_CASES)  # fmt: skip
+def test_verified_webhook_content_is_recorded_and_parked_never_refused(
+    id_ref: FieldRef,
+    type_ref: FieldRef,
+    headers: Mapping[str, str],
+    body: bytes,
+    event_id: str,
+    error_class: str | None,
+) -> None:
+    """Bad content becomes the event's failure (so no subject, never published), and
+    nothing PostgreSQL's `text` or `jsonb` refuses is left in what is stored."""
+    event = webhook_event("p", id_ref, type_ref, headers, body, AT)
+    assert event.event_id == event_id
+    assert (event.failure.error_class if event.failure else None) == error_class
+    if error_class is not None:
+        assert event.subject is None
+    else:
+        assert event.subject is not None and event.subject.isprintable()
+    stored = [event.event_id, event.event_type or "", *event.headers, *event.headers.values()]
+    assert not [text for text in stored if "\x00" in text]
+    assert event.body == body  # kept byte for byte
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b'{"type": "t"}', EventIdMissing),  # no id at all: nothing to record it under
+        (b'{"id": "' + b"e" * 256 + b'", "type": "t"}', BadRequest),
+    ],
+)
+def test_a_webhook_without_a_usable_id_is_refused(body: bytes, error: type[Exception]) -> None:
+    """Only an id that is absent or too long is a 400 (the README says so)."""
+    with pytest.raises(error):
+        webhook_event("p", JSON_ID, JSON_TYPE, {}, body, AT)
+
+
+def test_the_same_unparseable_bytes_get_the_same_id() -> None:
+    """A retry of the same bytes is a duplicate at the idempotency gate, not a second row."""
+    first = webhook_event("p", JSON_ID, JSON_TYPE, {}, b"{bad", AT)
+    again = webhook_event("p", JSON_ID, JSON_TYPE, {"x": "y"}, b"{bad", AT)
+    other = webhook_event("p", JSON_ID, JSON_TYPE, {}, b"{bad ", AT)
+    assert first.event_id == again.event_id != other.event_id
+
+
+# (idempotency key, headers, body): each is refused with 400
+SERVICE_REFUSED = [
+    pytest.param("k", {}, b'{"type": "a\\u0000b", "data": {}}', id="type-nul"),
+    pytest.param("k", {}, b'{"type": "a\\r\\nX-Evil: 1", "data": {}}', id="type-crlf"),
+    pytest.param("k\x00", {}, b'{"type": "a", "data": {}}', id="key-nul"),
+    pytest.param("k\x1b", {}, b'{"type": "a", "data": {}}', id="key-escape"),
+    pytest.param("k", {"x-trace": "\x00"}, b'{"type": "a", "data": {}}', id="header-nul"),
+    pytest.param("k", {}, b'\xef\xbb\xbf{"type": "a", "data": {}}', id="bom"),
+    pytest.param("k", {}, b'{"type": "a", "data": {"n": 1e400}}', id="number-infinite"),
+    pytest.param("k", {}, b'{"type": "a", "data": {"s": "\\udfff"}}', id="lone-surrogate"),
+    pytest.param("k", {}, b'{"type": "a", "data": ' + b"[" * 1100 + b"]" * 1100 + b"}",
+                 id="nested-deeper-than-orjson-parses"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("key", "headers", "body"), SERVICE_REFUSED)
+def test_internal_publish_with_bad_content_is_a_400(
+    key: str, headers: Mapping[str, str], body: bytes
+) -> None:
+    """Internal publishers are our own code: bad content is refused for them to fix."""
+    with pytest.raises(BadRequest):
+        service_event("svc", ("events.svc.>",), key, headers, body, AT)
+
+
+def test_stored_headers_drop_credentials_and_replace_nuls() -> None:
+    """Credentials are never stored; a NUL is replaced and reported."""
+    kept, had_nul = storable_headers({"authorization": "x", "cookie": "c", "a": "1\x002"})
+    assert (kept, had_nul) == ({"a": "1\ufffd2"}, True)
+    assert storable_headers({"a": "1"}) == ({"a": "1"}, False)
