@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import http
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -149,23 +150,50 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-async def serve_metrics(metrics: Metrics, host: str, port: int) -> asyncio.Server:
-    """A minimal HTTP endpoint answering any GET with the metrics, for processes without
-    a web server of their own (`gateway settle`, `gateway relay`)."""
+#: The Prometheus text exposition's content type.
+METRICS_TYPE = "text/plain; version=0.0.4"
+#: A request head must arrive within this long; an idle connection is closed after it.
+HEAD_TIMEOUT_S = 5.0
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+#: Answers one request (method, path) with (status, content type, body).
+Answer = Callable[[str, str], Awaitable[tuple[int, str, bytes]]]
+
+
+async def serve_plain_http(
+    answer: Answer, host: str, port: int, *, reuse_port: bool = False
+) -> asyncio.Server:
+    """A minimal one-request-per-connection HTTP listener for scrapers and probes.
+
+    The head must arrive within `HEAD_TIMEOUT_S` and fit the stream reader's 64 KiB
+    limit; anything else closes the connection without an answer.
+    """
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-            body = metrics.render().encode()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
+            method, _, rest = head.decode("latin-1").partition(" ")
+            path = rest.partition(" ")[0].partition("?")[0]
+            status, content_type, body = await answer(method, path)
             writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
+                f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n".encode("latin-1")
                 + body
             )
             await writer.drain()
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass
+            pass  # the client left, stalled or sent more head than a GET needs
         finally:
             writer.close()
 
-    return await asyncio.start_server(answer, host, port)
+    return await asyncio.start_server(serve, host, port, reuse_port=reuse_port)
+
+
+async def serve_metrics(metrics: Metrics, host: str, port: int) -> asyncio.Server:
+    """A minimal HTTP endpoint answering any GET with the metrics, for processes without
+    a web server of their own (`gateway settle`, `gateway relay`)."""
+
+    async def answer(method: str, path: str) -> tuple[int, str, bytes]:
+        return 200, METRICS_TYPE, metrics.render().encode()
+
+    return await serve_plain_http(answer, host, port)

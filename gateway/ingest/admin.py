@@ -11,17 +11,13 @@ connection, which is all this needs to understand.
 from __future__ import annotations
 
 import asyncio
-import http
 
 import orjson
 
 from gateway.ingest.parts import IngestParts
+from gateway.metrics import METRICS_TYPE, serve_plain_http
 
-#: The Prometheus text exposition's content type.
-METRICS_TYPE = "text/plain; version=0.0.4"
 _JSON_TYPE = "application/json"
-#: A request head must arrive within this long; an idle connection is closed after it.
-HEAD_TIMEOUT_S = 5.0
 
 
 async def readiness(parts: IngestParts) -> tuple[int, dict[str, object]]:
@@ -52,22 +48,7 @@ async def serve_admin(parts: IngestParts, host: str, port: int) -> asyncio.Serve
     port (the kernel spreads connections among them), as on the public port.
     """
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
-            method, _, rest = head.decode("latin-1").partition(" ")
-            path = rest.partition(" ")[0].partition("?")[0]
-            status, content_type, body = await admin_answer(parts, method, path)
-            writer.write(
-                f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
-                f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode("latin-1")
-                + body
-            )
-            await writer.drain()
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass  # the client left, stalled or sent more head than a GET needs
-        finally:
-            writer.close()
+    async def answer(method: str, path: str) -> tuple[int, str, bytes]:
+        return await admin_answer(parts, method, path)
 
-    return await asyncio.start_server(answer, host, port, reuse_port=True)
+    return await serve_plain_http(answer, host, port, reuse_port=True)

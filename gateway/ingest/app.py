@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from gateway.ingest.admin import METRICS_TYPE, readiness, serve_admin
+from gateway.ingest.admin import readiness, serve_admin
 from gateway.ingest.deadlines import Deadlines
 from gateway.ingest.endpoints import (
     EVENTS_PATH,
@@ -30,6 +30,7 @@ from gateway.ingest.endpoints import (
     webhook_gate,
 )
 from gateway.ingest.parts import IngestParts
+from gateway.metrics import METRICS_TYPE
 from gateway.settings import Settings
 
 #: Opens the running parts for the application's lifespan and closes them after it.
