@@ -112,3 +112,46 @@ async def test_without_an_admin_port_nothing_more_listens() -> None:
     async with lifespan(gw.app):
         assert (await call(gw.app, "GET", "/metrics")).status == 200
         assert (await call(gw.app, "GET", "/readyz")).status == 200
+
+
+async def raw_exchange(port: int, data: bytes) -> bytes:
+    """Send `data` as it is and read until the listener closes the connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        await writer.drain()
+    except ConnectionError:
+        pass  # closed while we were still sending: what an oversized head earns
+    try:
+        return await asyncio.wait_for(reader.read(), 5)
+    except ConnectionError:
+        return b""
+    finally:
+        writer.close()
+
+
+async def test_a_head_over_the_reader_limit_is_closed_unanswered(
+    admin_gw: tuple[Gateway, int],
+) -> None:
+    """A request head bigger than 64 KiB gets no answer, and the listener goes on."""
+    _, port = admin_gw
+    flood = b"GET /metrics HTTP/1.1\r\nX-Pad: " + b"A" * 200_000 + b"\r\n\r\n"
+    assert await raw_exchange(port, flood) == b""
+    status, _, _ = await fetch(port, "GET", "/metrics")
+    assert status == 200
+
+
+async def test_a_stalled_head_is_closed_after_the_head_timeout(
+    admin_gw: tuple[Gateway, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that never finishes its head is disconnected, unanswered."""
+    monkeypatch.setattr("gateway.metrics.HEAD_TIMEOUT_S", 0.2)
+    _, port = admin_gw
+    assert await raw_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: a") == b""
+
+
+async def test_a_malformed_head_gets_a_404(admin_gw: tuple[Gateway, int]) -> None:
+    """A head that is not HTTP names no known path: 404, never a crash."""
+    _, port = admin_gw
+    answer = await raw_exchange(port, b"\x00\xff garbage\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 404 ")
