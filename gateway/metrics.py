@@ -154,6 +154,9 @@ class Metrics:
 METRICS_TYPE = "text/plain; version=0.0.4"
 #: A request head must arrive within this long; an idle connection is closed after it.
 HEAD_TIMEOUT_S = 5.0
+#: Connections served at once; more are closed unanswered. Scrapers and probes open one
+#: or two at a time, so this only bounds what a flood of sockets can hold.
+MAX_CONNECTIONS = 64
 
 #: Answers one request (method, path) with (status, content type, body).
 Answer = Callable[[str, str], Awaitable[tuple[int, str, bytes]]]
@@ -165,10 +168,17 @@ async def serve_plain_http(
     """A minimal one-request-per-connection HTTP listener for scrapers and probes.
 
     The head must arrive within `HEAD_TIMEOUT_S` and fit the stream reader's 64 KiB
-    limit; anything else closes the connection without an answer.
+    limit, and at most `MAX_CONNECTIONS` are served at once; anything else closes the
+    connection without an answer.
     """
+    active = 0
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal active
+        if active >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        active += 1
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT_S)
             method, _, rest = head.decode("latin-1").partition(" ")
@@ -184,6 +194,7 @@ async def serve_plain_http(
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # the client left, stalled or sent more head than a GET needs
         finally:
+            active -= 1
             writer.close()
 
     return await asyncio.start_server(serve, host, port, reuse_port=reuse_port)

@@ -155,3 +155,23 @@ async def test_a_malformed_head_gets_a_404(admin_gw: tuple[Gateway, int]) -> Non
     _, port = admin_gw
     answer = await raw_exchange(port, b"\x00\xff garbage\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 404 ")
+
+
+async def test_connections_over_the_cap_are_closed_and_the_listener_recovers(
+    admin_gw: tuple[Gateway, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the cap held by stalled clients a further connection is closed unanswered;
+    once they leave, scrapes are served again."""
+    monkeypatch.setattr("gateway.metrics.MAX_CONNECTIONS", 3)
+    _, port = admin_gw
+    stalled = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+    for _, writer in stalled:
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: a")
+        await writer.drain()
+    await asyncio.sleep(0.2)  # let the listener take all three
+    assert await raw_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n") == b""
+    for _, writer in stalled:
+        writer.close()
+    await asyncio.sleep(0.2)
+    status, _, _ = await fetch(port, "GET", "/metrics")
+    assert status == 200
