@@ -2,7 +2,8 @@
 
 It reads the whole body and answers 200 with a small JSON document, nothing else: no
 signature check, no database, no broker. It is the ceiling the gateway is compared with,
-so it runs under the same uvicorn settings as `gateway serve` (`gateway.ingest.app.SERVER_OPTIONS`).
+so it runs under the same uvicorn settings as `gateway serve` (`gateway.ingest.app.server_options`,
+with the default `[http]` limits).
 
     python -m bench.bare_app --port 8090 [--workers N]
 """
@@ -19,7 +20,10 @@ from starlette.routing import Route
 
 # The options `gateway serve` passes to uvicorn.run: a difference here would be measured
 # as a difference between the apps.
-from gateway.ingest.app import SERVER_OPTIONS
+from gateway.ingest.app import server_options
+from gateway.settings import HttpSettings
+
+SERVER_OPTIONS = server_options(HttpSettings())
 
 # About the size of the gateway's `{"status":"accepted","event_id":...}` answer, so both
 # send comparable responses.

@@ -105,6 +105,11 @@ class Metrics:
         self.request_seconds = Histogram(
             "gateway_request_seconds", "Time to answer an ingestion request."
         )
+        self.http_refused_total = Counter(
+            "gateway_http_refused_total",
+            "Requests and connections refused at the HTTP edge, by reason (header_too_large, "
+            "header_timeout, no_request, over_capacity).",
+        )
         self.duplicates_from_memory_total = Counter(
             "gateway_duplicates_from_memory_total",
             "Repeats answered 'duplicate' from this process's memory of committed rows.",

@@ -23,12 +23,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from gateway.ingest.app import SERVER_OPTIONS
+    from gateway.ingest.app import server_options
+    from gateway.ingest.edge import raise_file_limit
 
     settings = load_settings(args)  # validate before forking anything
     host = args.host or settings.http.host
     port = args.port or settings.http.port
-    options: dict[str, Any] = dict(host=host, port=port, **SERVER_OPTIONS)
+    raise_file_limit(settings.http)  # before forking: workers inherit it
+    options: dict[str, Any] = dict(host=host, port=port, **server_options(settings.http))
     if args.workers > 1:
         # Each worker process builds its own app from the same file.
         config = getattr(args, "config", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.ingest.admin import readiness, serve_admin
 from gateway.ingest.deadlines import Deadlines
+from gateway.ingest.edge import REFUSALS_STATE_KEY, edge_options
 from gateway.ingest.endpoints import (
     EVENTS_PATH,
     WEBHOOKS_PREFIX,
@@ -31,7 +32,7 @@ from gateway.ingest.endpoints import (
 )
 from gateway.ingest.parts import IngestParts
 from gateway.metrics import METRICS_TYPE
-from gateway.settings import Settings
+from gateway.settings import HttpSettings, Settings
 
 #: Opens the running parts for the application's lifespan and closes them after it.
 RunParts = Callable[[Settings], AbstractAsyncContextManager[IngestParts]]
@@ -51,6 +52,11 @@ SERVER_OPTIONS: dict[str, Any] = {
     "proxy_headers": False,
     "server_header": False,
 }
+
+
+def server_options(http: HttpSettings) -> dict[str, Any]:
+    """`SERVER_OPTIONS` with the `[http]` edge limits (`gateway.ingest.edge`) in force."""
+    return {**SERVER_OPTIONS, **edge_options(http)}
 
 
 def _json(status: int, doc: dict[str, object], headers: dict[str, str] | None = None) -> Response:
@@ -92,7 +98,7 @@ class GatewayApp:
         http = settings.http
 
         @contextlib.asynccontextmanager
-        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, Any]]:
             async with run_parts(settings) as parts:
                 app.state.parts = self.parts = parts
                 self.deadlines.start()
@@ -100,7 +106,9 @@ class GatewayApp:
                 try:
                     if http.admin_port:
                         admin = await serve_admin(parts, http.admin_host, http.admin_port)
-                    yield
+                    # The lifespan state reaches the server's protocol (`app_state`): the
+                    # edge counts what it refuses there.
+                    yield {REFUSALS_STATE_KEY: parts.metrics.http_refused_total}
                 finally:
                     if admin is not None:
                         admin.close()

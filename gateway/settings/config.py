@@ -17,6 +17,7 @@ from typing import Any
 from gateway.errors import ConfigError
 from gateway.settings.sections import (
     HEADER_BUDGET_BYTES,
+    MAX_HEADER_BYTES_RANGE,
     CurrencySettings,
     HttpSettings,
     IngestSettings,
@@ -109,6 +110,11 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
             raise ConfigError(f"http.{key}", f"must be a TCP port, got {getattr(http, key)}")
     if http.admin_port == http.port:
         raise ConfigError("http.admin_port", "must differ from http.port")
+    low, high = MAX_HEADER_BYTES_RANGE
+    if not low <= http.max_header_bytes <= high:
+        raise ConfigError(
+            "http.max_header_bytes", f"must be {low} to {high}, got {http.max_header_bytes}"
+        )
     if http.max_body_bytes + HEADER_BUDGET_BYTES > nats.max_payload_bytes:
         # Accepting what the broker cannot take would leave events that can never be
         # published: refuse the configuration instead.

@@ -18,6 +18,10 @@ from gateway.settings.values import redacted_repr
 #: An event whose headers still do not fit is parked (`PAYLOAD_TOO_LARGE`) by the
 #: publisher rather than sent.
 HEADER_BUDGET_BYTES = 8192
+#: Bounds of `http.max_header_bytes`: below 4 KiB real deliveries behind a proxy could be
+#: refused; above 1 MiB the limit no longer protects anything.
+MAX_HEADER_BYTES_DEFAULT = 32_768
+MAX_HEADER_BYTES_RANGE = (4_096, 1_048_576)
 #: NATS's own default `max_payload`.
 NATS_DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
 
@@ -36,6 +40,21 @@ class HttpSettings:
     # 0 = off, and the public port serves them.
     admin_host: str = "127.0.0.1"
     admin_port: int = 0
+    # The edge (`gateway.ingest.edge`). Request line plus headers, in bytes: the largest
+    # header set of 1,076 real deliveries is ~430 bytes (signature aside), so 32 KiB
+    # leaves room for proxies' additions and refuses floods (431) early.
+    max_header_bytes: int = MAX_HEADER_BYTES_DEFAULT
+    # The whole head must arrive this long after the connection opens, or after the
+    # first byte of a later request on a kept-alive connection (408, or a plain close
+    # when nothing was sent), so idle sockets cannot pile up.
+    header_timeout_s: float = 10.0
+    # A kept-alive connection with no new request is closed after this long (uvicorn's
+    # `timeout_keep_alive`); behind a proxy, keep it above the proxy's own idle timeout.
+    keepalive_timeout_s: float = 5.0
+    # Connections plus in-flight requests above which requests are answered 503
+    # (uvicorn's `limit_concurrency`); each connection also holds a file descriptor.
+    max_connections: int = 1000
+    backlog: int = 2048  # the listening socket's accept queue (the kernel caps it)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import uvicorn
 
 from gateway import settings as settings_mod
 from gateway.compose.ingest import create_app
+from gateway.ingest.edge import edge_options
 from gateway.ingest.parts import IngestParts
 from tests.support.services import free_port
 
@@ -74,6 +75,7 @@ class RunningServer:
                 log_config=None,
                 lifespan="on",
                 access_log=False,
+                **edge_options(settings.http),  # the public port's limits, as in serve
             )
         )
         self.client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.port}", timeout=30)
