@@ -100,8 +100,8 @@ class EdgeProtocol(HttpToolsProtocol):
                 self.handle_websocket_upgrade()
             else:
                 self._unsupported_upgrade_warning()
-        except httptools.HttpParserError as exc:
-            if isinstance(exc.__context__, _HeadTooLarge):
+        except httptools.HttpParserError:
+            if self._refused:  # on_headers_complete found the head over budget
                 self._refuse("header_too_large")
                 return
             msg = "Invalid HTTP request received."
@@ -125,7 +125,8 @@ class EdgeProtocol(HttpToolsProtocol):
         if self._head_bytes > self._max_header_bytes and self._head_size() > (
             self._max_header_bytes
         ):
-            raise _HeadTooLarge
+            self._refused = True
+            raise _HeadTooLarge  # stops the parser; data_received answers 431
         limit = self.limit_concurrency
         if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
             self._count("over_capacity")  # uvicorn answers it 503 (`max_connections`)
