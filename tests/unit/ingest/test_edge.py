@@ -197,3 +197,20 @@ async def test_a_request_over_the_concurrency_limit_is_counted() -> None:
     await edge.feed(request(10))
     assert edge.status() == 503
     assert edge.refused.get(reason="over_capacity") == 1
+
+
+def test_the_server_config_still_pickles_for_worker_processes() -> None:
+    """`gateway serve --workers N` pickles uvicorn's Config into spawned workers: the edge
+    protocol and its limits must survive the trip."""
+    import pickle
+
+    from gateway.ingest.app import server_options
+    from gateway.settings import HttpSettings
+
+    http = HttpSettings(max_header_bytes=8192, header_timeout_s=3.0)
+    config = uvicorn.Config(
+        "gateway.compose.ingest:app_from_env", factory=True, **server_options(http)
+    )
+    copy = pickle.loads(pickle.dumps(config))  # noqa: S301 - our own object, just made
+    assert copy.http.func is EdgeProtocol
+    assert copy.http.keywords == {"max_header_bytes": 8192, "header_timeout_s": 3.0}
