@@ -71,7 +71,7 @@ class EdgeProtocol(HttpToolsProtocol):
         self._head_open = True
         self._head_bytes = 0  # bytes counted in the open head (up to one read too many)
         self._head_timer: asyncio.TimerHandle | None = None
-        self._refused = False  # a refusal was written: drop input, close soon
+        self._refused = False  # refusing this connection: drop input, close soon
         self._dropped_bytes = 0
 
     # -- asyncio.Protocol ------------------------------------------------------------
