@@ -27,6 +27,14 @@ def key_of(event: Event) -> str:
     return f"{event.provider}\x00{event.event_id}"
 
 
+def digest_key_of(event: Event) -> str | None:
+    """The key of the event's body digest, None when it has none: `\x01` after the
+    provider name (which holds neither separator) keeps digests apart from event ids."""
+    if event.body_sha256 is None:
+        return None
+    return f"{event.provider}\x01{event.body_sha256.decode('latin-1')}"
+
+
 class RecordedKeys:
     """A bounded set of keys whose rows are known to be committed; most recent kept."""
 
@@ -62,12 +70,19 @@ class RememberingInbox:
 
     async def accept(self, event: Event) -> Outcome:
         key = key_of(event)
-        if key in self._keys:
+        digest_key = digest_key_of(event)
+        if key in self._keys or (digest_key is not None and digest_key in self._keys):
             self._answered.inc()
             return Outcome.DUPLICATE
         outcome = await self._inner.accept(event)
-        # Either answer means the row is committed; an exception means nothing is known.
-        self._keys.add(key)
+        if digest_key is None:
+            # Either answer means the row is committed; an exception means nothing is known.
+            self._keys.add(key)
+        elif outcome is Outcome.ACCEPTED:
+            self._keys.add(key)
+            self._keys.add(digest_key)
+        # A duplicate with a digest may be a replay under a forged id: no row holds that
+        # id, so remembering it would answer a later genuine event with it `duplicate`.
         return outcome
 
     async def close(self) -> None:
