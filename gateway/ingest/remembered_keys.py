@@ -6,7 +6,10 @@ has answered once is known to have a committed row, and rows in `processed_webho
 never deleted by the gateway, so the same question needs no second round trip. The keys
 kept here come only from answers of the gate (a commit that inserted the row, or one that
 found it already there); an event never seen committed still goes to PostgreSQL, whose
-UNIQUE `(provider, event_id)` stays the gate across processes and machines.
+UNIQUE `(provider, event_id)` stays the gate across processes and machines. An event
+with a body digest (its signature leaves the id unsigned) is remembered by id and digest
+only once accepted: its `duplicate` may answer a replay under a forged id that no row
+holds.
 
 The memory is bounded (`[ingest] remembered_keys`, 0 turns it off): two generations of
 half the bound each; when the newer fills up, the older is dropped whole. That keeps
