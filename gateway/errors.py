@@ -157,6 +157,12 @@ class EventTypeInvalid(PayloadInvalid):
     error_class = "EVENT_TYPE_INVALID"
 
 
+class EventTypeNotAllowed(PayloadInvalid):
+    """The event type is outside the provider's `event_types` allow-list."""
+
+    error_class = "EVENT_TYPE_NOT_ALLOWED"
+
+
 class EventIdInvalid(PayloadInvalid):
     """The event id holds control characters; the event is kept under its body digest."""
 

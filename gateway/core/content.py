@@ -9,14 +9,12 @@ never another parse of the body.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 #: What a NUL is stored as: visible in `dlq show`, and accepted by `text` and `jsonb`.
 NUL_REPLACEMENT = "\ufffd"
 DIGEST_ID_PREFIX = "sha256:"
-
-# Headers that carry credentials of the sender's own, not of the event: never stored.
-_UNSTORED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization", "x-api-key"})
 
 
 def nul_free(text: str) -> str:
@@ -53,20 +51,93 @@ def body_digest_id(body: bytes) -> str:
     return DIGEST_ID_PREFIX + hashlib.sha256(body).hexdigest()
 
 
-def storable_headers(headers: Mapping[str, str]) -> tuple[dict[str, str], bool]:
-    """The request headers worth keeping with the event, and whether any held a NUL.
+#: Headers that carry credentials or signatures: never stored, whatever a configuration
+#: says (`[providers.X] store_headers` naming one is a config error). A stored signature
+#: is one an operator can paste, and for a body-only scheme, one an attacker can replay.
+NEVER_STORED = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "x-api-key",
+        "stripe-signature",
+        "paddle-signature",
+        "webhook-signature",
+        "x-hub-signature",
+        "x-hub-signature-256",
+        "x-shopify-hmac-sha256",
+    }
+)
+#: Stored for every sender: what describes the request, not the sender's credentials.
+COMMON_STORED = ("content-type", "user-agent")
+#: Stored for internal publishers (`POST /v1/events`) besides the common ones.
+SERVICE_STORED = ("idempotency-key", "traceparent", "tracestate", "x-request-id")
+#: A stored header value is cut to this many characters (bytes as received: header
+#: values are decoded as Latin-1, one character a byte).
+MAX_HEADER_VALUE_CHARS = 1024
+#: Names plus values of all stored headers together; what does not fit is cut or left out.
+MAX_HEADERS_CHARS = 8192
 
-    Credentials are removed; NULs in names and values are replaced (`jsonb` refuses
-    them), and the caller decides what a NUL means (parked for webhooks, 400 for
-    internal publishers).
+
+@dataclass(frozen=True)
+class HeaderPolicy:
+    """Which request headers are stored with an event, in priority order, and the caps.
+
+    Built once per sender at start-up (`header_policy`); `names` never holds a header
+    of `NEVER_STORED` or one of the sender's own signature headers.
+    """
+
+    names: tuple[str, ...]
+    max_value_chars: int = MAX_HEADER_VALUE_CHARS
+    max_total_chars: int = MAX_HEADERS_CHARS
+
+
+def header_policy(*groups: Iterable[str], never: Iterable[str] = ()) -> HeaderPolicy:
+    """The lower-cased names of `groups`, first occurrence first, without any header of
+    `NEVER_STORED` or `never` (a sender's signature headers)."""
+    refused = NEVER_STORED | {n.strip().lower() for n in never}
+    names: dict[str, None] = {}
+    for group in groups:
+        for name in group:
+            name = name.strip().lower()
+            if name and name not in refused:
+                names.setdefault(name)
+    return HeaderPolicy(tuple(names))
+
+
+#: The policy where no sender's is given (tests, tools): the common headers only.
+DEFAULT_HEADERS = header_policy(COMMON_STORED)
+#: The policy of internal publishers.
+SERVICE_HEADERS = header_policy(COMMON_STORED, SERVICE_STORED)
+
+
+def storable_headers(
+    headers: Mapping[str, str], policy: HeaderPolicy = DEFAULT_HEADERS
+) -> tuple[dict[str, str], bool]:
+    """The request headers the policy keeps, capped, and whether any kept one had a NUL.
+
+    Deterministic whatever the request holds: the policy's names in its order, each
+    value cut to `max_value_chars`, and once `max_total_chars` (names plus values) is
+    spent, the value that crosses it is cut and the rest left out. NULs are replaced
+    (`jsonb` refuses them), and the caller decides what a NUL means (parked for
+    webhooks, 400 for internal publishers). Cost: one lookup per allowed name, whatever
+    the number or size of the headers sent.
     """
     kept: dict[str, str] = {}
     had_nul = False
-    for name, value in headers.items():
-        if name in _UNSTORED_HEADERS:
+    budget = policy.max_total_chars
+    for name in policy.names:
+        value = headers.get(name)
+        if value is None:
             continue
-        if "\x00" in value or "\x00" in name:
+        room = min(policy.max_value_chars, budget - len(name))
+        if room < 0:
+            break
+        value = value[:room]
+        if "\x00" in value:
             had_nul = True
-            name, value = nul_free(name), nul_free(value)
+            value = nul_free(value)
         kept[name] = value
+        budget -= len(name) + len(value)
     return kept, had_nul

@@ -14,11 +14,15 @@ from typing import Any
 import orjson
 
 from gateway.core.content import (
+    DEFAULT_HEADERS,
+    SERVICE_HEADERS,
+    HeaderPolicy,
     body_digest_id,
     has_control_chars,
     nul_free,
     storable_headers,
 )
+from gateway.core.event_types import type_allowed
 from gateway.core.signatures.base import FieldRef
 from gateway.errors import (
     BadRequest,
@@ -26,6 +30,7 @@ from gateway.errors import (
     EventIdMissing,
     EventTypeInvalid,
     EventTypeMissing,
+    EventTypeNotAllowed,
     Forbidden,
     HeadersInvalid,
     PayloadNotJson,
@@ -66,6 +71,8 @@ class Event:
 
     `subject` is None when the event cannot be published (it is then parked in the DLQ
     with `failure` saying why, but still recorded so the provider's data is kept).
+    `body_sha256` is set only when the signature does not vouch for `event_id`
+    (`Scheme.replay_digest`): a second row with the same digest is a duplicate.
     """
 
     provider: str
@@ -76,6 +83,7 @@ class Event:
     body: bytes
     received_at: datetime
     failure: Failure | None = None
+    body_sha256: bytes | None = None
 
     @property
     def msg_id(self) -> str:
@@ -226,13 +234,19 @@ def webhook_event(
     headers: Mapping[str, str],
     body: bytes,
     received_at: datetime,
+    *,
+    header_policy: HeaderPolicy = DEFAULT_HEADERS,
+    event_types: tuple[str, ...] | None = None,
+    body_sha256: bytes | None = None,
 ) -> Event:
     """Shape a verified provider webhook into an `Event`.
 
     Raises `EventIdMissing`/`BadRequest` (400) only when the event id is absent or too
     long; every other problem becomes the event's `failure` (the first one found: id,
     then body and type, then headers), so the event is still recorded (and parked in the
-    DLQ) rather than dropped, and it is never published.
+    DLQ) rather than dropped, and it is never published. A type outside `event_types`
+    (the provider's allow-list; None allows every type) is such a problem too.
+    Only the headers `header_policy` names are kept, capped.
     """
     parsed = ParsedBody(body)
     event_id, failure = _webhook_id(id_ref, headers, parsed)
@@ -242,11 +256,13 @@ def webhook_event(
         if isinstance(doc, dict):
             event_type = lookup(type_ref, headers, parsed)
             failure = failure or type_failure(event_type)
+            if failure is None and event_types is not None and event_type is not None:
+                failure = _not_allowed(event_type, event_types)
         else:
             failure = failure or Failure("PAYLOAD_NOT_OBJECT", "the body is JSON but not an object")
     except PayloadNotJson as exc:
         failure = failure or Failure(exc.error_class, str(exc))
-    kept_headers, had_nul = storable_headers(headers)
+    kept_headers, had_nul = storable_headers(headers, header_policy)
     if had_nul:
         failure = failure or Failure(HeadersInvalid.error_class, "a header holds a NUL character")
     subject = webhook_subject(provider, event_type) if failure is None and event_type else None
@@ -259,6 +275,17 @@ def webhook_event(
         body,
         received_at,
         failure,
+        body_sha256,
+    )
+
+
+def _not_allowed(event_type: str, patterns: tuple[str, ...]) -> Failure | None:
+    """Why a type outside the provider's `event_types` goes no further, or None."""
+    if type_allowed(event_type, patterns):
+        return None
+    return Failure(
+        EventTypeNotAllowed.error_class,
+        f"event type {event_type!r} matches none of the provider's event_types",
     )
 
 
@@ -290,7 +317,7 @@ def service_event(
         raise BadRequest(f'"type" is invalid: {bad_type.message}')
     if not isinstance(doc.get("data"), dict):
         raise BadRequest('"data" must be a JSON object')
-    kept_headers, had_nul = storable_headers(headers)
+    kept_headers, had_nul = storable_headers(headers, SERVICE_HEADERS)
     if had_nul:
         raise BadRequest("a header holds a NUL character")
     subject = service_subject(service, event_type)

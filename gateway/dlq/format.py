@@ -4,18 +4,24 @@ text in, text out (`dlq.progress` draws on the terminal while a replay runs)."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from gateway.adapters.postgres.dead_letters import DlqStats
+from gateway.core.content import NEVER_STORED
 from gateway.core.dlq_filters import format_age
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.dlq.plan import RowResult
 
 _EVENT_ID_CHARS = 40
+#: Parts of header names that carry credentials or signatures. Rows recorded before the
+#: header allow-list kept every header (an `hmac` provider's signature header has any
+#: name), so `show` hides these whatever the row holds.
+_SECRET_NAME_PARTS = ("signature", "hmac", "auth", "cookie", "token", "secret", "api-key")
+REDACTED = "[redacted]"
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_UTC_Z
 
 
@@ -101,10 +107,22 @@ def decode_payload(payload: bytes) -> tuple[str, Any]:
         return "base64", base64.b64encode(payload).decode()
 
 
+def secret_header(name: str) -> bool:
+    """True for a header that may carry a credential or a signature (never printed)."""
+    name = name.lower()
+    return name in NEVER_STORED or any(part in name for part in _SECRET_NAME_PARTS)
+
+
+def shown_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
+    """`headers` with the value of every `secret_header` replaced by `[redacted]`."""
+    return {k: REDACTED if secret_header(k) else v for k, v in headers.items()}
+
+
 def row_doc(row: DlqRow) -> dict[str, Any]:
-    """Everything `show --json` prints about a row."""
+    """Everything `show --json` prints about a row (secret headers redacted)."""
     payload_format, payload = decode_payload(row.payload)
     doc = {k: v for k, v in vars(row).items() if k != "payload"}
+    doc["headers"] = shown_headers(row.headers)
     return doc | {"payload_format": payload_format, "payload": payload}
 
 
@@ -135,7 +153,8 @@ def show_page(row: DlqRow, now: datetime) -> str:
     lines = [f"dead letter {row.id}"]
     lines += [f"  {name:<14} {safe(str(value))}" for name, value in fields]
     lines += ["", "headers"]
-    lines += [f"  {safe(k)}: {safe(str(v))}" for k, v in sorted(row.headers.items())] or ["  -"]
+    headers = sorted(shown_headers(row.headers).items())
+    lines += [f"  {safe(k)}: {safe(str(v))}" for k, v in headers] or ["  -"]
     payload_format, payload = decode_payload(row.payload)
     lines += ["", f"payload ({payload_format}, {len(row.payload)} bytes)"]
     if payload_format == "json":

@@ -64,6 +64,8 @@ class IngestReplay:
             row.headers,
             row.payload,
             row.received_at,
+            header_policy=provider.headers,
+            event_types=provider.event_types,
         )
         if event.event_id != row.event_id:
             # Recording it under another id would bypass the idempotency gate.

@@ -114,7 +114,18 @@ def webhook_shaper(provider: ProviderSettings) -> Shaper:
 
     def shape(headers: Headers, body: bytes) -> Event:
         scheme.verify(params, headers, body, time.time())
-        return webhook_event(provider.name, id_ref, type_ref, headers, body, datetime.now(UTC))
+        return webhook_event(
+            provider.name,
+            id_ref,
+            type_ref,
+            headers,
+            body,
+            datetime.now(UTC),
+            header_policy=provider.headers,
+            event_types=provider.event_types,
+            # Hashed only for schemes whose signature leaves the id unsigned.
+            body_sha256=scheme.replay_digest(params, headers, body),
+        )
 
     return shape
 

@@ -27,14 +27,23 @@ OnCommitted = Callable[[Sequence[StoredEvent]], None]
 
 
 def _unique(events: Sequence[Event]) -> list[Event]:
-    """Drop repeats of the same (provider, event_id) within a group, keeping the first."""
-    seen: set[tuple[str, str]] = set()
+    """Drop repeats within a group, keeping the first: the same (provider, event_id), or
+    the same (provider, body_sha256) (a body-only signature replayed under another id).
+
+    PostgreSQL would skip them too; dropping them here keeps which one wins the first
+    arrival's, and `_resolve` answers the others `duplicate` (their ids were not inserted).
+    """
+    seen: set[tuple[str, str | bytes]] = set()
     unique = []
     for event in events:
-        key = (event.provider, event.event_id)
-        if key not in seen:
-            seen.add(key)
-            unique.append(event)
+        key: tuple[str, str | bytes] = (event.provider, event.event_id)
+        digest_key = None if event.body_sha256 is None else (event.provider, event.body_sha256)
+        if key in seen or digest_key in seen:
+            continue
+        seen.add(key)
+        if digest_key is not None:
+            seen.add(digest_key)
+        unique.append(event)
     return unique
 
 

@@ -6,7 +6,10 @@ has answered once is known to have a committed row, and rows in `processed_webho
 never deleted by the gateway, so the same question needs no second round trip. The keys
 kept here come only from answers of the gate (a commit that inserted the row, or one that
 found it already there); an event never seen committed still goes to PostgreSQL, whose
-UNIQUE `(provider, event_id)` stays the gate across processes and machines.
+UNIQUE `(provider, event_id)` stays the gate across processes and machines. An event
+with a body digest (its signature leaves the id unsigned) is remembered by id and digest
+only once accepted: its `duplicate` may answer a replay under a forged id that no row
+holds.
 
 The memory is bounded (`[ingest] remembered_keys`, 0 turns it off): two generations of
 half the bound each; when the newer fills up, the older is dropped whole. That keeps
@@ -25,6 +28,14 @@ def key_of(event: Event) -> str:
     # A NUL cannot occur in a provider name (config refuses it) and PostgreSQL text
     # cannot hold one, so the joined key is as unique as the pair.
     return f"{event.provider}\x00{event.event_id}"
+
+
+def digest_key_of(event: Event) -> str | None:
+    """The key of the event's body digest, None when it has none: `\x01` after the
+    provider name (which holds neither separator) keeps digests apart from event ids."""
+    if event.body_sha256 is None:
+        return None
+    return f"{event.provider}\x01{event.body_sha256.decode('latin-1')}"
 
 
 class RecordedKeys:
@@ -62,12 +73,19 @@ class RememberingInbox:
 
     async def accept(self, event: Event) -> Outcome:
         key = key_of(event)
-        if key in self._keys:
+        digest_key = digest_key_of(event)
+        if key in self._keys or (digest_key is not None and digest_key in self._keys):
             self._answered.inc()
             return Outcome.DUPLICATE
         outcome = await self._inner.accept(event)
-        # Either answer means the row is committed; an exception means nothing is known.
-        self._keys.add(key)
+        if digest_key is None:
+            # Either answer means the row is committed; an exception means nothing is known.
+            self._keys.add(key)
+        elif outcome is Outcome.ACCEPTED:
+            self._keys.add(key)
+            self._keys.add(digest_key)
+        # A duplicate with a digest may be a replay under a forged id: no row holds that
+        # id, so remembering it would answer a later genuine event with it `duplicate`.
         return outcome
 
     async def close(self) -> None:

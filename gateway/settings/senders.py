@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core.signatures import SCHEMES, check_hmac_params, standard_key
+from gateway.core.content import (
+    COMMON_STORED,
+    DEFAULT_HEADERS,
+    NEVER_STORED,
+    HeaderPolicy,
+    header_policy,
+)
+from gateway.core.event_types import type_patterns
+from gateway.core.signatures import SCHEMES, check_hmac_params, get_scheme, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
 from gateway.settings.values import env_name_shown, read_table, read_value, require_positive
@@ -29,6 +37,8 @@ _NAME = re.compile(r"[A-Za-z0-9_-]*[A-Za-z0-9][A-Za-z0-9_-]*")
 _RESERVED_PROVIDER_NAMES = frozenset({"service"})
 #: One token of a subject the gateway publishes to (`core.model.subject_tokens`).
 _SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+#: An HTTP header name (RFC 9110 token characters).
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,10 @@ class ProviderSettings:
     name: str
     scheme: str
     params: SchemeParams
+    #: The headers stored with its events (scheme's own, referenced, `store_headers`).
+    headers: HeaderPolicy = DEFAULT_HEADERS
+    #: The `event_types` allow-list; None allows every type.
+    event_types: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +151,48 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
                 standard_key(secret)
             except ValueError:
                 raise ConfigError(f"{path}secrets", "must be 'whsec_' + base64 key") from None
-    return ProviderSettings(name=name, scheme=scheme, params=params)
+    return ProviderSettings(
+        name=name,
+        scheme=scheme,
+        params=params,
+        headers=_header_policy(scheme, params, data, path),
+        event_types=_event_types(data, path),
+    )
+
+
+def _header_policy(
+    scheme_name: str, params: SchemeParams, data: Mapping[str, Any], path: str
+) -> HeaderPolicy:
+    """The common headers, the scheme's own and referenced ones, then `store_headers`;
+    a credential or signature header named there is refused, not silently dropped."""
+    scheme = get_scheme(scheme_name)
+    signature_headers = scheme.signature_headers(params)
+    extra = data.get("store_headers", [])
+    if not isinstance(extra, list) or not all(isinstance(h, str) for h in extra):
+        raise ConfigError(f"{path}store_headers", "must be a list of header names")
+    for header in extra:
+        if not _HEADER_NAME.fullmatch(header):
+            raise ConfigError(f"{path}store_headers", f"{header!r} is not a header name")
+        if header.lower() in NEVER_STORED or header.lower() in signature_headers:
+            raise ConfigError(
+                f"{path}store_headers",
+                f"{header!r} carries credentials or a signature and is never stored",
+            )
+    return header_policy(
+        scheme.stored_headers(params), COMMON_STORED, extra, never=signature_headers
+    )
+
+
+def _event_types(data: Mapping[str, Any], path: str) -> tuple[str, ...] | None:
+    if "event_types" not in data:
+        return None
+    patterns = data["event_types"]
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise ConfigError(f"{path}event_types", "must be a list of event type patterns")
+    try:
+        return type_patterns(patterns)
+    except ValueError as exc:
+        raise ConfigError(f"{path}event_types", str(exc)) from None
 
 
 def parse_service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ServiceSettings:

@@ -16,15 +16,19 @@ from gateway.core.model import Event, Failure, Stage
 # One statement commits a whole group. The rows travel as one JSON document (bodies in
 # base64, since they are bytes): encoding seven parameter arrays element by element cost
 # the serving process about twice the CPU per row. Conflicts with rows already recorded
-# are skipped, and RETURNING says which rows were new.
+# are skipped, and RETURNING says which rows were new. The conflict has no target on
+# purpose: it covers UNIQUE (provider, event_id), the idempotency gate, and the partial
+# UNIQUE (provider, body_sha256) of sql/005, so a body-only signature replayed under a
+# forged id is skipped like a repeat (rows of one statement conflict with each other too).
 _INSERT_EVENTS = """
-INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body, received_at)
+INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body,
+                                received_at, body_sha256)
 SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers, decode(r.body, 'base64'),
-       r.received_at
+       r.received_at, decode(r.body_sha256, 'hex')
 FROM json_to_recordset($1::json)
      AS r(provider text, event_id text, event_type text, subject text, headers jsonb,
-          body text, received_at timestamptz)
-ON CONFLICT (provider, event_id) DO NOTHING
+          body text, received_at timestamptz, body_sha256 text)
+ON CONFLICT DO NOTHING
 RETURNING id, provider, event_id
 """
 
@@ -79,7 +83,9 @@ async def insert_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
 
     Invalid events that were new also get their `stage='ingest'` dead letter in the same
     transaction, so a committed row never lacks the reason it went no further. The
-    events must be unique by (provider, event_id); the caller removes repeats.
+    events must be unique by (provider, event_id); the caller removes repeats. An event
+    whose `body_sha256` is already recorded for its provider is not inserted (a replay
+    under another id), so it is missing from the answer like any repeat.
     """
     rows_json = orjson.dumps(
         [
@@ -91,6 +97,7 @@ async def insert_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
                 "headers": e.headers,
                 "body": base64.b64encode(e.body).decode("ascii"),
                 "received_at": e.received_at,
+                "body_sha256": None if e.body_sha256 is None else e.body_sha256.hex(),
             }
             for e in events
         ],

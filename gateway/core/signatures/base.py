@@ -110,6 +110,29 @@ class Scheme(Protocol):
         """Where this provider's event type is found."""
         ...
 
+    def authenticates_id(self, params: SchemeParams) -> bool:
+        """True when a valid signature vouches for the event id (it is signed itself, or
+        it is read from the signed body), so the id alone can be the idempotency key."""
+        ...
+
+    def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
+        """SHA-256 of what the signature covers, when it does not cover the event id;
+        None when it does (`authenticates_id`). Call only after `verify` passed.
+
+        A captured request replayed under a forged id has the same digest, so recording
+        the digest with a unique index turns such a replay into a duplicate.
+        """
+        ...
+
+    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The lower-case headers of this provider worth keeping with an event: its id,
+        type, timestamp and descriptive headers (never a signature)."""
+        ...
+
+    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The lower-case headers that carry this provider's signatures: never stored."""
+        ...
+
 
 def any_match(expected: Iterable[bytes], offered: Iterable[bytes]) -> bool:
     """True if any offered signature equals any expected one.
@@ -151,6 +174,14 @@ SHA256_LEN = 32
 def hmac_sha256(key: bytes, message: bytes) -> bytes:
     """HMAC-SHA256 of message under key, as raw bytes."""
     return hmac.digest(key, message, hashlib.sha256)  # one-shot: OpenSSL without an HMAC object
+
+
+def sha256_of(*parts: bytes) -> bytes:
+    """SHA-256 of the parts one after the other, without joining them into a copy."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return digest.digest()
 
 
 def require_header(headers: Headers, name: str) -> str:

@@ -14,6 +14,7 @@ from gateway.core.signatures.base import (
     header_value,
     hmac_sha256,
     require_header,
+    sha256_of,
     signing_secret,
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch
@@ -32,6 +33,7 @@ class BodyHmacScheme:
         prefix: str,
         id_header: str,
         type_header: str,
+        descriptive_headers: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.encoding = encoding
@@ -41,6 +43,7 @@ class BodyHmacScheme:
         self.header = header.lower()
         self.id_header = id_header.lower()
         self.type_header = type_header.lower()
+        self.descriptive_headers = tuple(h.lower() for h in descriptive_headers)
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Parse the header, then compare against every secret (no timestamp is signed)."""
@@ -90,6 +93,22 @@ class BodyHmacScheme:
         """The event type (topic) header."""
         return FieldRef("header", self.type_header)
 
+    def authenticates_id(self, params: SchemeParams) -> bool:
+        """Never: the id and type headers are outside the signature."""
+        return False
+
+    def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
+        """The body's SHA-256: the body is all the signature covers."""
+        return sha256_of(body)
+
+    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The id and type headers, then the provider's descriptive ones."""
+        return (self.id_header, self.type_header, *self.descriptive_headers)
+
+    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The one signature header."""
+        return (self.header,)
+
 
 GITHUB = BodyHmacScheme(
     "github",
@@ -98,6 +117,11 @@ GITHUB = BodyHmacScheme(
     "sha256=",
     "X-GitHub-Delivery",
     "X-GitHub-Event",
+    (
+        "X-GitHub-Hook-ID",
+        "X-GitHub-Hook-Installation-Target-ID",
+        "X-GitHub-Hook-Installation-Target-Type",
+    ),
 )
 SHOPIFY = BodyHmacScheme(
     "shopify",
@@ -106,4 +130,11 @@ SHOPIFY = BodyHmacScheme(
     "",
     "X-Shopify-Webhook-Id",
     "X-Shopify-Topic",
+    (
+        "X-Shopify-Shop-Domain",
+        "X-Shopify-API-Version",
+        "X-Shopify-Event-Id",
+        "X-Shopify-Triggered-At",
+        "X-Shopify-Sub-Topic",
+    ),
 )

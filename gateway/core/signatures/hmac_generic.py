@@ -17,6 +17,7 @@ from gateway.core.signatures.base import (
     hmac_sha256,
     parse_timestamp,
     require_header,
+    sha256_of,
     signing_secret,
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch
@@ -129,6 +130,37 @@ class HmacScheme:
         if params.event_type_from is None:
             raise ValueError("hmac scheme needs event_type_from")
         return params.event_type_from
+
+    def authenticates_id(self, params: SchemeParams) -> bool:
+        """Only when the id is read from the signed body (`json:`): an id header is never
+        signed, with or without a timestamp header."""
+        return self.id_ref(params).source == "json"
+
+    def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
+        """SHA-256 of the signed message (`{ts}.{body}` or the body) for an id header.
+
+        With a timestamp, the window bounds a replay to `tolerance_s` but does not stop
+        one within it; hashing the timestamp too keeps two events with equal bodies
+        sent at different seconds apart.
+        """
+        if self.authenticates_id(params):
+            return None
+        if params.timestamp_header:
+            ts_text = require_header(headers, params.timestamp_header.strip().lower())
+            return sha256_of(ts_text.encode("ascii"), b".", body)
+        return sha256_of(body)
+
+    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The timestamp header and the headers the id and type are read from."""
+        refs = (self.id_ref(params), self.type_ref(params))
+        names = [ref.name for ref in refs if ref.source == "header"]
+        if params.timestamp_header:
+            names.append(params.timestamp_header.strip().lower())
+        return tuple(names)
+
+    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The configured signature header."""
+        return (params.header.strip().lower(),)
 
 
 HMAC = HmacScheme()

@@ -112,5 +112,21 @@ class StandardScheme:
         """The event type is the top-level `type` of the JSON body."""
         return FieldRef("json", "type")
 
+    def authenticates_id(self, params: SchemeParams) -> bool:
+        """Always: the message id is part of the signed message."""
+        return True
+
+    def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
+        """None: another id would need another signature."""
+        return None
+
+    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The message id and its timestamp."""
+        return (ID_HEADER, TIMESTAMP_HEADER)
+
+    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """`webhook-signature`."""
+        return (SIGNATURE_HEADER,)
+
 
 STANDARD = StandardScheme()

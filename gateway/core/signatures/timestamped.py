@@ -97,6 +97,22 @@ class TimestampedPairsScheme:
         """The event type is a top-level field of the JSON body."""
         return FieldRef("json", self.type_field)
 
+    def authenticates_id(self, params: SchemeParams) -> bool:
+        """Always: the id is read from the signed body."""
+        return True
+
+    def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
+        """None: a replay under another id would need another body, and fail verification."""
+        return None
+
+    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """None of its own: the id, type and timestamp are in the body and the signature."""
+        return ()
+
+    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The one header with the timestamp and the signatures."""
+        return (self.header,)
+
 
 STRIPE = TimestampedPairsScheme("stripe", "Stripe-Signature", ",", "t", "v1", b".", "id", "type")
 PADDLE = TimestampedPairsScheme(

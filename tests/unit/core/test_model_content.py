@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.core.content import storable_headers
+from gateway.core.content import header_policy, storable_headers
 from gateway.core.model import service_event, webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.errors import BadRequest, EventIdMissing
@@ -60,8 +60,9 @@ WEBHOOK_CASES = [
                  "EVENT_TYPE_INVALID", id="header-type-nul"),
     pytest.param(JSON_ID, JSON_TYPE, {"user-agent": "a\x00b"}, b'{"id": "e", "type": "t"}', "e",
                  "HEADERS_INVALID", id="header-value-nul"),
-    pytest.param(JSON_ID, JSON_TYPE, {"x-\x00": "v"}, b'{"id": "e", "type": "t"}', "e",
-                 "HEADERS_INVALID", id="header-name-nul"),
+    # Only allowed headers are stored, and no allowed name holds a NUL: nothing to park.
+    pytest.param(JSON_ID, JSON_TYPE, {"x-\x00": "v"}, b'{"id": "e", "type": "t"}', "e", None,
+                 id="header-name-nul-not-stored"),
     pytest.param(JSON_ID, JSON_TYPE, {}, b'{"id": "e", "type": "t", "x": "\\u0000"}', "e", None,
                  id="nul-inside-payload-is-fine"),
 ]  # fmt: skip
@@ -118,7 +119,7 @@ SERVICE_REFUSED = [
     pytest.param("k", {}, b'{"type": "a\\r\\nX-Evil: 1", "data": {}}', id="type-crlf"),
     pytest.param("k\x00", {}, b'{"type": "a", "data": {}}', id="key-nul"),
     pytest.param("k\x1b", {}, b'{"type": "a", "data": {}}', id="key-escape"),
-    pytest.param("k", {"x-trace": "\x00"}, b'{"type": "a", "data": {}}', id="header-nul"),
+    pytest.param("k", {"traceparent": "\x00"}, b'{"type": "a", "data": {}}', id="header-nul"),
     pytest.param("k", {}, b'\xef\xbb\xbf{"type": "a", "data": {}}', id="bom"),
     pytest.param("k", {}, b'{"type": "a", "data": {"n": 1e400}}', id="number-infinite"),
     pytest.param("k", {}, b'{"type": "a", "data": {"s": "\\udfff"}}', id="lone-surrogate"),
@@ -137,7 +138,8 @@ def test_internal_publish_with_bad_content_is_a_400(
 
 
 def test_stored_headers_drop_credentials_and_replace_nuls() -> None:
-    """Credentials are never stored; a NUL is replaced and reported."""
-    kept, had_nul = storable_headers({"authorization": "x", "cookie": "c", "a": "1\x002"})
+    """Only allowed headers are kept, never credentials; a NUL is replaced and reported."""
+    policy = header_policy(["a", "authorization", "cookie"])
+    kept, had_nul = storable_headers({"authorization": "x", "cookie": "c", "a": "1\x002"}, policy)
     assert (kept, had_nul) == ({"a": "1\ufffd2"}, True)
-    assert storable_headers({"a": "1"}) == ({"a": "1"}, False)
+    assert storable_headers({"a": "1", "b": "2"}, policy) == ({"a": "1"}, False)

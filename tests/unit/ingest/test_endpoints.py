@@ -478,7 +478,7 @@ REFUSED = [
         400, "bad_request", "internal", False, id="v1-events-key-nul",
     ),
     pytest.param(
-        lambda: with_headers(event(EVENT_BODY, key="k"), x_trace="a\x00b"),
+        lambda: with_headers(event(EVENT_BODY, key="k"), traceparent="a\x00b"),
         400, "bad_request", "internal", False, id="v1-events-header-nul",
     ),
     pytest.param(
