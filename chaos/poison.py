@@ -1,14 +1,15 @@
 """Poison deliveries for scenario 11: what an attacker or a broken provider sends beside
 genuine traffic, and what each one must get.
 
-| kind | sent | expected |
-|---|---|---|
-| `oversized` | a signed Stripe body over `http.max_body_bytes` | `413`, nothing stored |
-| `nul_type` | a signed Stripe event whose type holds a NUL | `200`, stored, parked |
-| `unparseable` | a signed Stripe body that is not JSON | `200`, stored under its digest, parked |
-| `replay` | one signed GitHub delivery, then the same body under forged ids and types | one row, the replays `duplicate` |
-| `header_flood` | a request head far over `http.max_header_bytes` | `431` or closed, nothing stored |
-| `idle` | sockets that send nothing or half a head | closed by the gateway |
+- `oversized`: a signed Stripe body over `http.max_body_bytes`: `413`, nothing stored;
+- `nul_type`: a signed Stripe event whose type holds a NUL: `200`, stored, parked;
+- `unparseable`: a signed Stripe body that is not JSON: `200`, stored under its digest,
+  parked;
+- `replay`: one signed GitHub delivery, then the same body under forged ids and types:
+  one row, every replay `duplicate`;
+- `header_flood`: a request head four times `http.max_header_bytes`: `431` (or closed),
+  nothing stored;
+- `idle`: sockets that send nothing or half a head: closed by the gateway.
 
 Signers are written here from the providers' documentation, like the load's.
 """
@@ -86,8 +87,9 @@ class Poisoner:
         self.max_body_bytes = max_body_bytes
         self.head_bytes = head_bytes
 
-    async def _post(self, kind: str, http: httpx.AsyncClient, path: str, body: bytes,
-                    headers: dict[str, str]) -> None:
+    async def _post(
+        self, kind: str, http: httpx.AsyncClient, path: str, body: bytes, headers: dict[str, str]
+    ) -> None:
         try:
             response = await http.post(f"{self.url}{path}", content=body, headers=headers)
         except httpx.HTTPError:
@@ -103,13 +105,19 @@ class Poisoner:
     async def round(self, http: httpx.AsyncClient, i: int) -> None:
         run = self.record.run
         big = orjson.dumps(
-            {"id": f"evt_{run}_{MARKER}_big{i}", "type": "invoice.paid",
-             "data": {"pad": "A" * self.max_body_bytes}}
+            {
+                "id": f"evt_{run}_{MARKER}_big{i}",
+                "type": "invoice.paid",
+                "data": {"pad": "A" * self.max_body_bytes},
+            }
         )
         await self._post("oversized", http, "/webhooks/stripe", big, _stripe_headers(big))
         nul = orjson.dumps(
-            {"id": f"evt_{run}_{MARKER}_nul{i}", "type": "invoice.\u0000paid",
-             "data": {"object": {"id": f"in_{run}_{i}"}}}
+            {
+                "id": f"evt_{run}_{MARKER}_nul{i}",
+                "type": "invoice.\u0000paid",
+                "data": {"object": {"id": f"in_{run}_{i}"}},
+            }
         )
         await self._post("nul_type", http, "/webhooks/stripe", nul, _stripe_headers(nul))
         broken = f'{{"id": "evt_{run}_{MARKER}_broken{i}", "type": "invoice.paid", '.encode()
@@ -120,8 +128,15 @@ class Poisoner:
     async def replays(self, http: httpx.AsyncClient, forged: int) -> None:
         """One genuine GitHub delivery, then its body under `forged` new ids and types."""
         run = self.record.run
-        body = orjson.dumps({"action": "created", "marker": MARKER, "run": run,
-                             "hook": {"id": 1}, "zen": "Keep it logically awesome."})
+        body = orjson.dumps(
+            {
+                "action": "created",
+                "marker": MARKER,
+                "run": run,
+                "hook": {"id": 1},
+                "zen": "Keep it logically awesome.",
+            }
+        )
         genuine = _github_headers(body, f"gh-{run}-genuine", "ping")
         await self._post("replay_genuine", http, "/webhooks/github", body, genuine)
         for k in range(forged):
@@ -179,8 +194,6 @@ class Poisoner:
             except (TimeoutError, OSError):
                 return False
 
-        self.record.idle_closed = sum(
-            await asyncio.gather(*(closed(r) for r, _ in streams))
-        )
+        self.record.idle_closed = sum(await asyncio.gather(*(closed(r) for r, _ in streams)))
         for _, writer in streams:
             writer.close()
