@@ -22,6 +22,7 @@ import pytest
 from gateway.settings.sections import MAX_HEADER_BYTES_DEFAULT
 from tests.support.deliveries import Delivery, deliver
 from tests.support.gateway import RunningServer, config, running_server
+from tests.support.services import wait_until
 
 HEADER_TIMEOUT_S = 1.0
 KEEPALIVE_TIMEOUT_S = 1.0
@@ -44,21 +45,25 @@ async def server(database_url: str, nats_url: str) -> AsyncIterator[RunningServe
 
 
 async def genuine_is_accepted(server: RunningServer, database_url: str) -> None:
-    """A signed Stripe webhook on a fresh connection: 200 accepted, and its row exists."""
+    """A signed Stripe webhook on a fresh connection: 200 accepted, its row exists and
+    reaches the stream."""
     sent = deliver("stripe", f"evt_edge_{next(_ids)}", "payment_intent.succeeded")
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=30) as c:
         answer = await c.post(sent.path, content=sent.body, headers=sent.headers)
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"status": "accepted", "event_id": sent.event_id}
     assert await stored(database_url, sent.event_id) == 1
+    await wait_until(lambda: stored(database_url, sent.event_id, published=True))
 
 
-async def stored(database_url: str, event_id: str) -> int:
+async def stored(database_url: str, event_id: str, *, published: bool = False) -> int:
     conn = await asyncpg.connect(database_url)
     try:
         count: int = await conn.fetchval(
-            "SELECT count(*) FROM processed_webhooks WHERE provider = 'stripe' AND event_id = $1",
+            "SELECT count(*) FROM processed_webhooks WHERE provider = 'stripe' AND event_id = $1"
+            " AND (published_at IS NOT NULL OR NOT $2)",
             event_id,
+            published,
         )
         return count
     finally:
