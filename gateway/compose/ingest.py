@@ -21,7 +21,6 @@ from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.alerting import parse_alert_settings
 from gateway.dlq.alerts import run_alerts
 from gateway.ingest.app import GatewayApp
 from gateway.ingest.inbox import DirectInbox, GroupCommitInbox, OnCommitted
@@ -47,7 +46,6 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
     """
     inline = settings.outbox.inline
     metrics = Metrics()
-    alert_settings = parse_alert_settings(settings.raw)  # a bad table stops start-up, not a task
     pool_size = settings.ingest.writers + 8
     async with (
         open_pool(settings.database_url, max_size=pool_size) as pool,
@@ -76,9 +74,9 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
         await relay.start(sweep=inline)  # without sweeping it still keeps the gauges fresh
         # DLQ gauges and the in-process alerts (thresholds every interval, once per episode).
         receiver = None
-        if alert_settings.webhook_url:
+        if settings.alerts.webhook_url:
             receiver = AlertWebhook(
-                http_client, alert_settings.webhook_url, alert_settings.timeout_s
+                http_client, settings.alerts.webhook_url, settings.alerts.timeout_s
             )
         alerts = asyncio.create_task(
             run_alerts(pool, settings, metrics, receiver), name="dlq-alerts"

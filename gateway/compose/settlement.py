@@ -18,7 +18,6 @@ from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.adapters.redis_client import open_redis
-from gateway.core.alerting import parse_alert_settings
 from gateway.core.ledger import Ledger
 from gateway.core.retry import RetryPolicy
 from gateway.dlq.alerts import run_alerts
@@ -65,7 +64,6 @@ async def settlement_parts(
 ) -> AsyncIterator[SettlementParts]:
     """Open the database, NATS, the ledger, Redis and the HTTP client."""
     metrics = metrics or Metrics()
-    alert_settings = parse_alert_settings(settings.raw)  # a bad [alerts] table stops start-up
     pool_size = settings.settlement.concurrency + 4
     async with (
         open_pool(
@@ -89,9 +87,9 @@ async def settlement_parts(
             settler = Settler(settings, pool, ledger, rates)
             consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
             alerts = None
-            if alert_settings.webhook_url:
+            if settings.alerts.webhook_url:
                 alerts = AlertWebhook(
-                    http_client, alert_settings.webhook_url, timeout_s=alert_settings.timeout_s
+                    http_client, settings.alerts.webhook_url, timeout_s=settings.alerts.timeout_s
                 )
             yield SettlementParts(
                 settings, pool, broker, ledger, settler, metrics, consumer=consumer, alerts=alerts

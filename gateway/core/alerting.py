@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from gateway.errors import ConfigError
 
 
 class AlertState(enum.StrEnum):
@@ -32,7 +30,8 @@ class Rule(enum.StrEnum):
 
 @dataclass(frozen=True)
 class AlertSettings:
-    """`[alerts]`: where notifications go, how often to look, and the thresholds."""
+    """`[alerts]`: where notifications go, how often to look, and the thresholds (read
+    and checked with the rest of the settings, `gateway.settings.parse`)."""
 
     webhook_url: str = ""  # empty: no notifications (the DLQ gauges are still kept)
     interval_s: float = 30.0
@@ -41,37 +40,6 @@ class AlertSettings:
     dlq_window_s: float = 300.0
     oldest_unresolved_max_s: float = 3600.0
     retries_per_minute_max: float = 50.0
-
-
-def parse_alert_settings(raw: Mapping[str, Any]) -> AlertSettings:
-    """Read `[alerts]` from the whole TOML document; `ConfigError` names the bad key."""
-    table = raw.get("alerts", {})
-    if not isinstance(table, Mapping):
-        raise ConfigError("alerts", "must be a table")
-    known = {f.name for f in fields(AlertSettings)}
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in known:
-            raise ConfigError(f"alerts.{key}", "unknown setting")
-        default = getattr(AlertSettings, key)
-        if isinstance(default, str):
-            if not isinstance(value, str):
-                raise ConfigError(f"alerts.{key}", f"must be a string, got {type(value).__name__}")
-        else:
-            # bool is an int in Python; `true` where a number belongs is still a mistake.
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigError(f"alerts.{key}", f"must be a number, got {value!r}")
-            if isinstance(default, int) and not isinstance(value, int):
-                raise ConfigError(f"alerts.{key}", f"must be a whole number, got {value!r}")
-            if value <= 0:
-                raise ConfigError(f"alerts.{key}", f"must be positive, got {value!r}")
-            value = type(default)(value)
-        values[key] = value
-    url = values.get("webhook_url", "")
-    if url and (not url.startswith(("http://", "https://")) or not url.split("://", 1)[1]):
-        # Never echo the URL: webhook URLs usually carry their credential in the path.
-        raise ConfigError("alerts.webhook_url", "must be an http:// or https:// URL")
-    return AlertSettings(**values)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ from gateway.core.alerting import (
     Observation,
     Reading,
     RetryWindow,
-    parse_alert_settings,
     readings,
     transition,
 )
@@ -175,8 +174,7 @@ async def run_alerts(
 ) -> None:
     """Keep the DLQ gauges current and send the alerts, until cancelled.
 
-    Raises `ConfigError` at once (before any work) if `[alerts]` is invalid. `receiver`
-    is opened by the composition root, which passes None when no `webhook_url` is set.
+    `[alerts]` was checked with the rest of the settings at start-up. `receiver` is
+    opened by the composition root, which passes None when no `webhook_url` is set.
     """
-    alert_settings = parse_alert_settings(settings.raw)
-    await DlqAlerts(pool, alert_settings, metrics, receiver).run()
+    await DlqAlerts(pool, settings.alerts, metrics, receiver).run()

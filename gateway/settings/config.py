@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gateway.core.alerting import AlertSettings
 from gateway.errors import ConfigError
 from gateway.settings.sections import (
     HEADER_BUDGET_BYTES,
@@ -32,7 +33,13 @@ from gateway.settings.senders import (
     parse_providers,
     parse_services,
 )
-from gateway.settings.values import read_section, read_url, redacted_repr
+from gateway.settings.values import (
+    read_section,
+    read_table,
+    read_url,
+    redacted_repr,
+    refuse_unknown,
+)
 
 # Settings where zero is meaningful (turns a wait or a listener off) rather than a mistake.
 _ZERO_OK = frozenset(
@@ -46,6 +53,21 @@ _ZERO_OK = frozenset(
     }
 )
 CONFIG_ENV = "GATEWAY_CONFIG"
+#: Every table the file may hold; anything else is a typo, refused with a suggestion.
+SECTIONS = (
+    "database",
+    "nats",
+    "redis",
+    "http",
+    "ingest",
+    "outbox",
+    "providers",
+    "services",
+    "settlement",
+    "currency",
+    "ledger",
+    "alerts",
+)
 
 
 @dataclass(frozen=True)
@@ -63,9 +85,7 @@ class Settings:
     settlement: SettlementSettings = field(default_factory=SettlementSettings)
     currency: CurrencySettings = field(default_factory=CurrencySettings)
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
-    # The document as read, for the few readers of keys without a section type; never
-    # printed, since it holds any secret written inline.
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    alerts: AlertSettings = field(default_factory=AlertSettings)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -97,9 +117,25 @@ def _ledger(data: Mapping[str, Any], env: Mapping[str, str]) -> LedgerSettings:
     return ledger
 
 
+def _alerts(data: Mapping[str, Any]) -> AlertSettings:
+    alerts: AlertSettings = _read(AlertSettings, data, "alerts")
+    url = alerts.webhook_url
+    if url and (not url.startswith(("http://", "https://")) or not url.split("://", 1)[1]):
+        # Never echo the URL: webhook URLs usually carry their credential in the path.
+        raise ConfigError("alerts.webhook_url", "must be an http:// or https:// URL")
+    return alerts
+
+
 def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
-    """Validate a parsed TOML document; raise `ConfigError` naming the first bad key."""
+    """Validate a parsed TOML document; raise `ConfigError` naming the first bad key.
+
+    Every section and key is checked against the known ones: a misspelt `[databse]` or
+    `secert_env` stops start-up instead of silently falling back to a default.
+    """
     env = os.environ if env is None else env
+    refuse_unknown(data, "", SECTIONS)
+    for url_only in ("database", "redis"):
+        refuse_unknown(read_table(data, url_only, ""), f"{url_only}.", ("url",))
     nats_url = read_url(data, env, "nats", NatsSettings.url, ("nats", "tls"))
     nats = replace(_read(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
     if not all(u.startswith(("nats://", "tls://")) for u in nats.servers):
@@ -150,7 +186,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         settlement=_settlement(data),
         currency=_read(CurrencySettings, data, "currency"),
         ledger=_ledger(data, env),
-        raw=data,
+        alerts=_alerts(data),
     )
 
 

@@ -21,10 +21,33 @@ from gateway.core.event_types import type_patterns
 from gateway.core.signatures import SCHEMES, check_hmac_params, get_scheme, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
-from gateway.settings.values import env_name_shown, read_table, read_value, require_positive
+from gateway.settings.values import (
+    env_name_shown,
+    read_table,
+    read_value,
+    refuse_unknown,
+    require_positive,
+)
 
 #: The scheme names a provider may use: the signature registry's, in its order.
 SCHEME_NAMES: tuple[str, ...] = tuple(SCHEMES)
+#: Every key a `[providers.NAME]` table may hold (some only mean something for `hmac`).
+PROVIDER_KEYS = (
+    "scheme",
+    "secrets",
+    "secret_env",
+    "tolerance_s",
+    "encoding",
+    "header",
+    "prefix",
+    "timestamp_header",
+    "event_id_from",
+    "event_type_from",
+    "store_headers",
+    "event_types",
+)
+#: Every key a `[services.NAME]` table may hold.
+SERVICE_KEYS = ("token", "token_env", "subjects")
 
 #: A provider's or service's name is a NATS subject token and the start of `Nats-Msg-Id`
 #: (`{provider}:{event_id}`), so it holds no `.` (service `a.b` would publish where
@@ -108,6 +131,7 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
     if name in _RESERVED_PROVIDER_NAMES:
         raise ConfigError(f"providers.{name}", "name is reserved for internal events")
     path = f"providers.{name}."
+    refuse_unknown(data, path, PROVIDER_KEYS)
     scheme = read_value(data, "scheme", path, str, None)
     if scheme is None:
         raise ConfigError(f"{path}scheme", f"is required (one of {', '.join(SCHEME_NAMES)})")
@@ -198,6 +222,7 @@ def _event_types(data: Mapping[str, Any], path: str) -> tuple[str, ...] | None:
 def parse_service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ServiceSettings:
     check_name("services", name)
     path = f"services.{name}."
+    refuse_unknown(data, path, SERVICE_KEYS)
     token = read_value(data, "token", path, str, None, secret=True)
     if token is None and "token_env" in data:
         var = read_value(data, "token_env", path, str, "", secret=True)

@@ -7,8 +7,9 @@ value of each kind looks like.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from gateway.errors import ConfigError
@@ -47,6 +48,21 @@ def env_name_shown(name: str) -> str:
     if _ENV_NAME.fullmatch(name):
         return f"environment variable {name}"
     return "the environment variable named there"
+
+
+#: The most characters of an unknown key an error repeats: enough to find the typo.
+_KEY_SHOWN_CHARS = 64
+
+
+def refuse_unknown(table: Mapping[str, Any], path: str, known: Collection[str]) -> None:
+    """Refuse the first key of `table` that is not in `known`, naming its full path and
+    the closest known key, so a typo never silently falls back to a default."""
+    for key in table:
+        if key not in known:
+            shown = key if len(key) <= _KEY_SHOWN_CHARS else key[:_KEY_SHOWN_CHARS] + "..."
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {path}{close[0]}?" if close else ""
+            raise ConfigError(f"{path}{shown}", f"unknown setting{hint}")
 
 
 def read_table(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
@@ -136,9 +152,7 @@ def read_section(
     table = read_table(data, section, "")
     defaults = cls()
     values: dict[str, Any] = {}
-    for key in table:
-        if not hasattr(defaults, key) and key not in skip:
-            raise ConfigError(f"{section}.{key}", "unknown setting")
+    refuse_unknown(table, f"{section}.", {*vars(defaults), *skip})
     for name, default in vars(defaults).items():
         if name in skip:
             continue

@@ -8,6 +8,7 @@ import contextlib
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,11 +22,12 @@ from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.postgres import open_pool
 from gateway.core.alerting import AlertSettings
 from gateway.dlq.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
-from gateway.errors import ConfigError
 from gateway.metrics import Metrics
 from gateway.settings import parse
 from tests.support.receiver import Receiver
 from tests.support.services import wait_until
+
+GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 RULES_DIR = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -289,14 +291,16 @@ async def _async(value: T) -> T:
     return value
 
 
-async def test_bad_alert_config_stops_with_the_key_named(pool: asyncpg.Pool) -> None:
-    """run_alerts refuses a bad [alerts] table before doing anything."""
-    settings = parse({"alerts": {"webhook_url": "hooks.slack.com/services/T0/B0/XYZ"}}, env={})
-    with pytest.raises(ConfigError) as caught:
-        await run_alerts(pool, settings, Metrics(), None)
-    assert (
-        str(caught.value) == "config error: alerts.webhook_url: must be an http:// or https:// URL"
+async def test_bad_alert_config_stops_with_the_key_named(tmp_path: Path) -> None:
+    """`gateway settle` refuses a bad [alerts] table before doing anything."""
+    config = tmp_path / "gateway.toml"
+    config.write_text('[alerts]\nwebhook_url = "hooks.slack.com/services/T0/B0/XYZ"\n')
+    done = subprocess.run(
+        [GATEWAY, "settle", "--config", str(config)], capture_output=True, text=True, timeout=60
     )
+    assert done.returncode != 0
+    assert "config error: alerts.webhook_url: must be an http:// or https:// URL" in done.stderr
+    assert "XYZ" not in done.stderr + done.stdout
 
 
 async def test_run_alerts_runs_until_cancelled(

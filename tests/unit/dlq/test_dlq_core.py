@@ -14,7 +14,6 @@ from gateway.core.alerting import (
     Observation,
     RetryWindow,
     Rule,
-    parse_alert_settings,
     readings,
     transition,
 )
@@ -34,7 +33,7 @@ from gateway.dlq.format import decode_payload, row_doc, safe, show_page, table
 from gateway.dlq.plan import RowOutcome, plan
 from gateway.dlq.progress import Progress
 from gateway.dlq.replay import failure_of
-from gateway.errors import ConfigError, DatabaseUnavailable, DlqUsageError, UnknownMerchant
+from gateway.errors import DatabaseUnavailable, DlqUsageError, UnknownMerchant
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -287,35 +286,6 @@ def test_progress_bar_only_on_a_terminal() -> None:
 
 
 # --- alerts ---------------------------------------------------------------------------
-
-
-def test_alert_settings_defaults_and_values() -> None:
-    """Without [alerts] nothing is sent; values are read with their units."""
-    assert parse_alert_settings({}) == AlertSettings()
-    s = parse_alert_settings(
-        {"alerts": {"webhook_url": "https://hooks.example/x", "interval_s": 5}}
-    )
-    assert s.webhook_url == "https://hooks.example/x" and s.interval_s == 5.0
-
-
-@pytest.mark.parametrize(
-    ("table_", "key"),
-    [
-        ({"webhook_url": "hooks.example/x"}, "alerts.webhook_url"),
-        ({"webhook_url": "ftp://hooks.example"}, "alerts.webhook_url"),
-        ({"webhook_url": 5}, "alerts.webhook_url"),
-        ({"interval_s": 0}, "alerts.interval_s"),
-        ({"interval_s": True}, "alerts.interval_s"),
-        ({"dlq_rows_max": 10.5}, "alerts.dlq_rows_max"),
-        ({"webhok_url": "https://x"}, "alerts.webhok_url"),
-    ],
-)
-def test_bad_alert_settings_name_the_key(table_: dict[str, Any], key: str) -> None:
-    """A bad [alerts] value stops start-up with the key named (and the URL not echoed)."""
-    with pytest.raises(ConfigError) as caught:
-        parse_alert_settings({"alerts": table_})
-    assert caught.value.key == key
-    assert "hooks.example" not in str(caught.value)
 
 
 def test_readings_against_thresholds() -> None:
