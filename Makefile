@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV := .venv
 BIN  := $(VENV)/bin
 
-.PHONY: help setup setup-nodeps run test lint _lint bench chaos clean
+.PHONY: help setup setup-nodeps run test lint _lint bench chaos lock clean
 
 help:
 	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations"
@@ -14,6 +14,7 @@ help:
 	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
 	@echo "make bench   - setup, then python -m bench.run"
 	@echo "make chaos   - setup, then pytest chaos"
+	@echo "make lock    - re-pin requirements.lock / requirements-dev.lock (needs uv; LOCK_ARGS=--upgrade)"
 	@echo "make clean   - stop the repo's own NATS (if started here), remove .venv .data caches"
 
 setup:
@@ -43,6 +44,18 @@ bench: setup
 
 chaos: setup
 	CHAOS_FULL=1 $(BIN)/pytest -q chaos
+
+# Pinned, hash-checked requirements for every platform and Python >= 3.11: the runtime set
+# (requirements.lock) and the development set (requirements-dev.lock), which agree on
+# every shared package. Existing pins are kept unless LOCK_ARGS=--upgrade.
+UV ?= uv
+LOCK_ARGS ?=
+LOCK := $(UV) pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
+	--quiet --custom-compile-command "make lock" $(LOCK_ARGS)
+
+lock:
+	$(LOCK) --extra dev -o requirements-dev.lock
+	$(LOCK) --constraint requirements-dev.lock -o requirements.lock
 
 clean:
 	@if [[ -f .data/nats.pid ]]; then \

@@ -206,6 +206,12 @@ class DatabaseError(GatewayError):
         self.sqlstate = sqlstate
 
 
+class MigrationsMissing(GatewayError):
+    """No migration files were found: the installation is incomplete (nothing applied)."""
+
+    error_class = "MIGRATIONS_MISSING"
+
+
 # --- transient failures: retry with backoff ------------------------------------------
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare a development / CI machine for the gateway:
-#   - .venv with the project installed (editable, with dev extras)
+#   - .venv with the project installed (editable) and the pinned, hash-checked
+#     dependencies of requirements-dev.lock (`make lock` regenerates it)
 #   - PostgreSQL on 127.0.0.1:5432 with a database "test"
 #   - Redis on 127.0.0.1:6379
 #   - NATS with JetStream on 127.0.0.1:4223 (the venv's nats-server 2.11+, scripts/nats.conf).
@@ -16,6 +17,8 @@
 #   SETUP_SKIP_SERVICES=1  skip PostgreSQL/Redis/NATS, the optional tools and the
 #                          migrations (lint-only runs)
 #   SETUP_SKIP_TOOLS=1     skip installing wrk/promtool
+#   SETUP_UNLOCKED=1       install the newest versions pyproject.toml allows instead of
+#                          requirements-dev.lock (to try an upgrade before `make lock`)
 #   PYTHON=...             interpreter used to create .venv (default: python3)
 set -euo pipefail
 
@@ -26,6 +29,7 @@ VENV="$ROOT/.venv"
 DATA="$ROOT/.data"
 PYTHON="${PYTHON:-python3}"
 STAMP="$VENV/.setup-pyproject.sha256"
+LOCK_FILE="requirements-dev.lock"
 WAIT_S="${SETUP_WAIT_S:-30}"
 
 PG_HOST=127.0.0.1
@@ -132,16 +136,26 @@ setup_venv() {
         "$PYTHON" -m venv "$VENV" || die "could not create .venv (on Debian: apt-get install python3-venv)"
     fi
 
-    local want have_hash=""
-    want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+    local want have_hash="" locked=1
+    if [[ "${SETUP_UNLOCKED:-0}" == "1" || ! -f "$LOCK_FILE" ]]; then
+        locked=0
+    fi
+    want="$({ cat pyproject.toml; ((locked == 0)) || cat "$LOCK_FILE"; echo "locked=$locked"; } | sha256sum | cut -d' ' -f1)"
     [[ -f "$STAMP" ]] && have_hash="$(cat "$STAMP")"
     if [[ "$want" == "$have_hash" ]]; then
         log "python dependencies up to date"
         return
     fi
-    log "pip install -e '.[dev]' (pyproject.toml changed or first install)"
     rm -f "$STAMP"
-    "$VENV/bin/pip" install -q -e '.[dev]' || die "pip install -e '.[dev]' failed"
+    if ((locked == 1)); then
+        log "pip install -r $LOCK_FILE, then the project (editable, no dependencies)"
+        "$VENV/bin/pip" install -q --require-hashes -r "$LOCK_FILE" ||
+            die "pip install -r $LOCK_FILE failed (SETUP_UNLOCKED=1 installs without the lock)"
+        "$VENV/bin/pip" install -q --no-deps -e . || die "pip install --no-deps -e . failed"
+    else
+        log "pip install -e '.[dev]' (newest versions pyproject.toml allows; no lock)"
+        "$VENV/bin/pip" install -q -e '.[dev]' || die "pip install -e '.[dev]' failed"
+    fi
     printf '%s\n' "$want" >"$STAMP"
 }
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import dead_letters
-from gateway.cli.common import SubParsers, common_parser, load_settings
+from gateway.cli.common import SubParsers, common_parser, help_texts, load_settings
 from gateway.compose import ops
 from gateway.core.dlq_filters import (
     DlqFilter,
@@ -199,9 +199,10 @@ def _parser(
     name: str,
     body: Body,
     text: str,
+    about: str,
+    examples: tuple[str, ...],
 ) -> _OneLineParser:
-    p = sub.add_parser(name, help=text, description=text, parents=[common])
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p = sub.add_parser(name, help=text, parents=[common], **help_texts(about, examples))
     p.set_defaults(func=_command(body))
     return p
 
@@ -220,15 +221,28 @@ def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
         p.add_argument("--any", action="store_true", help="open and resolved rows")
 
 
+DLQ_ABOUT = """Dead letters are events the gateway kept but could not process: parked at
+ingest (payload invalid), publish (the stream refused them) or settlement (the ledger or
+currency-service said no for good). Inspect them, replay them once the cause is fixed, or
+resolve them by hand with a note. Exit status: 0 done; 1 a row failed to replay, an id is
+unknown or a row is not open; 2 the flags or the configuration cannot be used."""
+CFG = "--config gateway.toml"
+
+
 def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `gateway dlq ...`."""
-    text = "Inspect, replay and resolve dead-letter rows."
     dlq = subparsers.add_parser(
         "dlq",
-        help=text,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="Inspect, replay and resolve dead-letter rows.",
         parents=[common],
+        **help_texts(
+            DLQ_ABOUT,
+            (
+                f"gateway dlq stats {CFG}",
+                f"gateway dlq list --stage settlement --since 2h {CFG}",
+                f"gateway dlq replay --all --error-class UNKNOWN_MERCHANT --dry-run {CFG}",
+            ),
+        ),
     )
     common_one_line = _OneLineParser(add_help=False)
     common_parser(common_one_line)
@@ -236,12 +250,30 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         dest="dlq_command", required=True, metavar="COMMAND", parser_class=_OneLineParser
     )
     p = _parser(
-        sub, common_one_line, "list", list_body, "List dead-letter rows (oldest failure first)."
+        sub,
+        common_one_line,
+        "list",
+        list_body,
+        "List dead-letter rows (oldest failure first).",
+        """List dead-letter rows matching the filters, oldest failure first: id, stage,
+        provider, event id, error class, attempts and age. Open rows only unless
+        --resolved or --any.""",
+        (
+            f"gateway dlq list {CFG}",
+            f"gateway dlq list --provider stripe --error-class UNKNOWN_MERCHANT --json {CFG}",
+        ),
     )
     _filters(p, states=True)
     p.add_argument("--limit", type=int, default=50, help="most rows shown (default 50)")
     p = _parser(
-        sub, common_one_line, "show", show_body, "Show one row: payload, headers, error, stack."
+        sub,
+        common_one_line,
+        "show",
+        show_body,
+        "Show one row: payload, headers, error, stack.",
+        """Show everything kept about one dead letter: the original payload and headers,
+        the error class, message and stack, the attempts and, once resolved, how.""",
+        (f"gateway dlq show 412 {CFG}", f"gateway dlq show 412 --json {CFG}"),
     )
     p.add_argument("id", metavar="ID")
     p = _parser(
@@ -250,6 +282,14 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         "replay",
         replay_body,
         "Run the rows' stage again; resolve what succeeds.",
+        """Run the failed stage again for the rows chosen by --id or by --all with the
+        filters; rows that succeed are marked resolved, rows that fail again stay open
+        with one more attempt. Fix the cause first (a config, a missing account), try
+        --dry-run, then replay; --rate keeps the load gentle.""",
+        (
+            f"gateway dlq replay --id 412 --id 413 {CFG}",
+            f"gateway dlq replay --all --stage settlement --rate 20 --dry-run {CFG}",
+        ),
     )
     p.add_argument("--id", action="append", metavar="ID", help="a row to replay (repeatable)")
     p.add_argument("--all", action="store_true", help="every open row matching the filters")
@@ -266,7 +306,15 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     p.add_argument("--force", action="store_true", help="replay rows past --max-attempts too")
     p.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
     p = _parser(
-        sub, common_one_line, "resolve", resolve_body, "Mark a row handled by hand, with the cause."
+        sub,
+        common_one_line,
+        "resolve",
+        resolve_body,
+        "Mark a row handled by hand, with the cause.",
+        """Mark one open row as handled outside the gateway (refunded by support, say),
+        keeping --note as the documented cause and the operator's login name. A row
+        already resolved is left as it was (exit 1).""",
+        (f'gateway dlq resolve 412 --note "refunded by support, ticket 8812" {CFG}',),
     )
     p.add_argument("id", metavar="ID")
     p.add_argument("--note", required=True, help="what was done, kept as the documented cause")
@@ -276,4 +324,7 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         "stats",
         stats_body,
         "Unresolved rows by stage and class, recent, oldest.",
+        """The dead-letter table's health: unresolved rows by stage and error class, how
+        many arrived recently and how old the oldest open one is.""",
+        (f"gateway dlq stats {CFG}", f"gateway dlq stats --json {CFG}"),
     )

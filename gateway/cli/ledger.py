@@ -8,9 +8,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-import orjson
-
-from gateway.cli.common import SubParsers, load_settings
+from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
 from gateway.core.money import check_currency
 from gateway.errors import ConfigError, LedgerImbalance
 from gateway.settings import Settings
@@ -45,12 +43,17 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         account = _with_ledger(
             settings, lambda led: ledger_ops.open_account(led, merchant, currency)
         )
-        print(f"account {account:#034x} open for merchant {merchant} ({currency})")
+        if args.json:
+            print_json(
+                {"account_id": f"{account:#034x}", "merchant_id": merchant, "currency": currency}
+            )
+        else:
+            print(f"account {account:#034x} open for merchant {merchant} ({currency})")
         return 0
     if args.ledger_command == "balances":
         rows = _with_ledger(settings, ledger_ops.balances)
         if args.json:
-            sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+            print_json(rows)
         else:
             print(f"{'account':<36} {'debits':>14} {'credits':>14} {'balance':>14}")
             for r in rows:
@@ -63,26 +66,69 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         debits, credits = _with_ledger(settings, ledger_ops.check)
     except LedgerImbalance as exc:
         print(f"ledger check FAILED: {exc}", file=sys.stderr)
+        if args.json:
+            print_json({"balanced": False, "error": str(exc)})
         return 1
-    print(f"ledger balanced: debits {debits} = credits {credits}")
+    if args.json:
+        print_json({"balanced": True, "debits": debits, "credits": credits})
+    else:
+        print(f"ledger balanced: debits {debits} = credits {credits}")
     return 0
 
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `gateway ledger ...`."""
-    text = "Ledger accounts, balances and the balance check."
-    parser = sub.add_parser("ledger", help=text, description=text, parents=[common])
+    about = """Work with the settlement ledger (the backend named in [ledger]: the embedded
+    PostgreSQL ledger or TigerBeetle): open a merchant's account before its payments
+    settle, list every account's posted totals, and check that total debits equal total
+    credits."""
+    parser = sub.add_parser(
+        "ledger",
+        help="Open accounts, list balances, check that debits equal credits.",
+        parents=[common],
+        **help_texts(
+            about,
+            (
+                "gateway ledger open-account m_1 --currency USD --config gateway.toml",
+                "gateway ledger balances --config gateway.toml --json",
+                "gateway ledger check --config gateway.toml",
+            ),
+        ),
+    )
     parser.set_defaults(func=cmd_ledger)
     commands = parser.add_subparsers(dest="ledger_command", required=True, metavar="COMMAND")
     open_account = commands.add_parser(
-        "open-account", help="Open a merchant's account.", parents=[common]
+        "open-account",
+        help="Open a merchant's account (idempotent).",
+        parents=[common],
+        **help_texts(
+            """Open the ledger account a merchant's settlements are credited to, in one
+            currency, and print its id. Opening it again is harmless. Payments for a
+            merchant without an account are parked in the dead-letter table
+            (UNKNOWN_MERCHANT): open the account, then replay them.""",
+            ("gateway ledger open-account m_1 --currency EUR --config gateway.toml",),
+        ),
     )
-    open_account.add_argument("merchant_id")
-    open_account.add_argument("--currency", help="default: settlement.currency")
-    balances = commands.add_parser(
-        "balances", help="Every account's posted totals.", parents=[common]
-    )
-    balances.add_argument("--json", action="store_true", help="machine-readable output")
+    open_account.add_argument("merchant_id", metavar="MERCHANT_ID")
+    open_account.add_argument("--currency", help="ISO 4217 code (default: settlement.currency)")
     commands.add_parser(
-        "check", help="Verify total debits equal total credits (exit 1 if not).", parents=[common]
+        "balances",
+        help="Every account's posted debits, credits and balance.",
+        parents=[common],
+        **help_texts(
+            "List every ledger account with its posted debits, credits and balance, in "
+            "minor units.",
+            ("gateway ledger balances --config gateway.toml --json",),
+        ),
+    )
+    commands.add_parser(
+        "check",
+        help="Verify total debits equal total credits (exit 1 if not).",
+        parents=[common],
+        **help_texts(
+            """Sum every posted debit and credit in the ledger; exit 0 when they are
+            equal, 1 (with the difference on stderr) when they are not, which is a
+            critical fault. Suitable for a monitoring cron job.""",
+            ("gateway ledger check --config gateway.toml --json",),
+        ),
     )

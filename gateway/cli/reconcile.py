@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from typing import TYPE_CHECKING
 
-import orjson
-
-from gateway.cli.common import SubParsers, load_settings
+from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
 
 if TYPE_CHECKING:
     from gateway.settlement.reconcile import ReconcileReport
@@ -22,7 +19,7 @@ DEFAULT_LOOKBACK_S = 7 * 86_400.0
 
 def _print(report: ReconcileReport, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(report.to_json())
         return
     verb = "would re-publish" if report.dry_run else "re-published"
     count = len(report.events) if report.dry_run else report.republished
@@ -54,11 +51,23 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `gateway reconcile`."""
-    about = (
-        "Re-publish accepted events that should settle and have no settlement outcome "
-        "(no settled settlement, no open dead letter) once they are --older-than-s."
+    about = """One pass over recently accepted events that should settle: re-publish those
+    with no settlement outcome yet (no settled settlement, no open dead letter) whose
+    publish was acknowledged at least --older-than-s ago, then exit. The settlement worker
+    is idempotent, so a re-published event that did settle meanwhile changes nothing. Run
+    it from cron or a timer; exit 1 if some re-publish was not acknowledged."""
+    parser = sub.add_parser(
+        "reconcile",
+        help="Re-publish accepted events that never got a settlement outcome.",
+        parents=[common],
+        **help_texts(
+            about,
+            (
+                "gateway reconcile --config gateway.toml --dry-run",
+                "*/15 * * * *  gateway reconcile --config /etc/gateway/gateway.toml --json",
+            ),
+        ),
     )
-    parser = sub.add_parser("reconcile", help=about, description=about, parents=[common])
     add = parser.add_argument
     add(
         "--older-than-s",
@@ -75,5 +84,4 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     )
     add("--batch-size", type=int, default=500, help="rows read at a time")
     add("--dry-run", action="store_true", help="list what would be re-published")
-    add("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=cmd_reconcile)

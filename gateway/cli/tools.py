@@ -8,7 +8,7 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from gateway.cli.common import SubParsers
+from gateway.cli.common import SubParsers, help_texts, print_json
 from gateway.settings import SCHEME_NAMES
 
 
@@ -34,12 +34,18 @@ def cmd_sign(args: argparse.Namespace) -> int:
         print(f"gateway sign: error: {exc}", file=sys.stderr)
         return 2
     if not args.send:
-        for name, value in headers.items():
-            print(f"{name}: {value}")
+        if args.json:
+            print_json({"headers": headers})
+        else:
+            for name, value in headers.items():
+                print(f"{name}: {value}")
         return 0
     headers["Content-Type"] = "application/json"
     status, text = post_webhook(args.send, body, headers)
-    print(f"{status} {text}")
+    if args.json:
+        print_json({"headers": headers, "status": status, "response": text})
+    else:
+        print(f"{status} {text}")
     return 0 if 200 <= status < 300 else 1
 
 
@@ -63,8 +69,25 @@ def _rate_arg(text: str) -> tuple[str, Decimal]:
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `sign` and `currency-stub`."""
-    text = "Sign a body the way a provider would; print or send it."
-    sign = sub.add_parser("sign", help=text, description=text, parents=[common])
+    about = """Sign a request body the way the provider's scheme would and print the
+    headers to send with it, or POST it with --send and print the gateway's answer (exit 1
+    unless it is 2xx). For testing a deployment's secrets and for demos; needs no
+    configuration file. With --json: {"headers": {...}} (and "status", "response")."""
+    sign = sub.add_parser(
+        "sign",
+        help="Sign a body as a provider would; print the headers or send it.",
+        parents=[common],
+        **help_texts(
+            about,
+            (
+                "gateway sign stripe --secret whsec_demo_stripe_secret --body event.json",
+                "gateway sign stripe --secret whsec_demo_stripe_secret --body event.json "
+                "--send http://127.0.0.1:8080/webhooks/stripe",
+                'echo \'{"action": "x"}\' | gateway sign github --secret s --body - '
+                "--event-id d1 --event-type push",
+            ),
+        ),
+    )
     sign.add_argument("scheme", choices=SCHEME_NAMES)
     sign.add_argument("--secret", required=True, help="the signing secret")
     sign.add_argument("--body", required=True, help="file with the body, or - for stdin")
@@ -73,8 +96,22 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     sign.add_argument("--send", metavar="URL", help="POST the signed body to URL, print the answer")
     sign.set_defaults(func=cmd_sign)
 
-    text = "Run a stand-in currency-service (configurable rates, can fail or stall)."
-    stub = sub.add_parser("currency-stub", help=text, description=text, parents=[common])
+    about = """Run a stand-in for the currency-service on HTTP until stopped, quoting fixed
+    rates (EUR/USD=1.08 and a few more by default). POST /control {"mode": "ok" | "fail" |
+    "stall", "stall_s": N} makes it fail or stall, for demos, tests and fault drills. Not
+    for production."""
+    stub = sub.add_parser(
+        "currency-stub",
+        help="Run a stand-in currency-service for demos and tests.",
+        parents=[common],
+        **help_texts(
+            about,
+            (
+                "gateway currency-stub",
+                "gateway currency-stub --port 8091 --no-default-rates --rate EUR/USD=1.1",
+            ),
+        ),
+    )
     stub.add_argument("--host", default="127.0.0.1", help="address to listen on")
     stub.add_argument("--port", type=int, default=8090, help="port to listen on")
     stub.add_argument(

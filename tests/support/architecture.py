@@ -43,6 +43,11 @@ PURE_STDLIB = frozenset(
 #: Pure third-party libraries the core may use.
 PURE_LIBRARIES = frozenset({"orjson"})
 #: Drivers: only the adapters import these.
+#: Parts of importlib that read package data and metadata and never import a module by
+#: name: the installed migrations (importlib.resources) and `gateway --version`.
+DATA_ONLY_IMPORTLIB = frozenset(
+    {"importlib.resources", "importlib.resources.abc", "importlib.metadata"}
+)
 DRIVERS = frozenset({"asyncpg", "nats", "redis", "tigerbeetle"})
 #: The HTTP client library: adapters, the composition root and the bundled client.
 HTTP_CLIENT = "httpx"
@@ -143,7 +148,9 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
             _within(imp.importer, cli) or imp.importer == f"{package}.__main__"
         ):
             yield f"nothing imports cli: {where}"
-        if top == "importlib" or imp.target == "builtins":
+        if (top == "importlib" and imp.target not in DATA_ONLY_IMPORTLIB) or (
+            imp.target == "builtins"
+        ):
             yield f"no registration by import side effect: {where}"
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.resources
 from collections.abc import AsyncIterator, Iterator, Mapping
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +14,12 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from gateway.core.classify import sqlstate_is_transient
-from gateway.errors import DatabaseError, DatabaseUnavailable
+from gateway.errors import DatabaseError, DatabaseUnavailable, MigrationsMissing
 
-SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
+#: A source checkout's migrations: the repository's top-level `sql/`.
+SOURCE_SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
+#: Where a built package carries them: `setup.py` copies `sql/` there at build time.
+PACKAGED_SQL_DIR = "_sql"
 # Any constant works; it only has to be the same in every process running migrations.
 _MIGRATION_LOCK_KEY = 0x6761746577617931
 
@@ -149,18 +154,34 @@ async def open_pool(dsn: str, **kwargs: Any) -> AsyncIterator[Pool]:
             pool.terminate()
 
 
-def migration_files(sql_dir: Path = SQL_DIR) -> list[Path]:
+def default_sql_dir() -> Traversable:
+    """The migrations inside the installed package, else the source checkout's `sql/`
+    (running from the repository, or an editable install, which builds nothing)."""
+    packaged = importlib.resources.files("gateway") / PACKAGED_SQL_DIR
+    return packaged if packaged.is_dir() else SOURCE_SQL_DIR
+
+
+def migration_files(sql_dir: Traversable | None = None) -> list[Traversable]:
     """The migrations in the order they apply: `NNN_name.sql`, by number."""
-    files = sorted(p for p in sql_dir.glob("*.sql") if p.name[:3].isdigit())
-    return files
+    source = default_sql_dir() if sql_dir is None else sql_dir
+    if not source.is_dir():
+        return []
+    found = (p for p in source.iterdir() if p.name.endswith(".sql") and p.name[:3].isdigit())
+    return sorted((p for p in found if p.is_file()), key=lambda p: p.name)
 
 
-async def migrate(dsn: str, sql_dir: Path = SQL_DIR) -> list[str]:
+async def migrate(dsn: str, sql_dir: Traversable | None = None) -> list[str]:
     """Apply every migration not yet applied, once, in order; return the names applied.
 
     Safe from several processes at once: an advisory lock serialises them, and each
-    migration is recorded in the same transaction that applies it.
+    migration is recorded in the same transaction that applies it. Finding no migration
+    file at all raises `MigrationsMissing` before connecting: an incomplete installation
+    must not report success.
     """
+    files = migration_files(sql_dir)
+    if not files:
+        where = default_sql_dir() if sql_dir is None else sql_dir
+        raise MigrationsMissing(f"no migration files (NNN_name.sql) found in {where}")
     with translate_errors():
         conn = await asyncpg.connect(dsn, timeout=10)
     applied: list[str] = []
@@ -173,7 +194,7 @@ async def migrate(dsn: str, sql_dir: Path = SQL_DIR) -> list[str]:
                     " name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
                 )
                 done = {r["name"] for r in await conn.fetch("SELECT name FROM schema_migrations")}
-                for path in migration_files(sql_dir):
+                for path in files:
                     if path.name in done:
                         continue
                     async with conn.transaction():

@@ -47,6 +47,22 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
+def test_version_from_the_script_and_from_python_dash_m() -> None:
+    from gateway.cli import package_version
+
+    assert run("--version").stdout == f"gateway {package_version()}\n"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    as_module = subprocess.run(
+        [sys.executable, "-m", "gateway", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean,
+    )
+    assert as_module.returncode == 0
+    assert as_module.stdout == f"gateway {package_version()}\n"
+
+
 def test_help_on_every_level() -> None:
     assert "serve" in run("--help").stdout
     for command in ("serve", "migrate", "relay", "sign"):
@@ -85,6 +101,7 @@ def test_serve_sign_send_and_graceful_stop(
     assert migrated.returncode == 0, migrated.stderr
     assert "001_ingest.sql" in migrated.stdout
     assert "applied 0 migration(s)" in run("migrate", "--config", str(cfg)).stdout
+    assert orjson.loads(run("--json", "migrate", "--config", str(cfg)).stdout) == {"applied": []}
 
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     server = subprocess.Popen(
@@ -107,6 +124,10 @@ def test_serve_sign_send_and_graceful_stop(
 
         printed = run("sign", "stripe", "--secret", SECRETS["stripe"], "--body", str(body))
         name, _, value = printed.stdout.strip().partition(": ")
+        as_json = run(
+            "sign", "stripe", "--secret", SECRETS["stripe"], "--body", str(body), "--json"
+        )
+        assert list(orjson.loads(as_json.stdout)["headers"]) == [name]
         again = httpx.post(url, content=body.read_bytes(), headers={name: value})
         assert again.json() == {"status": "duplicate", "event_id": "evt_cli_1"}
 
