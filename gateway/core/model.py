@@ -132,7 +132,9 @@ def lookup(ref: FieldRef, headers: Mapping[str, str], body: ParsedBody) -> str |
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | str):
-        text = str(value).strip()
+        # Only the blanks HTTP itself trims: `str.strip()` would also eat control
+        # characters such as U+001C, turning an id that must be parked into an absent one.
+        text = str(value).strip(" \t")
         return text or None
     return None
 

@@ -86,11 +86,12 @@ def parse(body: bytes) -> Any:
 
 
 def as_text(value: Any) -> str | None:
-    """An id or type value as text: strings and integers, stripped; None when absent,
-    blank or of another JSON type."""
+    """An id or type value as text: strings and integers, with surrounding spaces and
+    tabs stripped (only those: a control character makes an id to park, not a blank
+    one); None when absent, blank or of another JSON type."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         return None
-    return str(value).strip() or None
+    return str(value).strip(" \t") or None
 
 
 def type_problem(event_type: str | None) -> str | None:
