@@ -5,11 +5,11 @@ SHELL := /bin/bash
 VENV := .venv
 BIN  := $(VENV)/bin
 
-.PHONY: help setup setup-nodeps run test lint _lint bench chaos lock clean
+.PHONY: help setup setup-run setup-nodeps run test lint _lint bench chaos lock clean
 
 help:
-	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations"
-	@echo "make run     - setup, then run the gateway (serve + settle + currency-stub) with gateway.toml"
+	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations, wrk, promtool"
+	@echo "make run     - setup without wrk/promtool, then run the gateway (serve + settle + currency-stub)"
 	@echo "make test    - setup, then ruff, ruff format --check, mypy, pytest"
 	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
 	@echo "make bench   - setup, then python -m bench.run"
@@ -24,7 +24,11 @@ setup:
 setup-nodeps:
 	SETUP_SKIP_SERVICES=1 bash scripts/setup.sh
 
-run: setup
+# what running needs: no benchmark or alert-rule tools (wrk, promtool)
+setup-run:
+	SETUP_SKIP_TOOLS=1 bash scripts/setup.sh
+
+run: setup-run
 	exec bash scripts/run.sh
 
 _lint:

@@ -7,7 +7,7 @@
 #   - NATS with JetStream on 127.0.0.1:4223 (the venv's nats-server 2.11+, scripts/nats.conf).
 #     Its own port, not 4222: a system nats-server there (Debian ships 2.9) lacks
 #     sync_interval and multi-subject consumer filters, which the gateway relies on.
-#   - optional tools: wrk, promtool (warnings only)
+#   - optional tools: wrk, promtool (warnings only; not for `make run`)
 #   - a demo gateway.toml (never overwritten)
 #   - database migrations (gateway migrate)
 #
@@ -16,7 +16,8 @@
 # Environment:
 #   SETUP_SKIP_SERVICES=1  skip PostgreSQL/Redis/NATS, the optional tools and the
 #                          migrations (lint-only runs)
-#   SETUP_SKIP_TOOLS=1     skip installing wrk/promtool
+#   SETUP_SKIP_TOOLS=1     skip installing wrk/promtool (`make run` sets it; only
+#                          `make test` and `make bench` need them)
 #   SETUP_UNLOCKED=1       install the newest versions pyproject.toml allows instead of
 #                          requirements-dev.lock (to try an upgrade before `make lock`)
 #   PYTHON=...             interpreter used to create .venv (default: python3)
@@ -296,17 +297,55 @@ setup_nats() {
 }
 
 # ---------------------------------------------------------------- extra tools
-setup_tools() {
-    local missing=()
-    have wrk || missing+=(wrk)
-    have promtool || missing+=(prometheus)
-    if ((${#missing[@]} == 0)); then
-        log "wrk and promtool are available"
-        return
+# Only `make test` (alert-rule tests, the benchmark self-check) and `make bench` need
+# these; `make run` sets SETUP_SKIP_TOOLS=1.
+
+# promtool ships in Debian's `prometheus` package, whose Prometheus server is not wanted
+# here: while it installs, a policy-rc.d refuses every service start (containers,
+# sysvinit), and afterwards its service is disabled and, under systemd, stopped, so
+# nothing is left listening on :9090 now or after a reboot. Only a package installed by
+# this run is touched: a Prometheus that was already there has its own promtool.
+install_promtool() {
+    local policy=/usr/sbin/policy-rc.d
+    if [[ -e "$policy" ]]; then
+        apt_install prometheus || return 1
+    else
+        (
+            trap 'as_root rm -f "$policy"' EXIT
+            printf '#!/bin/sh\n# scripts/setup.sh: no service starts while promtool installs\nexit 101\n' |
+                as_root tee "$policy" >/dev/null
+            as_root chmod 755 "$policy"
+            apt_install prometheus
+        ) || return 1
     fi
-    log "installing ${missing[*]} (needed only for benchmarks / alert-rule tests)"
-    apt_install "${missing[@]}" ||
-        warn "could not install ${missing[*]}; benchmarks or alert-rule tests may be skipped or fail"
+    if have systemctl; then
+        as_root systemctl disable --quiet prometheus.service 2>/dev/null || true
+        if [[ -d /run/systemd/system ]]; then
+            as_root systemctl stop prometheus.service 2>/dev/null || true
+        fi
+    elif have update-rc.d; then
+        as_root update-rc.d prometheus disable >/dev/null 2>&1 || true
+    fi
+    log "promtool installed; the prometheus service it came with is disabled"
+}
+
+setup_tools() {
+    local ok=1
+    if ! have wrk; then
+        log "installing wrk (needed only for benchmarks)"
+        apt_install wrk || {
+            warn "could not install wrk; benchmarks may be skipped or fail"
+            ok=0
+        }
+    fi
+    if ! have promtool; then
+        log "installing promtool (package prometheus; needed only for alert-rule tests)"
+        install_promtool || {
+            warn "could not install prometheus (promtool); alert-rule tests will be skipped"
+            ok=0
+        }
+    fi
+    ((ok == 0)) || log "wrk and promtool are available"
 }
 
 # --------------------------------------------------------------- demo config

@@ -172,7 +172,7 @@ class TigerBeetleLedger:
     async def balance(self, account_id: int) -> Balance | None:
         """The account's posted totals, or None if it does not exist."""
         found = await self._call("lookup_accounts", self._client.lookup_accounts([account_id]))
-        return _balance(found[0]) if found else None
+        return balance_of(found[0]) if found else None
 
     async def balances(self) -> list[Balance]:
         """Every account's posted totals, in creation order (paged by timestamp)."""
@@ -191,7 +191,7 @@ class TigerBeetleLedger:
                 flags=tb.QueryFilterFlags.NONE,
             )
             page = await self._call("query_accounts", self._client.query_accounts(query))
-            out.extend(_balance(a) for a in page)
+            out.extend(balance_of(a) for a in page)
             if len(page) < _QUERY_LIMIT:
                 return out
             timestamp_min = page[-1].timestamp + 1
@@ -205,8 +205,15 @@ class TigerBeetleLedger:
         )
 
 
-def _balance(account: tb.Account) -> Balance:
-    return Balance(account.id, account.debits_posted, account.credits_posted)
+def balance_of(account: tb.Account) -> Balance:
+    """The port's balance of a TigerBeetle account, with its ledger and code."""
+    return Balance(
+        account.id,
+        account.debits_posted,
+        account.credits_posted,
+        ledger=account.ledger,
+        code=account.code,
+    )
 
 
 def _check_count(what: str, results: Sequence[Any], sent: Sequence[Any]) -> None:

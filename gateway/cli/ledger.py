@@ -15,19 +15,42 @@ from gateway.settings import Settings
 
 if TYPE_CHECKING:
     from gateway.core.ledger import Ledger
+    from gateway.core.ledger_accounts import AccountNames, AccountView
 
 T = TypeVar("T")
 
 
-def _with_ledger(settings: Settings, operation: Callable[[Ledger], Awaitable[T]]) -> T:
+def _with_ledger(
+    settings: Settings, operation: Callable[[Ledger, AccountNames], Awaitable[T]]
+) -> T:
     # Imported here: `gateway serve` parses the same CLI and must not load the ledger side.
     from gateway.compose import ops
 
     async def run() -> T:
-        async with ops.ledger(settings) as ledger:
-            return await operation(ledger)
+        async with ops.ledger(settings) as (ledger, names):
+            return await operation(ledger, names)
 
     return asyncio.run(run())
+
+
+def _currency_flag(value: str) -> str:
+    try:
+        return check_currency(value)
+    except ValueError as exc:
+        raise ConfigError("--currency", str(exc)) from None
+
+
+def _print_table(views: list[AccountView]) -> None:
+    print(
+        f"{'account':<36} {'kind':<8} {'owner':<20} {'currency':<8} "
+        f"{'debits':>14} {'credits':>14} {'balance':>14}"
+    )
+    for v in views:
+        owner = v.owner if v.owner is not None else "(unnamed)"
+        print(
+            f"{v.account_id:#034x}   {v.kind:<8} {owner:<20} {v.currency or '?':<8} "
+            f"{v.debits_posted:>14} {v.credits_posted:>14} {v.balance:>14}"
+        )
 
 
 def cmd_ledger(args: argparse.Namespace) -> int:
@@ -35,13 +58,10 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
     settings = load_settings(args)
     if args.ledger_command == "open-account":
-        try:
-            currency = check_currency(args.currency or settings.settlement.currency)
-        except ValueError as exc:
-            raise ConfigError("--currency", str(exc)) from None
+        currency = _currency_flag(args.currency or settings.settlement.currency)
         merchant = args.merchant_id
         account = _with_ledger(
-            settings, lambda led: ledger_ops.open_account(led, merchant, currency)
+            settings, lambda led, names: ledger_ops.open_account(led, names, merchant, currency)
         )
         if args.json:
             print_json(
@@ -51,19 +71,20 @@ def cmd_ledger(args: argparse.Namespace) -> int:
             print(f"account {account:#034x} open for merchant {merchant} ({currency})")
         return 0
     if args.ledger_command == "balances":
-        rows = _with_ledger(settings, ledger_ops.balances)
+        wanted = None if args.currency is None else _currency_flag(args.currency)
+        views = _with_ledger(
+            settings,
+            lambda led, names: ledger_ops.balances(
+                led, names, merchant=args.merchant, currency=wanted
+            ),
+        )
         if args.json:
-            print_json(rows)
+            print_json([v.as_dict() for v in views])
         else:
-            print(f"{'account':<36} {'debits':>14} {'credits':>14} {'balance':>14}")
-            for r in rows:
-                print(
-                    f"{r['account_id']:<36} {r['debits_posted']:>14} "
-                    f"{r['credits_posted']:>14} {r['balance']:>14}"
-                )
+            _print_table(views)
         return 0
     try:
-        debits, credits = _with_ledger(settings, ledger_ops.check)
+        debits, credits = _with_ledger(settings, lambda led, _names: ledger_ops.check(led))
     except LedgerImbalance as exc:
         print(f"ledger check FAILED: {exc}", file=sys.stderr)
         if args.json:
@@ -111,16 +132,22 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     )
     open_account.add_argument("merchant_id", metavar="MERCHANT_ID")
     open_account.add_argument("--currency", help="ISO 4217 code (default: settlement.currency)")
-    commands.add_parser(
+    balances = commands.add_parser(
         "balances",
-        help="Every account's posted debits, credits and balance.",
+        help="Every account's posted debits, credits and balance, by owner.",
         parents=[common],
         **help_texts(
-            "List every ledger account with its posted debits, credits and balance, in "
-            "minor units.",
-            ("gateway ledger balances --config gateway.toml --json",),
+            """List every ledger account with its kind (merchant or clearing), its owner
+            (the merchant id, or the provider for a clearing account), its currency and
+            its posted debits, credits and balance in minor units.""",
+            (
+                "gateway ledger balances --merchant m_1 --config gateway.toml",
+                "gateway ledger balances --currency EUR --json",
+            ),
         ),
     )
+    balances.add_argument("--merchant", metavar="M", help="only merchant M's accounts")
+    balances.add_argument("--currency", metavar="C", help="only accounts in currency C")
     commands.add_parser(
         "check",
         help="Verify total debits equal total credits (exit 1 if not).",

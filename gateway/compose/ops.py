@@ -19,6 +19,7 @@ from gateway.settings import Settings
 
 if TYPE_CHECKING:
     from gateway.core.ledger import Ledger
+    from gateway.core.ledger_accounts import AccountNames
     from gateway.settlement.parts import SettlementParts
 
 
@@ -30,12 +31,14 @@ async def database(settings: Settings, max_size: int = 2) -> AsyncIterator[Pool]
 
 
 @contextlib.asynccontextmanager
-async def ledger(settings: Settings) -> AsyncIterator[Ledger]:
-    """The configured ledger (and the database the PostgreSQL ledger lives in)."""
+async def ledger(settings: Settings) -> AsyncIterator[tuple[Ledger, AccountNames]]:
+    """The configured ledger, and the directory of its account names (both backends keep
+    the names in the gateway's database, where the PostgreSQL ledger lives too)."""
+    from gateway.adapters.postgres.account_names import PostgresAccountNames
     from gateway.compose.settlement import open_ledger
 
     async with database(settings) as pool, open_ledger(settings, pool) as opened:
-        yield opened
+        yield opened, PostgresAccountNames(pool)
 
 
 class ReplayResources:

@@ -128,6 +128,9 @@ class Balance:
     account_id: int
     debits_posted: int
     credits_posted: int
+    #: The account's ledger (its currency) and code (its kind); 0 where not known.
+    ledger: int = 0
+    code: int = 0
 
     @property
     def credit_balance_minor(self) -> int:

@@ -1,37 +1,56 @@
-"""`gateway ledger`: open merchant accounts, list balances, check double entry.
+"""`gateway ledger`: open merchant accounts, list balances by name, check double entry.
 
-Each operation takes the ledger the composition root opened (`gateway.compose.ops`).
+Each operation takes the ledger and the account-name directory the composition root
+opened (`gateway.compose.ops`).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Sequence
 
 from gateway.core.ledger import Ledger, verify_totals
-from gateway.core.settlement import merchant_account, merchant_account_id
+from gateway.core.ledger_accounts import (
+    AccountName,
+    AccountNames,
+    AccountView,
+    describe_all,
+    merchant_name,
+    select,
+)
 from gateway.errors import LedgerImbalance
 
 log = logging.getLogger("gateway.ledger")
 
 
-async def open_account(ledger: Ledger, merchant_id: str, currency: str) -> int:
+async def open_accounts(ledger: Ledger, names: AccountNames, wanted: Sequence[AccountName]) -> None:
+    """Record the accounts' names, then create the accounts (both idempotent).
+
+    Names first: a crash in between leaves a name without an account (harmless, and
+    completed by the next try), never an account nobody can name.
+    """
+    await names.record(wanted)
+    await ledger.ensure_accounts([n.spec() for n in wanted])
+
+
+async def open_account(ledger: Ledger, names: AccountNames, merchant_id: str, currency: str) -> int:
     """Open (idempotently) the merchant's account in `currency`; its ledger id."""
-    await ledger.ensure_accounts([merchant_account(merchant_id, currency)])
-    return merchant_account_id(merchant_id, currency)
+    name = merchant_name(merchant_id, currency)
+    await open_accounts(ledger, names, [name])
+    return name.account_id
 
 
-async def balances(ledger: Ledger) -> list[dict[str, Any]]:
-    """Every account's posted totals, as the CLI prints them."""
-    return [
-        {
-            "account_id": f"{b.account_id:#034x}",
-            "debits_posted": b.debits_posted,
-            "credits_posted": b.credits_posted,
-            "balance": b.credit_balance_minor,
-        }
-        for b in await ledger.balances()
-    ]
+async def balances(
+    ledger: Ledger,
+    names: AccountNames,
+    *,
+    merchant: str | None = None,
+    currency: str | None = None,
+) -> list[AccountView]:
+    """Every account's posted totals with its kind, owner and currency, filtered."""
+    found = await ledger.balances()
+    known = await names.lookup([b.account_id for b in found])
+    return select(describe_all(found, known), merchant=merchant, currency=currency)
 
 
 async def check(ledger: Ledger) -> tuple[int, int]:

@@ -17,8 +17,10 @@ from decimal import Decimal
 from gateway.adapters.currency import RateSource
 from gateway.adapters.postgres import Conn, Pool, connection
 from gateway.adapters.postgres import settlements as store
+from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.core.currency import Rate, RateAction
 from gateway.core.ledger import Ledger, TransferResult, interpret
+from gateway.core.ledger_accounts import clearing_name
 from gateway.core.model import Event, ParsedBody
 from gateway.core.money import convert_minor
 from gateway.core.settlement import (
@@ -26,7 +28,6 @@ from gateway.core.settlement import (
     SettlementKind,
     SettlementState,
     build_transfer,
-    clearing_account,
     from_internal,
     from_stripe,
     merchant_account_id,
@@ -43,6 +44,7 @@ from gateway.errors import (
     UnknownMerchant,
 )
 from gateway.settings import Settings
+from gateway.settlement.ledger_ops import open_accounts
 
 log = logging.getLogger("gateway.settle")
 
@@ -146,8 +148,10 @@ class Settler:
 
     async def open_clearing_accounts(self) -> None:
         """Create each source's clearing account (idempotent), so captures can post."""
-        await self._ledger.ensure_accounts(
-            [clearing_account(source, self._currency) for source in self._sources]
+        await open_accounts(
+            self._ledger,
+            PostgresAccountNames(self._pool),
+            [clearing_name(source, self._currency) for source in self._sources],
         )
 
     async def settle(self, event: Event, attempt: int) -> SettleOutcome:

@@ -156,13 +156,17 @@ class MemoryLedger:
         state = self._state.get(account_id)
         if state is None:
             return None
-        return Balance(account_id, state.debits_posted, state.credits_posted)
+        return self._balance(account_id, state)
 
     async def balances(self) -> list[Balance]:
         await self._turn()
-        return [
-            Balance(i, s.debits_posted, s.credits_posted) for i, s in sorted(self._state.items())
-        ]
+        return [self._balance(i, s) for i, s in sorted(self._state.items())]
+
+    def _balance(self, account_id: int, state: AccountState) -> Balance:
+        code = int(self.accounts[account_id].code)
+        return Balance(
+            account_id, state.debits_posted, state.credits_posted, ledger=state.ledger, code=code
+        )
 
     async def check(self) -> LedgerTotals:
         await self._turn()

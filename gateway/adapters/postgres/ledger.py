@@ -153,7 +153,8 @@ class PostgresLedger:
         """The account's posted totals, or None if it does not exist."""
         with _ledger_errors():
             row = await self._pool.fetchrow(
-                "SELECT id, debits_posted, credits_posted FROM ledger_accounts WHERE id = $1",
+                "SELECT id, ledger, code, debits_posted, credits_posted"
+                " FROM ledger_accounts WHERE id = $1",
                 account_id,
             )
         return None if row is None else _balance(row)
@@ -162,7 +163,8 @@ class PostgresLedger:
         """Every account's posted totals, by id."""
         with _ledger_errors():
             rows = await self._pool.fetch(
-                "SELECT id, debits_posted, credits_posted FROM ledger_accounts ORDER BY id"
+                "SELECT id, ledger, code, debits_posted, credits_posted"
+                " FROM ledger_accounts ORDER BY id"
             )
         return [_balance(r) for r in rows]
 
@@ -271,4 +273,10 @@ def _bulk_params(t: LedgerTransfer) -> tuple[Any, ...]:
 
 
 def _balance(row: asyncpg.Record) -> Balance:
-    return Balance(int(row["id"]), int(row["debits_posted"]), int(row["credits_posted"]))
+    return Balance(
+        int(row["id"]),
+        int(row["debits_posted"]),
+        int(row["credits_posted"]),
+        ledger=int(row["ledger"]),
+        code=int(row["code"]),
+    )

@@ -172,6 +172,17 @@ async def test_missing_accounts_are_reported(ledger: Ledger, book: Book) -> None
     assert await ledger.balance(stranger.account.id) is None
 
 
+async def test_balances_carry_each_accounts_ledger_and_code(ledger: Ledger, book: Book) -> None:
+    """`balance` and `balances` report the account's ledger (currency) and code (kind):
+    the operator's view reads kind and currency from them when no name is recorded."""
+    listed = {b.account_id: b for b in await ledger.balances()}
+    for spec in (book.clearing, book.account):
+        one = await ledger.balance(spec.id)
+        assert one is not None
+        assert (one.ledger, one.code) == (spec.ledger, int(spec.code))
+        assert (listed[spec.id].ledger, listed[spec.id].code) == (spec.ledger, int(spec.code))
+
+
 async def test_ensure_accounts_is_idempotent(ledger: Ledger, book: Book) -> None:
     """Ensuring existing accounts is a no-op; the same id with other flags is a collision."""
     await ledger.ensure_accounts([book.clearing, book.account])

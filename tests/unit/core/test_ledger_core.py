@@ -9,6 +9,7 @@ import tigerbeetle as tb
 
 from gateway.adapters.tigerbeetle import (
     RATE_SCALE,
+    balance_of,
     map_transfer_status,
     to_tb_account,
     to_tb_transfer,
@@ -18,6 +19,7 @@ from gateway.core.ledger import (
     ID_MAX,
     AccountCode,
     AccountSpec,
+    Balance,
     LedgerTotals,
     LedgerTransfer,
     TransferCode,
@@ -150,6 +152,13 @@ def test_merchant_account_flags() -> None:
     account = to_tb_account(spec)
     assert account.flags == tb.AccountFlags.DEBITS_MUST_NOT_EXCEED_CREDITS
     assert (account.id, account.ledger, account.code) == (5, 15826, int(AccountCode.MERCHANT))
+
+
+def test_a_tigerbeetle_balance_keeps_the_accounts_ledger_and_code() -> None:
+    """Kind and currency survive as numbers on the account, for the operator's view."""
+    account = to_tb_account(AccountSpec(id=5, ledger=15826, code=AccountCode.CLEARING))
+    account.debits_posted, account.credits_posted = 700, 20
+    assert balance_of(account) == Balance(5, 700, 20, ledger=15826, code=2)
 
 
 @pytest.mark.parametrize(

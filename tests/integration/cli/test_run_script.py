@@ -1,0 +1,192 @@
+"""`scripts/run.sh` (`make run`) supervises its three processes and checks its ports first.
+
+run.sh is run for real, with a config, ports and logs of the test's own (GATEWAY_CONFIG,
+GATEWAY_RUN_LOGS) and this interpreter's `gateway` (GATEWAY_BIN).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway import SECRETS
+from tests.support.services import free_port, wait_for_port
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[3]
+RUN_SH = REPO / "scripts" / "run.sh"
+
+
+def write_config(path: Path, database_url: str, nats_url: str) -> dict[str, int]:
+    """A config with free ports for every listener; the ports by setting."""
+    ports = {"http.port": free_port(), "currency.url": free_port(), "metrics": free_port()}
+    path.write_text(
+        f"""
+[database]
+url = "{database_url}"
+[nats]
+url = "{nats_url}"
+[http]
+host = "127.0.0.1"
+port = {ports["http.port"]}
+[currency]
+url = "http://127.0.0.1:{ports["currency.url"]}"
+[settlement]
+metrics_port = {ports["metrics"]}
+[providers.stripe]
+scheme = "stripe"
+secrets = ["{SECRETS["stripe"]}"]
+""",
+        encoding="utf-8",
+    )
+    return ports
+
+
+def start_run_sh(tmp_path: Path, config: Path) -> subprocess.Popen[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = {
+        **clean,
+        "GATEWAY_CONFIG": str(config),
+        "GATEWAY_BIN": str(Path(sys.executable).parent),
+        "GATEWAY_RUN_LOGS": str(tmp_path / "logs"),
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.Popen(
+        ["bash", str(RUN_SH)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, so cleanup reaches every child
+    )
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[subprocess.Popen[str]]]:
+    """Kill whatever a test's run.sh left behind (its whole process group)."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def children(pid: int) -> dict[str, int]:
+    """run.sh's child processes by the gateway sub-command they run."""
+    found: dict[str, int] = {}
+    raw = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="ascii")
+    for child in map(int, raw.split()):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        words = [a.decode() for a in argv]
+        for command in ("currency-stub", "settle", "serve"):
+            if command in words:
+                found[command] = child
+    return found
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.parametrize("victim", ["settle", "currency-stub"])
+def test_when_one_process_dies_the_others_stop_and_it_is_named(
+    tmp_path: Path,
+    database_url: str,
+    nats_url: str,
+    cleanup: list[subprocess.Popen[str]],
+    victim: str,
+) -> None:
+    """Killing one of the three ends run.sh with status 1, naming it with its log's tail,
+    and the other two are stopped."""
+    config = tmp_path / "gateway.toml"
+    ports = write_config(config, database_url, nats_url)
+    proc = start_run_sh(tmp_path, config)
+    cleanup.append(proc)
+    for port in ports.values():
+        wait_for_port(port, timeout_s=60)
+    running = children(proc.pid)
+    assert set(running) == {"currency-stub", "settle", "serve"}, running
+
+    os.kill(running[victim], signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=60)
+
+    assert proc.returncode == 1, stderr
+    assert f"run: {victim} exited (status 137); stopped the others" in stderr
+    assert f"the last lines of {tmp_path / 'logs' / victim}.log" in stderr
+    for pid in running.values():
+        assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), pid
+    for port in ports.values():
+        assert port_free(port), port
+
+
+def test_ctrl_c_stops_all_three(
+    tmp_path: Path, database_url: str, nats_url: str, cleanup: list[subprocess.Popen[str]]
+) -> None:
+    """SIGINT to run.sh (Ctrl-C) stops every process it started and exits 130."""
+    config = tmp_path / "gateway.toml"
+    ports = write_config(config, database_url, nats_url)
+    proc = start_run_sh(tmp_path, config)
+    cleanup.append(proc)
+    for port in ports.values():
+        wait_for_port(port, timeout_s=60)
+    running = children(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "exited" not in stderr
+    for pid in running.values():
+        assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), pid
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("setting", ["http.port", "currency.url", "metrics"])
+def test_a_taken_port_is_named_with_its_setting_in_one_line(
+    tmp_path: Path, cleanup: list[subprocess.Popen[str]], setting: str
+) -> None:
+    """Nothing starts when a port is taken: one line names the port and its setting."""
+    config = tmp_path / "gateway.toml"
+    # Nothing is reached before the check: the URLs need not lead anywhere.
+    ports = write_config(config, "postgresql://127.0.0.1:1/none", "nats://127.0.0.1:1")
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", ports[setting]))
+        squatter.listen()
+        proc = start_run_sh(tmp_path, config)
+        cleanup.append(proc)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    name = "settlement.metrics_port" if setting == "metrics" else setting
+    assert lines[0].startswith(f"run: port {ports[setting]} ({name} in {config}"), lines[0]
+    assert not (tmp_path / "logs" / "serve.log").exists()
+
+
+def test_run_sh_defaults_are_the_make_run_ones() -> None:
+    """Without the variables, run.sh uses the repository's venv, gateway.toml and .data."""
+    text = RUN_SH.read_text(encoding="utf-8")
+    for default in (
+        "BIN=${GATEWAY_BIN:-.venv/bin}",
+        "CONFIG=${GATEWAY_CONFIG:-gateway.toml}",
+        "LOGS=${GATEWAY_RUN_LOGS:-.data}",
+    ):
+        assert default in text
