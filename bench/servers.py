@@ -72,6 +72,9 @@ def write_gateway_config(
         "database": {"url": backend.dsn},
         "nats": {"url": backend.nats.url},
         "http": {"host": "127.0.0.1", "port": port},
+        # The relay beside it serves no /metrics: nothing here scrapes it, and a fixed
+        # port could be taken by another run on the machine.
+        "outbox": {"relay_metrics_port": 0},
     }
     for name, values in settings.items():
         doc[name] = {**doc.get(name, {}), **values}
