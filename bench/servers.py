@@ -267,7 +267,8 @@ def server_counters(server: Server) -> dict[str, dict[str, int]]:
     """From /metrics: answers by outcome for the stripe provider, and publishes by path
     (`inline` right after the commit, `relay` by the outbox sweep).
 
-    Only meaningful with one worker: each worker process keeps its own counters.
+    With `--workers N` any worker answers for all of them (the workers' figures are
+    merged, see the README's Operations).
     """
     text = httpx.get(server.base_url + "/metrics", timeout=5).text
     return {
