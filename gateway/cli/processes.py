@@ -111,12 +111,16 @@ def _port(text: str) -> int:
 def add_metrics_flags(parser: argparse.ArgumentParser, host_key: str, port_key: str) -> None:
     """`--metrics-host` and `--metrics-port`, over the config's `host_key` and `port_key`."""
     parser.add_argument(
-        "--metrics-host", default=None, help=f"/metrics listen address (default: {host_key})"
+        "--metrics-host",
+        default=None,
+        metavar="HOST",
+        help=f"/metrics listen address (default: {host_key})",
     )
     parser.add_argument(
         "--metrics-port",
         type=_port,
         default=None,
+        metavar="PORT",
         help=f"/metrics port, 0 = off (default: {port_key})",
     )
 
@@ -166,7 +170,9 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         "Publish recorded events that have not reached NATS yet.",
         """Run only the outbox relay until stopped: publish every recorded event whose
         publish was not confirmed (with [outbox] inline = false, every recorded event).
-        Any number of relays may run at once; each row is claimed by one of them.""",
+        Any number of relays may run at once; each row is claimed by one of them. Serves
+        /metrics on [outbox] relay_metrics_host:relay_metrics_port (127.0.0.1:9103; 0 =
+        off): give a second relay on the same host its own --metrics-port.""",
         (
             "gateway relay --config gateway.toml",
             "gateway relay --config gateway.toml --metrics-port 9104   # a second one here",
@@ -179,7 +185,9 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         "Run the settlement worker (JetStream consumer 'settlement').",
         """Consume payment events from the stream until stopped: convert the currency,
         post an idempotent transfer to the ledger, retry transient failures with backoff
-        and park permanent ones in the dead-letter table.""",
+        and park permanent ones in the dead-letter table. Serves /metrics on [settlement]
+        metrics_host:metrics_port (127.0.0.1:9102; 0 = off): give a second worker on the
+        same host its own --metrics-port.""",
         (
             "gateway settle --config gateway.toml --log-level WARNING",
             "gateway settle --config gateway.toml --metrics-port 0   # no /metrics listener",
