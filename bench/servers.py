@@ -72,6 +72,9 @@ def write_gateway_config(
         "database": {"url": backend.dsn},
         "nats": {"url": backend.nats.url},
         "http": {"host": "127.0.0.1", "port": port},
+        # The relay beside it serves no /metrics: nothing here scrapes it, and a fixed
+        # port could be taken by another run on the machine.
+        "outbox": {"relay_metrics_port": 0},
     }
     for name, values in settings.items():
         doc[name] = {**doc.get(name, {}), **values}
@@ -264,7 +267,8 @@ def server_counters(server: Server) -> dict[str, dict[str, int]]:
     """From /metrics: answers by outcome for the stripe provider, and publishes by path
     (`inline` right after the commit, `relay` by the outbox sweep).
 
-    Only meaningful with one worker: each worker process keeps its own counters.
+    With `--workers N` any worker answers for all of them (the workers' figures are
+    merged, see the README's Operations).
     """
     text = httpx.get(server.base_url + "/metrics", timeout=5).text
     return {

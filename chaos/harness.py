@@ -47,7 +47,12 @@ def base_doc(
         "redis": {"url": redis_url},
         "http": {"request_timeout_s": 10.0, "retry_after_s": 1},
         "ingest": {"commit_timeout_s": 3.0},
-        "outbox": {"relay_after_s": 1.0, "relay_interval_s": 0.5, "publish_timeout_s": 3.0},
+        "outbox": {
+            "relay_after_s": 1.0,
+            "relay_interval_s": 0.5,
+            "publish_timeout_s": 3.0,
+            "relay_metrics_port": 0,  # several relays run at once
+        },
         "providers": providers_config(),
         "settlement": {
             "retry_delays_s": [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0],

@@ -6,10 +6,13 @@ import argparse
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway import settings as settings_mod
 from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
+
+if TYPE_CHECKING:
+    from gateway.metrics import ListenAddress
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -35,14 +38,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     raise_file_limit(settings.http)  # before forking: workers inherit it
     options: dict[str, Any] = dict(host=host, port=port, **server_options(settings.http))
     if args.workers > 1:
+        from gateway.metrics import multiprocess_dir
+
         # Each worker process builds its own app from the same file.
         config = getattr(args, "config", None)
         os.environ[settings_mod.CONFIG_ENV] = (
             str(Path(config).resolve()) if config else os.environ[settings_mod.CONFIG_ENV]
         )
-        uvicorn.run(
-            "gateway.compose.ingest:app_from_env", factory=True, workers=args.workers, **options
-        )
+        # The workers write their metrics to one private directory of this run, so a
+        # scrape of any of them sees the figures of all (removed when serving ends).
+        with multiprocess_dir():
+            uvicorn.run(
+                "gateway.compose.ingest:app_from_env",
+                factory=True,
+                workers=args.workers,
+                **options,
+            )
     else:
         from gateway.compose.ingest import create_app
 
@@ -50,28 +61,68 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def metrics_address(
+    args: argparse.Namespace, configured: ListenAddress, flag: str = "--metrics-port"
+) -> ListenAddress:
+    """The configured /metrics address, with `--metrics-host`/`--metrics-port` over it
+    (several relays or workers on one host, one config file)."""
+    from gateway.metrics import ListenAddress
+
+    if args.metrics_host is None and args.metrics_port is None:
+        return configured
+    return ListenAddress(
+        args.metrics_host or configured.host,
+        configured.port if args.metrics_port is None else args.metrics_port,
+        configured.setting if args.metrics_port is None else flag,
+    )
+
+
 def cmd_relay(args: argparse.Namespace) -> int:
-    from gateway.compose.ingest import running_relay
+    from gateway.compose.ingest import relay_metrics_address, run_relay
     from gateway.compose.signals import run_until_signalled
-    from gateway.metrics import Metrics
 
     settings = load_settings(args)
-
-    async def main() -> None:
-        async with running_relay(settings, Metrics()):
-            await asyncio.Event().wait()
-
-    run_until_signalled(main)
+    listen = metrics_address(args, relay_metrics_address(settings))
+    run_until_signalled(lambda: run_relay(settings, listen))
     return 0
 
 
 def cmd_settle(args: argparse.Namespace) -> int:
-    from gateway.compose.settlement import run_settlement
+    from gateway.compose.settlement import run_settlement, settle_metrics_address
     from gateway.compose.signals import run_until_signalled
 
     settings = load_settings(args)
-    run_until_signalled(lambda: run_settlement(settings))
+    listen = metrics_address(args, settle_metrics_address(settings))
+    run_until_signalled(lambda: run_settlement(settings, listen))
     return 0
+
+
+def _port(text: str) -> int:
+    """A TCP port for `--metrics-port`: 0 (off) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 (off) to 65535, got {port}")
+    return port
+
+
+def add_metrics_flags(parser: argparse.ArgumentParser, host_key: str, port_key: str) -> None:
+    """`--metrics-host` and `--metrics-port`, over the config's `host_key` and `port_key`."""
+    parser.add_argument(
+        "--metrics-host",
+        default=None,
+        metavar="HOST",
+        help=f"/metrics listen address (default: {host_key})",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help=f"/metrics port, 0 = off (default: {port_key})",
+    )
 
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
@@ -114,19 +165,33 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--port", type=int, help="listen port (default: http.port)")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     serve.set_defaults(func=cmd_serve)
-    command(
+    relay = command(
         "relay",
         "Publish recorded events that have not reached NATS yet.",
         """Run only the outbox relay until stopped: publish every recorded event whose
         publish was not confirmed (with [outbox] inline = false, every recorded event).
-        Any number of relays may run at once; each row is claimed by one of them.""",
-        ("gateway relay --config gateway.toml",),
-    ).set_defaults(func=cmd_relay)
-    command(
+        Any number of relays may run at once; each row is claimed by one of them. Serves
+        /metrics on [outbox] relay_metrics_host:relay_metrics_port (127.0.0.1:9103; 0 =
+        off): give a second relay on the same host its own --metrics-port.""",
+        (
+            "gateway relay --config gateway.toml",
+            "gateway relay --config gateway.toml --metrics-port 9104   # a second one here",
+        ),
+    )
+    add_metrics_flags(relay, "outbox.relay_metrics_host", "outbox.relay_metrics_port")
+    relay.set_defaults(func=cmd_relay)
+    settle = command(
         "settle",
         "Run the settlement worker (JetStream consumer 'settlement').",
         """Consume payment events from the stream until stopped: convert the currency,
         post an idempotent transfer to the ledger, retry transient failures with backoff
-        and park permanent ones in the dead-letter table.""",
-        ("gateway settle --config gateway.toml --log-level WARNING",),
-    ).set_defaults(func=cmd_settle)
+        and park permanent ones in the dead-letter table. Serves /metrics on [settlement]
+        metrics_host:metrics_port (127.0.0.1:9102; 0 = off): give a second worker on the
+        same host its own --metrics-port.""",
+        (
+            "gateway settle --config gateway.toml --log-level WARNING",
+            "gateway settle --config gateway.toml --metrics-port 0   # no /metrics listener",
+        ),
+    )
+    add_metrics_flags(settle, "settlement.metrics_host", "settlement.metrics_port")
+    settle.set_defaults(func=cmd_settle)

@@ -27,7 +27,7 @@ from gateway.ingest.inbox import DirectInbox, GroupCommitInbox, OnCommitted
 from gateway.ingest.parts import Inbox, IngestParts
 from gateway.ingest.relay import InlinePublisher, OutboxRelay
 from gateway.ingest.remembered_keys import RecordedKeys, RememberingInbox
-from gateway.metrics import Metrics
+from gateway.metrics import ListenAddress, Metrics, metrics_listener
 from gateway.settings import Settings
 
 log = logging.getLogger("gateway")
@@ -102,6 +102,7 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
                 await alerts
             await relay.close()
             await broker.close()
+            metrics.close()  # with `--workers N`: this worker's gauges leave the figures
             log.info("gateway stopped")
 
 
@@ -122,6 +123,25 @@ async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[O
         finally:
             await relay.close()
             await broker.close()
+
+
+def relay_metrics_address(settings: Settings) -> ListenAddress:
+    """Where `gateway relay` serves /metrics, from `[outbox]`."""
+    outbox = settings.outbox
+    return ListenAddress(
+        outbox.relay_metrics_host, outbox.relay_metrics_port, "outbox.relay_metrics_port"
+    )
+
+
+async def run_relay(settings: Settings, listen: ListenAddress | None = None) -> None:
+    """`gateway relay`: its /metrics listener (bound first, so a port already taken stops
+    start-up at once) and the relay, until cancelled."""
+    metrics = Metrics()
+    async with (
+        metrics_listener(metrics, listen or relay_metrics_address(settings)),
+        running_relay(settings, metrics),
+    ):
+        await asyncio.Event().wait()
 
 
 def create_app(settings: Settings) -> GatewayApp:

@@ -21,7 +21,7 @@ from gateway.adapters.redis_client import open_redis
 from gateway.core.ledger import Ledger
 from gateway.core.retry import RetryPolicy
 from gateway.dlq.alerts import run_alerts
-from gateway.metrics import Metrics, serve_metrics
+from gateway.metrics import ListenAddress, Metrics, metrics_listener
 from gateway.settings import Settings
 from gateway.settlement.parts import ReconcileParts, SettlementParts
 from gateway.settlement.reconcile import (
@@ -98,13 +98,22 @@ async def settlement_parts(
             await broker.close()
 
 
-async def run_settlement(settings: Settings) -> None:
-    """`gateway settle`: the worker, its /metrics listener and the alert evaluation."""
-    async with settlement_parts(settings) as parts:
-        server = None
-        port = settings.settlement.metrics_port
-        if port:
-            server = await serve_metrics(parts.metrics, "127.0.0.1", port)
+def settle_metrics_address(settings: Settings) -> ListenAddress:
+    """Where `gateway settle` serves /metrics, from `[settlement]`."""
+    section = settings.settlement
+    return ListenAddress(section.metrics_host, section.metrics_port, "settlement.metrics_port")
+
+
+async def run_settlement(settings: Settings, listen: ListenAddress | None = None) -> None:
+    """`gateway settle`: the worker, its /metrics listener and the alert evaluation.
+
+    The listener is bound first, so a port already taken stops start-up at once.
+    """
+    metrics = Metrics()
+    async with (
+        metrics_listener(metrics, listen or settle_metrics_address(settings)),
+        settlement_parts(settings, metrics) as parts,
+    ):
         # Retries are counted here, so their alert threshold is judged here too; the
         # shared alert state keeps serve and settle from announcing an episode twice.
         alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics, parts.alerts))
@@ -114,8 +123,6 @@ async def run_settlement(settings: Settings) -> None:
             alerts.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await alerts
-            if server is not None:
-                server.close()
 
 
 @contextlib.asynccontextmanager

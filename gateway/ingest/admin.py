@@ -51,4 +51,4 @@ async def serve_admin(parts: IngestParts, host: str, port: int) -> asyncio.Serve
     async def answer(method: str, path: str) -> tuple[int, str, bytes]:
         return await admin_answer(parts, method, path)
 
-    return await serve_plain_http(answer, host, port, reuse_port=True)
+    return await serve_plain_http(answer, host, port, setting="http.admin_port", reuse_port=True)

@@ -48,6 +48,7 @@ _ZERO_OK = frozenset(
         "relay_after_s",
         "cluster_id",
         "metrics_port",
+        "relay_metrics_port",
         "remembered_keys",
         "admin_port",
     }
@@ -160,6 +161,14 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
             f"nats.max_payload_bytes {nats.max_payload_bytes}; at most "
             f"{nats.max_payload_bytes - HEADER_BUDGET_BYTES}",
         )
+    outbox = _read(OutboxSettings, data, "outbox")
+    settlement = _settlement(data)
+    for key, port in (
+        ("outbox.relay_metrics_port", outbox.relay_metrics_port),
+        ("settlement.metrics_port", settlement.metrics_port),
+    ):
+        if port >= 65536:
+            raise ConfigError(key, f"must be a TCP port, got {port}")
     providers = parse_providers(data, env)
     services = parse_services(data, env)
     return Settings(
@@ -180,10 +189,10 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         ),
         http=http,
         ingest=_read(IngestSettings, data, "ingest"),
-        outbox=_read(OutboxSettings, data, "outbox"),
+        outbox=outbox,
         providers=providers,
         services=services,
-        settlement=_settlement(data),
+        settlement=settlement,
         currency=_read(CurrencySettings, data, "currency"),
         ledger=_ledger(data, env),
         alerts=_alerts(data),

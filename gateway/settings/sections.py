@@ -95,6 +95,10 @@ class OutboxSettings:
     # (nothing is sent while disconnected, and a batch without a single PubAck counts
     # only if the stream answers a request).
     max_publish_attempts: int = 20
+    # `gateway relay` serves /metrics here (0 = off); a second relay on the same host
+    # needs another port (`gateway relay --metrics-port`).
+    relay_metrics_host: str = "127.0.0.1"
+    relay_metrics_port: int = 9103
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,10 @@ class SettlementSettings:
     batch_size: int = 128  # messages fetched at once
     concurrency: int = 32  # messages of a batch settled one by one at the same time
     ack_wait_s: float = 30.0  # redelivery after a worker died mid-message
-    metrics_port: int = 9102  # `gateway settle` serves /metrics here (0 = off)
+    # `gateway settle` serves /metrics here (0 = off); a second worker on the same host
+    # needs another port (`gateway settle --metrics-port`).
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9102
     retry_delays_s: tuple[float, ...] = CONSUMER_DEFAULT.delays_s
 
 

@@ -51,6 +51,9 @@ DATA_ONLY_IMPORTLIB = frozenset(
 DRIVERS = frozenset({"asyncpg", "nats", "redis", "tigerbeetle"})
 #: The HTTP client library: adapters, the composition root and the bundled client.
 HTTP_CLIENT = "httpx"
+#: The metrics library: only `gateway.metrics` imports it, so every other module counts
+#: through the gateway's own facade and the library can change in one place.
+METRICS_LIBRARY = "prometheus_client"
 #: SQL statements as they are written in this code base (keywords in capitals).
 SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b", re.DOTALL)
 
@@ -140,6 +143,8 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
             or imp.importer == f"{package}.client"
         ):
             yield f"only adapters, compose and the client import httpx: {where}"
+        if top == METRICS_LIBRARY and not _within(imp.importer, f"{package}.metrics"):
+            yield f"only metrics imports {METRICS_LIBRARY}: {where}"
         if _within(imp.importer, ingest) and (
             _within(imp.target, f"{package}.settlement") or _within(imp.target, f"{package}.dlq")
         ):

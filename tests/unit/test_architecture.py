@@ -44,6 +44,7 @@ GOOD = {
     "pkg/settlement/worker.py": "from pkg.core import rules\n",
     "pkg/compose/__init__.py": "",
     "pkg/compose/run.py": "import httpx\nfrom pkg.ingest import app\n",
+    "pkg/metrics/__init__.py": "from prometheus_client import Counter\n",
     "pkg/cli/__init__.py": "from pkg.compose import run\n",
     "pkg/__main__.py": "from pkg.cli import run\n",
 }
@@ -69,6 +70,12 @@ BROKEN = [
         "pkg/ingest/app.py",
         "import httpx\n",
         "only adapters, compose and the client import httpx: pkg.ingest.app:1 imports httpx",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        "from prometheus_client.multiprocess import mark_process_dead\n",
+        "only metrics imports prometheus_client: pkg.settlement.worker:1 imports "
+        "prometheus_client.multiprocess",
     ),
     (
         "pkg/ingest/app.py",

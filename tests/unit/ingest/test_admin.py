@@ -145,7 +145,7 @@ async def test_a_stalled_head_is_closed_after_the_head_timeout(
     admin_gw: tuple[Gateway, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A client that never finishes its head is disconnected, unanswered."""
-    monkeypatch.setattr("gateway.metrics.HEAD_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("gateway.metrics.listener.HEAD_TIMEOUT_S", 0.2)
     _, port = admin_gw
     assert await raw_exchange(port, b"GET /metrics HTTP/1.1\r\nHost: a") == b""
 
@@ -162,7 +162,7 @@ async def test_connections_over_the_cap_are_closed_and_the_listener_recovers(
 ) -> None:
     """With the cap held by stalled clients a further connection is closed unanswered;
     once they leave, scrapes are served again."""
-    monkeypatch.setattr("gateway.metrics.MAX_CONNECTIONS", 3)
+    monkeypatch.setattr("gateway.metrics.listener.MAX_CONNECTIONS", 3)
     _, port = admin_gw
     stalled = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
     for _, writer in stalled:

@@ -68,7 +68,7 @@ class Edge:
 
         config = uvicorn.Config(app, log_config=None, limit_concurrency=limit_concurrency)
         config.load()
-        self.refused = Counter("gateway_http_refused_total", "")
+        self.refused = Counter("gateway_http_refused_total", "", ("reason",))
         self.transport = FakeTransport()
         self.protocol = EdgeProtocol(
             config=config,

@@ -1,0 +1,121 @@
+"""`Metrics`: every metric the gateway exports, in a private registry per instance (the
+composition root owns the process's one), rendered alone or merged with the other
+processes of the run."""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from gateway.metrics.families import Counter, Gauge, Histogram
+from gateway.metrics.shared import MULTIPROC_ENV, forget_dead_processes
+
+#: How each gauge combines across the workers of `gateway serve --workers N`. Every one
+#: of them is read from the shared tables by each worker in turn, so each worker holds the
+#: same figure at a different age: the most recent reading of a live worker is the
+#: table's state (a sum would count the backlog N times, `liveall` would give dashboards
+#: N series to pick from, and `max` would keep a dead worker's reading for ever).
+_GAUGE_MODE = "livemostrecent"
+
+
+class Metrics:
+    """Every metric the gateway exports; names are part of the public contract."""
+
+    def __init__(self) -> None:
+        self._registry = reg = CollectorRegistry(auto_describe=False)
+        #: Where every process of this run writes its values (`None`: this process only).
+        self.shared_dir = os.environ.get(MULTIPROC_ENV) or None
+        self.webhooks_total = Counter(
+            "gateway_webhooks_total",
+            "Webhook and event deliveries by provider and outcome.",
+            ("outcome", "provider"),
+            reg,
+        )
+        self.request_seconds = Histogram(
+            "gateway_request_seconds", "Time to answer an ingestion request.", (), reg
+        )
+        self.http_refused_total = Counter(
+            "gateway_http_refused_total",
+            "Requests and connections refused at the HTTP edge, by reason (header_too_large, "
+            "header_timeout, no_request, over_capacity).",
+            ("reason",),
+            reg,
+        )
+        self.duplicates_from_memory_total = Counter(
+            "gateway_duplicates_from_memory_total",
+            "Repeats answered 'duplicate' from this process's memory of committed rows.",
+            (),
+            reg,
+        )
+        self.outbox_pending = Gauge(
+            "gateway_outbox_pending",
+            "Recorded events not yet confirmed by JetStream.",
+            (),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.outbox_lag_seconds = Gauge(
+            "gateway_outbox_lag_seconds",
+            "Age of the oldest event not yet confirmed by JetStream.",
+            (),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.published_total = Counter(
+            "gateway_published_total",
+            "Events confirmed by JetStream, by path (inline, relay).",
+            ("path",),
+            reg,
+        )
+        self.retries_total = Counter(
+            "gateway_retries_total",
+            "Retries scheduled by consumers, by subject.",
+            ("subject",),
+            reg,
+        )
+        self.dlq_total = Counter(
+            "gateway_dlq_total",
+            "Events parked in the dead-letter table, by stage and error class.",
+            ("error_class", "stage"),
+            reg,
+        )
+        self.settlements_total = Counter(
+            "gateway_settlements_total",
+            "Settlement outcomes (settled, duplicate, ignored, retry, dead_letter).",
+            ("outcome",),
+            reg,
+        )
+        self.critical_total = Counter(
+            "gateway_critical_total",
+            "Critical events (ledger collisions, imbalance, ledger down for good).",
+            ("reason",),
+            reg,
+        )
+        self.dlq_unresolved = Gauge(
+            "gateway_dlq_unresolved", "Dead-letter rows not yet resolved.", (), reg, _GAUGE_MODE
+        )
+        self.dlq_oldest_unresolved_seconds = Gauge(
+            "gateway_dlq_oldest_unresolved_seconds",
+            "Age of the oldest unresolved dead-letter row.",
+            (),
+            reg,
+            _GAUGE_MODE,
+        )
+
+    def render(self) -> str:
+        """The Prometheus text exposition of every metric: with a shared directory, of
+        every process of the run (any worker answers for all of them)."""
+        if self.shared_dir is None:
+            return generate_latest(self._registry).decode()
+        forget_dead_processes(self.shared_dir)
+        merged = CollectorRegistry(auto_describe=False)
+        MultiProcessCollector(merged, self.shared_dir)  # type: ignore[no-untyped-call]  # unannotated there
+        return generate_latest(merged).decode()
+
+    def close(self) -> None:
+        """This process stops reporting: its gauges leave the merged figures (its counts
+        stay in the totals, as a counter's must)."""
+        if self.shared_dir is not None:
+            mark_process_dead(os.getpid(), self.shared_dir)  # type: ignore[no-untyped-call]  # unannotated there

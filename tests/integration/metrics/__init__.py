@@ -1,0 +1,1 @@
+"""The metrics of real gateway processes, scraped over HTTP."""

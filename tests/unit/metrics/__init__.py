@@ -1,0 +1,1 @@
+"""The metrics facade and its multiprocess mode."""
