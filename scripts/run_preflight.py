@@ -44,7 +44,7 @@ def listeners(config: settings_mod.Settings) -> list[tuple[str, int, str, str]]:
         )
     metrics_port = config.settlement.metrics_port
     if metrics_port:
-        host = getattr(config.settlement, "metrics_host", "127.0.0.1")
+        host = config.settlement.metrics_host
         found.append((host, metrics_port, "settlement.metrics_port", "gateway settle"))
     return found
 
