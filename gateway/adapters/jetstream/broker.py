@@ -64,6 +64,11 @@ class JetStreamBroker:
         self._connector: asyncio.Task[None] | None = None
         self._stream_ready = asyncio.Event()
         self._publisher: PipelinedPublisher | None = None
+        # Set by `close`. nats-py can swallow a task's cancellation (inside `connect` and
+        # its requests), so the connector's loops also check this flag and the task's
+        # pending cancellation (`_stop_if_asked`): without that, a process told to stop
+        # during start-up retried the stream for ever and never exited.
+        self._closing = False
 
     @property
     def connected(self) -> bool:
@@ -73,8 +78,22 @@ class JetStreamBroker:
     async def start(self, wait_s: float = 2.0) -> None:
         """Begin connecting; wait up to `wait_s` for the first connection, then go on."""
         self._connector = asyncio.create_task(self._connect_forever(), name="nats-connect")
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(self._stream_ready.wait(), wait_s)
+        except TimeoutError:
+            pass
+        except asyncio.CancelledError:
+            # Stopped while starting: the caller may never reach `close`.
+            self._closing = True
+            self._connector.cancel()
+            raise
+
+    def _stop_if_asked(self) -> None:
+        """Raise `CancelledError` when `close` was called or this task was cancelled,
+        even if a library swallowed the cancellation itself."""
+        task = asyncio.current_task()
+        if self._closing or (task is not None and task.cancelling()):
+            raise asyncio.CancelledError
 
     async def _connect_forever(self) -> None:
         """Keep a client for as long as the broker runs.
@@ -86,6 +105,12 @@ class JetStreamBroker:
         while True:
             closed = asyncio.Event()
             nc = await self._connect(closed)
+            try:
+                self._stop_if_asked()
+            except asyncio.CancelledError:  # connected after being told to stop: undo it
+                with contextlib.suppress(*NATS_ERRORS):
+                    await nc.close()
+                raise
             self._nc, self._publisher = nc, None
             self._js = nc.jetstream(timeout=self._settings.request_timeout_s)
             if nc.max_payload < self._settings.max_payload_bytes:
@@ -113,6 +138,7 @@ class JetStreamBroker:
             closed.set()
 
         while True:
+            self._stop_if_asked()
             try:
                 return await nats.connect(
                     self._settings.servers,
@@ -136,6 +162,7 @@ class JetStreamBroker:
 
     async def _ensure_stream_until_ready(self, nc: Client | None = None) -> None:
         while nc is None or not nc.is_closed:
+            self._stop_if_asked()
             try:
                 await self.ensure_stream()
                 self._stream_ready.set()
@@ -232,6 +259,7 @@ class JetStreamBroker:
 
     async def close(self) -> None:
         """Flush what was sent and close the connection."""
+        self._closing = True
         if self._connector is not None:
             self._connector.cancel()
             # nats-py retries a first connect inside connect() and swallows the cancel for

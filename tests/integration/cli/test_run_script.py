@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,6 +120,12 @@ def test_when_one_process_dies_the_others_stop_and_it_is_named(
         wait_for_port(port, timeout_s=60)
     running = children(proc.pid)
     assert set(running) == {"currency-stub", "settle", "serve"}, running
+    # Listening comes before the first log line (settle binds /metrics first): wait for
+    # the line, so that there is a tail to show.
+    log = tmp_path / "logs" / f"{victim}.log"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
     os.kill(running[victim], signal.SIGKILL)
     _, stderr = proc.communicate(timeout=60)
