@@ -9,10 +9,10 @@ is given (`gateway.compose.ingest.running_gateway` in production, fakes in unit 
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from importlib import resources
 from typing import Any
 
 import orjson
@@ -42,7 +42,7 @@ RunParts = Callable[[Settings], AbstractAsyncContextManager[IngestParts]]
 log = logging.getLogger("gateway.ingest.app")
 
 #: The checked-in OpenAPI 3.1 document of this HTTP API, shipped as package data beside
-#: this module; tests/integration/ingest/test_openapi*.py hold it and the app to each other.
+#: this module; tests/{unit,integration}/ingest/test_openapi*.py hold it and the app together.
 OPENAPI_RESOURCE = "openapi.json"
 
 #: How `gateway serve` runs uvicorn (the benchmark's bare endpoint uses the same).
@@ -67,7 +67,7 @@ def server_options(http: HttpSettings) -> dict[str, Any]:
 
 def openapi_document() -> bytes:
     """The OpenAPI document as served: the packaged file, byte for byte."""
-    return resources.files("gateway.ingest").joinpath(OPENAPI_RESOURCE).read_bytes()
+    return importlib.resources.files("gateway.ingest").joinpath(OPENAPI_RESOURCE).read_bytes()
 
 
 def _json(status: int, doc: dict[str, object], headers: dict[str, str] | None = None) -> Response:
