@@ -1,5 +1,6 @@
 """The HTTP surface: provider webhooks and internal publishing (gateway.ingest.endpoints),
-health, readiness and metrics.
+health, readiness, metrics, and the OpenAPI document that describes them all
+(`gateway/ingest/openapi.json`, served at `/openapi.json`).
 
 The application does not open anything itself: its lifespan runs the context manager it
 is given (`gateway.compose.ingest.running_gateway` in production, fakes in unit tests).
@@ -8,6 +9,7 @@ is given (`gateway.compose.ingest.running_gateway` in production, fakes in unit 
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -39,6 +41,10 @@ RunParts = Callable[[Settings], AbstractAsyncContextManager[IngestParts]]
 
 log = logging.getLogger("gateway.ingest.app")
 
+#: The checked-in OpenAPI 3.1 document of this HTTP API, shipped as package data beside
+#: this module; tests/{unit,integration}/ingest/test_openapi*.py hold it and the app together.
+OPENAPI_RESOURCE = "openapi.json"
+
 #: How `gateway serve` runs uvicorn (the benchmark's bare endpoint uses the same).
 SERVER_OPTIONS: dict[str, Any] = {
     "loop": "uvloop",
@@ -57,6 +63,11 @@ SERVER_OPTIONS: dict[str, Any] = {
 def server_options(http: HttpSettings) -> dict[str, Any]:
     """`SERVER_OPTIONS` with the `[http]` edge limits (`gateway.ingest.edge`) in force."""
     return {**SERVER_OPTIONS, **edge_options(http)}
+
+
+def openapi_document() -> bytes:
+    """The OpenAPI document as served: the packaged file, byte for byte."""
+    return importlib.resources.files("gateway.ingest").joinpath(OPENAPI_RESOURCE).read_bytes()
 
 
 def _json(status: int, doc: dict[str, object], headers: dict[str, str] | None = None) -> Response:
@@ -96,6 +107,10 @@ class GatewayApp:
         self.webhook_gates = {name: webhook_gate(settings, name) for name in settings.providers}
 
         http = settings.http
+        document = openapi_document()  # read once; every answer sends the same bytes
+
+        async def openapi(request: Request) -> Response:
+            return Response(document, media_type="application/json")
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[Mapping[str, Any]]:
@@ -123,6 +138,7 @@ class GatewayApp:
         ]  # fmt: skip
         routes = [
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
             *admin_routes,
             # Listed so that other methods get Starlette's 405; POSTs never reach these.
             Route("/webhooks/{provider}", _not_served, methods=["POST"]),

@@ -104,6 +104,16 @@ def test_installed_wheel_migrates_a_fresh_database(tmp_path: Path, empty_databas
         env=env,
     ).split()
     assert all(str(tmp_path / "venv") in w for w in where), where
+    # The OpenAPI document served at /openapi.json is package data inside the wheel.
+    served = _run(
+        python,
+        "-c",
+        "import sys; from gateway.ingest.app import openapi_document; "
+        "sys.stdout.buffer.write(openapi_document())",
+        cwd=run_dir,
+        env=env,
+    )
+    assert served == (REPO / "gateway" / "ingest" / "openapi.json").read_text(encoding="utf-8")
 
     out = _run(
         tmp_path / "venv" / "bin" / "gateway", "migrate", "--config", config, cwd=run_dir, env=env

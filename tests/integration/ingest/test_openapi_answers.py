@@ -1,0 +1,216 @@
+"""Every answer the OpenAPI document lists, produced by a real gateway and checked
+against the document: one example request per (operation, status, media type), and the
+examples must cover the document exactly, so a status documented but never produced, or
+produced but not documented, fails here."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from chaos.proxy import FaultProxy
+from gateway.ingest.app import openapi_document
+from tests.support import openapi
+from tests.support.deliveries import deliver
+from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
+from tests.support.services import free_port
+
+DOC = openapi.load()
+WEBHOOKS, EVENTS = "/webhooks/{provider}", "/v1/events"
+GETS = ["/healthz", "/readyz", "/metrics", "/openapi.json"]
+LIMITED_TOKEN = "limited-test-token"
+HEADER_TIMEOUT_S = 0.5
+
+#: (path, METHOD, status, media type) -> the answer (status, headers, body) it produced.
+Answers = dict[tuple[str, str, int, str], tuple[int, dict[str, str], bytes]]
+Answer = tuple[int, dict[str, str], bytes]
+
+
+def _concrete(path: str) -> str:
+    return path.replace("{provider}", "stripe")
+
+
+def _events_headers(token: str = BILLING_TOKEN, key: str | None = "evt-oa-1") -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    return headers
+
+
+EVENT_BODY = orjson.dumps({"type": "invoice.paid", "data": {"invoice": "in_1"}})
+
+
+async def _http(server: RunningServer, method: str, path: str, **kwargs: Any) -> Answer:
+    response = await server.client.request(method, path, **kwargs)
+    return response.status_code, dict(response.headers), response.content
+
+
+async def _raw(port: int, data: bytes, timeout_s: float = 10.0) -> Answer:
+    """Send `data` on a new connection; the one answer read until the server closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    chunks = []
+    try:
+        writer.write(data)
+        await writer.drain()
+        with contextlib.suppress(ConnectionError):
+            while chunk := await asyncio.wait_for(reader.read(65536), timeout_s):
+                chunks.append(chunk)
+    finally:
+        writer.close()
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def _head(method: str, path: str, *extra: str) -> bytes:
+    return "\r\n".join([f"{method} {path} HTTP/1.1", "Host: gateway", *extra]).encode()
+
+
+def _operations() -> list[tuple[str, str]]:
+    return sorted(openapi.operations(DOC))
+
+
+async def _edge_head_answers(server: RunningServer, answers: Answers) -> None:
+    """408 and 431 for every operation: the server writes them before any routing."""
+
+    async def one(path: str, method: str, status: int, data: bytes) -> None:
+        answers[(path, method, status, "application/json")] = await _raw(server.port, data)
+
+    big = "X-Padding: " + "a" * (server.settings.http.max_header_bytes + 1)
+    await asyncio.gather(
+        *(
+            one(path, method, 408, _head(method, _concrete(path)) + b"\r\n")  # head unfinished
+            for path, method in _operations()
+        ),
+        *(
+            one(path, method, 431, _head(method, _concrete(path), big) + b"\r\n\r\n")
+            for path, method in _operations()
+        ),
+    )
+
+
+async def _served_answers(server: RunningServer, proxy: FaultProxy, answers: Answers) -> None:
+    json = "application/json"
+    signed = deliver("stripe", "evt_oa_accepted")
+    answers[(WEBHOOKS, "POST", 200, json)] = await _http(
+        server, "POST", signed.path, content=signed.body, headers=signed.headers
+    )
+    no_id = deliver("stripe", "evt_oa_no_id", body=b'{"type": "payment.succeeded"}')
+    answers[(WEBHOOKS, "POST", 400, json)] = await _http(
+        server, "POST", no_id.path, content=no_id.body, headers=no_id.headers
+    )
+    answers[(WEBHOOKS, "POST", 401, json)] = await _http(
+        server, "POST", signed.path, content=signed.body, headers={"Stripe-Signature": "t=1,v1=00"}
+    )
+    answers[(WEBHOOKS, "POST", 404, json)] = await _http(
+        server, "POST", "/webhooks/nobody", content=signed.body, headers=signed.headers
+    )
+    too_big = b"x" * (server.settings.http.max_body_bytes + 1)
+    answers[(WEBHOOKS, "POST", 413, json)] = await _http(
+        server, "POST", signed.path, content=too_big, headers=signed.headers
+    )
+
+    answers[(EVENTS, "POST", 200, json)] = await _http(
+        server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers()
+    )
+    answers[(EVENTS, "POST", 400, json)] = await _http(
+        server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers(key=None)
+    )
+    answers[(EVENTS, "POST", 401, json)] = await _http(
+        server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers(token="wrong")
+    )
+    answers[(EVENTS, "POST", 403, json)] = await _http(
+        server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers(token=LIMITED_TOKEN)
+    )
+    answers[(EVENTS, "POST", 413, json)] = await _http(
+        server, "POST", EVENTS, content=too_big, headers=_events_headers()
+    )
+
+    answers[("/healthz", "GET", 200, json)] = await _http(server, "GET", "/healthz")
+    answers[("/readyz", "GET", 200, json)] = await _http(server, "GET", "/readyz")
+    answers[("/metrics", "GET", 200, "text/plain")] = await _http(server, "GET", "/metrics")
+    answers[("/openapi.json", "GET", 200, json)] = served = await _http(
+        server, "GET", "/openapi.json"
+    )
+    assert served[2] == openapi_document()
+
+    await _edge_head_answers(server, answers)
+
+    # The database out of reach: nothing can be made durable, and the gateway is not ready.
+    await proxy.set_enabled(False)
+    try:
+        outage = deliver("stripe", "evt_oa_outage")
+        answers[(WEBHOOKS, "POST", 503, json)] = await _http(
+            server, "POST", outage.path, content=outage.body, headers=outage.headers
+        )
+        answers[(EVENTS, "POST", 503, json)] = await _http(
+            server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers(key="evt-oa-2")
+        )
+        answers[("/readyz", "GET", 503, json)] = await _http(server, "GET", "/readyz")
+    finally:
+        await proxy.set_enabled(True)
+
+
+async def _admin_port_answers(server: RunningServer, answers: Answers) -> None:
+    """With an admin port, /readyz and /metrics are 404 here; with every connection slot
+    taken, the edge answers every operation 503 in plain text."""
+    for path in ("/readyz", "/metrics"):
+        answers[(path, "GET", 404, "text/plain")] = await _http(server, "GET", path)
+    await server.client.aclose()  # its kept-alive connection would hold a slot
+    idle = [
+        await asyncio.open_connection("127.0.0.1", server.port)
+        for _ in range(server.settings.http.max_connections)
+    ]
+    await asyncio.sleep(0.2)  # let the server take them
+    try:
+        for path, method in _operations():
+            data = _head(method, _concrete(path), "Content-Length: 0") + b"\r\n\r\n"
+            answers[(path, method, 503, "text/plain")] = await _raw(server.port, data)
+    finally:
+        for _, writer in idle:
+            writer.close()
+
+
+@contextlib.asynccontextmanager
+async def _proxied_database(database_url: str) -> AsyncIterator[tuple[str, FaultProxy]]:
+    proxy = FaultProxy("127.0.0.1", 5432)
+    await proxy.start()
+    try:
+        yield database_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.listen_port}"), proxy
+    finally:
+        await proxy.close()
+
+
+async def test_every_documented_answer_is_produced_and_matches_the_document(
+    database_url: str, nats_url: str
+) -> None:
+    answers: Answers = {}
+    services = {
+        "billing": {"token": BILLING_TOKEN, "subjects": ["events.billing.>"]},
+        "limited": {"token": LIMITED_TOKEN, "subjects": ["events.limited.allowed"]},
+    }
+    async with _proxied_database(database_url) as (proxied, proxy):
+        doc = config(
+            proxied,
+            nats_url,
+            http={"header_timeout_s": HEADER_TIMEOUT_S},
+            ingest={"commit_timeout_s": 1.0},
+            services=services,
+        )
+        async with running_server(doc) as server:
+            await _served_answers(server, proxy, answers)
+
+    admin = config(database_url, nats_url, http={"admin_port": free_port(), "max_connections": 4})
+    async with running_server(admin) as server:
+        await _admin_port_answers(server, answers)
+
+    for (path, method, status, media), (got, headers, body) in sorted(answers.items()):
+        assert got == status, f"{method} {path}: expected {status}, got {got}: {body[:300]!r}"
+        assert openapi.media_type(headers.get("content-type", "")) == media, (path, status)
+        openapi.check_answer(DOC, path, method, got, headers, body)
+    assert set(answers) == openapi.documented_answers(DOC)
