@@ -141,6 +141,20 @@ class Metrics:
         self.dlq_oldest_unresolved_seconds = Gauge(
             "gateway_dlq_oldest_unresolved_seconds", "Age of the oldest unresolved dead-letter row."
         )
+        self.retention_removed_total = Counter(
+            "gateway_retention_removed_total",
+            "Rows retention emptied (what=payload) or deleted (what=key), by table.",
+        )
+        self.retention_oldest_payload_seconds = Gauge(
+            "gateway_retention_oldest_payload_seconds",
+            "Age of the oldest event whose body and headers are still kept.",
+        )
+        self.storage_rows = Gauge(
+            "gateway_storage_rows", "Rows per table (PostgreSQL's estimate, reltuples)."
+        )
+        self.storage_bytes = Gauge(
+            "gateway_storage_bytes", "Bytes per table, indexes and TOAST included."
+        )
 
     def _all(self) -> list[Counter | Histogram]:
         return [v for v in vars(self).values() if isinstance(v, Counter | Histogram)]
