@@ -50,7 +50,7 @@ def key_horizon_warning(key_max_age_s: float, retry_horizon_s: float) -> str | N
         return None
     return (
         f"retention.key_max_age_s is {key_max_age_s:g} s, shorter than providers' retry "
-        f"schedules ({retry_horizon_s:g} s for Stripe): a retry after its key is removed "
+        f"schedules ({retry_horizon_s:.0f} s for Stripe): a retry after its key is removed "
         "is accepted as a new event and processed again"
     )
 

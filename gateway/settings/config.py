@@ -141,7 +141,7 @@ def _retention(data: Mapping[str, Any]) -> RetentionSettings:
         raise ConfigError(
             "retention.key_max_age_s",
             f"must be 0 (keys kept for ever) or at least payload_max_age_s "
-            f"({payloads_s:g}), got {keys_s:g}",
+            f"({payloads_s:.0f}), got {keys_s:g}",
         )
     return retention
 

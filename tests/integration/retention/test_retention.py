@@ -9,6 +9,8 @@ sleeping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -19,12 +21,15 @@ import pytest
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres import retention as store
 from gateway.adapters.postgres.webhooks import insert_events, mark_published, record_failure
+from gateway.cli.reconcile import _print as print_reconcile
 from gateway.core.model import Event, Failure, Stage
 from gateway.core.retention import DEAD_LETTERS, WEBHOOKS, Removed, RetentionReport
 from gateway.metrics import Metrics
 from gateway.retention.passes import RetentionPass
 from gateway.retention.task import refresh_storage_gauges
-from gateway.settings import RetentionSettings
+from gateway.settings import RetentionSettings, parse
+from gateway.settlement.parts import ReconcileParts
+from gateway.settlement.reconcile import reconcile
 
 PAYLOADS_1S = RetentionSettings(payload_max_age_s=1, key_max_age_s=0, batch_size=10, pause_s=0)
 
@@ -310,3 +315,32 @@ async def test_metrics_count_removals_and_report_storage(pool: Pool) -> None:
     assert (
         'gateway_retention_removed_total{table="processed_webhooks",what="payload"} 12' in rendered
     )
+
+
+async def test_reconcile_reports_settling_events_whose_payload_is_gone(
+    pool: Pool, db: asyncpg.Connection, database_url: str
+) -> None:
+    """Reconcile cannot judge or re-publish an event without its body: it lists it apart
+    and never publishes an empty body."""
+    ids = await record(pool, event("evt_gone", age_s=30), event("evt_other", age_s=30))
+    await db.execute(
+        "UPDATE processed_webhooks SET published_at = now() - interval '20 s',"
+        " event_type = 'customer.created', subject = 'webhooks.stripe.customer.created'"
+        " WHERE id = $1",
+        ids["evt_other"],
+    )
+    await db.execute("UPDATE processed_webhooks SET published_at = now() - interval '20 s'")
+    await run(pool, PAYLOADS_1S)
+    settings = parse({"database": {"url": database_url}}, env={})
+    parts = ReconcileParts(settings, pool, publisher=None)  # type: ignore[arg-type]
+
+    report = await reconcile(parts, older_than_s=1, dry_run=True)
+
+    assert report.payload_removed == ["stripe:evt_gone"]  # a settling subject only
+    assert report.events == [] and report.scanned == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_reconcile(report, as_json=False)
+    lines = out.getvalue().splitlines()
+    assert lines[1].startswith("1 settling event(s) not checked: payload removed by retention")
+    assert lines[2] == "  stripe:evt_gone"
