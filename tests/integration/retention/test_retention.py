@@ -110,6 +110,7 @@ async def test_old_payloads_go_keys_stay_and_a_redelivery_is_still_a_duplicate(
         "SELECT body, headers::text, payload_removed_at FROM processed_webhooks "
         "WHERE event_id = 'evt_old_0'"
     )
+    assert row is not None
     assert row["body"] == b"" and row["headers"] == "{}" and row["payload_removed_at"]
     # The gate still holds the key: a provider's retry is a duplicate, not a new event.
     async with pool.acquire() as conn:
@@ -174,6 +175,7 @@ async def test_open_dead_letters_keep_their_payload_until_resolved_plus_retentio
         "SELECT payload, headers::text, payload_removed_at FROM dlq_webhooks WHERE id = $1",
         dead_letter,
     )
+    assert row is not None
     assert row["payload"] == b"" and row["headers"] == "{}" and row["payload_removed_at"]
 
 

@@ -140,6 +140,7 @@ async def test_dlq_show_and_replay_of_a_removed_payload(cfg: str, db: asyncpg.Co
         "SELECT error_class, error_message, attempts, is_resolved FROM dlq_webhooks WHERE id = $1",
         row_id,
     )
+    assert row is not None
     assert row["error_class"] == "PAYLOAD_REMOVED" and not row["is_resolved"]
     assert "payload removed at 2026-11-01T00:00:00+00:00 by retention" in row["error_message"]
     assert row["attempts"] == 2
