@@ -26,7 +26,7 @@ from gateway.core.model import Event, Failure, Stage
 from gateway.core.retention import DEAD_LETTERS, WEBHOOKS, Removed, RetentionReport
 from gateway.metrics import Metrics
 from gateway.retention.passes import RetentionPass
-from gateway.retention.task import refresh_storage_gauges
+from gateway.retention.task import RetentionTask, refresh_storage_gauges
 from gateway.settings import RetentionSettings, parse
 from gateway.settlement.parts import ReconcileParts
 from gateway.settlement.reconcile import reconcile
@@ -346,3 +346,21 @@ async def test_reconcile_reports_settling_events_whose_payload_is_gone(
     lines = out.getvalue().splitlines()
     assert lines[1].startswith("1 settling event(s) not checked: payload removed by retention")
     assert lines[2] == "  stripe:evt_gone"
+
+
+async def test_serve_task_runs_a_pass_only_when_background(
+    pool: Pool, db: asyncpg.Connection
+) -> None:
+    """`gateway serve`'s task: with `background = false` it keeps the gauges and removes
+    nothing (cron does); with it, a pass runs and is counted."""
+    await record(pool, *(event(f"evt_{i}", age_s=30) for i in range(5)))
+    metrics = Metrics()
+    off = RetentionSettings(payload_max_age_s=1, pause_s=0, background=False)
+    assert await RetentionTask(pool, off, metrics).once() is None
+    assert all((await kept(db)).values())
+    assert metrics.retention_oldest_payload_seconds.get() > 20
+
+    report = await RetentionTask(pool, PAYLOADS_1S, metrics).once()
+    assert report is not None and report.count(WEBHOOKS, Removed.PAYLOAD) == 5
+    assert metrics.retention_removed_total.get(table=WEBHOOKS, what="payload") == 5
+    assert metrics.retention_oldest_payload_seconds.get() == 0
