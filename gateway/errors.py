@@ -397,6 +397,13 @@ class EventNotRecorded(PermanentError):
     error_class = "EVENT_NOT_RECORDED"
 
 
+class PayloadRemoved(PermanentError):
+    """Retention removed the event's payload (`[retention] payload_max_age_s`): there is
+    nothing left to replay or re-publish."""
+
+    error_class = "PAYLOAD_REMOVED"
+
+
 class DlqUsageError(GatewayError):
     """An operator's flags or values cannot be used; the message says which and why."""
 

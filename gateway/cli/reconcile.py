@@ -30,6 +30,13 @@ def _print(report: ReconcileReport, as_json: bool) -> None:
     )
     for key in report.events if report.dry_run else []:
         print(f"  {key}")
+    if report.payload_removed:
+        print(
+            f"{len(report.payload_removed)} settling event(s) not checked: payload removed by "
+            "retention, nothing to re-publish (keep --lookback-s below payload_max_age_s)"
+        )
+        for key in report.payload_removed:
+            print(f"  {key}")
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:

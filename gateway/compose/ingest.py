@@ -21,6 +21,7 @@ from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent
+from gateway.core.retention import key_horizon_warning
 from gateway.dlq.alerts import run_alerts
 from gateway.ingest.app import GatewayApp
 from gateway.ingest.inbox import DirectInbox, GroupCommitInbox, OnCommitted
@@ -28,7 +29,8 @@ from gateway.ingest.parts import Inbox, IngestParts
 from gateway.ingest.relay import InlinePublisher, OutboxRelay
 from gateway.ingest.remembered_keys import RecordedKeys, RememberingInbox
 from gateway.metrics import ListenAddress, Metrics, metrics_listener
-from gateway.settings import Settings
+from gateway.retention.task import RetentionTask
+from gateway.settings import RETRY_HORIZON_S, Settings
 
 log = logging.getLogger("gateway")
 
@@ -81,6 +83,12 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
         alerts = asyncio.create_task(
             run_alerts(pool, settings, metrics, receiver), name="dlq-alerts"
         )
+        # Retention and the storage gauges: every process tries, one works (advisory lock).
+        warning = key_horizon_warning(settings.retention.key_max_age_s, RETRY_HORIZON_S)
+        if warning:
+            log.warning(warning)
+        retention = RetentionTask(pool, settings.retention, metrics)
+        retention.start()
         parts = IngestParts(settings, inbox, DatabaseProbe(pool), broker, metrics)
         log.info(
             "gateway started",
@@ -96,7 +104,9 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
             # 2. Publish what was committed (anything left is the relay's, next start).
             if publisher is not None:
                 await publisher.close()
-            # 3. Stop sweeping and alerting, then let go of NATS and the database.
+            # 3. Stop sweeping, alerting and retention (a batch in progress rolls back),
+            # then let go of NATS and the database.
+            await retention.close()
             alerts.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await alerts

@@ -49,6 +49,9 @@ class DlqRow:
     resolution: str | None
     resolution_note: str | None
     resolved_by: str | None
+    # Set when retention emptied `payload` and `headers` (they are then empty): such a
+    # row can be read, never replayed.
+    payload_removed_at: datetime | None = None
 
     def __repr__(self) -> str:  # never print the payload
         return (

@@ -120,9 +120,11 @@ def shown_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
 
 def row_doc(row: DlqRow) -> dict[str, Any]:
     """Everything `show --json` prints about a row (secret headers redacted)."""
-    payload_format, payload = decode_payload(row.payload)
     doc = {k: v for k, v in vars(row).items() if k != "payload"}
     doc["headers"] = shown_headers(row.headers)
+    if row.payload_removed_at is not None:  # emptied by retention: say so, show nothing
+        return doc | {"payload_format": "removed", "payload": None}
+    payload_format, payload = decode_payload(row.payload)
     return doc | {"payload_format": payload_format, "payload": payload}
 
 
@@ -155,12 +157,15 @@ def show_page(row: DlqRow, now: datetime) -> str:
     lines += ["", "headers"]
     headers = sorted(shown_headers(row.headers).items())
     lines += [f"  {safe(k)}: {safe(str(v))}" for k, v in headers] or ["  -"]
-    payload_format, payload = decode_payload(row.payload)
-    lines += ["", f"payload ({payload_format}, {len(row.payload)} bytes)"]
-    if payload_format == "json":
-        lines.append(safe(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()))
+    if row.payload_removed_at is not None:
+        lines += ["", f"payload removed at {when(row.payload_removed_at)} (retention)"]
     else:
-        lines.append(safe(str(payload)))
+        payload_format, payload = decode_payload(row.payload)
+        lines += ["", f"payload ({payload_format}, {len(row.payload)} bytes)"]
+        if payload_format == "json":
+            lines.append(safe(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()))
+        else:
+            lines.append(safe(str(payload)))
     if row.error_detail:
         lines += ["", "stack", safe(row.error_detail.rstrip())]
     return "\n".join(lines)

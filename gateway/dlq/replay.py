@@ -28,7 +28,7 @@ from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowOutcome, RowResult, plan
 from gateway.dlq.publish_handler import publish_handler
 from gateway.dlq.settlement_handler import settlement_handler
-from gateway.errors import DlqRowNotFound, GatewayError, PermanentError
+from gateway.errors import DlqRowNotFound, GatewayError, PayloadRemoved, PermanentError
 
 #: The stages a replay can run again, and the factory of each one's handler. Read-only:
 #: a stage is replayable because it is named here, where a reader can see it, not because
@@ -136,6 +136,12 @@ async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResu
         # run's failure, not this row's; the transaction rolls back and the row stays.
         handler = await handlers.get(row.stage)
         try:
+            if row.payload_removed_at is not None:
+                raise PayloadRemoved(
+                    f"payload removed at {row.payload_removed_at.isoformat(timespec='seconds')} "
+                    "by retention: nothing to replay; resolve the row by hand, or have the "
+                    "provider resend the event"
+                )
             await handler(row)
         except Exception as exc:  # any failure of the stage is this row's, not the run's
             failure = failure_of(exc)

@@ -104,6 +104,34 @@ class Metrics:
             _GAUGE_MODE,
         )
 
+        self.retention_removed_total = Counter(
+            "gateway_retention_removed_total",
+            "Rows retention emptied (what=payload) or deleted (what=key), by table.",
+            ("table", "what"),
+            reg,
+        )
+        self.retention_oldest_payload_seconds = Gauge(
+            "gateway_retention_oldest_payload_seconds",
+            "Age of the oldest event whose body and headers are still kept.",
+            (),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.storage_rows = Gauge(
+            "gateway_storage_rows",
+            "Rows per table (PostgreSQL's estimate, reltuples).",
+            ("table",),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.storage_bytes = Gauge(
+            "gateway_storage_bytes",
+            "Bytes per table, indexes and TOAST included.",
+            ("table",),
+            reg,
+            _GAUGE_MODE,
+        )
+
     def render(self) -> str:
         """The Prometheus text exposition of every metric: with a shared directory, of
         every process of the run (any worker answers for all of them)."""

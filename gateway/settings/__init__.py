@@ -8,18 +8,21 @@
 
 from gateway.settings.config import CONFIG_ENV, Settings, load, parse
 from gateway.settings.sections import (
+    RETRY_HORIZON_S,
     CurrencySettings,
     HttpSettings,
     IngestSettings,
     LedgerSettings,
     NatsSettings,
     OutboxSettings,
+    RetentionSettings,
     SettlementSettings,
 )
 from gateway.settings.senders import SCHEME_NAMES, ProviderSettings, ServiceSettings
 
 __all__ = [
     "CONFIG_ENV",
+    "RETRY_HORIZON_S",
     "SCHEME_NAMES",
     "CurrencySettings",
     "HttpSettings",
@@ -28,6 +31,7 @@ __all__ = [
     "NatsSettings",
     "OutboxSettings",
     "ProviderSettings",
+    "RetentionSettings",
     "ServiceSettings",
     "Settings",
     "SettlementSettings",

@@ -25,6 +25,7 @@ from gateway.settings.sections import (
     LedgerSettings,
     NatsSettings,
     OutboxSettings,
+    RetentionSettings,
     SettlementSettings,
 )
 from gateway.settings.senders import (
@@ -51,6 +52,9 @@ _ZERO_OK = frozenset(
         "relay_metrics_port",
         "remembered_keys",
         "admin_port",
+        "payload_max_age_s",
+        "key_max_age_s",
+        "pause_s",
     }
 )
 CONFIG_ENV = "GATEWAY_CONFIG"
@@ -68,6 +72,7 @@ SECTIONS = (
     "currency",
     "ledger",
     "alerts",
+    "retention",
 )
 
 
@@ -87,6 +92,7 @@ class Settings:
     currency: CurrencySettings = field(default_factory=CurrencySettings)
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -125,6 +131,20 @@ def _alerts(data: Mapping[str, Any]) -> AlertSettings:
         # Never echo the URL: webhook URLs usually carry their credential in the path.
         raise ConfigError("alerts.webhook_url", "must be an http:// or https:// URL")
     return alerts
+
+
+def _retention(data: Mapping[str, Any]) -> RetentionSettings:
+    retention: RetentionSettings = _read(RetentionSettings, data, "retention")
+    keys_s, payloads_s = retention.key_max_age_s, retention.payload_max_age_s
+    if keys_s and payloads_s and keys_s < payloads_s:
+        # Deleting the row deletes its payload too: a shorter key horizon would quietly
+        # become the payload horizon.
+        raise ConfigError(
+            "retention.key_max_age_s",
+            f"must be 0 (keys kept for ever) or at least payload_max_age_s "
+            f"({payloads_s:.0f}), got {keys_s:g}",
+        )
+    return retention
 
 
 def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
@@ -196,6 +216,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         currency=_read(CurrencySettings, data, "currency"),
         ledger=_ledger(data, env),
         alerts=_alerts(data),
+        retention=_retention(data),
     )
 
 

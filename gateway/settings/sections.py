@@ -167,3 +167,27 @@ class LedgerSettings:
     addresses: tuple[str, ...] = ("127.0.0.1:3000",)
     timeout_s: float = 5.0
     retry_delays_s: tuple[float, ...] = LEDGER.delays_s
+
+
+#: Stripe retries a failed delivery for up to three days: the shortest key horizon a
+#: Stripe endpoint can afford. Shorter horizons are allowed (tests use seconds) and
+#: warned about at start-up.
+RETRY_HORIZON_S = 3 * 86_400.0
+
+
+@dataclass(frozen=True)
+class RetentionSettings:
+    """`[retention]`: how long payloads and dedup keys are kept, and how removal is paced.
+
+    A payload (body and headers) is emptied `payload_max_age_s` after the event arrived;
+    the row, with its key, stays until `key_max_age_s` (0 = for ever). A provider retry
+    that arrives after its key is gone is accepted as new and processed again, so the key
+    horizon must exceed every provider's retry schedule.
+    """
+
+    payload_max_age_s: float = 30 * 86_400.0  # 0 = payloads kept for ever
+    key_max_age_s: float = 0.0  # 0 = keys kept for ever
+    batch_size: int = 1000  # rows per short transaction
+    pause_s: float = 0.05  # between batches, so ingestion keeps the database first
+    interval_s: float = 300.0  # how often `gateway serve` runs a pass
+    background: bool = True  # false: only `gateway retention run` (cron) removes

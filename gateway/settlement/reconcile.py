@@ -31,7 +31,11 @@ from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Conn, connection
 from gateway.adapters.postgres import settlements as store
-from gateway.adapters.postgres.webhooks import StoredEvent, reconcile_candidates
+from gateway.adapters.postgres.webhooks import (
+    StoredEvent,
+    reconcile_candidates,
+    reconcile_removed,
+)
 from gateway.core.model import Event, subject_allowed
 from gateway.core.settlement import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
@@ -78,6 +82,9 @@ class ReconcileReport:
     settled: int = 0  # already settled: nothing to do
     republished: int = 0
     failed: int = 0  # publish not acknowledged; the next pass tries again
+    # Settling events whose payload retention removed: they cannot be checked or
+    # re-published (keep --lookback-s below [retention] payload_max_age_s).
+    payload_removed: list[str] = field(default_factory=list)
     dry_run: bool = False
     events: list[str] = field(default_factory=list)  # "{provider}:{event_id}" found unsettled
 
@@ -119,6 +126,20 @@ async def find_unsettled(
             done = {t for t, row in found.items() if row.state is SettlementState.SETTLED}
             settled += len(done)
             unsettled += [s for t, s in wanted.items() if t not in done]
+
+
+async def find_payload_removed(
+    conn: Conn, settings: Settings, older_than_s: float, lookback_s: float, batch_size: int
+) -> list[str]:
+    """`provider:event_id` of events on a settling subject, in the window, with no
+    outcome, whose payload retention removed: whether they settled cannot be told."""
+    subjects = tuple(settings.settlement.subjects)
+    found: list[str] = []
+    after_id = 0
+    while page := await reconcile_removed(conn, older_than_s, lookback_s, after_id, batch_size):
+        after_id = page[-1][0]
+        found += [f"{p}:{e}" for _, p, e, subject in page if subject_allowed(subject, subjects)]
+    return found
 
 
 async def republish(
@@ -168,7 +189,15 @@ async def reconcile(
         scanned, settled, unsettled = await find_unsettled(
             conn, parts.settings, older_than_s, lookback_s, batch_size
         )
+        report.payload_removed = await find_payload_removed(
+            conn, parts.settings, older_than_s, lookback_s, batch_size
+        )
     report.scanned, report.settled = scanned, settled
+    if report.payload_removed:
+        log.warning(
+            "events whose payload was removed cannot be reconciled",
+            extra={"run_id": report.run_id, "events": report.payload_removed[:100]},
+        )
     report.events = [s.event.msg_id for s in unsettled]
     if dry_run or not unsettled:
         return report

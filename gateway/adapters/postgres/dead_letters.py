@@ -21,7 +21,7 @@ _SELECT = """
 SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
        error_detail, payload, headers::text AS headers, attempts, received_at,
        first_failed_at, last_failed_at, is_resolved, resolved_at, resolution,
-       resolution_note, resolved_by
+       resolution_note, resolved_by, payload_removed_at
 FROM dlq_webhooks"""
 
 # What tables and plans need: no payload, headers or stack, so listing never loads (or

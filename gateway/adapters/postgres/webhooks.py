@@ -230,9 +230,7 @@ async def event_type_of(conn: Conn, webhook_id: int) -> str | None:
 # Reconciliation reads in id order, a page at a time. An open dead letter is an outcome
 # the worker reached, and one an operator closed by hand (`resolution = 'manual'`) is a
 # decision: neither is re-published. One replayed without settling is not an outcome.
-_RECONCILE_CANDIDATES = """
-SELECT pw.id, pw.provider, pw.event_id, pw.event_type, pw.subject, pw.headers::text AS headers,
-       pw.body, pw.received_at
+_RECONCILE_WHERE = """
 FROM processed_webhooks pw
 WHERE pw.published_at IS NOT NULL AND pw.subject IS NOT NULL
   AND pw.published_at < now() - make_interval(secs => $1)
@@ -242,6 +240,20 @@ WHERE pw.published_at IS NOT NULL AND pw.subject IS NOT NULL
       SELECT 1 FROM dlq_webhooks d
       WHERE d.provider = pw.provider AND d.event_id = pw.event_id
         AND (NOT d.is_resolved OR d.resolution = 'manual'))
+"""
+_RECONCILE_CANDIDATES = f"""
+SELECT pw.id, pw.provider, pw.event_id, pw.event_type, pw.subject, pw.headers::text AS headers,
+       pw.body, pw.received_at
+{_RECONCILE_WHERE}
+  AND pw.payload_removed_at IS NULL
+ORDER BY pw.id
+LIMIT $4
+"""
+# The same events whose payload retention removed: nothing left to judge or re-publish.
+_RECONCILE_REMOVED = f"""
+SELECT pw.id, pw.provider, pw.event_id, pw.subject
+{_RECONCILE_WHERE}
+  AND pw.payload_removed_at IS NOT NULL
 ORDER BY pw.id
 LIMIT $4
 """
@@ -256,3 +268,13 @@ async def reconcile_candidates(
     with translate_errors():
         rows = await conn.fetch(_RECONCILE_CANDIDATES, older_than_s, lookback_s, after_id, limit)
     return [stored_event(row) for row in rows]
+
+
+async def reconcile_removed(
+    conn: Conn, older_than_s: float, lookback_s: float, after_id: int, limit: int
+) -> list[tuple[int, str, str, str]]:
+    """(row id, provider, event id, subject) of the events `reconcile_candidates` would
+    consider but whose payload retention removed, in id order."""
+    with translate_errors():
+        rows = await conn.fetch(_RECONCILE_REMOVED, older_than_s, lookback_s, after_id, limit)
+    return [(int(r["id"]), r["provider"], r["event_id"], r["subject"]) for r in rows]

@@ -29,6 +29,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("dlq", "replay", "--all"),
     ("dlq", "resolve", "1", "--note", "done"),
     ("dlq", "stats"),
+    ("retention", "run", "--dry-run"),
 ]
 
 
@@ -44,7 +45,7 @@ def _parsers(
 
 def _command_split(command: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """(the command's words, its own arguments): the common flags go between or after."""
-    depth = 2 if command[0] in ("ledger", "dlq") else 1
+    depth = 2 if command[0] in ("ledger", "dlq", "retention") else 1
     return list(command[:depth]), list(command[depth:])
 
 

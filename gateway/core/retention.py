@@ -1,0 +1,109 @@
+"""Retention's decisions: which rows are old enough to lose their payload or their key,
+and what one pass reports.
+
+Pure: `now` comes in as an argument (the database's clock, so every process agrees);
+the adapter turns the cutoffs into batched statements.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+
+class Removed(enum.StrEnum):
+    """What a pass takes away (the `what` label of `gateway_retention_removed_total`)."""
+
+    PAYLOAD = "payload"  # body and headers emptied, the row and its key kept
+    KEY = "key"  # the row itself deleted: its (provider, event_id) is accepted as new again
+
+
+#: The tables retention works on (the `table` label).
+WEBHOOKS = "processed_webhooks"
+DEAD_LETTERS = "dlq_webhooks"
+
+
+@dataclass(frozen=True)
+class Cutoffs:
+    """Rows received (dead letters: resolved) before these instants lose what is named;
+    None: kept for ever."""
+
+    payloads_before: datetime | None
+    keys_before: datetime | None
+
+
+def cutoffs(now: datetime, payload_max_age_s: float, key_max_age_s: float) -> Cutoffs:
+    """The cutoffs at `now`; a max age of 0 keeps that part for ever."""
+    return Cutoffs(
+        payloads_before=now - timedelta(seconds=payload_max_age_s) if payload_max_age_s else None,
+        keys_before=now - timedelta(seconds=key_max_age_s) if key_max_age_s else None,
+    )
+
+
+def key_horizon_warning(key_max_age_s: float, retry_horizon_s: float) -> str | None:
+    """A warning when keys are removed sooner than a provider may still retry: such a
+    retry would be accepted as a new event and processed (settled) a second time."""
+    if not key_max_age_s or key_max_age_s >= retry_horizon_s:
+        return None
+    return (
+        f"retention.key_max_age_s is {key_max_age_s:g} s, shorter than providers' retry "
+        f"schedules ({retry_horizon_s:.0f} s for Stripe): a retry after its key is removed "
+        "is accepted as a new event and processed again"
+    )
+
+
+def age_s(now: datetime, then: datetime | None) -> float:
+    """Seconds from `then` to `now` (0 when there is nothing, or a clock ran behind)."""
+    return 0.0 if then is None else max(0.0, (now - then).total_seconds())
+
+
+@dataclass
+class RetentionReport:
+    """What one pass did (or, with `dry_run`, would do)."""
+
+    dry_run: bool = False
+    skipped: bool = False  # another process held the retention lock
+    payloads_before: datetime | None = None
+    keys_before: datetime | None = None
+    removed: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> what -> rows
+    batches: int = 0
+    duration_s: float = 0.0
+
+    def add(self, table: str, what: Removed, rows: int) -> None:
+        by_what = self.removed.setdefault(table, {})
+        by_what[what.value] = by_what.get(what.value, 0) + rows
+
+    def count(self, table: str, what: Removed) -> int:
+        return self.removed.get(table, {}).get(what.value, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "skipped": self.skipped,
+            "payloads_before": self.payloads_before,
+            "keys_before": self.keys_before,
+            "removed": {
+                table: {what.value: self.count(table, what) for what in Removed}
+                for table in (WEBHOOKS, DEAD_LETTERS)
+            },
+            "batches": self.batches,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+def next_watermark(
+    last_id: int | None, stop_id: int | None, left_behind: Iterable[int]
+) -> tuple[int, bool]:
+    """Where the payload pass resumes after a batch, and whether this pass ends there.
+
+    It never passes a row it left behind (held by another transaction, or newly held by
+    a dead letter: the next pass looks again) nor the first row that was too young or
+    still in the outbox. Otherwise it moves past the last row looked at.
+    """
+    blocking = [i for i in (stop_id, *left_behind) if i is not None]
+    if blocking:
+        return min(blocking), True
+    return (0 if last_id is None else last_id + 1), False
