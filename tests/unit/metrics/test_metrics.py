@@ -31,6 +31,10 @@ CONTRACT = {
     "gateway_critical_total": ("counter", ("reason",)),
     "gateway_dlq_unresolved": ("gauge", ()),
     "gateway_dlq_oldest_unresolved_seconds": ("gauge", ()),
+    "gateway_retention_removed_total": ("counter", ("table", "what")),
+    "gateway_retention_oldest_payload_seconds": ("gauge", ()),
+    "gateway_storage_rows": ("gauge", ("table",)),
+    "gateway_storage_bytes": ("gauge", ("table",)),
 }
 
 
