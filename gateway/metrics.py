@@ -138,6 +138,15 @@ class Metrics:
             "Critical events (ledger collisions, imbalance, ledger down for good).",
         )
         self.dlq_unresolved = Gauge("gateway_dlq_unresolved", "Dead-letter rows not yet resolved.")
+        self.backfill_events_total = Counter(
+            "gateway_backfill_events_total",
+            "Events listed by a provider's API during backfill, by provider and outcome "
+            "(present, recovered, failed); recovered means a webhook never arrived.",
+        )
+        self.backfill_last_complete = Gauge(
+            "gateway_backfill_last_complete_timestamp_seconds",
+            "When the provider's last backfill pass completed (Unix time).",
+        )
         self.dlq_oldest_unresolved_seconds = Gauge(
             "gateway_dlq_oldest_unresolved_seconds", "Age of the oldest unresolved dead-letter row."
         )
