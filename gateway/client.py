@@ -21,12 +21,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from gateway.core.retry import retry_after_s
 from gateway.errors import PublishRejected, PublishUnavailable
 
 __all__ = [
@@ -49,6 +49,23 @@ class PublishResult:
 def backoff_s(attempt: int, base_s: float, cap_s: float, rand: Callable[[], float]) -> float:
     """Full-jitter exponential backoff: uniform in [0, min(cap, base * 2**attempt)]."""
     return rand() * min(cap_s, base_s * 2.0**attempt)
+
+
+def retry_after_s(value: str | None, now: datetime) -> float | None:
+    """The wait a `Retry-After` header asks for: delay-seconds or an HTTP-date (RFC 9110
+    section 10.2.3), never negative; None when absent or unreadable (backoff applies)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC by the RFC's rules
+        return None
+    return max(0.0, (when - now).total_seconds())
 
 
 class Publisher:

@@ -11,13 +11,11 @@ through the same gate as a webhook and is `recovered` (or, on a `--dry-run`, it
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import unquote
 
 import orjson
 
@@ -189,10 +187,19 @@ def github_bodies(payload: Any) -> list[bytes]:
     return candidates
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    units = match.group(0).encode("utf-16-be")  # a surrogate pair beyond the BMP
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+
+
 def _ascii_json(payload: Any, indent: int | None) -> bytes:
-    # The standard library's encoder writes \\u escapes; orjson never does.
-    separators = (",", ":") if indent is None else (",", ": ")
-    return json.dumps(payload, ensure_ascii=True, indent=indent, separators=separators).encode()
+    """JSON with every non-ASCII character as a `\\u` escape (they occur only inside
+    strings, so escaping them all is exact), compact or with two-space indents."""
+    option = orjson.OPT_INDENT_2 if indent else 0
+    return _NON_ASCII.sub(_escape, orjson.dumps(payload, option=option).decode()).encode()
 
 
 def exact_github_body(
@@ -214,23 +221,6 @@ def exact_github_body(
             continue
         return body
     return None
-
-
-_LINK_NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
-_CURSOR = re.compile(r"[?&]cursor=([^&]*)")
-
-
-def next_cursor_from_link(link: str | None) -> str | None:
-    """The `cursor` of the `rel="next"` URL in a GitHub `Link` header, if any."""
-    if not link:
-        return None
-    found = _LINK_NEXT.search(link)
-    if found is None:
-        return None
-    cursor = _CURSOR.search(found.group(1))
-    if cursor is None:
-        return None
-    return unquote(cursor.group(1)) or None
 
 
 def lower_headers(headers: Mapping[str, Any]) -> dict[str, str]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 
 @dataclass(frozen=True)
@@ -65,20 +63,3 @@ def next_delay_s(policy: RetryPolicy, attempt: int, rand: Callable[[], float]) -
     position = (draw % 0.5) * 2.0  # 0 at the start of either half, towards 1 at its end
     fraction = policy.jitter_min + (policy.jitter_max - policy.jitter_min) * position
     return policy.delays_s[attempt - 1] * (1.0 + sign * fraction)
-
-
-def retry_after_s(value: str | None, now: datetime) -> float | None:
-    """The wait a `Retry-After` header asks for: delay-seconds or an HTTP-date (RFC 9110
-    section 10.2.3), never negative; None when absent or unreadable (backoff applies)."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # "-0000": UTC by the RFC's rules
-        return None
-    return max(0.0, (when - now).total_seconds())

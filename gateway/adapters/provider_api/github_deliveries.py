@@ -11,19 +11,33 @@ the first page that reaches past `since`.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import httpx
 
 from gateway.adapters.provider_api import Fetched, Listed, Page
 from gateway.adapters.provider_api.http_json import get_json
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock, call_api
-from gateway.core.backfill import Window, lower_headers, next_cursor_from_link
+from gateway.core.backfill import Window, lower_headers
 from gateway.settings.provider_api import ProviderApi
 
 PAGE_LIMIT = 100
 API_VERSION = "2022-11-28"
+
+
+_LINK_NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
+
+
+def next_cursor_from_link(link: str | None) -> str | None:
+    """The `cursor` of the `rel="next"` URL in a GitHub `Link` header, if any."""
+    found = _LINK_NEXT.search(link or "")
+    if found is None:
+        return None
+    cursor = parse_qs(urlparse(found.group(1)).query).get("cursor")
+    return cursor[0] if cursor and cursor[0] else None
 
 
 def _when(text: str) -> datetime:

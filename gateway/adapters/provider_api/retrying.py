@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
+from gateway.client import retry_after_s
 from gateway.core.backfill import DEFAULT_API_RETRY, ApiRetryPolicy, Verdict, next_wait_s, verdict
-from gateway.core.retry import retry_after_s
 from gateway.errors import ProviderApiAuth, ProviderApiRefused, ProviderApiUnavailable
 
 log = logging.getLogger("gateway.backfill.api")
