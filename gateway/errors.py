@@ -473,3 +473,30 @@ class RetriesExhausted(PermanentError):
         self.cause = cause
         self.error_class = cause.error_class
         self.critical = cause.critical
+
+
+# --- backfill from the providers' APIs ------------------------------------------------
+
+
+class BackfillUsageError(GatewayError):
+    """A backfill's flags or the provider's API settings cannot be used."""
+
+    error_class = "BACKFILL_USAGE"
+
+
+class ProviderApiAuth(PermanentError):
+    """The provider's API refused the credentials (401/403): fix `api_key_env`."""
+
+    error_class = "PROVIDER_API_AUTH"
+
+
+class ProviderApiRefused(PermanentError):
+    """The provider's API refused the request (a 4xx other than 401/403/408/429)."""
+
+    error_class = "PROVIDER_API_REFUSED"
+
+
+class ProviderApiUnavailable(TransientError):
+    """The provider's API kept failing (429, 5xx, no answer) past the run's deadline."""
+
+    error_class = "PROVIDER_API_UNAVAILABLE"

@@ -48,6 +48,13 @@ class Outcome(enum.StrEnum):
     DUPLICATE = "duplicate"
 
 
+class Source(enum.StrEnum):
+    """How an event reached the gateway, as stored in `processed_webhooks.source`."""
+
+    LIVE = "live"  # POST /webhooks/{provider} or POST /v1/events
+    BACKFILL = "backfill"  # fetched from the provider's API by `gateway backfill`
+
+
 class Stage(enum.StrEnum):
     """Where in the pipeline an event failed, as stored in `dlq_webhooks.stage`."""
 
@@ -84,6 +91,7 @@ class Event:
     received_at: datetime
     failure: Failure | None = None
     body_sha256: bytes | None = None
+    source: str = Source.LIVE
 
     @property
     def msg_id(self) -> str:
@@ -240,6 +248,7 @@ def webhook_event(
     header_policy: HeaderPolicy = DEFAULT_HEADERS,
     event_types: tuple[str, ...] | None = None,
     body_sha256: bytes | None = None,
+    source: str = Source.LIVE,
 ) -> Event:
     """Shape a verified provider webhook into an `Event`.
 
@@ -278,6 +287,7 @@ def webhook_event(
         received_at,
         failure,
         body_sha256,
+        source,
     )
 
 

@@ -132,6 +132,21 @@ class Metrics:
             _GAUGE_MODE,
         )
 
+        self.backfill_events_total = Counter(
+            "gateway_backfill_events_total",
+            "Events listed by a provider's API during backfill, by provider and outcome "
+            "(present, recovered, failed); recovered means a webhook never arrived.",
+            ("outcome", "provider"),
+            reg,
+        )
+        self.backfill_last_complete = Gauge(
+            "gateway_backfill_last_complete_timestamp_seconds",
+            "When the provider's last backfill pass completed (Unix time).",
+            ("provider",),
+            reg,
+            _GAUGE_MODE,
+        )
+
     def render(self) -> str:
         """The Prometheus text exposition of every metric: with a shared directory, of
         every process of the run (any worker answers for all of them)."""

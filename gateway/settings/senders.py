@@ -21,6 +21,7 @@ from gateway.core.event_types import type_patterns
 from gateway.core.signatures import SCHEMES, check_hmac_params, get_scheme, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.errors import ConfigError
+from gateway.settings.provider_api import API_KEYS, ProviderApi, parse_provider_api
 from gateway.settings.values import (
     env_name_shown,
     read_table,
@@ -45,6 +46,7 @@ PROVIDER_KEYS = (
     "event_type_from",
     "store_headers",
     "event_types",
+    *API_KEYS,
 )
 #: Every key a `[services.NAME]` table may hold.
 SERVICE_KEYS = ("token", "token_env", "subjects")
@@ -75,6 +77,8 @@ class ProviderSettings:
     headers: HeaderPolicy = DEFAULT_HEADERS
     #: The `event_types` allow-list; None allows every type.
     event_types: tuple[str, ...] | None = None
+    #: Its API, for `gateway backfill` (None: not configured); the key is never printed.
+    api: ProviderApi | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,7 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
         params=params,
         headers=_header_policy(scheme, params, data, path),
         event_types=_event_types(data, path),
+        api=parse_provider_api(scheme, data, path, env),
     )
 
 

@@ -48,7 +48,7 @@ PURE_LIBRARIES = frozenset({"orjson"})
 DATA_ONLY_IMPORTLIB = frozenset(
     {"importlib.resources", "importlib.resources.abc", "importlib.metadata"}
 )
-DRIVERS = frozenset({"asyncpg", "nats", "redis", "tigerbeetle"})
+DRIVERS = frozenset({"asyncpg", "nats", "redis", "tigerbeetle", "stripe"})
 #: The HTTP client library: adapters, the composition root and the bundled client.
 HTTP_CLIENT = "httpx"
 #: The metrics library: only `gateway.metrics` imports it, so every other module counts

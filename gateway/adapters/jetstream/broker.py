@@ -24,6 +24,7 @@ from nats.js.api import StorageType, StreamConfig
 from gateway.adapters.jetstream.publish import NATS_ERRORS, PipelinedPublisher
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.content import printable
+from gateway.core.model import Source
 from gateway.errors import BrokerUnavailable
 from gateway.settings import NatsSettings
 
@@ -42,15 +43,22 @@ class PublishResult:
 
 
 def message_headers(stored: StoredEvent) -> dict[str, str]:
-    """Headers for the stream: the de-duplication id and where the event came from."""
+    """Headers for the stream: the de-duplication id and where the event came from.
+
+    `Gateway-Source` is added only for an event that did not arrive live (`backfill`), so
+    consumers can tell a recovered event, and the usual message stays as it was.
+    """
     event = stored.event
-    return {
+    headers = {
         "Nats-Msg-Id": event.msg_id,
         "Gateway-Provider": event.provider,
         "Gateway-Event-Id": printable(event.event_id),
         "Gateway-Event-Type": printable(event.event_type or ""),
         "Gateway-Received-At": event.received_at.isoformat(),
     }
+    if event.source != Source.LIVE:
+        headers["Gateway-Source"] = event.source
+    return headers
 
 
 class JetStreamBroker:

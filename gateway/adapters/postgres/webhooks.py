@@ -22,12 +22,12 @@ from gateway.core.model import Event, Failure, Stage
 # forged id is skipped like a repeat (rows of one statement conflict with each other too).
 _INSERT_EVENTS = """
 INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body,
-                                received_at, body_sha256)
+                                received_at, body_sha256, source)
 SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers, decode(r.body, 'base64'),
-       r.received_at, decode(r.body_sha256, 'hex')
+       r.received_at, decode(r.body_sha256, 'hex'), r.source
 FROM json_to_recordset($1::json)
      AS r(provider text, event_id text, event_type text, subject text, headers jsonb,
-          body text, received_at timestamptz, body_sha256 text)
+          body text, received_at timestamptz, body_sha256 text, source text)
 ON CONFLICT DO NOTHING
 RETURNING id, provider, event_id
 """
@@ -49,7 +49,8 @@ RETURNING id
 """
 
 _CLAIM_UNPUBLISHED = """
-SELECT id, provider, event_id, event_type, subject, headers::text AS headers, body, received_at
+SELECT id, provider, event_id, event_type, subject, headers::text AS headers, body, received_at,
+       source
 FROM processed_webhooks
 WHERE published_at IS NULL AND subject IS NOT NULL AND publish_parked_at IS NULL
   AND received_at < now() - make_interval(secs => $1)
@@ -98,6 +99,7 @@ async def insert_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
                 "body": base64.b64encode(e.body).decode("ascii"),
                 "received_at": e.received_at,
                 "body_sha256": None if e.body_sha256 is None else e.body_sha256.hex(),
+                "source": e.source,
             }
             for e in events
         ],
@@ -168,6 +170,7 @@ def stored_event(row: asyncpg.Record) -> StoredEvent:
         headers=orjson.loads(row["headers"]),
         body=bytes(row["body"]),
         received_at=row["received_at"],
+        source=row["source"],
     )
     return StoredEvent(int(row["id"]), event)
 
@@ -243,7 +246,7 @@ WHERE pw.published_at IS NOT NULL AND pw.subject IS NOT NULL
 """
 _RECONCILE_CANDIDATES = f"""
 SELECT pw.id, pw.provider, pw.event_id, pw.event_type, pw.subject, pw.headers::text AS headers,
-       pw.body, pw.received_at
+       pw.body, pw.received_at, pw.source
 {_RECONCILE_WHERE}
   AND pw.payload_removed_at IS NULL
 ORDER BY pw.id

@@ -35,6 +35,8 @@ CONTRACT = {
     "gateway_retention_oldest_payload_seconds": ("gauge", ()),
     "gateway_storage_rows": ("gauge", ("table",)),
     "gateway_storage_bytes": ("gauge", ("table",)),
+    "gateway_backfill_events_total": ("counter", ("outcome", "provider")),
+    "gateway_backfill_last_complete_timestamp_seconds": ("gauge", ("provider",)),
 }
 
 

@@ -1,0 +1,119 @@
+"""`backfill_progress`: how far a backfill of one window got, so a killed run continues
+from its cursor; and which fetched event ids are already recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from gateway.adapters.postgres import Conn, translate_errors
+from gateway.core.backfill import PageState, Tally, Window
+
+# An unfinished run of the same provider and type filter that reaches back at least as
+# far as the new one (and started before the new one's since is out of it) is continued
+# rather than started over; the newest such run first.
+_FIND_UNFINISHED = """
+SELECT since, until, cursor, pages, fetched, present, recovered, failed
+FROM backfill_progress
+WHERE provider = $1 AND types = $2 AND completed_at IS NULL
+  AND since <= $3 AND until > $3
+ORDER BY updated_at DESC
+LIMIT 1
+"""
+
+_START = """
+INSERT INTO backfill_progress (provider, since, until, types)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (provider, since, until, types) DO UPDATE SET updated_at = now()
+RETURNING cursor, pages, fetched, present, recovered, failed, completed_at
+"""
+
+_SAVE = """
+UPDATE backfill_progress
+SET cursor = $5, pages = pages + 1, fetched = fetched + $6, present = present + $7,
+    recovered = recovered + $8, failed = failed + $9, updated_at = now(),
+    completed_at = CASE WHEN $10 THEN now() ELSE NULL END
+WHERE provider = $1 AND since = $2 AND until = $3 AND types = $4
+"""
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """An unfinished run found for the same provider and filter."""
+
+    window: Window
+    state: PageState
+
+
+async def find_unfinished(conn: Conn, provider: str, window: Window) -> Resumed | None:
+    """The unfinished run this one should continue, if any (see `_FIND_UNFINISHED`)."""
+    with translate_errors():
+        row = await conn.fetchrow(_FIND_UNFINISHED, provider, window.types_key, window.since)
+    if row is None:
+        return None
+    tally = Tally(
+        fetched=row["fetched"],
+        present=row["present"],
+        recovered=row["recovered"],
+        failed=row["failed"],
+    )
+    old = Window(row["since"], row["until"], window.types)
+    return Resumed(old, PageState(row["cursor"], row["pages"], tally))
+
+
+async def start(conn: Conn, provider: str, window: Window) -> PageState:
+    """The window's progress row, made if new; its cursor and counts so far."""
+    with translate_errors():
+        row = await conn.fetchrow(_START, provider, window.since, window.until, window.types_key)
+    if row is None:  # an upsert's RETURNING always gives the row
+        raise RuntimeError("backfill_progress upsert returned no row")
+    tally = Tally(
+        fetched=row["fetched"],
+        present=row["present"],
+        recovered=row["recovered"],
+        failed=row["failed"],
+    )
+    return PageState(row["cursor"], row["pages"], tally, done=row["completed_at"] is not None)
+
+
+async def save(
+    conn: Conn, provider: str, window: Window, cursor: str | None, page: Tally, done: bool
+) -> None:
+    """Record one finished page: the cursor of the next one and the page's counts."""
+    with translate_errors():
+        await conn.execute(
+            _SAVE,
+            provider,
+            window.since,
+            window.until,
+            window.types_key,
+            cursor,
+            page.fetched,
+            page.present,
+            page.recovered,
+            page.failed,
+            done,
+        )
+
+
+async def recorded_ids(conn: Conn, provider: str, event_ids: Sequence[str]) -> set[str]:
+    """Which of these event ids the provider already has a row for."""
+    if not event_ids:
+        return set()
+    with translate_errors():
+        rows = await conn.fetch(
+            "SELECT event_id FROM processed_webhooks WHERE provider = $1 AND event_id = ANY($2)",
+            provider,
+            list(event_ids),
+        )
+    return {r["event_id"] for r in rows}
+
+
+async def last_completed(conn: Conn, provider: str) -> datetime | None:
+    """When the provider's last backfill pass completed."""
+    with translate_errors():
+        value = await conn.fetchval(
+            "SELECT max(completed_at) FROM backfill_progress WHERE provider = $1", provider
+        )
+    return value  # type: ignore[no-any-return]

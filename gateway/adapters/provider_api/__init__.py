@@ -1,0 +1,59 @@
+"""Reading events back from the providers' APIs for `gateway backfill`: Stripe's
+`GET /v1/events` (through the official `stripe` library), GitHub's hook deliveries and
+Paddle's `GET /events` (plain HTTP with httpx). Each source lists pages newest first and
+fetches an event's body; every call goes through `retrying.call_api`, which honours
+`Retry-After`, backs off on 5xx and stops at a deadline, and turns 401/403 into one
+clear error."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from gateway.core.backfill import Window
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One event as the provider's list shows it."""
+
+    event_id: str  # the id the webhook would carry (Stripe/Paddle event id, GitHub GUID)
+    event_type: str | None
+    occurred_at: datetime
+    handle: str = ""  # what `fetch` needs (a GitHub delivery's numeric id)
+    body: bytes | None = None  # set when the list carries the event itself
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a newest-first listing; `next_cursor` None means it was the last."""
+
+    items: list[Listed]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """An event's request as the webhook would have carried it: lower-case headers and
+    either the exact body or (GitHub) the parsed payload to rebuild it from."""
+
+    headers: Mapping[str, str]
+    body: bytes | None = None
+    payload: Any = None
+
+
+class EventSource(Protocol):
+    """A provider's API, read newest first."""
+
+    async def page(self, cursor: str | None, window: Window) -> Page:
+        """The page after `cursor` (None: the newest) of events in or around `window`."""
+        ...
+
+    async def fetch(self, item: Listed) -> Fetched:
+        """The event's request; `ProviderApiRefused` if the API no longer has it."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,85 @@
+"""`gateway backfill PROVIDER`: the database, the provider's API client and a one-shot
+JetStream publisher, opened for one run and closed in reverse order."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
+from gateway.adapters.postgres import open_pool
+from gateway.adapters.provider_api import EventSource
+from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
+from gateway.backfill.run import BackfillParts, BackfillReport, backfill
+from gateway.core.backfill import make_window
+from gateway.errors import BackfillUsageError
+from gateway.metrics import Metrics
+from gateway.settings import ProviderSettings, Settings
+
+
+def provider_for_backfill(settings: Settings, name: str) -> ProviderSettings:
+    """The provider called `name`, which must have its API configured."""
+    provider = settings.providers.get(name)
+    if provider is None:
+        known = ", ".join(sorted(settings.providers)) or "none"
+        raise BackfillUsageError(f"no provider {name!r} in the configuration (known: {known})")
+    if provider.api is None:
+        raise BackfillUsageError(
+            f"providers.{name} has no API settings: set api_key_env (and, for GitHub, "
+            "repo or org and hook_id)"
+        )
+    return provider
+
+
+def open_source(provider: ProviderSettings, clock: Clock = REAL_CLOCK) -> EventSource:
+    """The provider's API client by scheme (`provider.api` must be set)."""
+    api = provider.api
+    if api is None:
+        raise BackfillUsageError(f"providers.{provider.name} has no API settings")
+    if provider.scheme == "stripe":
+        from gateway.adapters.provider_api.stripe_events import StripeEvents
+
+        return StripeEvents(api, clock)
+    if provider.scheme == "github":
+        from gateway.adapters.provider_api.github_deliveries import GitHubDeliveries
+
+        return GitHubDeliveries(api, clock)
+    if provider.scheme == "paddle":
+        from gateway.adapters.provider_api.paddle_events import PaddleEvents
+
+        return PaddleEvents(api, clock)
+    raise BackfillUsageError(f"cannot backfill a {provider.scheme!r} scheme provider")
+
+
+@contextlib.asynccontextmanager
+async def backfill_parts(
+    settings: Settings, name: str, metrics: Metrics | None = None
+) -> AsyncIterator[BackfillParts]:
+    """Opened in order: the database, the API client, the publisher (which connects on
+    its first recovered event); closed in reverse."""
+    provider = provider_for_backfill(settings, name)
+    async with open_pool(settings.database_url, max_size=2) as pool:
+        source = open_source(provider)
+        try:
+            async with open_one_shot_publisher(settings.nats, "gateway-backfill") as publisher:
+                yield BackfillParts(pool, source, provider, metrics or Metrics(), publisher)
+        finally:
+            await source.close()
+
+
+async def run_backfill(
+    settings: Settings,
+    name: str,
+    *,
+    since: datetime,
+    until: datetime | None,
+    types: list[str],
+    now: datetime,
+    dry_run: bool = False,
+    rate_per_s: float | None = None,
+) -> BackfillReport:
+    """`gateway backfill`: one run over [since, until)."""
+    window = make_window(since, until, types, now)
+    async with backfill_parts(settings, name) as parts:
+        return await backfill(parts, window, dry_run=dry_run, rate_per_s=rate_per_s)

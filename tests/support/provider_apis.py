@@ -1,0 +1,256 @@
+"""Local stand-ins of the providers' event APIs (Stripe `GET /v1/events`, GitHub hook
+deliveries, Paddle `GET /events`) with their real payload shapes, cursor pagination, and
+faults on demand: `429` with `Retry-After`, `500`, bad credentials."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.support.services import free_port
+
+API_KEY = "sk_test_backfill"
+REPO = "acme/payments"
+HOOK_ID = 42
+
+
+def _json(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(doc), status, headers, media_type="application/json")
+
+
+@dataclass
+class GitHubDelivery:
+    id: int
+    guid: str
+    event: str
+    delivered_at: datetime
+    headers: dict[str, str]
+    body: bytes  # what the webhook carried, byte for byte
+    redelivery: bool = False
+
+
+@dataclass
+class ProviderApis:
+    """One server standing in for all three APIs; tests add events and queue faults."""
+
+    page_size: int = 2  # small, so every test paginates
+    stripe_events: list[dict[str, Any]] = field(default_factory=list)
+    github: list[GitHubDelivery] = field(default_factory=list)
+    paddle_events: list[dict[str, Any]] = field(default_factory=list)
+    #: Faults answered before any real answer, one per request: "429", "500", "401".
+    faults: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)  # path?query of every request
+    #: A fault answered to the Nth request (1-based) and every one after it.
+    fail_from: tuple[int, str] | None = None
+
+    def __post_init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        app = Starlette(
+            routes=[
+                Route("/v1/events", self._stripe),
+                Route(f"/repos/{REPO}/hooks/{HOOK_ID}/deliveries", self._gh_list),
+                Route(f"/repos/{REPO}/hooks/{HOOK_ID}/deliveries/{{id:int}}", self._gh_one),
+                Route("/events", self._paddle),
+            ]
+        )
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, lifespan="off")
+        )
+
+    def _gate(self, request: Request) -> Response | None:
+        self.requests.append(f"{request.url.path}?{request.url.query}")
+        if self.fail_from is not None and len(self.requests) >= self.fail_from[0]:
+            self.faults.append(self.fail_from[1])
+        if self.faults:
+            fault = self.faults.pop(0)
+            if fault == "429":
+                return _json(
+                    {"error": {"type": "rate_limit", "message": "slow down"}},
+                    429,
+                    {"Retry-After": "1"},
+                )
+            if fault == "500":
+                return _json({"error": {"type": "api_error", "message": "boom"}}, 500)
+            if fault == "401":
+                return _json(
+                    {"error": {"type": "invalid_request_error", "message": "bad key"}}, 401
+                )
+        if request.headers.get("authorization") != f"Bearer {API_KEY}":
+            return _json({"error": {"message": "Invalid API Key provided"}}, 401)
+        return None
+
+    # --- Stripe: newest first, created[gte]/[lt], types[], starting_after, has_more ---
+
+    async def _stripe(self, request: Request) -> Response:
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        q = request.query_params
+        events = sorted(self.stripe_events, key=lambda e: (e["created"], e["id"]), reverse=True)
+        if "created[gte]" in q:
+            events = [e for e in events if e["created"] >= int(q["created[gte]"])]
+        if "created[lt]" in q:
+            events = [e for e in events if e["created"] < int(q["created[lt]"])]
+        types = [v for k, v in q.multi_items() if k.startswith("types[")]
+        if types:
+            events = [e for e in events if e["type"] in types]
+        if "starting_after" in q:
+            ids = [e["id"] for e in events]
+            events = events[ids.index(q["starting_after"]) + 1 :]
+        limit = min(int(q.get("limit", 10)), self.page_size)
+        return _json(
+            {
+                "object": "list",
+                "url": "/v1/events",
+                "has_more": len(events) > limit,
+                "data": events[:limit],
+            }
+        )
+
+    # --- GitHub: newest first, cursor in the Link header; a delivery's request ---
+
+    async def _gh_list(self, request: Request) -> Response:
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        items = sorted(self.github, key=lambda d: d.id, reverse=True)
+        cursor = request.query_params.get("cursor")
+        if cursor:
+            items = [d for d in items if d.id < int(cursor)]
+        page, rest = items[: self.page_size], items[self.page_size :]
+        headers = {}
+        if rest:
+            query = urlencode({"per_page": 100, "cursor": page[-1].id})
+            nxt = f"{self.url}{request.url.path}?{query}"
+            headers["Link"] = f'<{nxt}>; rel="next"'
+        return _json([self._gh_item(d) for d in page], headers=headers)
+
+    @staticmethod
+    def _gh_item(d: GitHubDelivery) -> dict[str, Any]:
+        return {
+            "id": d.id,
+            "guid": d.guid,
+            "delivered_at": d.delivered_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "redelivery": d.redelivery,
+            "duration": 0.03,
+            "status": "failed to connect",
+            "status_code": 502,
+            "event": d.event,
+            "action": None,
+            "installation_id": None,
+            "repository_id": 1,
+            "throttled_at": None,
+        }
+
+    async def _gh_one(self, request: Request) -> Response:
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        wanted = int(request.path_params["id"])
+        for d in self.github:
+            if d.id == wanted:
+                doc = self._gh_item(d) | {
+                    "url": f"{self.url}/repos/{REPO}/hooks/{HOOK_ID}",
+                    "request": {"headers": d.headers, "payload": orjson.loads(d.body)},
+                    "response": {"headers": {}, "payload": None},
+                }
+                return _json(doc)
+        return _json({"message": "Not Found"}, 404)
+
+    # --- Paddle: order_by id[DESC], after, event_type, meta.pagination ---
+
+    async def _paddle(self, request: Request) -> Response:
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        q = request.query_params
+        events = sorted(self.paddle_events, key=lambda e: e["event_id"], reverse=True)
+        if q.get("event_type"):
+            wanted = q["event_type"].split(",")
+            events = [e for e in events if e["event_type"] in wanted]
+        if q.get("after"):
+            events = [e for e in events if e["event_id"] < q["after"]]
+        page = events[: self.page_size]
+        more = len(events) > len(page)
+        nxt = f"{self.url}/events?after={page[-1]['event_id']}" if more else None
+        return _json(
+            {
+                "data": page,
+                "meta": {
+                    "request_id": "req_1",
+                    "pagination": {
+                        "per_page": self.page_size,
+                        "next": nxt,
+                        "has_more": more,
+                        "estimated_total": len(events),
+                    },
+                },
+            }
+        )
+
+
+def stripe_event(
+    n: int, created: datetime, event_type: str = "payment_intent.succeeded", merchant: str = "m_1"
+) -> dict[str, Any]:
+    """An event object shaped like Stripe's own."""
+    return {
+        "id": f"evt_bf{n:04d}",
+        "object": "event",
+        "api_version": "2024-06-20",
+        "created": int(created.timestamp()),
+        "livemode": False,
+        "pending_webhooks": 1,
+        "request": {"id": None, "idempotency_key": None},
+        "type": event_type,
+        "data": {
+            "object": {
+                "id": f"pi_bf{n:04d}",
+                "object": "payment_intent",
+                "amount": 1000 + n,
+                "currency": "usd",
+                "metadata": {"merchant_id": merchant},
+            }
+        },
+    }
+
+
+def paddle_event(
+    n: int, occurred: datetime, event_type: str = "transaction.completed"
+) -> dict[str, Any]:
+    return {
+        "event_id": f"evt_01h{n:020d}",
+        "event_type": event_type,
+        "occurred_at": occurred.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "data": {
+            "id": f"txn_{n}",
+            "status": "completed",
+            "currency_code": "USD",
+            "details": {"totals": {"grand_total": "1000"}},
+        },
+    }
+
+
+@contextlib.asynccontextmanager
+async def running_apis(**kwargs: Any) -> AsyncIterator[ProviderApis]:
+    apis = ProviderApis(**kwargs)
+    task = asyncio.create_task(apis.server.serve())
+    while not apis.server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield apis
+    finally:
+        apis.server.should_exit = True
+        await task
