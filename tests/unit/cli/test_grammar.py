@@ -30,6 +30,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("dlq", "resolve", "1", "--note", "done"),
     ("dlq", "stats"),
     ("retention", "run", "--dry-run"),
+    ("backfill", "stripe", "--since", "2026-11-30T00:00:00Z"),
 ]
 
 
