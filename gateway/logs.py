@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from gateway import tracing
+
 # Attributes every LogRecord has; anything else came from `extra` and is a field.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
@@ -30,6 +32,10 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_") and key != "color_message":
                 doc[key] = value
+        if tracing.ENABLED:  # logs and traces link both ways: the ids of the current span
+            ids = tracing.current_ids()
+            if ids is not None:
+                doc["trace_id"], doc["span_id"] = ids
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(doc, default=str).decode()

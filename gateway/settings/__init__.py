@@ -17,6 +17,7 @@ from gateway.settings.sections import (
     OutboxSettings,
     RetentionSettings,
     SettlementSettings,
+    TracingSettings,
 )
 from gateway.settings.senders import SCHEME_NAMES, ProviderSettings, ServiceSettings
 
@@ -35,6 +36,7 @@ __all__ = [
     "ServiceSettings",
     "Settings",
     "SettlementSettings",
+    "TracingSettings",
     "load",
     "parse",
 ]

@@ -27,6 +27,7 @@ from gateway.settings.sections import (
     OutboxSettings,
     RetentionSettings,
     SettlementSettings,
+    TracingSettings,
 )
 from gateway.settings.senders import (
     ProviderSettings,
@@ -55,6 +56,7 @@ _ZERO_OK = frozenset(
         "payload_max_age_s",
         "key_max_age_s",
         "pause_s",
+        "sample_ratio",
     }
 )
 CONFIG_ENV = "GATEWAY_CONFIG"
@@ -73,6 +75,7 @@ SECTIONS = (
     "ledger",
     "alerts",
     "retention",
+    "tracing",
 )
 
 
@@ -93,6 +96,7 @@ class Settings:
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -145,6 +149,34 @@ def _retention(data: Mapping[str, Any]) -> RetentionSettings:
             f"({payloads_s:.0f}), got {keys_s:g}",
         )
     return retention
+
+
+def _tracing(data: Mapping[str, Any], env: Mapping[str, str]) -> TracingSettings:
+    """`[tracing]`, with the standard OpenTelemetry variables over the file."""
+    tracing: TracingSettings = _read(TracingSettings, data, "tracing")
+    if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        tracing = replace(tracing, endpoint=env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"])
+    elif env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        tracing = replace(tracing, endpoint=env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    if env.get("OTEL_SERVICE_NAME"):
+        tracing = replace(tracing, service_name=env["OTEL_SERVICE_NAME"])
+    if env.get("OTEL_TRACES_SAMPLER_ARG"):
+        try:
+            ratio = float(env["OTEL_TRACES_SAMPLER_ARG"])
+        except ValueError:
+            raise ConfigError("OTEL_TRACES_SAMPLER_ARG", "must be a number from 0 to 1") from None
+        tracing = replace(tracing, sample_ratio=ratio)
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        tracing = replace(tracing, endpoint="")
+    if not 0.0 <= tracing.sample_ratio <= 1.0:
+        raise ConfigError(
+            "tracing.sample_ratio", f"must be from 0 to 1, got {tracing.sample_ratio:g}"
+        )
+    url = tracing.endpoint
+    if url and (not url.startswith(("http://", "https://")) or not url.split("://", 1)[1]):
+        # Never echo it: a collector URL may carry a credential.
+        raise ConfigError("tracing.endpoint", "must be an http:// or https:// URL (OTLP/HTTP)")
+    return tracing
 
 
 def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
@@ -217,6 +249,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         ledger=_ledger(data, env),
         alerts=_alerts(data),
         retention=_retention(data),
+        tracing=_tracing(data, env),
     )
 
 

@@ -192,3 +192,34 @@ class RetentionSettings:
     pause_s: float = 0.05  # between batches, so ingestion keeps the database first
     interval_s: float = 300.0  # how often `gateway serve` runs a pass
     background: bool = True  # false: only `gateway retention run` (cron) removes
+
+
+@dataclass(frozen=True)
+class TracingSettings:
+    """`[tracing]`: OpenTelemetry traces over OTLP/HTTP (`gateway.tracing`).
+
+    Off while `endpoint` is empty (the default); `OTEL_EXPORTER_OTLP_ENDPOINT` (a base
+    URL) or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full `/v1/traces` URL) turn it on
+    too, and `OTEL_SDK_DISABLED=true` keeps it off.
+    """
+
+    endpoint: str = ""  # "http://HOST:4318": spans go to {endpoint}/v1/traces
+    sample_ratio: float = 1.0  # of new traces; a sampled parent is always followed
+    service_name: str = ""  # "" = the process's own (gateway-serve, -relay, -settle)
+    # A provider's own `traceparent` header is a span link, never the parent, unless
+    # this is true (a trusted sender that traces into the same backend).
+    trust_incoming: bool = False
+
+    __repr__ = redacted_repr  # the endpoint may carry credentials
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.endpoint)
+
+    @property
+    def traces_url(self) -> str:
+        """Where the exporter POSTs: the endpoint as given when it already names the
+        traces path, else `{endpoint}/v1/traces` (OTLP/HTTP's rule for a base URL)."""
+        if self.endpoint.rstrip("/").endswith("/v1/traces"):
+            return self.endpoint
+        return self.endpoint.rstrip("/") + "/v1/traces"

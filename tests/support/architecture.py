@@ -54,6 +54,9 @@ HTTP_CLIENT = "httpx"
 #: The metrics library: only `gateway.metrics` imports it, so every other module counts
 #: through the gateway's own facade and the library can change in one place.
 METRICS_LIBRARY = "prometheus_client"
+#: The tracing SDK: only `gateway.tracing` imports it (lazily, when tracing is on), so
+#: the rest of the gateway sees a small facade and `gateway serve` never loads it when off.
+TRACING_LIBRARY = "opentelemetry"
 #: SQL statements as they are written in this code base (keywords in capitals).
 SQL = re.compile(r"\b(SELECT\s.+\sFROM|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b", re.DOTALL)
 
@@ -145,6 +148,8 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
             yield f"only adapters, compose and the client import httpx: {where}"
         if top == METRICS_LIBRARY and not _within(imp.importer, f"{package}.metrics"):
             yield f"only metrics imports {METRICS_LIBRARY}: {where}"
+        if top == TRACING_LIBRARY and not _within(imp.importer, f"{package}.tracing"):
+            yield f"only tracing imports {TRACING_LIBRARY}: {where}"
         if _within(imp.importer, ingest) and (
             _within(imp.target, f"{package}.settlement") or _within(imp.target, f"{package}.dlq")
         ):

@@ -45,6 +45,8 @@ GOOD = {
     "pkg/compose/__init__.py": "",
     "pkg/compose/run.py": "import httpx\nfrom pkg.ingest import app\n",
     "pkg/metrics/__init__.py": "from prometheus_client import Counter\n",
+    "pkg/tracing/__init__.py": "def on():\n    from pkg.tracing import otel\n",
+    "pkg/tracing/otel.py": "from opentelemetry import trace\n",
     "pkg/cli/__init__.py": "from pkg.compose import run\n",
     "pkg/__main__.py": "from pkg.cli import run\n",
 }
@@ -76,6 +78,16 @@ BROKEN = [
         "from prometheus_client.multiprocess import mark_process_dead\n",
         "only metrics imports prometheus_client: pkg.settlement.worker:1 imports "
         "prometheus_client.multiprocess",
+    ),
+    (
+        "pkg/ingest/app.py",
+        "from opentelemetry.trace import get_current_span\n",
+        "only tracing imports opentelemetry: pkg.ingest.app:1 imports opentelemetry.trace",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        "def f():\n    import opentelemetry\n",
+        "only tracing imports opentelemetry: pkg.settlement.worker:2 imports opentelemetry",
     ),
     (
         "pkg/ingest/app.py",
