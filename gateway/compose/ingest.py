@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import httpx
 
-from gateway import logs
+from gateway import logs, tracing
 from gateway import settings as settings_mod
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.jetstream.broker import JetStreamBroker
@@ -50,6 +50,8 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
     metrics = Metrics()
     pool_size = settings.ingest.writers + 8
     async with (
+        # 0. Traces first and flushed last, so every span of the run is exported.
+        tracing.configured(settings.tracing, "gateway-serve"),
         open_pool(settings.database_url, max_size=pool_size) as pool,
         httpx.AsyncClient() as http_client,  # the alert webhook's
     ):
@@ -123,7 +125,10 @@ async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[O
     With `[outbox] inline = false` nobody else publishes, so rows are taken as soon as
     they are committed rather than after `relay_after_s`.
     """
-    async with open_pool(settings.database_url, max_size=4) as pool:
+    async with (
+        tracing.configured(settings.tracing, "gateway-relay"),
+        open_pool(settings.database_url, max_size=4) as pool,
+    ):
         broker = JetStreamBroker(settings.nats, name="gateway-relay")
         await broker.start()
         relay = OutboxRelay(pool, broker, settings.outbox, metrics)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from gateway import tracing
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
 from gateway.adapters.jetstream.broker import JetStreamBroker
@@ -112,6 +113,7 @@ async def run_settlement(settings: Settings, listen: ListenAddress | None = None
     metrics = Metrics()
     async with (
         metrics_listener(metrics, listen or settle_metrics_address(settings)),
+        tracing.configured(settings.tracing, "gateway-settle"),  # flushed after the worker
         settlement_parts(settings, metrics) as parts,
     ):
         # Retries are counted here, so their alert threshold is judged here too; the

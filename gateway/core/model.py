@@ -92,6 +92,9 @@ class Event:
     failure: Failure | None = None
     body_sha256: bytes | None = None
     source: str = Source.LIVE
+    # The W3C `traceparent` of the span this event belongs to (the recording request's,
+    # then the publish's); None while tracing is off. Never a provider's own header.
+    traceparent: str | None = None
 
     @property
     def msg_id(self) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
+from gateway import tracing
 from gateway.core.classify import sqlstate_is_bad_content
 from gateway.core.model import Event, Failure, Outcome, service_event, webhook_event
 from gateway.core.signatures import get_scheme, require_headers
@@ -39,6 +40,7 @@ from gateway.errors import (
     Unauthorized,
     UnknownProvider,
 )
+from gateway.ingest import traced
 from gateway.ingest.deadlines import Deadlines
 from gateway.ingest.parts import IngestParts
 from gateway.settings import ProviderSettings, ServiceSettings, Settings
@@ -207,6 +209,14 @@ async def ingest(
         raise RuntimeError("ingest must run inside an asyncio task")
     loop_time = asyncio.get_running_loop().time
     reading = True
+    span: tracing.Span | None = None
+    token: object = None
+    if tracing.ENABLED:  # off: one flag read, no span objects
+        route = traced.EVENTS_ROUTE if label == "internal" else traced.WEBHOOK_ROUTE
+        span = traced.request_span(scope["headers"], label, route, settings.tracing)
+        token = tracing.activate(span)  # log lines of this request carry its trace id
+    status: int | None = 200
+    error_class: str | None = None
     try:
         try:
             deadlines.set(task, loop_time() + settings.http.request_timeout_s)
@@ -218,9 +228,12 @@ async def ingest(
                 )
                 reading = False
                 event = shape(headers, body)
+                if span is not None:
+                    event = traced.shaped(span, event)
                 deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
                 try:
-                    outcome = await parts.inbox.accept(event)
+                    with tracing.child(span, "commit.wait"):  # the group commit, when traced
+                        outcome = await parts.inbox.accept(event)
                 except DatabaseError as exc:
                     # A safety net: the shaping rules keep what PostgreSQL refuses out of
                     # every stored field, but content the database cannot store must be
@@ -241,10 +254,16 @@ async def ingest(
             raise DatabaseUnavailable("commit did not finish in time") from None
         if outcome is Outcome.ACCEPTED and event.failure is not None:
             _parked(parts, event, event.failure)
+            error_class = event.failure.error_class
         result = outcome.value
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "event recorded",
+                extra={"provider": event.provider, "event_id": event.event_id, "outcome": result},
+            )
         await send_json(send, 200, {"status": result, "event_id": event.event_id})
     except RequestRejected as exc:
-        result = exc.error_class.lower()
+        result, status, error_class = exc.error_class.lower(), exc.status_code, exc.error_class
         log.info(
             "request rejected",
             extra={
@@ -256,20 +275,22 @@ async def ingest(
         )
         await send_json(send, exc.status_code, {"error": result, "detail": str(exc)})
     except TransientError as exc:
-        result = "unavailable"
+        result, status, error_class = "unavailable", 503, exc.error_class
         log.warning("event not made durable", extra={"provider": label, "error": repr(exc)})
         retry_after = (b"retry-after", str(settings.http.retry_after_s).encode())
         await send_json(
             send, 503, {"error": "unavailable", "detail": "try again later"}, (retry_after,)
         )
     except ClientGone:
-        result = "client_disconnect"  # nobody is left to answer
-    except Exception:
-        result = "error"
+        result, status = "client_disconnect", None  # nobody is left to answer
+    except Exception as exc:
+        result, status, error_class = "error", 500, type(exc).__name__
         log.exception("ingestion request failed unexpectedly", extra={"provider": label})
         await send_json(send, 500, {"error": "internal", "detail": "unexpected error"})
     parts.metrics.webhooks_total.inc(provider=label, outcome=result)
     parts.metrics.request_seconds.observe(time.perf_counter() - started)
+    if span is not None:
+        traced.request_done(span, token, result, status, error_class)
 
 
 def _parked(parts: IngestParts, event: Event, failure: Failure) -> None:

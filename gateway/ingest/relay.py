@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+from gateway import tracing
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres.webhooks import (
@@ -30,6 +31,7 @@ from gateway.adapters.postgres.webhooks import (
     outbox_stats,
 )
 from gateway.errors import GatewayError
+from gateway.ingest import traced
 from gateway.ingest.parking import park_failed
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings
@@ -123,7 +125,12 @@ async def publish_and_mark(
     path: str,
 ) -> int:
     """Publish a batch and record the PubAcks; return how many were confirmed."""
-    result = await broker.publish(batch, settings.publish_timeout_s)
+    if tracing.ENABLED:
+        sent, spans = traced.publish_spans(batch, path)
+        result = await broker.publish(sent, settings.publish_timeout_s)
+        traced.publish_done(batch, spans, result)
+    else:
+        result = await broker.publish(batch, settings.publish_timeout_s)
     async with connection(pool) as conn:
         await mark_published(conn, result.acked)
     if result.too_large:
@@ -169,7 +176,12 @@ class OutboxRelay:
             batch = await claim_unpublished(conn, age_s, self._settings.batch_size)
             if not batch:
                 return 0
-            result = await self._broker.publish(batch, self._settings.publish_timeout_s)
+            if tracing.ENABLED:  # each row joins the trace of the request that recorded it
+                sent, spans = traced.publish_spans(batch, "relay")
+                result = await self._broker.publish(sent, self._settings.publish_timeout_s)
+                traced.publish_done(batch, spans, result)
+            else:
+                result = await self._broker.publish(batch, self._settings.publish_timeout_s)
             await mark_published(conn, result.acked)
             failed = result.failed
             if failed and not result.acked and not await self._broker.stream_answers():

@@ -13,7 +13,8 @@ from gateway.settings.values import redacted_repr
 
 #: What the gateway's own NATS headers (`Nats-Msg-Id`, `Gateway-Provider`, `-Event-Id`,
 #: `-Event-Type`, `-Received-At`, and `-Source: backfill` (26 bytes) on recovered events,
-#: `-Replayed` (~40 bytes) on re-published ones) may take of a message, on top of the body.
+#: `-Replayed` (~40 bytes) on re-published ones, `traceparent` (68 bytes) while tracing
+#: is on) may take of a message, on top of the body.
 #: NATS counts headers against `max_payload`; they are about 235 bytes for usual ids and types, and
 #: under 4 KiB at the longest ids (255 characters) and types (200) the gateway accepts.
 #: An event whose headers still do not fit is parked (`PAYLOAD_TOO_LARGE`) by the

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+from gateway import tracing
 from gateway.adapters.postgres import connection
 from gateway.adapters.postgres import settlements as store
 from gateway.core.ledger import LedgerTransfer, TransferResult, interpret
@@ -39,6 +41,7 @@ from gateway.core.settlement import (
 )
 from gateway.errors import TransientError
 from gateway.settlement.settler import SettleOutcome, Settler, check_same, log_settled
+from gateway.settlement.traced import ledger_spans
 
 log = logging.getLogger("gateway.settle")
 REFUND = SettlementKind.REFUND
@@ -60,11 +63,14 @@ class _Item:
     amount_minor: int = 0
     rate: Decimal = Decimal(0)
     transfer: LedgerTransfer | None = None
+    span: tracing.Span | None = None  # the event's settlement span, while tracing
 
 
-def split(settler: Settler, work: Sequence[tuple[Event, int]]) -> tuple[
-    list[Result | None], list[_Item], list[int]
-]:  # fmt: skip
+def split(
+    settler: Settler,
+    work: Sequence[tuple[Event, int]],
+    spans: Sequence[tracing.Span | None] | None = None,
+) -> tuple[list[Result | None], list[_Item], list[int]]:
     """Triage without I/O: (results known already, items for the batch path, indexes to
     settle one by one). A repeat of a settlement already in the batch goes one by one."""
     results: list[Result | None] = [None] * len(work)
@@ -85,15 +91,21 @@ def split(settler: Settler, work: Sequence[tuple[Event, int]]) -> tuple[
             one_by_one.append(i)
             continue
         seen.add(tid)
-        batch.append(_Item(i, event, attempt, instruction, tid))
+        batch.append(_Item(i, event, attempt, instruction, tid, span=spans[i] if spans else None))
     return results, batch, one_by_one
 
 
 async def settle_batch(
-    settler: Settler, work: Sequence[tuple[Event, int]], concurrency: int = 32
+    settler: Settler,
+    work: Sequence[tuple[Event, int]],
+    concurrency: int = 32,
+    spans: Sequence[tracing.Span | None] | None = None,
 ) -> list[Result]:
-    """Settle `(event, delivery number)` pairs; one outcome or exception each, in order."""
-    results, batch, one_by_one = split(settler, work)
+    """Settle `(event, delivery number)` pairs; one outcome or exception each, in order.
+
+    `spans` (while tracing): each event's settlement span, parent of its steps' spans.
+    """
+    results, batch, one_by_one = split(settler, work, spans)
     one_by_one += await _settle_together(settler, batch, results)
     # Different settlements concurrently; a repeat of one only after it (it then finds
     # the settlement done, or checks that it says the same).
@@ -109,7 +121,8 @@ async def settle_batch(
     async def alone(i: int) -> None:
         async with semaphore:
             try:
-                results[i] = await settler.settle(*work[i])
+                with tracing.activated(spans[i] if spans else None):  # its steps join it
+                    results[i] = await settler.settle(*work[i])
             except Exception as exc:  # the worker disposes of it
                 results[i] = exc
 
@@ -203,7 +216,10 @@ async def _settle_together(
 
     async def post(todo: list[_Item]) -> None:
         transfers = [item.transfer for item in todo if item.transfer is not None]
+        started_ns = time.time_ns() if tracing.ENABLED else 0
         answers = await settler.ledger.post(transfers)
+        if tracing.ENABLED:
+            ledger_spans([item.span for item in todo], started_ns, len(transfers))
         posted: list[tuple[_Item, TransferResult]] = []
         for item, transfer, answer in zip(todo, transfers, answers, strict=True):
             try:
@@ -214,8 +230,9 @@ async def _settle_together(
             return  # each item failed with the outage, or is left to settle alone
         for item, answer in posted:
             if results[item.index] is None:
-                log_settled(item.instruction, item.amount_minor, settler.currency, item.rate,
-                            answer)  # fmt: skip
+                with tracing.activated(item.span):  # the log line carries its trace id
+                    log_settled(item.instruction, item.amount_minor, settler.currency,
+                                item.rate, answer)  # fmt: skip
                 created = answer is TransferResult.CREATED
                 results[item.index] = SettleOutcome.SETTLED if created else SettleOutcome.DUPLICATE
 
@@ -243,7 +260,10 @@ async def _convert(settler: Settler, items: list[_Item], results: list[Result | 
         instruction = item.instruction
         try:
             await settler.require_account(item.merchant)
-            item.rate = await settler.rate(instruction.currency, item.attempt)
+            with tracing.child(
+                item.span, "currency.rate", {"gateway.currency": instruction.currency}
+            ):
+                item.rate = await settler.rate(instruction.currency, item.attempt)
             item.amount_minor = convert_minor(
                 instruction.amount_minor, item.rate, instruction.currency, settler.currency
             )

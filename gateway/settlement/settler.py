@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from decimal import Decimal
 
+from gateway import tracing
 from gateway.adapters.currency import RateSource
 from gateway.adapters.postgres import Conn, Pool, connection
 from gateway.adapters.postgres import settlements as store
@@ -171,7 +172,8 @@ class Settler:
         if existing is not None and existing.ledger_amount_minor and existing.rate_at_payment:
             amount_minor, rate = existing.ledger_amount_minor, existing.rate_at_payment
         else:
-            rate = await self.rate(instruction.currency, attempt)
+            with tracing.current_child("currency.rate", {"gateway.currency": instruction.currency}):
+                rate = await self.rate(instruction.currency, attempt)
             amount_minor = convert_minor(
                 instruction.amount_minor, rate, instruction.currency, self._currency
             )
@@ -196,7 +198,8 @@ class Settler:
             rate_at_payment=rate,
             merchant_id=merchant,
         )
-        [result] = await self._ledger.post([transfer])
+        with tracing.current_child("ledger.post", {"gateway.batch_size": 1}):
+            [result] = await self._ledger.post([transfer])
         result = interpret(result, transfer)
         async with connection(self._pool) as conn:
             await store.set_state(conn, tid, SettlementState.SETTLED)

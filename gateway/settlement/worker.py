@@ -16,6 +16,7 @@ import traceback
 from datetime import UTC, datetime
 from typing import Any
 
+from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
 from gateway.adapters.postgres import connection
 from gateway.adapters.postgres.webhooks import record_failure
@@ -25,6 +26,7 @@ from gateway.core.retry import RetryPolicy
 from gateway.errors import AlertNotDelivered, BrokerUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
+from gateway.settlement.traced import settle_span
 
 log = logging.getLogger("gateway.settlement.worker")
 
@@ -114,28 +116,54 @@ class SettlementWorker:
                 readable.append(msg)
             except Exception:  # a header it cannot read; redelivered after ack_wait
                 log.exception("message unreadable; left for redelivery")
-        outcomes = await settle_batch(self.parts.settler, work, self._settings.concurrency)
+        spans: list[tracing.Span | None] = [None] * len(work)
+        if tracing.ENABLED:  # each delivery's span, a child of the publish that sent it
+            spans = [settle_span(m, e, n) for m, (e, n) in zip(readable, work, strict=True)]
+        outcomes = await settle_batch(
+            self.parts.settler, work, self._settings.concurrency, spans if tracing.ENABLED else None
+        )
         failed = []
-        for msg, (event, deliveries), outcome in zip(readable, work, outcomes, strict=True):
+        for msg, (event, deliveries), outcome, span in zip(
+            readable, work, outcomes, spans, strict=True
+        ):
             if isinstance(outcome, Exception):
-                failed.append(self._guarded(msg, event, deliveries, outcome))
+                failed.append(self._guarded(msg, event, deliveries, outcome, span))
                 continue
             try:  # an ack is only queued on the connection: no task needed for each
                 await msg.ack()
             except Exception:  # not acked: redelivered after ack_wait, and harmless
                 log.exception("ack failed; the message will be redelivered")
                 continue
+            finally:
+                if span is not None:
+                    span.set_attribute("gateway.outcome", outcome.value)
+                    span.end()
             self.parts.metrics.settlements_total.inc(outcome=outcome.value)
         await asyncio.gather(*failed)
 
-    async def _guarded(self, msg: Delivery, event: Event, deliveries: int, exc: Exception) -> None:
+    async def _guarded(
+        self,
+        msg: Delivery,
+        event: Event,
+        deliveries: int,
+        exc: Exception,
+        span: tracing.Span | None = None,
+    ) -> None:
         """Retry or dead-letter a message whose settlement failed."""
         async with self._semaphore:
             try:
-                decision = dispose(exc, deliveries, random.random, self._policies)
-                await self._failed(msg, event, exc, decision, deliveries)
+                with tracing.activated(span):  # its log lines and the parking join its trace
+                    decision = dispose(exc, deliveries, random.random, self._policies)
+                    if span is not None:
+                        outcome = "retry" if decision.action is Action.RETRY else "dead_letter"
+                        span.set_attribute("gateway.outcome", outcome)
+                        tracing.failed(span, decision.error_class)
+                    await self._failed(msg, event, exc, decision, deliveries)
             except Exception:  # never let one message stop the batch; it will be redelivered
                 log.exception("message handling failed; left for redelivery")
+            finally:
+                if span is not None:
+                    span.end()
 
     async def _failed(
         self,
@@ -164,7 +192,11 @@ class SettlementWorker:
             await msg.nak(decision.delay_s)
             return
         try:
-            await self._dead_letter(event, exc, decision, deliveries)
+            parked = {"gateway.stage": Stage.SETTLEMENT.value}
+            with tracing.current_child("dlq.park", parked) as span:
+                if span is not None:
+                    tracing.failed(span, decision.error_class)
+                await self._dead_letter(event, exc, decision, deliveries)
         except GatewayError as dlq_exc:
             # Not parked: keep the message in the stream and try again shortly.
             log.error(

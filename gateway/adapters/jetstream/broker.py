@@ -25,6 +25,7 @@ from gateway.adapters.jetstream.publish import NATS_ERRORS, PipelinedPublisher
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.content import printable
 from gateway.core.model import Source
+from gateway.core.trace_context import HEADER as TRACEPARENT
 from gateway.errors import BrokerUnavailable
 from gateway.settings import NatsSettings
 
@@ -58,6 +59,8 @@ def message_headers(stored: StoredEvent) -> dict[str, str]:
     }
     if event.source != Source.LIVE:
         headers["Gateway-Source"] = event.source
+    if event.traceparent is not None:  # tracing on: the publish span, for the consumer
+        headers[TRACEPARENT] = event.traceparent
     return headers
 
 

@@ -22,12 +22,12 @@ from gateway.core.model import Event, Failure, Stage
 # forged id is skipped like a repeat (rows of one statement conflict with each other too).
 _INSERT_EVENTS = """
 INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body,
-                                received_at, body_sha256, source)
+                                received_at, body_sha256, source, traceparent)
 SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers, decode(r.body, 'base64'),
-       r.received_at, decode(r.body_sha256, 'hex'), r.source
+       r.received_at, decode(r.body_sha256, 'hex'), r.source, r.traceparent
 FROM json_to_recordset($1::json)
      AS r(provider text, event_id text, event_type text, subject text, headers jsonb,
-          body text, received_at timestamptz, body_sha256 text, source text)
+          body text, received_at timestamptz, body_sha256 text, source text, traceparent text)
 ON CONFLICT DO NOTHING
 RETURNING id, provider, event_id
 """
@@ -50,7 +50,7 @@ RETURNING id
 
 _CLAIM_UNPUBLISHED = """
 SELECT id, provider, event_id, event_type, subject, headers::text AS headers, body, received_at,
-       source
+       source, traceparent
 FROM processed_webhooks
 WHERE published_at IS NULL AND subject IS NOT NULL AND publish_parked_at IS NULL
   AND received_at < now() - make_interval(secs => $1)
@@ -100,6 +100,7 @@ async def insert_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
                 "received_at": e.received_at,
                 "body_sha256": None if e.body_sha256 is None else e.body_sha256.hex(),
                 "source": e.source,
+                "traceparent": e.traceparent,
             }
             for e in events
         ],
@@ -171,6 +172,8 @@ def stored_event(row: asyncpg.Record) -> StoredEvent:
         body=bytes(row["body"]),
         received_at=row["received_at"],
         source=row["source"],
+        # Only the outbox claim reads it: a re-published row joins its request's trace.
+        traceparent=row.get("traceparent"),
     )
     return StoredEvent(int(row["id"]), event)
 

@@ -1,0 +1,45 @@
+"""The settlement side's spans: one per delivery of a message, a child of the publish
+that sent it (the message's `traceparent`, written by this gateway's own publisher), so
+every attempt of a retried settlement shows in the payment's trace.
+
+Called only while `gateway.tracing.ENABLED`; the worker checks it first.
+"""
+
+from __future__ import annotations
+
+from gateway import tracing
+from gateway.adapters.jetstream.consumer import Delivery
+from gateway.core.model import Event
+from gateway.core.trace_context import HEADER, parse_traceparent
+
+
+def settle_span(msg: Delivery, event: Event, deliveries: int) -> tracing.Span:
+    """The consumer span of one delivery; a message without a usable `traceparent`
+    (published while tracing was off) starts a trace of its own."""
+    attributes: dict[str, str | int | float | bool] = {
+        "messaging.system": "nats",
+        "messaging.destination.name": msg.subject,
+        "gateway.provider": event.provider,
+        "gateway.event_id": event.event_id,
+        "gateway.attempt": deliveries,
+    }
+    if event.event_type is not None:
+        attributes["gateway.event_type"] = event.event_type
+    parent = parse_traceparent(msg.headers.get(HEADER))
+    if parent is None:
+        return tracing.start_root("settle", kind="consumer", attributes=attributes)
+    return tracing.start("settle", kind="consumer", attributes=attributes, parent=parent)
+
+
+def ledger_spans(spans: list[tracing.Span | None], started_ns: int, batch_size: int) -> None:
+    """One `ledger.post` child per event of a batch posted together: the same interval
+    (one ledger transaction), each in its own event's trace."""
+    for parent in spans:
+        if parent is not None:
+            child = tracing.start(
+                "ledger.post",
+                attributes={"gateway.batch_size": batch_size},
+                parent=parent,
+                start_ns=started_ns,
+            )
+            child.end()
