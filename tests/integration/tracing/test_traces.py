@@ -81,8 +81,9 @@ class Run:
             )
         assert answer.status_code == 200, answer.text
 
-    def request_span(self, event_id: str) -> ReceivedSpan:
-        [span] = self.receiver.where(
+    async def request_span(self, event_id: str) -> ReceivedSpan:
+        """The request's span, once exported (serve and settle export independently)."""
+        [span] = await self.receiver.wait_for(
             lambda s: s.kind == SERVER and s.attributes.get("gateway.event_id") == event_id
         )
         return span
@@ -151,7 +152,7 @@ async def test_one_payment_is_one_trace_from_request_to_ledger(run: Run) -> None
         traceparent=PROVIDERS_TRACEPARENT,
     )  # fmt: skip
     await run.receiver.wait_for(lambda s: s.name == "ledger.post")
-    request = run.request_span("evt_trace_ok")
+    request = await run.request_span("evt_trace_ok")
     assert request.name == "POST /webhooks/{provider}"
     assert request.parent_span_id == ""  # a new trace: the provider's is not trusted
     assert request.trace_id != PROVIDERS_TRACEPARENT.split("-")[1]
@@ -195,7 +196,7 @@ async def test_a_parked_event_and_a_retried_one_show_in_their_traces(run: Run, s
     three attempts in its trace: two retried, one settled."""
     await run.send("evt_trace_parked", payment("evt_trace_parked", "pi_parked", "m_nobody"))
     [parked] = await run.receiver.wait_for(lambda s: s.name == "dlq.park")
-    request = run.request_span("evt_trace_parked")
+    request = await run.request_span("evt_trace_parked")
     spans = run.trace(request.trace_id)
     settle = one(spans, "settle")
     assert parked.trace_id == request.trace_id and parked.parent_span_id == settle.span_id
@@ -216,8 +217,9 @@ async def test_a_parked_event_and_a_retried_one_show_in_their_traces(run: Run, s
         lambda s: s.name == "settle" and s.attributes.get("gateway.outcome") == "settled"
         and s.attributes.get("gateway.event_id") == "evt_trace_retry"
     )  # fmt: skip
+    retry_request = await run.request_span("evt_trace_retry")
     attempts = sorted(
-        run.trace(run.request_span("evt_trace_retry").trace_id)["settle"],
+        run.trace(retry_request.trace_id)["settle"],
         key=lambda s: int(s.attributes["gateway.attempt"]),
     )
     assert [
