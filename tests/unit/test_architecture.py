@@ -175,7 +175,8 @@ def test_the_serving_path_loads_no_settlement_redis_or_tigerbeetle() -> None:
     unwanted = [
         m
         for m in loaded
-        if m.split(".")[0] in {"redis", "tigerbeetle"} or m.startswith("gateway.settlement")
+        if m.split(".")[0] in {"redis", "tigerbeetle", "opentelemetry"}
+        or m.startswith("gateway.settlement")
     ]
     assert "gateway.ingest.app" in loaded
     assert unwanted == []
