@@ -20,7 +20,7 @@ from tests.support.deliveries import deliver
 from tests.support.gateway import SECRETS, config
 from tests.support.otlp import STATUS_ERROR, OtlpReceiver, ReceivedSpan, running_receiver
 from tests.support.services import free_port, wait_until
-from tests.support.settlement import settlement_sections
+from tests.support.settlement import fetch, settlement_sections
 from tests.support.stub import Stub
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
@@ -231,3 +231,50 @@ async def test_a_parked_event_and_a_retried_one_show_in_their_traces(run: Run, s
     ]
     assert attempts[0].attributes["gateway.error_class"] == "RATE_UNAVAILABLE"
     assert len({s.parent_span_id for s in attempts}) == 1  # every attempt: the same publish
+
+
+async def test_an_event_published_later_by_the_relay_joins_its_requests_trace(
+    tmp_path: Path, database_url: str, nats_url: str
+) -> None:
+    """`[outbox] inline = false`: serve only records; a `gateway relay` process publishes
+    the row later, and its publish span is still the request's child (the traceparent
+    stored with the row), exported as gateway-relay."""
+    async with running_receiver() as receiver:
+        port = free_port()
+        doc = config(
+            database_url,
+            nats_url,
+            http={"port": port},
+            outbox={"inline": False, "relay_after_s": 3600},
+            tracing={"endpoint": receiver.url},
+        )
+        cfg = str(write_toml(tmp_path / "gateway.toml", doc))
+        serve = start(["serve", "--config", cfg], tmp_path / "serve.log")
+        relay = None
+        try:
+            run = Run(receiver, port, (tmp_path / "serve.log", tmp_path / "relay.log"))
+            async with httpx.AsyncClient(base_url=run.url) as client:
+
+                async def ready() -> bool:
+                    try:
+                        return (await client.get("/readyz")).status_code == 200
+                    except httpx.TransportError:
+                        return False
+
+                await wait_until(ready, timeout_s=30)
+            await run.send("evt_trace_relay", payment("evt_trace_relay", "pi_relay", "m_x"))
+            request = await run.request_span("evt_trace_relay")
+            rows = await fetch(database_url, "SELECT traceparent FROM processed_webhooks")
+            assert [r["traceparent"].split("-")[1:3] for r in rows] == [
+                [request.trace_id, request.span_id]
+            ]
+            relay = start(["relay", "--config", cfg], tmp_path / "relay.log")
+            [publish] = await receiver.wait_for(lambda s: s.name == "publish")
+        finally:
+            stop(serve)
+            if relay is not None:
+                stop(relay)
+    assert (publish.trace_id, publish.parent_span_id) == (request.trace_id, request.span_id)
+    assert publish.service == "gateway-relay"
+    assert publish.attributes["gateway.publish.path"] == "relay"
+    assert publish.attributes["gateway.outcome"] == "published"
