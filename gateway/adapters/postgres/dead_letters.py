@@ -17,18 +17,22 @@ from gateway.core.dlq_filters import DlqFilter
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.core.model import Failure
 
+# `source`: how the event reached the gateway (live, backfill), from its own row: one
+# primary-key look-up per dead letter, NULL for a dead letter with no event row.
 _SELECT = """
 SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
        error_detail, payload, headers::text AS headers, attempts, received_at,
        first_failed_at, last_failed_at, is_resolved, resolved_at, resolution,
-       resolution_note, resolved_by, payload_removed_at
+       resolution_note, resolved_by, payload_removed_at,
+       (SELECT p.source FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id) AS source
 FROM dlq_webhooks"""
 
 # What tables and plans need: no payload, headers or stack, so listing never loads (or
 # prints) a body.
 _SELECT_BRIEF = """
 SELECT id, stage, provider, event_id, subject, error_class, attempts, received_at,
-       first_failed_at, last_failed_at, is_resolved, resolution
+       first_failed_at, last_failed_at, is_resolved, resolution,
+       (SELECT p.source FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id) AS source
 FROM dlq_webhooks"""
 
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.model import Event, Source
+from gateway.core.model import Event, Failure, Source
 from tests.integration.dlq.test_dlq_cli import arun, toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
@@ -59,7 +59,17 @@ async def _seed(database_url: str, nats_url: str) -> dict[str, int]:
                 now,
                 source=Source.BACKFILL,
             ),
-            Event("stripe", "evt_nosubj", None, None, {}, b"not json", now),
+            Event(
+                "stripe",
+                "evt_nosubj",
+                None,
+                None,
+                {},
+                b"not json",
+                now,
+                failure=Failure("PAYLOAD_NOT_JSON", "not JSON"),
+                source=Source.BACKFILL,
+            ),
             Event(
                 "stripe",
                 "evt_gone",
@@ -126,7 +136,7 @@ async def test_list_filters_and_table(cfg: str, database_url: str, nats_url: str
     assert await listed("--provider", "github") == ["gh-1"]
     assert await listed("--type", "invoice.*") == ["evt_a", "evt_b", "evt_bf", "evt_gone"]
     assert await listed("--type", "invoice.paid") == ["evt_a", "evt_bf", "evt_gone"]
-    assert await listed("--source", "backfill") == ["evt_bf"]
+    assert await listed("--source", "backfill") == ["evt_bf", "evt_nosubj"]
     assert await listed("--until", "30d") == ["evt_gone"]
     assert "evt_gone" not in await listed("--since", "1d")
     assert await listed("--id", str(ids["evt_c"])) == ["evt_c"]
@@ -202,6 +212,19 @@ async def test_replay_gets_through_the_duplicate_window(
     assert r.returncode == 2 and "say which events" in r.stderr
     r = await arun("events", "replay", "--id", "999999", "--config", cfg)
     assert r.returncode == 1 and "999999" in r.stderr
+
+
+async def test_dlq_list_and_show_say_the_source(cfg: str, database_url: str, nats_url: str) -> None:
+    """A dead letter of a recovered event says so in `dlq list` and `dlq show`."""
+    await _seed(database_url, nats_url)
+    r = await arun("dlq", "list", "--config", cfg)
+    header, line = r.stdout.splitlines()
+    assert header.split()[-1] == "SOURCE" and line.split()[-1] == "backfill"
+    r = await arun("dlq", "list", "--json", "--config", cfg)
+    assert json.loads(r.stdout)[0]["source"] == "backfill"
+    dlq_id = line.split()[0]
+    r = await arun("dlq", "show", dlq_id, "--config", cfg)
+    assert "  source         backfill" in r.stdout
 
 
 async def test_replay_rate_paces(cfg: str, database_url: str, nats_url: str) -> None:
