@@ -237,3 +237,36 @@ async def test_replay_rate_paces(cfg: str, database_url: str, nats_url: str) -> 
     )
     assert r.returncode == 0, r.stderr
     assert loop.time() - started >= 0.6
+
+
+async def test_replay_stops_when_nats_is_away(tmp_path: Path, database_url: str) -> None:
+    """No NATS: the first publish fails, the run stops there, says so and exits 1."""
+    from tests.support.services import free_port
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        await insert_events(
+            conn,
+            [
+                Event(
+                    "stripe",
+                    f"evt_{n}",
+                    "invoice.paid",
+                    "webhooks.stripe.invoice.paid",
+                    {},
+                    b"{}",
+                    datetime.now(UTC),
+                )
+                for n in range(3)
+            ],
+        )
+    finally:
+        await conn.close()
+    path = tmp_path / "gateway.toml"
+    doc = config(database_url, f"nats://127.0.0.1:{free_port()}")
+    doc["nats"]["request_timeout_s"] = 1
+    path.write_text(toml(doc), encoding="utf-8")
+    r = await arun("events", "replay", "--all", "--config", str(path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "replayed 0, failed 1, skipped 0" in r.stdout
+    assert "stopped early: NATS is not reachable" in r.stdout
