@@ -484,6 +484,18 @@ class BackfillUsageError(GatewayError):
     error_class = "BACKFILL_USAGE"
 
 
+class EventsUsageError(GatewayError):
+    """`gateway events` flags that cannot be used; the message says which and why."""
+
+    error_class = "EVENTS_USAGE"
+
+
+class EventRowNotFound(GatewayError):
+    """An id the operator named has no `processed_webhooks` row."""
+
+    error_class = "EVENT_ROW_NOT_FOUND"
+
+
 class ProviderApiAuth(PermanentError):
     """The provider's API refused the credentials (401/403): fix `api_key_env`."""
 

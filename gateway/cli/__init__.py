@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import gateway
 from gateway import logs
-from gateway.cli import backfill, dlq, ledger, processes, reconcile, retention, tools
+from gateway.cli import backfill, dlq, events, ledger, processes, reconcile, retention, tools
 from gateway.cli.common import JSON_HELP, LOG_LEVEL_ENV, LOG_LEVELS, common_parser, help_texts
 from gateway.errors import ConfigError, GatewayError
 
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = common_parser()
-    for family in (processes, tools, ledger, dlq, reconcile, retention, backfill):
+    for family in (processes, tools, ledger, dlq, events, reconcile, retention, backfill):
         family.add_commands(sub, common)
     return parser
 

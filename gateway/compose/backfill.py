@@ -4,11 +4,11 @@ JetStream publisher, opened for one run and closed in reverse order."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
 from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
-from gateway.adapters.postgres import open_pool
+from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.provider_api import EventSource
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.backfill.run import BackfillParts, BackfillReport, backfill
@@ -66,6 +66,25 @@ async def backfill_parts(
                 yield BackfillParts(pool, source, provider, metrics or Metrics(), publisher)
         finally:
             await source.close()
+
+
+def scheduled_parts(
+    settings: Settings, pool: Pool, metrics: Metrics
+) -> Callable[[str], contextlib.AbstractAsyncContextManager[BackfillParts]]:
+    """What each scheduled pass of `gateway serve` opens: the API client and a one-shot
+    publisher, over the serving process's own pool and metrics; closed after the pass."""
+
+    @contextlib.asynccontextmanager
+    async def opened(name: str) -> AsyncIterator[BackfillParts]:
+        provider = provider_for_backfill(settings, name)
+        source = open_source(provider)
+        try:
+            async with open_one_shot_publisher(settings.nats, "gateway-backfill") as publisher:
+                yield BackfillParts(pool, source, provider, metrics, publisher)
+        finally:
+            await source.close()
+
+    return opened
 
 
 async def run_backfill(

@@ -21,6 +21,8 @@ from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent
+from gateway.backfill.task import ScheduledBackfill, scheduled
+from gateway.compose.backfill import scheduled_parts
 from gateway.core.retention import key_horizon_warning
 from gateway.dlq.alerts import run_alerts
 from gateway.ingest.app import GatewayApp
@@ -91,6 +93,12 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
             log.warning(warning)
         retention = RetentionTask(pool, settings.retention, metrics)
         retention.start()
+        # Scheduled backfill, per provider with [providers.X.backfill]: every process
+        # tries, one works (advisory lock).
+        backfills = ScheduledBackfill(
+            pool, scheduled(settings.providers), scheduled_parts(settings, pool, metrics)
+        )
+        backfills.start()
         parts = IngestParts(settings, inbox, DatabaseProbe(pool), broker, metrics)
         log.info(
             "gateway started",
@@ -106,8 +114,10 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
             # 2. Publish what was committed (anything left is the relay's, next start).
             if publisher is not None:
                 await publisher.close()
-            # 3. Stop sweeping, alerting and retention (a batch in progress rolls back),
-            # then let go of NATS and the database.
+            # 3. Stop backfill, sweeping, alerting and retention (a batch in progress rolls
+            # back; a backfill pass continues from its cursor next time), then let go of
+            # NATS and the database.
+            await backfills.close()
             await retention.close()
             alerts.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -23,6 +23,7 @@ class RowBrief:
     last_failed_at: datetime
     is_resolved: bool
     resolution: str | None
+    source: str | None = None  # how the event arrived (live, backfill); None: no event row
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class DlqRow:
     # Set when retention emptied `payload` and `headers` (they are then empty): such a
     # row can be read, never replayed.
     payload_removed_at: datetime | None = None
+    source: str | None = None  # how the event arrived (live, backfill); None: no event row
 
     def __repr__(self) -> str:  # never print the payload
         return (

@@ -50,7 +50,7 @@ def _short(text: str, width: int = _EVENT_ID_CHARS) -> str:
 def brief_table(rows: Sequence[RowBrief], now: datetime) -> str:
     """The `list` table: no payload, no message, nothing a sender could have put a secret in."""
     return table(
-        ("id", "stage", "provider", "event id", "error class", "attempts", "age"),
+        ("id", "stage", "provider", "event id", "error class", "attempts", "age", "source"),
         [
             (
                 r.id,
@@ -60,6 +60,7 @@ def brief_table(rows: Sequence[RowBrief], now: datetime) -> str:
                 r.error_class,
                 r.attempts,
                 format_age((now - r.first_failed_at).total_seconds()),
+                r.source or "-",
             )
             for r in rows
         ],
@@ -73,6 +74,7 @@ def brief_doc(r: RowBrief, now: datetime) -> dict[str, Any]:
         "provider": r.provider,
         "event_id": r.event_id,
         "subject": r.subject,
+        "source": r.source,
         "error_class": r.error_class,
         "attempts": r.attempts,
         "received_at": r.received_at,
@@ -143,6 +145,7 @@ def show_page(row: DlqRow, now: datetime) -> str:
         ("provider", row.provider),
         ("event id", row.event_id),
         ("subject", row.subject or "-"),
+        ("source", row.source or "-"),
         ("webhook row", row.webhook_id or "-"),
         ("error class", row.error_class),
         ("error", row.error_message),

@@ -165,4 +165,5 @@ def _brief(row: DlqRow) -> RowBrief:
         row.last_failed_at,
         row.is_resolved,
         row.resolution,
+        row.source,
     )

@@ -117,3 +117,39 @@ async def last_completed(conn: Conn, provider: str) -> datetime | None:
             "SELECT max(completed_at) FROM backfill_progress WHERE provider = $1", provider
         )
     return value  # type: ignore[no-any-return]
+
+
+#: `pg_try_advisory_lock(key, hashtext(provider))` class of scheduled backfill passes: one
+#: process at a time per provider ("gwbf").
+SCHEDULE_LOCK_CLASS = 0x67776266
+
+
+async def try_lock(conn: Conn, provider: str) -> bool:
+    """Take this provider's scheduled-pass lock for the session, if no one holds it."""
+    with translate_errors():
+        return bool(
+            await conn.fetchval(
+                "SELECT pg_try_advisory_lock($1::int, hashtext($2))", SCHEDULE_LOCK_CLASS, provider
+            )
+        )
+
+
+async def unlock(conn: Conn, provider: str) -> None:
+    with translate_errors():
+        await conn.execute(
+            "SELECT pg_advisory_unlock($1::int, hashtext($2))", SCHEDULE_LOCK_CLASS, provider
+        )
+
+
+async def pass_due(conn: Conn, provider: str, interval_s: float) -> bool:
+    """True unless a pass of this provider whose window ended within the last
+    `interval_s` (on the database's clock) completed: then another process ran this
+    interval's pass, and running it again would only find every event present."""
+    with translate_errors():
+        recent = await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM backfill_progress WHERE provider = $1 "
+            "AND completed_at IS NOT NULL AND until > now() - make_interval(secs => $2))",
+            provider,
+            interval_s,
+        )
+    return not recent

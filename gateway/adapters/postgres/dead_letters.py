@@ -31,6 +31,22 @@ SELECT id, stage, provider, event_id, subject, error_class, attempts, received_a
        first_failed_at, last_failed_at, is_resolved, resolution
 FROM dlq_webhooks"""
 
+# `list` and `show` also say how the event reached the gateway (live, backfill), from its
+# own row: one primary-key look-up per row shown, NULL for a dead letter with no event
+# row. Replay's claims leave it out: they run once per row, under lock.
+_SHOW = """
+SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
+       error_detail, payload, headers::text AS headers, attempts, received_at,
+       first_failed_at, last_failed_at, is_resolved, resolved_at, resolution,
+       resolution_note, resolved_by, payload_removed_at,
+       (SELECT p.source FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id) AS source
+FROM dlq_webhooks"""
+_LIST = """
+SELECT id, stage, provider, event_id, subject, error_class, attempts, received_at,
+       first_failed_at, last_failed_at, is_resolved, resolution,
+       (SELECT p.source FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id) AS source
+FROM dlq_webhooks"""
+
 
 def _row(record: asyncpg.Record) -> DlqRow:
     values = dict(record)
@@ -81,16 +97,14 @@ async def list_rows(conn: Conn, f: DlqFilter, limit: int) -> tuple[list[RowBrief
     where = _filtered(f)
     with translate_errors():
         total = await conn.fetchval(*where.query("SELECT count(*) FROM dlq_webhooks"))
-        records = await conn.fetch(
-            *where.query(_SELECT_BRIEF, "ORDER BY first_failed_at, id", limit)
-        )
+        records = await conn.fetch(*where.query(_LIST, "ORDER BY first_failed_at, id", limit))
     return [RowBrief(**dict(r)) for r in records], int(total)
 
 
 async def get_row(conn: Conn, row_id: int) -> DlqRow | None:
     """The row with this id, or None."""
     with translate_errors():
-        record = await conn.fetchrow(*_Where().add("id = {}", row_id).query(_SELECT))
+        record = await conn.fetchrow(*_Where().add("id = {}", row_id).query(_SHOW))
     return None if record is None else _row(record)
 
 

@@ -198,6 +198,7 @@ async def test_list_show_and_stats(cfg: str, db: asyncpg.Connection) -> None:
         "CLASS",
         "ATTEMPTS",
         "AGE",
+        "SOURCE",
     ]
     assert [int(line.split()[0]) for line in lines[1:]] == [old, new]  # oldest failure first
     assert "2h00m" in lines[1] or "2h01m" in lines[1]

@@ -31,6 +31,9 @@ COMMANDS: list[tuple[str, ...]] = [
     ("dlq", "stats"),
     ("retention", "run", "--dry-run"),
     ("backfill", "stripe", "--since", "2026-11-30T00:00:00Z"),
+    ("events", "list"),
+    ("events", "show", "1"),
+    ("events", "replay", "--all"),
 ]
 
 
@@ -46,7 +49,7 @@ def _parsers(
 
 def _command_split(command: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """(the command's words, its own arguments): the common flags go between or after."""
-    depth = 2 if command[0] in ("ledger", "dlq", "retention") else 1
+    depth = 2 if command[0] in ("ledger", "dlq", "retention", "events") else 1
     return list(command[:depth]), list(command[depth:])
 
 

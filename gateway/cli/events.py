@@ -1,0 +1,247 @@
+"""`gateway events`: look at accepted events and re-publish them to the stream.
+
+Exit status: 0 done; 1 an event failed to publish or an id is unknown; 2 the flags or
+the configuration cannot be used. Bad input is one line, never a stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway import settings as settings_mod
+from gateway.adapters.postgres import events as store
+from gateway.cli.common import SubParsers, common_parser, help_texts, load_settings
+from gateway.cli.dlq import _OneLineParser
+from gateway.compose import ops
+from gateway.core.dlq_filters import parse_ids
+from gateway.core.event_filters import (
+    EventFilter,
+    build_event_filter,
+    check_limit,
+    check_rate,
+    check_replay_choice,
+)
+from gateway.dlq import format as dlq_fmt
+from gateway.dlq.progress import Progress
+from gateway.errors import DlqUsageError, EventRowNotFound, EventsUsageError
+from gateway.events import format as fmt
+
+Settings = settings_mod.Settings
+Body = Callable[[Settings, argparse.Namespace, EventFilter], Coroutine[Any, Any, int]]
+
+
+def _command(body: Body) -> Callable[[argparse.Namespace], int]:
+    """Run `body` on a fresh event loop; an operator's mistake is one line on stderr."""
+
+    def run(args: argparse.Namespace) -> int:
+        name = f"gateway events {args.events_command}"
+        logging.getLogger("gateway.nats").setLevel(logging.ERROR)
+        try:
+            # Flags are checked before the configuration is read or anything connects.
+            f = _filter(args) if hasattr(args, "provider") else EventFilter()
+            return asyncio.run(body(load_settings(args), args, f))
+        except (EventsUsageError, DlqUsageError) as exc:
+            print(f"{name}: error: {exc}", file=sys.stderr)
+            return 2
+        except EventRowNotFound as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _filter(args: argparse.Namespace) -> EventFilter:
+    return build_event_filter(
+        datetime.now(UTC),
+        providers=args.provider or (),
+        types=args.type or (),
+        since=args.since,
+        until=args.until,
+        ids=args.id or (),
+        event_ids=args.event_id or (),
+        source=args.source,
+    )
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)
+
+
+async def list_body(settings: Settings, args: argparse.Namespace, f: EventFilter) -> int:
+    limit = check_limit(args.limit) or 50
+    async with ops.database(settings) as pool, pool.acquire() as conn:
+        rows, more = await store.list_events(conn, f, limit)
+    if args.json:
+        _out(dlq_fmt.dumps([fmt.brief_doc(r) for r in rows]))
+        return 0
+    _out(fmt.brief_table(rows) if rows else "no matching events")
+    if more:
+        _out(f"showing the newest {len(rows)} matching events (raise --limit to see more)")
+    return 0
+
+
+async def show_body(settings: Settings, args: argparse.Namespace, _: EventFilter) -> int:
+    try:
+        (row_id,) = parse_ids([args.row_id], "ID")
+    except DlqUsageError as exc:
+        raise EventsUsageError(str(exc)) from None
+    async with ops.database(settings) as pool, pool.acquire() as conn:
+        row = await store.get_event(conn, row_id)
+    if row is None:
+        raise EventRowNotFound(f"no accepted event with id {row_id}")
+    _out(dlq_fmt.dumps(fmt.row_doc(row)) if args.json else fmt.show_page(row))
+    return 0
+
+
+async def replay_body(settings: Settings, args: argparse.Namespace, f: EventFilter) -> int:
+    from gateway.compose.events import replay_parts
+    from gateway.events.replay import EventResult, Outcome, ReplayRun, replay_events
+
+    check_replay_choice(f, args.all)
+    run = ReplayRun(
+        limit=check_limit(args.limit), rate_per_s=check_rate(args.rate), dry_run=args.dry_run
+    )
+    bar: Progress | None = None
+    would: list[store.EventBrief] = []
+
+    def on_total(total: int) -> None:
+        nonlocal bar
+        if not args.dry_run and not args.json:
+            bar = Progress(sys.stderr, total)
+
+    def on_result(result: EventResult) -> None:
+        if result.outcome is Outcome.WOULD_REPLAY:
+            would.append(result.row)
+        elif result.outcome is not Outcome.REPLAYED and not args.json:
+            if bar is not None:
+                bar.clear()
+            r = result.row
+            _out(f"{result.outcome.value:<8} {r.id} {r.provider}/{r.event_id}: {result.message}")
+        if bar is not None:
+            bar.advance()
+
+    async with replay_parts(settings) as (pool, publisher):
+        try:
+            summary = await replay_events(pool, publisher, f, run, on_total, on_result)
+        finally:
+            if bar is not None:
+                bar.finish()
+    if args.json:
+        _out(dlq_fmt.dumps(summary.to_json(args.dry_run)))
+    elif args.dry_run:
+        if would:
+            _out(fmt.brief_table(would))
+        _out(
+            f"dry run: would replay {summary.would_replay}, skip {summary.skipped}; "
+            "nothing was published"
+        )
+    else:
+        _out(f"replayed {summary.replayed}, failed {summary.failed}, skipped {summary.skipped}")
+        if summary.stopped:
+            _out(f"stopped early: {summary.stopped}; run it again once NATS is back")
+    return 1 if summary.failed else 0
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    each = "(repeatable)"
+    when = "2026-11-30T10:00Z, or a duration ago: 30m, 2h, 1d"
+    p.add_argument("--provider", action="append", help=f"provider name {each}")
+    p.add_argument("--type", action="append", metavar="T", help=f"invoice.paid or invoice.* {each}")
+    p.add_argument("--since", help=f"received at or after: {when}")
+    p.add_argument("--until", help=f"received before: {when}")
+    p.add_argument("--id", action="append", metavar="ID", help=f"a row id {each}")
+    p.add_argument(
+        "--event-id", action="append", metavar="ID", help=f"a provider's event id {each}"
+    )
+    p.add_argument("--source", choices=("live", "backfill"), help="how the events arrived")
+
+
+ABOUT = """Accepted events are the rows of the idempotency gate (processed_webhooks): every
+webhook and internal event the gateway recorded, live or recovered by backfill. List
+them, show one with its headers and body, or publish chosen ones to the stream again
+(replay), even inside JetStream's duplicate window; consumers are idempotent, so a
+replayed payment settles once. Exit status: 0 done; 1 an event failed to publish or an
+id is unknown; 2 the flags or the configuration cannot be used."""
+CFG = "--config gateway.toml"
+
+
+def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> None:
+    """Mount `gateway events ...`."""
+    events = subparsers.add_parser(
+        "events",
+        help="List, show and replay accepted events.",
+        parents=[common],
+        **help_texts(
+            ABOUT,
+            (
+                f"gateway events list --provider stripe --since 2h {CFG}",
+                f"gateway events show 1234 {CFG}",
+                f"gateway events replay --all --since 2026-11-30T09:00Z --dry-run {CFG}",
+            ),
+        ),
+    )
+    common_one_line = _OneLineParser(add_help=False)
+    common_parser(common_one_line)
+    sub = events.add_subparsers(
+        dest="events_command", required=True, metavar="COMMAND", parser_class=_OneLineParser
+    )
+
+    def parser(name: str, body: Body, text: str, about: str, examples: tuple[str, ...]) -> Any:
+        p = sub.add_parser(
+            name, help=text, parents=[common_one_line], **help_texts(about, examples)
+        )
+        p.set_defaults(func=_command(body))
+        return p
+
+    p = parser(
+        "list",
+        list_body,
+        "List accepted events (newest first).",
+        """List accepted events matching the filters, newest first: row id, provider,
+        event id, type, source (live or backfill), when it was received and when the
+        stream acknowledged it.""",
+        (
+            f"gateway events list --provider stripe --type 'invoice.*' --since 1d {CFG}",
+            f"gateway events list --source backfill --json {CFG}",
+        ),
+    )
+    _filters(p)
+    p.add_argument("--limit", type=int, default=50, help="most rows shown (default 50)")
+    p = parser(
+        "show",
+        show_body,
+        "Show one event: fields, headers, body.",
+        """Show one accepted event by row id: its fields, the headers kept (secrets
+        redacted) and the body, as indented JSON where it is JSON. A body that retention
+        removed is reported with the time it was removed.""",
+        (f"gateway events show 1234 {CFG}", f"gateway events show 1234 --json {CFG}"),
+    )
+    p.add_argument("row_id", metavar="ID", help="the event's row id (see list)")
+    p = parser(
+        "replay",
+        replay_body,
+        "Publish chosen events to the stream again.",
+        """Publish the events chosen by --id or --event-id, or by --all with the filters,
+        to the stream again in the order they were recorded. Each message gets its own
+        Nats-Msg-Id ({provider}:{event_id}:replay:{token}) so JetStream's duplicate window
+        does not drop it, and a Gateway-Replayed header. Events never published (no
+        subject) and events whose payload retention removed are skipped. Try --dry-run
+        first; --rate keeps the load gentle.""",
+        (
+            f"gateway events replay --id 1234 --id 1235 {CFG}",
+            f"gateway events replay --all --provider stripe --since 2h --rate 50 {CFG}",
+        ),
+    )
+    _filters(p)
+    p.add_argument("--all", action="store_true", help="every event matching the filters")
+    p.add_argument("--limit", type=int, help="replay at most this many events")
+    p.add_argument("--rate", type=float, metavar="N", help="at most N events per second")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print what would be published; publish nothing"
+    )

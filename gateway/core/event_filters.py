@@ -1,0 +1,167 @@
+"""What an operator asked `gateway events` for: which accepted events, and how a replayed
+one is told apart on the stream.
+
+Pure: `now` and the replay's token are passed in. Every problem is an `EventsUsageError`
+whose message is the one line the operator sees.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from gateway.core.dlq_filters import parse_ids, parse_instant
+from gateway.core.model import Source
+from gateway.errors import DlqUsageError, EventsUsageError
+
+#: A type pattern: an exact type, or a prefix ending in one `*` (`invoice.*`).
+_TYPE_CHARS = re.compile(r"[^*]*\*?")
+
+
+@dataclass(frozen=True)
+class TypePattern:
+    """`--type`: the exact type, or everything starting with `prefix` (a trailing `*`)."""
+
+    text: str
+
+    @property
+    def is_prefix(self) -> bool:
+        return self.text.endswith("*")
+
+    @property
+    def prefix(self) -> str:
+        return self.text[:-1] if self.is_prefix else self.text
+
+    def matches(self, event_type: str | None) -> bool:
+        if event_type is None:
+            return False
+        if self.is_prefix:
+            return event_type.startswith(self.prefix)
+        return event_type == self.text
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which `processed_webhooks` rows a command applies to (empty tuples mean any)."""
+
+    providers: tuple[str, ...] = ()
+    types: tuple[TypePattern, ...] = ()
+    since: datetime | None = None  # received at or after
+    until: datetime | None = None  # received before
+    ids: tuple[int, ...] = ()  # row ids
+    event_ids: tuple[str, ...] = ()  # the provider's event ids
+    source: str | None = None  # live | backfill
+
+    @property
+    def narrowed(self) -> bool:
+        """True if any filter at all was given."""
+        return bool(
+            self.providers
+            or self.types
+            or self.since
+            or self.until
+            or self.ids
+            or self.event_ids
+            or self.source
+        )
+
+
+def parse_type(text: str) -> TypePattern:
+    """An exact event type or a prefix with one trailing `*`; a `*` elsewhere is refused."""
+    value = text.strip()
+    if not value or not _TYPE_CHARS.fullmatch(value) or value == "*":
+        raise EventsUsageError(
+            f"--type: {text!r} is not a type; give one exactly (invoice.paid) or a prefix "
+            "ending in * (invoice.*)"
+        )
+    return TypePattern(value)
+
+
+def build_event_filter(
+    now: datetime,
+    *,
+    providers: Sequence[str] = (),
+    types: Sequence[str] = (),
+    since: str | None = None,
+    until: str | None = None,
+    ids: Sequence[str] = (),
+    event_ids: Sequence[str] = (),
+    source: str | None = None,
+) -> EventFilter:
+    """Check the filter flags together and turn them into an `EventFilter`."""
+    try:
+        start = parse_instant(since, now, "--since") if since else None
+        end = parse_instant(until, now, "--until") if until else None
+        row_ids = parse_ids(ids, "--id")
+    except DlqUsageError as exc:  # the same syntax as `gateway dlq`: its message as ours
+        raise EventsUsageError(str(exc)) from None
+    if start is not None and end is not None and start >= end:
+        raise EventsUsageError("--since must be earlier than --until")
+    known = [s.value for s in Source]
+    if source is not None and source not in known:
+        raise EventsUsageError(f"--source: {source!r} is not one of {', '.join(known)}")
+    return EventFilter(
+        providers=tuple(dict.fromkeys(p.strip() for p in providers if p.strip())),
+        types=tuple(dict.fromkeys(parse_type(t) for t in types)),
+        since=start,
+        until=end,
+        ids=row_ids,
+        event_ids=tuple(dict.fromkeys(e.strip() for e in event_ids if e.strip())),
+        source=source,
+    )
+
+
+def check_limit(limit: int | None) -> int | None:
+    if limit is not None and limit <= 0:
+        raise EventsUsageError(f"--limit must be a positive number, got {limit}")
+    return limit
+
+
+def check_rate(rate_per_s: float | None) -> float | None:
+    if rate_per_s is not None and rate_per_s <= 0:
+        raise EventsUsageError(
+            f"--rate must be a positive number of events per second, got {rate_per_s}"
+        )
+    return rate_per_s
+
+
+def check_replay_choice(f: EventFilter, replay_all: bool) -> None:
+    """A replay names its events: by --id / --event-id, or --all with filters (or none,
+    for every accepted event, which --all must say out loud)."""
+    chosen = bool(f.ids or f.event_ids)
+    if chosen and replay_all:
+        raise EventsUsageError("--id/--event-id and --all exclude each other; give one")
+    if not chosen and not replay_all:
+        raise EventsUsageError(
+            "say which events: --id ID or --event-id ID (repeatable), or --all with filters "
+            "such as --since 2h --provider stripe"
+        )
+
+
+# --- replay on the stream -------------------------------------------------------------
+
+#: What follows `{provider}:{event_id}` in a replayed message's `Nats-Msg-Id`.
+REPLAY_MARK = ":replay:"
+
+
+def replay_msg_id(provider: str, event_id: str, token: str) -> str:
+    """The de-duplication id of a replayed message: `{provider}:{event_id}:replay:{token}`.
+
+    The original is `{provider}:{event_id}` (`Event.msg_id`); JetStream drops a second
+    message with that id inside its duplicate window, which is exactly what a replay must
+    get past. A fresh token per message lets it through once and keeps the replay itself
+    idempotent against a retried publish of the same message.
+    """
+    return f"{provider}:{event_id}{REPLAY_MARK}{token}"
+
+
+def skip_reason(subject: str | None, payload_removed_at: datetime | None) -> str | None:
+    """Why a row cannot be re-published, or None when it can."""
+    if payload_removed_at is not None:
+        when = payload_removed_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"payload removed at {when} by retention: nothing to re-publish"
+    if subject is None:
+        return "no subject: the event was parked at ingest and never published (see gateway dlq)"
+    return None

@@ -1,0 +1,1 @@
+"""Accepted events: `gateway events list|show|replay` over `processed_webhooks`."""

@@ -1,0 +1,95 @@
+"""How `gateway events` prints: the table, the `show` page and JSON documents. Pure: text
+in, text out, with the DLQ commands' helpers (secret headers redacted, provider text made
+harmless for a terminal)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from gateway.adapters.postgres.events import EventBrief, EventRow
+from gateway.dlq.format import decode_payload, safe, shown_headers, table, when
+
+_EVENT_ID_CHARS = 40
+
+
+def _short(text: str, width: int = _EVENT_ID_CHARS) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def brief_table(rows: Sequence[EventBrief]) -> str:
+    """The `list` table: no body, no headers."""
+    return table(
+        ("id", "provider", "event id", "type", "source", "received", "published"),
+        [
+            (
+                r.id,
+                r.provider,
+                _short(r.event_id),
+                r.event_type or "-",
+                r.source,
+                when(r.received_at),
+                when(r.published_at) if r.subject is not None else "never (no subject)",
+            )
+            for r in rows
+        ],
+    )
+
+
+def brief_doc(r: EventBrief) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "provider": r.provider,
+        "event_id": r.event_id,
+        "event_type": r.event_type,
+        "subject": r.subject,
+        "source": r.source,
+        "received_at": r.received_at,
+        "published_at": r.published_at,
+        "payload_removed_at": r.payload_removed_at,
+    }
+
+
+def row_doc(row: EventRow) -> dict[str, Any]:
+    """Everything `show --json` prints about an event (secret headers redacted)."""
+    doc = brief_doc(row.brief) | {
+        "publish_attempts": row.publish_attempts,
+        "headers": shown_headers(row.headers),
+    }
+    if row.brief.payload_removed_at is not None:
+        return doc | {"payload_format": "removed", "payload": None}
+    payload_format, payload = decode_payload(row.body)
+    return doc | {"payload_format": payload_format, "payload": payload}
+
+
+def show_page(row: EventRow) -> str:
+    """The `show` page: the row's fields, then its headers and body."""
+    r = row.brief
+    published = when(r.published_at) if r.subject is not None else "never (no subject)"
+    fields = [
+        ("provider", r.provider),
+        ("event id", r.event_id),
+        ("type", r.event_type or "-"),
+        ("subject", r.subject or "-"),
+        ("source", r.source),
+        ("received", when(r.received_at)),
+        ("published", published),
+        ("publish tries", row.publish_attempts),
+    ]
+    lines = [f"event {r.id}"]
+    lines += [f"  {name:<14} {safe(str(value))}" for name, value in fields]
+    lines += ["", "headers"]
+    headers = sorted(shown_headers(row.headers).items())
+    lines += [f"  {safe(k)}: {safe(str(v))}" for k, v in headers] or ["  -"]
+    if r.payload_removed_at is not None:
+        lines += ["", f"payload removed at {when(r.payload_removed_at)} (retention)"]
+        return "\n".join(lines)
+    payload_format, payload = decode_payload(row.body)
+    lines += ["", f"payload ({payload_format}, {len(row.body)} bytes)"]
+    if payload_format == "json":
+        lines.append(safe(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()))
+    else:
+        lines.append(safe(str(payload)))
+    return "\n".join(lines)
