@@ -220,7 +220,9 @@ def stripe_event(
                 "id": f"pi_bf{n:04d}",
                 "object": "payment_intent",
                 "amount": 1000 + n,
+                "amount_received": 1000 + n,
                 "currency": "usd",
+                "status": "succeeded",
                 "metadata": {"merchant_id": merchant},
             }
         },

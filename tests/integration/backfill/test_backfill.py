@@ -18,6 +18,7 @@ from gateway.backfill.run import BackfillReport, backfill
 from gateway.compose.backfill import backfill_parts
 from gateway.core.backfill import Window, make_window
 from gateway.errors import ProviderApiAuth
+from gateway.settlement.parts import SettlementParts
 from tests.support import vectors
 from tests.support.deliveries import deliver
 from tests.support.gateway import SECRETS, config, running_server
@@ -31,7 +32,14 @@ from tests.support.provider_apis import (
     stripe_event,
 )
 from tests.support.services import stream_messages, wait_until
-from tests.support.settlement import fetch
+from tests.support.settlement import (
+    fetch,
+    merchant_balance,
+    open_merchant,
+    running_worker,
+    settlement_sections,
+)
+from tests.support.stub import Stub
 
 ENV = {"PROVIDER_API_KEY": API_KEY}
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -59,12 +67,20 @@ async def run(
         return await backfill(parts, window, **kw)
 
 
-async def test_stripe_outage_is_recovered_once(database_url: str, nats_url: str) -> None:
-    """Six events in the hour the gateway was down, three reached it: backfill (through
+async def test_stripe_outage_is_recovered_once(
+    database_url: str, nats_url: str, stub: Stub, redis_url: str
+) -> None:
+    """Six payments in the hour the gateway was down, three reached it: backfill (through
     a 429 with Retry-After and a 500, three pages) records and publishes the other three
-    marked backfill; a second run recovers nothing."""
-    doc = config(database_url, nats_url)
-    async with running_apis() as apis, running_server(doc) as gw:
+    marked backfill, and the settlement worker settles each of the six exactly once; a
+    second run recovers nothing and settles nothing more."""
+    doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
+    async with (
+        running_apis() as apis,
+        running_server(doc) as gw,
+        running_worker(doc) as worker,
+    ):
+        await open_merchant(worker, "m_1")
         events = [stripe_event(n, NOW - timedelta(minutes=90 - 10 * n)) for n in range(6)]
         apis.stripe_events = events
         for event in events[::2]:  # these got through before the outage ended
@@ -95,10 +111,45 @@ async def test_stripe_outage_is_recovered_once(database_url: str, nats_url: str)
         assert recovered == {e["id"] for e in events[1::2]}
         assert {h["Nats-Msg-Id"] for _, h, _ in messages} == {f"stripe:{e['id']}" for e in events}
 
+        # Each of the six payments, live or recovered, settles exactly once.
+        await wait_until(lambda: _settled(database_url, 6), timeout_s=20)
+        await wait_until(lambda: _consumed(worker), timeout_s=10)
+        once = {e["data"]["object"]["id"]: 1 for e in events}
+        total = sum(e["data"]["object"]["amount_received"] for e in events)
+        assert await _transfers(database_url) == once
+        assert await merchant_balance(worker, "m_1") == total
+        settled = await fetch(database_url, "SELECT state FROM settlements")
+        assert [r["state"] for r in settled] == ["settled"] * 6
+
         again = await run(
             settings, "stripe", Window(OUTAGE.since, OUTAGE.until - timedelta(seconds=1))
         )
         assert (again.tally.fetched, again.tally.present, again.tally.recovered) == (6, 6, 0)
+        await asyncio.sleep(1.0)  # room for a wrong second settlement to land
+        assert await merchant_balance(worker, "m_1") == total
+        assert await _transfers(database_url) == once
+        assert await _consumed(worker)
+
+
+async def _settled(dsn: str, count: int) -> bool:
+    rows = await fetch(dsn, "SELECT count(*) AS n FROM settlements WHERE state = 'settled'")
+    return int(rows[0]["n"]) >= count
+
+
+async def _transfers(dsn: str) -> dict[str, int]:
+    """Ledger transfers by settlement id (a payment intent)."""
+    rows = await fetch(
+        dsn, "SELECT settlement_id, count(*) AS n FROM ledger_transfers GROUP BY settlement_id"
+    )
+    return {r["settlement_id"]: int(r["n"]) for r in rows}
+
+
+async def _consumed(parts: SettlementParts) -> bool:
+    js = parts.broker._js
+    if js is None:
+        return False
+    info = await js.consumer_info("WEBHOOKS", "settlement")
+    return bool(info.num_pending == 0 and info.num_ack_pending == 0)
 
 
 async def _stripe_messages(nats_url: str, count: int) -> list[Any]:
