@@ -109,6 +109,10 @@ class Scenario:
     def settle(self, name: str = "settle", config: Path | None = None) -> GatewayProcess:
         return self._spawn(name, ["settle"], config)
 
+    def backfill(self, provider: str, *args: str, name: str = "backfill") -> GatewayProcess:
+        """`gateway backfill PROVIDER ARGS...`, which exits when its run is done."""
+        return self._spawn(name, ["backfill", provider, *args], None)
+
     def _spawn(self, name: str, args: list[str], config: Path | None) -> GatewayProcess:
         process = GatewayProcess(name, args, config or self.config, self.workdir)
         self.processes.append(process)

@@ -145,7 +145,7 @@ class LoadGen:
             if e.kind != "refund":
                 keys[e.index] = [self._rng.random() for _ in range(e.deliveries)]
                 if e.kind == "payment" and e.settlement_id:
-                    first_payment[e.settlement_id] = min(keys[e.index])
+                    first_payment[e.settlement_id] = min(keys[e.index], default=0.0)
         for e in self.record.events:
             if e.kind == "refund":
                 after = first_payment.get(e.settlement_id or "", 0.0)

@@ -54,6 +54,8 @@ class ProviderApis:
     requests: list[str] = field(default_factory=list)  # path?query of every request
     #: A fault answered to the Nth request (1-based) and every one after it.
     fail_from: tuple[int, str] | None = None
+    #: Seconds each Stripe page takes to answer (a slow API, to kill a run mid-way).
+    delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.port = free_port()
@@ -98,6 +100,8 @@ class ProviderApis:
         refused = self._gate(request)
         if refused is not None:
             return refused
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         q = request.query_params
         events = sorted(self.stripe_events, key=lambda e: (e["created"], e["id"]), reverse=True)
         if "created[gte]" in q:
