@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import backfill as progress
 from gateway.backfill.run import BackfillParts, BackfillReport, backfill
-from gateway.core.backfill import trailing_window
+from gateway.core.backfill import keep_completed_s, trailing_window
 from gateway.errors import GatewayError
 from gateway.settings import ProviderSettings
 from gateway.settings.provider_api import BackfillSchedule
@@ -75,6 +75,10 @@ class ScheduledBackfill:
                 window = trailing_window(self._clock(), schedule.window_s)
                 async with self._open_parts(name) as parts:
                     report = await backfill(parts, window)
+                # Each pass adds a row; without this the table grows by one an interval.
+                pruned = await progress.prune_completed(
+                    conn, name, keep_completed_s(schedule.interval_s)
+                )
             finally:
                 with contextlib.suppress(GatewayError):  # a lost session has let go already
                     await progress.unlock(conn, name)
@@ -85,7 +89,12 @@ class ScheduledBackfill:
             "scheduled backfill recovered events that never arrived"
             if t.recovered
             else "scheduled backfill pass done",
-            extra={"provider": name, **t.to_json(), "unpublished": report.unpublished},
+            extra={
+                "provider": name,
+                **t.to_json(),
+                "unpublished": report.unpublished,
+                "pruned_progress_rows": pruned,
+            },
         )
         return report
 

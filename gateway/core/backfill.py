@@ -236,3 +236,13 @@ class PageState:
     pages: int = 0
     tally: Tally = field(default_factory=Tally)
     done: bool = False
+
+
+#: Completed `backfill_progress` rows are kept this long (a week of passes to look at),
+#: then deleted by the scheduled pass; at least two intervals, which `pass_due` reads.
+KEEP_COMPLETED_S = 7 * 86_400.0
+
+
+def keep_completed_s(interval_s: float) -> float:
+    """How long a provider's completed progress rows are kept, for its interval."""
+    return max(KEEP_COMPLETED_S, 2 * interval_s)

@@ -110,6 +110,20 @@ async def recorded_ids(conn: Conn, provider: str, event_ids: Sequence[str]) -> s
     return {r["event_id"] for r in rows}
 
 
+async def prune_completed(conn: Conn, provider: str, older_than_s: float) -> int:
+    """Delete the provider's completed progress rows that completed more than
+    `older_than_s` ago (on the database's clock); how many. Unfinished rows stay: they
+    are the cursors a later run continues from."""
+    with translate_errors():
+        status = await conn.execute(
+            "DELETE FROM backfill_progress WHERE provider = $1 AND completed_at IS NOT NULL "
+            "AND completed_at < now() - make_interval(secs => $2)",
+            provider,
+            older_than_s,
+        )
+    return int(status.rsplit(" ", 1)[-1])  # "DELETE n"
+
+
 async def last_completed(conn: Conn, provider: str) -> datetime | None:
     """When the provider's last backfill pass completed."""
     with translate_errors():

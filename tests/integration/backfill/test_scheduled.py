@@ -132,3 +132,57 @@ async def _passes(database_url: str) -> list[asyncpg.Record]:
 
 async def _more_passes(database_url: str, than: int) -> bool:
     return len(await _passes(database_url)) > than
+
+
+async def test_a_pass_deletes_completed_progress_older_than_a_week(
+    database_url: str, nats_url: str
+) -> None:
+    """Completed rows of this provider older than the keep time go; newer ones, unfinished
+    ones (cursors to continue) and other providers' rows stay."""
+    rows = [  # (provider, completed days ago or None, started days ago)
+        ("stripe", 8, 8),
+        ("stripe", 30, 30),
+        ("stripe", 1, 1),
+        ("stripe", None, 9),
+        ("paddle", 8, 8),
+    ]
+    conn = await asyncpg.connect(database_url)
+    try:
+        for n, (provider, completed, started) in enumerate(rows):
+            await conn.execute(
+                "INSERT INTO backfill_progress (provider, since, until, started_at, completed_at) "
+                "VALUES ($1, now() - make_interval(days => $2, hours => 2), "
+                "now() - make_interval(days => $2, hours => 1) + make_interval(mins => $3), "
+                "now() - make_interval(days => $2), "
+                "CASE WHEN $4::int IS NULL THEN NULL ELSE now() - make_interval(days => $4) END)",
+                provider,
+                started,
+                n,
+                completed,
+            )
+    finally:
+        await conn.close()
+    async with running_apis() as apis:
+        settings = scheduled_settings(database_url, nats_url, apis.url)
+        async with serving(settings):
+            await wait_until(
+                lambda: _count(
+                    database_url,
+                    "SELECT count(*) = 0 FROM backfill_progress WHERE provider = 'stripe' "
+                    "AND completed_at < now() - interval '7 days'",
+                ),
+                timeout_s=15,
+            )
+    conn = await asyncpg.connect(database_url)
+    try:
+        left = await conn.fetch(
+            "SELECT provider, (now() - started_at) > interval '1 hour' AS old, "
+            "completed_at IS NOT NULL AS done FROM backfill_progress ORDER BY provider, started_at"
+        )
+    finally:
+        await conn.close()
+    kept = [(r["provider"], r["old"], r["done"]) for r in left]
+    assert ("stripe", True, True) in kept  # the one completed a day ago
+    assert ("stripe", True, False) in kept  # the unfinished one
+    assert ("paddle", True, True) in kept  # another provider's (pruned by its own passes)
+    assert sum(1 for p, old, done in kept if p == "stripe" and old and done) == 1

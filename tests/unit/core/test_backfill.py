@@ -16,6 +16,7 @@ from gateway.core.backfill import (
     Window,
     exact_github_body,
     github_bodies,
+    keep_completed_s,
     make_window,
     next_wait_s,
     passed_window,
@@ -128,3 +129,16 @@ def test_no_proof_means_no_exact_body() -> None:
     assert exact_github_body(bodies, None, params) is None
     wrong = f"sha256={vectors.github_sha256('s3cret', b'{}')}"
     assert exact_github_body(bodies, wrong, params) is None
+
+
+@pytest.mark.parametrize(
+    ("interval_s", "keep_s"),
+    [
+        (60.0, 7 * 86_400.0),  # a week, for any usual interval
+        (7 * 86_400.0, 14 * 86_400.0),  # never less than the two intervals pass_due reads
+    ],
+)
+def test_completed_progress_is_kept_a_week_or_two_intervals(
+    interval_s: float, keep_s: float
+) -> None:
+    assert keep_completed_s(interval_s) == keep_s
