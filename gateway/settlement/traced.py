@@ -7,10 +7,16 @@ Called only while `gateway.tracing.ENABLED`; the worker checks it first.
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
 from gateway.core.model import Event
 from gateway.core.trace_context import HEADER, parse_traceparent
+
+if TYPE_CHECKING:
+    from gateway.settlement.settler import Settler
 
 
 def settle_span(msg: Delivery, event: Event, deliveries: int) -> tracing.Span:
@@ -43,3 +49,22 @@ def ledger_spans(spans: list[tracing.Span | None], started_ns: int, batch_size: 
                 start_ns=started_ns,
             )
             child.end()
+
+
+async def rate(
+    settler: Settler, parent: tracing.Span | None, currency: str, attempt: int
+) -> Decimal:
+    """`settler.rate` in a `currency.rate` span, a child of `parent` (None: of the current
+    span), that says where the rate came from (`gateway.rate.source`: memory, service,
+    cache, identity); a look-up that fails is marked with its error class instead."""
+    attributes = {"gateway.currency": currency}
+    step = (
+        tracing.current_child("currency.rate", attributes)
+        if parent is None
+        else tracing.child(parent, "currency.rate", attributes)
+    )
+    with step as span:
+        found, source = await settler.rate_from(currency, attempt)
+        if span is not None:
+            span.set_attribute("gateway.rate.source", source)
+    return found

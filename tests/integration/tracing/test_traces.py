@@ -174,6 +174,7 @@ async def test_one_payment_is_one_trace_from_request_to_ledger(run: Run) -> None
     assert settle.attributes["gateway.attempt"] == 1
     assert ledger.parent_span_id == settle.span_id
     assert currency.parent_span_id == settle.span_id
+    assert currency.attributes["gateway.rate.source"] == "identity"  # USD to a USD ledger
     assert {s.service for s in (request, commit, publish)} == {"gateway-serve"}
     assert {s.service for s in (settle, ledger, currency)} == {"gateway-settle"}
 
@@ -231,6 +232,11 @@ async def test_a_parked_event_and_a_retried_one_show_in_their_traces(run: Run, s
     ]
     assert attempts[0].attributes["gateway.error_class"] == "RATE_UNAVAILABLE"
     assert len({s.parent_span_id for s in attempts}) == 1  # every attempt: the same publish
+    # Each attempt looked the rate up: two failed, the last found it at the service.
+    looked_up = {s.parent_span_id: s for s in run.trace(retry_request.trace_id)["currency.rate"]}
+    rates = [looked_up[s.span_id] for s in attempts]
+    assert [r.attributes.get("gateway.rate.source") for r in rates] == [None, None, "service"]
+    assert [r.attributes.get("gateway.error_class") for r in rates[:2]] == ["RATE_UNAVAILABLE"] * 2
 
 
 async def test_an_event_published_later_by_the_relay_joins_its_requests_trace(
