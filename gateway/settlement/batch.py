@@ -263,7 +263,7 @@ async def _convert(settler: Settler, items: list[_Item], results: list[Result | 
             await settler.require_account(item.merchant)
             if item.span is not None:
                 item.rate = await traced.rate(
-                    settler, item.span, instruction.currency, item.attempt
+                    settler.rate_from, item.span, instruction.currency, item.attempt
                 )
             else:
                 item.rate = await settler.rate(instruction.currency, item.attempt)

@@ -176,7 +176,7 @@ class Settler:
             amount_minor, rate = existing.ledger_amount_minor, existing.rate_at_payment
         else:
             if tracing.ENABLED:
-                rate = await traced.rate(self, None, instruction.currency, attempt)
+                rate = await traced.rate(self.rate_from, None, instruction.currency, attempt)
             else:
                 rate = await self.rate(instruction.currency, attempt)
             amount_minor = convert_minor(
