@@ -16,6 +16,12 @@ Stripe-signed events, then a pass replaying the same events (duplicates). Then a
     .venv/bin/python -m bench.run                        # full run (make bench)
     .venv/bin/python -m bench.run --duration 10 --soak-s 30
     .venv/bin/python -m bench.run --duration 2 --soak-s 0 --quick   # self-check
+    .venv/bin/python -m bench.run --tracing   # the same with traces exported (ratio 1.0)
+
+`--tracing` turns `[tracing]` on for (b), (c) and the soak at `sample_ratio = 1.0`,
+exporting to a small OTLP/HTTP sink the benchmark starts itself (bench/otlp_sink.py),
+unless `--set tracing.endpoint=...` names a collector; compare its figures with a run
+without it, on the same machine, one after the other.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from typing import Any
 
 from bench import report
 from bench.events import RequestSet, new_tag, write_requests
+from bench.otlp_sink import running_sink
 from bench.procs import CpuMeter, RssSampler, machine_busy_s, tree_rss_kib
 from bench.report import check
 from bench.servers import (
@@ -142,6 +149,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=50_000,
         help="backlog `gateway settle` drains (default 50000; --quick 2000; 0 skips)",
     )
+    p.add_argument(
+        "--tracing",
+        action="store_true",
+        help="traces on in (b), (c) and the soak at sample_ratio 1.0, exported to a sink "
+        "the benchmark starts (or to --set tracing.endpoint=...), to measure their cost",
+    )
     p.add_argument("--drain-timeout-s", type=float, default=180.0)
     p.add_argument(
         "--quick", action="store_true", help="self-check: no soak, no probe, exit 1 on any fault"
@@ -174,6 +187,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         if not sep or not dot:
             p.error(f"--set {item!r}: expected SECTION.KEY=VALUE")
         args.sections.setdefault(section, {})[name] = tomllib.loads(f"v = {value}")["v"]
+    if args.tracing:
+        args.sections.setdefault("tracing", {}).setdefault("sample_ratio", 1.0)
     return args
 
 
@@ -537,6 +552,39 @@ def environment(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _tracing(args: argparse.Namespace, stack: contextlib.ExitStack) -> Any:
+    """With `--tracing` and no `tracing.endpoint` given: the benchmark's own sink, whose
+    address becomes the gateway's `[tracing] endpoint` (serve and relay both export)."""
+    if not args.tracing:
+        return None
+    section = args.sections["tracing"]
+    sink = None
+    if "endpoint" not in section:
+        sink = stack.enter_context(running_sink())
+        section["endpoint"] = sink.endpoint
+    print(f"tracing on: exporting to {section['endpoint']} at ratio {section['sample_ratio']}")
+    return sink
+
+
+def tracing_line(
+    tracing: dict[str, Any], runs: dict[str, Any], memory: dict[str, Any] | None
+) -> str:
+    """What the sink received, per request the gateways answered (soak included)."""
+    sink = tracing.get("sink")
+    if sink is None:
+        return f"tracing on, exported to {tracing['endpoint']} (not counted here)"
+    passes = [r[p] for name, r in runs.items() if name != "bare" for p in ("new", "duplicates")]
+    if memory is not None:
+        passes += [memory["warmup"], *memory["chunks"]]
+    answered = sum(p["requests"] for p in passes)
+    per_request = sink["bytes"] / answered if answered else 0.0
+    return (
+        f"tracing on at ratio {tracing['sample_ratio']}: the sink took {sink['requests']:,} "
+        f"exports, {sink['bytes'] / 2**20:.1f} MiB ({per_request:,.0f} bytes per request "
+        "answered); compare server CPU µs/req with a run without --tracing"
+    )
+
+
 def command_line(argv: Sequence[str] | None) -> str:
     given = list(sys.argv[1:] if argv is None else argv)
     return " ".join([".venv/bin/python -m bench.run", *given]) if given else "make bench"
@@ -560,7 +608,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "answers_counted_in_wrk": load.count_answers,
         },
     }
+    stack = contextlib.ExitStack()
     try:
+        sink = _tracing(args, stack)
+        if args.tracing:
+            results["tracing"] = dict(args.sections["tracing"])
         results["environment"] = environment(args)
         if results["environment"]["busy_before_pct"] > 20:
             print(
@@ -585,7 +637,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["ratios"] = ratio
         targets = report.targets(runs, ratio, memory, results["settlement"])
         results["targets"] = [t.as_dict() for t in targets]
+        if sink is not None:
+            results["tracing"]["sink"] = sink.counts.as_dict()
     finally:
+        stack.close()
         if args.keep_workdir:
             print(f"logs and configs kept in {workdir}")
         else:
@@ -598,6 +653,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.ratio_lines(ratio))
     print()
     print(report.target_table(targets))
+    if args.tracing:
+        print()
+        print(tracing_line(results["tracing"], runs, memory))
     if args.output:
         args.output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
         shown = args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output

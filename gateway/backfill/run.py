@@ -22,17 +22,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from gateway import tracing
 from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import backfill as progress
 from gateway.adapters.postgres.webhooks import StoredEvent, insert_events, mark_published
 from gateway.adapters.provider_api import EventSource, Listed
+from gateway.backfill import traced
 from gateway.backfill.shape import shape
 from gateway.core.backfill import Outcome, PageState, Tally, Window, passed_window
 from gateway.core.dlq_filters import pace_delay_s
 from gateway.core.model import Event
-from gateway.errors import BrokerUnavailable, ProviderApiRefused, RequestRejected
+from gateway.errors import BrokerUnavailable, GatewayError, ProviderApiRefused, RequestRejected
 from gateway.metrics import Metrics
 from gateway.settings import ProviderSettings
 
@@ -108,8 +110,25 @@ async def backfill(
     rate_per_s: float | None = None,
 ) -> BackfillReport:
     """Recover what the provider's API has in `window` and the gateway never recorded."""
-    name = parts.provider.name
-    report = BackfillReport(name, window, dry_run)
+    report = BackfillReport(parts.provider.name, window, dry_run)
+    if not tracing.ENABLED:
+        await _run(parts, report, rate_per_s)
+        return report
+    span = traced.pass_span(report.provider, window, dry_run)
+    try:
+        with tracing.activated(span):  # its log lines and each recovered event join it
+            await _run(parts, report, rate_per_s)
+    except BaseException as exc:
+        error = exc.error_class if isinstance(exc, GatewayError) else type(exc).__name__
+        traced.pass_done(span, report.tally.to_json(), report.unpublished, error)
+        raise
+    traced.pass_done(span, report.tally.to_json(), report.unpublished, None)
+    return report
+
+
+async def _run(parts: BackfillParts, report: BackfillReport, rate_per_s: float | None) -> None:
+    """The pass: an unfinished run of this provider first, then the window; fills `report`."""
+    name, window, dry_run = report.provider, report.window, report.dry_run
     segments = [window]
     if not dry_run:
         async with connection(parts.pool) as conn:
@@ -136,7 +155,6 @@ async def backfill(
     if not dry_run:
         parts.metrics.backfill_last_complete.set(datetime.now(UTC).timestamp(), provider=name)
     log.info("backfill done", extra=report.to_json() | {"events": len(report.events)})
-    return report
 
 
 async def _segment(
@@ -222,6 +240,11 @@ async def _offer(
             inexact.add(key)
     if not events:
         return tally
+    spans: dict[tuple[str, str], tracing.Span] = {}
+    if tracing.ENABLED:  # each row and message carries its event's span
+        traced_events, started = traced.recover_spans(events.values())
+        events = {k: e for k, e in zip(events, traced_events, strict=True)}
+        spans = dict(zip(events, started, strict=True))
     async with connection(parts.pool) as conn:
         inserted = await insert_events(conn, list(events.values()))  # the gate
     stored: list[StoredEvent] = []
@@ -233,12 +256,17 @@ async def _offer(
             stored.append(StoredEvent(inserted[key], event))
         else:  # a webhook or another run recorded it since the look-up
             tally.add(Outcome.PRESENT)
+            if key in spans:
+                traced.recover_done(spans.pop(key), Outcome.PRESENT.value)
     if inexact & set(inserted):
         log.warning(
             "recovered GitHub deliveries whose exact bytes could not be proven",
             extra={"provider": provider.name, "events": sorted(k[1] for k in inexact)[:100]},
         )
-    await _publish(parts, stored, report)
+    published = await _publish(parts, stored, report)
+    for key, span in spans.items():
+        done = inserted[key] in published
+        traced.recover_done(span, "published" if done else "unpublished")
     return tally
 
 
@@ -247,12 +275,15 @@ def _listed(report: BackfillReport, event_id: str, event_type: str | None, o: Ou
         report.events.append({"event_id": event_id, "event_type": event_type, "outcome": o.value})
 
 
-async def _publish(parts: BackfillParts, stored: list[StoredEvent], report: BackfillReport) -> None:
-    """Publish recovered rows now; any NATS trouble leaves them to the outbox relay."""
+async def _publish(
+    parts: BackfillParts, stored: list[StoredEvent], report: BackfillReport
+) -> set[int]:
+    """Publish recovered rows now; any NATS trouble leaves them to the outbox relay. The
+    webhook ids of the rows published."""
     publishable = [s for s in stored if s.event.subject is not None]
     if parts.publisher is None or report.unpublished or not publishable:
         report.unpublished += len(publishable) if parts.publisher is not None else 0
-        return
+        return set()
     acked: list[int] = []
     try:
         await parts.publisher.connect()
@@ -270,3 +301,4 @@ async def _publish(parts: BackfillParts, stored: list[StoredEvent], report: Back
     if acked:
         async with connection(parts.pool) as conn:
             await mark_published(conn, acked)
+    return set(acked)

@@ -1,5 +1,6 @@
-"""`gateway backfill PROVIDER`: the database, the provider's API client and a one-shot
-JetStream publisher, opened for one run and closed in reverse order."""
+"""`gateway backfill PROVIDER`: traces (when `[tracing]` is on), the database, the
+provider's API client and a one-shot JetStream publisher, opened for one run and closed
+in reverse order. `gateway serve`'s scheduled passes trace through serve's own set-up."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
+from gateway import tracing
 from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.provider_api import EventSource
@@ -98,7 +100,10 @@ async def run_backfill(
     dry_run: bool = False,
     rate_per_s: float | None = None,
 ) -> BackfillReport:
-    """`gateway backfill`: one run over [since, until)."""
+    """`gateway backfill`: one run over [since, until); its spans flushed last."""
     window = make_window(since, until, types, now)
-    async with backfill_parts(settings, name) as parts:
+    async with (
+        tracing.configured(settings.tracing, "gateway-backfill"),
+        backfill_parts(settings, name) as parts,
+    ):
         return await backfill(parts, window, dry_run=dry_run, rate_per_s=rate_per_s)

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from gateway import tracing
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.metrics import Metrics
@@ -87,9 +88,11 @@ class ReplayResources:
 async def replay_resources(settings: Settings) -> AsyncIterator[ReplayResources]:
     """The pool of one replay command, and whatever its handlers open on the way.
 
-    Closing order: what the handlers opened, in reverse, then the command's pool.
+    Closing order: what the handlers opened, in reverse, then the command's pool, then
+    the traces (flushed last, so every row's span is exported).
     """
     async with (
+        tracing.configured(settings.tracing, "gateway-dlq-replay"),
         database(settings, max_size=4) as pool,
         contextlib.AsyncExitStack() as opened,
     ):

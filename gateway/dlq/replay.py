@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 
-from gateway.adapters.postgres import Pool, connection, dead_letters, transaction
+from gateway import tracing
+from gateway.adapters.postgres import Conn, Pool, connection, dead_letters, transaction
 from gateway.core.dlq_filters import DlqFilter, ReplayOptions, pace_delay_s
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.core.model import Failure, Stage
@@ -28,6 +29,7 @@ from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowOutcome, RowResult, plan
 from gateway.dlq.publish_handler import publish_handler
 from gateway.dlq.settlement_handler import settlement_handler
+from gateway.dlq.traced import replay_done, replay_span
 from gateway.errors import DlqRowNotFound, GatewayError, PayloadRemoved, PermanentError
 
 #: The stages a replay can run again, and the factory of each one's handler. Read-only:
@@ -135,20 +137,35 @@ async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResu
         # Outside the try: a handler that cannot be built (its ledger is down, say) is the
         # run's failure, not this row's; the transaction rolls back and the row stays.
         handler = await handlers.get(row.stage)
+        span = replay_span(row) if tracing.ENABLED else None
         try:
-            if row.payload_removed_at is not None:
-                raise PayloadRemoved(
-                    f"payload removed at {row.payload_removed_at.isoformat(timespec='seconds')} "
-                    "by retention: nothing to replay; resolve the row by hand, or have the "
-                    "provider resend the event"
-                )
-            await handler(row)
-        except Exception as exc:  # any failure of the stage is this row's, not the run's
-            failure = failure_of(exc)
-            await dead_letters.mark_failed(conn, row.id, failure)
-            return RowResult(brief, RowOutcome.FAILED, failure.error_class, failure.message)
-        await dead_letters.mark_replayed(conn, row.id)
-        return RowResult(brief, RowOutcome.REPLAYED)
+            with tracing.activated(span):  # the handler's spans and log lines join it
+                result = await _run_row(conn, handler, row, brief)
+        except BaseException as exc:  # recording the outcome failed: the run's error
+            if span is not None:
+                replay_done(span, "error", failure_of(exc).error_class)
+            raise
+        if span is not None:
+            replay_done(span, result.outcome.value, result.error_class)
+        return result
+
+
+async def _run_row(conn: Conn, handler: StageHandler, row: DlqRow, brief: RowBrief) -> RowResult:
+    """Run the row's stage and record the outcome, inside the claim's transaction."""
+    try:
+        if row.payload_removed_at is not None:
+            raise PayloadRemoved(
+                f"payload removed at {row.payload_removed_at.isoformat(timespec='seconds')} "
+                "by retention: nothing to replay; resolve the row by hand, or have the "
+                "provider resend the event"
+            )
+        await handler(row)
+    except Exception as exc:  # any failure of the stage is this row's, not the run's
+        failure = failure_of(exc)
+        await dead_letters.mark_failed(conn, row.id, failure)
+        return RowResult(brief, RowOutcome.FAILED, failure.error_class, failure.message)
+    await dead_letters.mark_replayed(conn, row.id)
+    return RowResult(brief, RowOutcome.REPLAYED)
 
 
 def _brief(row: DlqRow) -> RowBrief:

@@ -128,7 +128,7 @@ async def publish_and_mark(
     if tracing.ENABLED:
         sent, spans = traced.publish_spans(batch, path)
         result = await broker.publish(sent, settings.publish_timeout_s)
-        traced.publish_done(batch, spans, result)
+        traced.publish_done(batch, spans, result, path)
     else:
         result = await broker.publish(batch, settings.publish_timeout_s)
     async with connection(pool) as conn:
@@ -179,7 +179,7 @@ class OutboxRelay:
             if tracing.ENABLED:  # each row joins the trace of the request that recorded it
                 sent, spans = traced.publish_spans(batch, "relay")
                 result = await self._broker.publish(sent, self._settings.publish_timeout_s)
-                traced.publish_done(batch, spans, result)
+                traced.publish_done(batch, spans, result, "relay")
             else:
                 result = await self._broker.publish(batch, self._settings.publish_timeout_s)
             await mark_published(conn, result.acked)

@@ -10,6 +10,7 @@ starts a new trace and keeps the provider's span as a link.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -20,6 +21,8 @@ from gateway.core.model import Event
 from gateway.core.trace_context import HEADER, parse_traceparent
 from gateway.errors import BrokerUnavailable, PayloadTooLarge
 from gateway.settings import TracingSettings
+
+log = logging.getLogger("gateway.ingest.relay")
 
 _HEADER = HEADER.encode()
 WEBHOOK_ROUTE = "POST /webhooks/{provider}"
@@ -95,14 +98,20 @@ def publish_spans(
 
 
 def publish_done(
-    batch: Sequence[StoredEvent], spans: Sequence[tracing.Span], result: PublishResult
+    batch: Sequence[StoredEvent], spans: Sequence[tracing.Span], result: PublishResult, path: str
 ) -> None:
     """End each row's publish span: published (PubAck), parked (too large), or left to
-    the relay (unconfirmed; a later publish is a span of its own)."""
+    the relay (unconfirmed; a later publish is a span of its own). With `--log-level
+    debug`, one `event published` line per published row, written inside its span so it
+    carries the trace id (the relay's logs join the trace as serve's and settle's do)."""
     acked, too_large = set(result.acked), set(result.too_large)
+    debug = log.isEnabledFor(logging.DEBUG)
     for stored, span in zip(batch, spans, strict=True):
         if stored.webhook_id in acked:
             span.set_attribute("gateway.outcome", "published")
+            if debug:
+                with tracing.activated(span):
+                    log.debug("event published", extra=_published(stored, path))
         elif stored.webhook_id in too_large:
             span.set_attribute("gateway.outcome", "parked")
             tracing.failed(span, PayloadTooLarge.error_class)
@@ -110,3 +119,13 @@ def publish_done(
             span.set_attribute("gateway.outcome", "unconfirmed")
             tracing.failed(span, BrokerUnavailable.error_class)
         span.end()
+
+
+def _published(stored: StoredEvent, path: str) -> dict[str, str]:
+    event = stored.event
+    return {
+        "provider": event.provider,
+        "event_id": event.event_id,
+        "subject": event.subject or "",
+        "path": path,
+    }

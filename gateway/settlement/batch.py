@@ -40,6 +40,7 @@ from gateway.core.settlement import (
     transfer_id,
 )
 from gateway.errors import TransientError
+from gateway.settlement import traced
 from gateway.settlement.settler import SettleOutcome, Settler, check_same, log_settled
 from gateway.settlement.traced import ledger_spans
 
@@ -260,9 +261,11 @@ async def _convert(settler: Settler, items: list[_Item], results: list[Result | 
         instruction = item.instruction
         try:
             await settler.require_account(item.merchant)
-            with tracing.child(
-                item.span, "currency.rate", {"gateway.currency": instruction.currency}
-            ):
+            if item.span is not None:
+                item.rate = await traced.rate(
+                    settler.rate_from, item.span, instruction.currency, item.attempt
+                )
+            else:
                 item.rate = await settler.rate(instruction.currency, item.attempt)
             item.amount_minor = convert_minor(
                 instruction.amount_minor, item.rate, instruction.currency, settler.currency

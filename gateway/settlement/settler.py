@@ -45,6 +45,7 @@ from gateway.errors import (
     UnknownMerchant,
 )
 from gateway.settings import Settings
+from gateway.settlement import traced
 from gateway.settlement.ledger_ops import open_accounts
 
 log = logging.getLogger("gateway.settle")
@@ -52,6 +53,8 @@ log = logging.getLogger("gateway.settle")
 # Rates are re-used in-process for a few seconds so a burst does not ask the
 # currency-service once per payment; far shorter than any rate's validity.
 _RATE_MEMO_S = 5.0
+#: Where a rate came from when this process remembered it (`Settler.rate_from`).
+RATE_FROM_MEMORY = "memory"
 
 
 class SettleOutcome(enum.StrEnum):
@@ -172,7 +175,9 @@ class Settler:
         if existing is not None and existing.ledger_amount_minor and existing.rate_at_payment:
             amount_minor, rate = existing.ledger_amount_minor, existing.rate_at_payment
         else:
-            with tracing.current_child("currency.rate", {"gateway.currency": instruction.currency}):
+            if tracing.ENABLED:
+                rate = await traced.rate(self.rate_from, None, instruction.currency, attempt)
+            else:
                 rate = await self.rate(instruction.currency, attempt)
             amount_minor = convert_minor(
                 instruction.amount_minor, rate, instruction.currency, self._currency
@@ -198,7 +203,10 @@ class Settler:
             rate_at_payment=rate,
             merchant_id=merchant,
         )
-        with tracing.current_child("ledger.post", {"gateway.batch_size": 1}):
+        if tracing.ENABLED:
+            with tracing.current_child("ledger.post", {"gateway.batch_size": 1}):
+                [result] = await self._ledger.post([transfer])
+        else:
             [result] = await self._ledger.post([transfer])
         result = interpret(result, transfer)
         async with connection(self._pool) as conn:
@@ -253,14 +261,22 @@ class Settler:
     async def rate(self, currency: str, attempt: int) -> Decimal:
         """The rate from `currency` to the ledger's, for delivery number `attempt`; raises
         `RetryScheduled`, `RetriesExhausted` or a permanent error when there is none."""
+        rate, _ = await self.rate_from(currency, attempt)
+        return rate
+
+    async def rate_from(self, currency: str, attempt: int) -> tuple[Decimal, str]:
+        """`rate`, and where it came from: `memory` (this process asked within
+        `_RATE_MEMO_S`), or the `RateOrigin` (`service`, `cache` when the service gave
+        none, `identity`); for the `currency.rate` span."""
         key = (currency, self._currency)
         memo = self._memo.get(key)
         if memo is not None and time.monotonic() - memo[0] < _RATE_MEMO_S:
-            return memo[1].rate
+            return memo[1].rate, RATE_FROM_MEMORY
         decision = await self._rates.decide(currency, self._currency, attempt=attempt)
         if decision.action is RateAction.USE and decision.rate is not None:
             self._memo[key] = (time.monotonic(), decision.rate)
-            return decision.rate.rate
+            origin = decision.origin.value if decision.origin is not None else "unknown"
+            return decision.rate.rate, origin
         error = decision.error or TransientError(f"no rate for {currency}/{self._currency}")
         if decision.action is RateAction.RETRY and decision.delay_s is not None:
             raise RetryScheduled(error, decision.delay_s)

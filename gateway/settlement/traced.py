@@ -7,10 +7,16 @@ Called only while `gateway.tracing.ENABLED`; the worker checks it first.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
 from gateway.core.model import Event
 from gateway.core.trace_context import HEADER, parse_traceparent
+
+#: `Settler.rate_from`: a currency and delivery number to (rate, where it came from).
+RateLookUp = Callable[[str, int], Awaitable[tuple[Decimal, str]]]
 
 
 def settle_span(msg: Delivery, event: Event, deliveries: int) -> tracing.Span:
@@ -43,3 +49,23 @@ def ledger_spans(spans: list[tracing.Span | None], started_ns: int, batch_size: 
                 start_ns=started_ns,
             )
             child.end()
+
+
+async def rate(
+    look_up: RateLookUp, parent: tracing.Span | None, currency: str, attempt: int
+) -> Decimal:
+    """`Settler.rate` (`look_up` is its `rate_from`) in a `currency.rate` span, a child
+    of `parent` (None: of the current span), that says where the rate came from
+    (`gateway.rate.source`: memory, service, cache, identity); a look-up that fails is
+    marked with its error class instead."""
+    attributes = {"gateway.currency": currency}
+    step = (
+        tracing.current_child("currency.rate", attributes)
+        if parent is None
+        else tracing.child(parent, "currency.rate", attributes)
+    )
+    with step as span:
+        found, source = await look_up(currency, attempt)
+        if span is not None:
+            span.set_attribute("gateway.rate.source", source)
+    return found

@@ -36,3 +36,19 @@ def test_bench_self_check_passes(tmp_path: Path) -> None:
     settlement = results["settlement"]
     assert settlement["events"] == 500
     assert all(c["ok"] for c in settlement["checks"]), settlement["checks"]
+
+
+def test_bench_self_check_with_tracing_exports_to_its_own_sink(tmp_path: Path) -> None:
+    """`--tracing`: (b) runs with traces on at ratio 1.0, exported to the benchmark's own
+    OTLP/HTTP sink, and its checks still hold (one short run: about 10 s)."""
+    output = tmp_path / "results.json"
+    argv = [sys.executable, "-m", "bench.run", "--quick", "--tracing", "--duration", "1"]
+    argv += ["--runs", "batching", "--settle-events", "0", "--output", str(output)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "self-check passed" in done.stdout
+    results = json.loads(output.read_text())
+    assert results["runs"]["batching"]["settings"]["tracing"]["sample_ratio"] == 1.0
+    sink = results["tracing"]["sink"]
+    assert sink["requests"] > 0 and sink["bytes"] > 0 and sink["refused"] == 0
+    assert all(c["ok"] for c in results["runs"]["batching"]["checks"])

@@ -174,6 +174,7 @@ async def test_one_payment_is_one_trace_from_request_to_ledger(run: Run) -> None
     assert settle.attributes["gateway.attempt"] == 1
     assert ledger.parent_span_id == settle.span_id
     assert currency.parent_span_id == settle.span_id
+    assert currency.attributes["gateway.rate.source"] == "identity"  # USD to a USD ledger
     assert {s.service for s in (request, commit, publish)} == {"gateway-serve"}
     assert {s.service for s in (settle, ledger, currency)} == {"gateway-settle"}
 
@@ -231,6 +232,11 @@ async def test_a_parked_event_and_a_retried_one_show_in_their_traces(run: Run, s
     ]
     assert attempts[0].attributes["gateway.error_class"] == "RATE_UNAVAILABLE"
     assert len({s.parent_span_id for s in attempts}) == 1  # every attempt: the same publish
+    # Each attempt looked the rate up: two failed, the last found it at the service.
+    looked_up = {s.parent_span_id: s for s in run.trace(retry_request.trace_id)["currency.rate"]}
+    rates = [looked_up[s.span_id] for s in attempts]
+    assert [r.attributes.get("gateway.rate.source") for r in rates] == [None, None, "service"]
+    assert [r.attributes.get("gateway.error_class") for r in rates[:2]] == ["RATE_UNAVAILABLE"] * 2
 
 
 async def test_an_event_published_later_by_the_relay_joins_its_requests_trace(
@@ -238,7 +244,8 @@ async def test_an_event_published_later_by_the_relay_joins_its_requests_trace(
 ) -> None:
     """`[outbox] inline = false`: serve only records; a `gateway relay` process publishes
     the row later, and its publish span is still the request's child (the traceparent
-    stored with the row), exported as gateway-relay."""
+    stored with the row), exported as gateway-relay; the relay's debug line for the
+    event carries the publish span's trace and span ids."""
     async with running_receiver() as receiver:
         port = free_port()
         doc = config(
@@ -268,8 +275,21 @@ async def test_an_event_published_later_by_the_relay_joins_its_requests_trace(
             assert [r["traceparent"].split("-")[1:3] for r in rows] == [
                 [request.trace_id, request.span_id]
             ]
-            relay = start(["relay", "--config", cfg], tmp_path / "relay.log")
+            relay_log = tmp_path / "relay.log"
+            relay = start(["relay", "--config", cfg, "--log-level", "debug"], relay_log)
             [publish] = await receiver.wait_for(lambda s: s.name == "publish")
+
+            def published_lines() -> list[dict[str, Any]]:
+                return [
+                    x
+                    for x in log_lines(relay_log)
+                    if x.get("event_id") == "evt_trace_relay" and x.get("msg") == "event published"
+                ]
+
+            async def logged() -> bool:
+                return bool(published_lines())
+
+            await wait_until(logged, timeout_s=10)
         finally:
             stop(serve)
             if relay is not None:
@@ -278,3 +298,7 @@ async def test_an_event_published_later_by_the_relay_joins_its_requests_trace(
     assert publish.service == "gateway-relay"
     assert publish.attributes["gateway.publish.path"] == "relay"
     assert publish.attributes["gateway.outcome"] == "published"
+    # The relay's log line joins the trace: written inside its publish span.
+    [line] = published_lines()
+    assert (line["trace_id"], line["span_id"]) == (publish.trace_id, publish.span_id)
+    assert line["path"] == "relay"
