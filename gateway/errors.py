@@ -404,13 +404,25 @@ class PayloadRemoved(PermanentError):
     error_class = "PAYLOAD_REMOVED"
 
 
-class DlqUsageError(GatewayError):
+class UsageError(GatewayError):
+    """An operator command's flags or values cannot be used (the command exits 2)."""
+
+    error_class = "USAGE"
+
+
+class RowNotFound(GatewayError):
+    """An id an operator named has no row (the command exits 1)."""
+
+    error_class = "ROW_NOT_FOUND"
+
+
+class DlqUsageError(UsageError):
     """An operator's flags or values cannot be used; the message says which and why."""
 
     error_class = "DLQ_USAGE"
 
 
-class DlqRowNotFound(GatewayError):
+class DlqRowNotFound(RowNotFound):
     """An id the operator named has no dead-letter row."""
 
     error_class = "DLQ_ROW_NOT_FOUND"
@@ -484,13 +496,13 @@ class BackfillUsageError(GatewayError):
     error_class = "BACKFILL_USAGE"
 
 
-class EventsUsageError(GatewayError):
+class EventsUsageError(UsageError):
     """`gateway events` flags that cannot be used; the message says which and why."""
 
     error_class = "EVENTS_USAGE"
 
 
-class EventRowNotFound(GatewayError):
+class EventRowNotFound(RowNotFound):
     """An id the operator named has no `processed_webhooks` row."""
 
     error_class = "EVENT_ROW_NOT_FOUND"

@@ -4,14 +4,17 @@ the configuration."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import sys
 import textwrap
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NoReturn
 
 import orjson
 
 from gateway import settings as settings_mod
+from gateway.errors import RowNotFound, UsageError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_LEVEL_ENV = "GATEWAY_LOG_LEVEL"
@@ -72,3 +75,48 @@ def print_json(doc: object) -> None:
 def load_settings(args: argparse.Namespace) -> settings_mod.Settings:
     """The configuration named by `--config` (or `$GATEWAY_CONFIG`), validated."""
     return settings_mod.load(getattr(args, "config", None))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Reports a bad flag in one line (argparse's default adds the whole usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def operator_family(parent: argparse.ArgumentParser, dest: str) -> tuple[Any, OneLineParser]:
+    """The sub-command table of an operator family (`gateway dlq ...`, `gateway events
+    ...`) and the common flags' parent for its commands, both reporting in one line."""
+    common = OneLineParser(add_help=False)
+    common_parser(common)
+    sub = parent.add_subparsers(
+        dest=dest, required=True, metavar="COMMAND", parser_class=OneLineParser
+    )
+    return sub, common
+
+
+def operator_command(
+    family: str, dest: str, start: Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+) -> Callable[[argparse.Namespace], int]:
+    """Run `start(args)` on a fresh event loop; an operator's mistake is one line on
+    stderr: unusable flags exit 2, an unknown id exits 1.
+
+    `start` is called inside the guard, so what it checks before returning its coroutine
+    (the flags, then the configuration) is reported the same way.
+    """
+
+    def run(args: argparse.Namespace) -> int:
+        name = f"gateway {family} {getattr(args, dest)}"
+        # A short-lived NATS connection would log its connect and disconnect; for an
+        # operator that is noise next to the per-row report.
+        logging.getLogger("gateway.nats").setLevel(logging.ERROR)
+        try:
+            return asyncio.run(start(args))
+        except UsageError as exc:
+            print(f"{name}: error: {exc}", file=sys.stderr)
+            return 2
+        except RowNotFound as exc:
+            print(f"{name}: {exc}", file=sys.stderr)
+            return 1
+
+    return run

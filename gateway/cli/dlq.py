@@ -7,19 +7,24 @@ Exit status: 0 done; 1 a row failed to replay, an id is unknown or a row is not 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import functools
 import getpass
-import logging
 import sys
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import dead_letters
-from gateway.cli.common import SubParsers, common_parser, help_texts, load_settings
+from gateway.cli.common import (
+    OneLineParser,
+    SubParsers,
+    help_texts,
+    load_settings,
+    operator_command,
+    operator_family,
+)
 from gateway.compose import ops
 from gateway.core.dlq_filters import (
     DlqFilter,
@@ -38,33 +43,13 @@ Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace, DlqFilter], Coroutine[Any, Any, int]]
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Reports a bad flag in one line (argparse's default adds the whole usage)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def _command(body: Body) -> Callable[[argparse.Namespace], int]:
-    """Run `body` on a fresh event loop; an operator's mistake is one line on stderr."""
+    def start(args: argparse.Namespace) -> Coroutine[Any, Any, int]:
+        # Flags are checked before the configuration is read or anything connects.
+        dlq_filter = _filter(args) if hasattr(args, "stage") else DlqFilter()
+        return body(load_settings(args), args, dlq_filter)
 
-    def run(args: argparse.Namespace) -> int:
-        name = f"gateway dlq {args.dlq_command}"
-        # The replay's short-lived NATS connection would log its connect and disconnect;
-        # for an operator that is noise next to the per-row report.
-        logging.getLogger("gateway.nats").setLevel(logging.ERROR)
-        try:
-            # Flags are checked before the configuration is read or anything connects.
-            dlq_filter = _filter(args) if hasattr(args, "stage") else DlqFilter()
-            return asyncio.run(body(load_settings(args), args, dlq_filter))
-        except DlqUsageError as exc:
-            print(f"{name}: error: {exc}", file=sys.stderr)
-            return 2
-        except DlqRowNotFound as exc:
-            print(f"{name}: {exc}", file=sys.stderr)
-            return 1
-
-    return run
+    return operator_command("dlq", "dlq_command", start)
 
 
 def _filter(args: argparse.Namespace) -> DlqFilter:
@@ -194,14 +179,14 @@ def replay_command(handlers: StageHandlers) -> Callable[[argparse.Namespace], in
 
 
 def _parser(
-    sub: argparse._SubParsersAction[_OneLineParser],
-    common: _OneLineParser,
+    sub: argparse._SubParsersAction[OneLineParser],
+    common: OneLineParser,
     name: str,
     body: Body,
     text: str,
     about: str,
     examples: tuple[str, ...],
-) -> _OneLineParser:
+) -> OneLineParser:
     p = sub.add_parser(name, help=text, parents=[common], **help_texts(about, examples))
     p.set_defaults(func=_command(body))
     return p
@@ -244,11 +229,7 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
             ),
         ),
     )
-    common_one_line = _OneLineParser(add_help=False)
-    common_parser(common_one_line)
-    sub = dlq.add_subparsers(
-        dest="dlq_command", required=True, metavar="COMMAND", parser_class=_OneLineParser
-    )
+    sub, common_one_line = operator_family(dlq, "dlq_command")
     p = _parser(
         sub,
         common_one_line,

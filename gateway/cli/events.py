@@ -7,8 +7,6 @@ the configuration cannot be used. Bad input is one line, never a stack.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import sys
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
@@ -16,8 +14,13 @@ from typing import Any
 
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import events as store
-from gateway.cli.common import SubParsers, common_parser, help_texts, load_settings
-from gateway.cli.dlq import _OneLineParser
+from gateway.cli.common import (
+    SubParsers,
+    help_texts,
+    load_settings,
+    operator_command,
+    operator_family,
+)
 from gateway.compose import ops
 from gateway.core.dlq_filters import parse_ids
 from gateway.core.event_filters import (
@@ -37,23 +40,12 @@ Body = Callable[[Settings, argparse.Namespace, EventFilter], Coroutine[Any, Any,
 
 
 def _command(body: Body) -> Callable[[argparse.Namespace], int]:
-    """Run `body` on a fresh event loop; an operator's mistake is one line on stderr."""
+    def start(args: argparse.Namespace) -> Coroutine[Any, Any, int]:
+        # Flags are checked before the configuration is read or anything connects.
+        f = _filter(args) if hasattr(args, "provider") else EventFilter()
+        return body(load_settings(args), args, f)
 
-    def run(args: argparse.Namespace) -> int:
-        name = f"gateway events {args.events_command}"
-        logging.getLogger("gateway.nats").setLevel(logging.ERROR)
-        try:
-            # Flags are checked before the configuration is read or anything connects.
-            f = _filter(args) if hasattr(args, "provider") else EventFilter()
-            return asyncio.run(body(load_settings(args), args, f))
-        except (EventsUsageError, DlqUsageError) as exc:
-            print(f"{name}: error: {exc}", file=sys.stderr)
-            return 2
-        except EventRowNotFound as exc:
-            print(f"{name}: {exc}", file=sys.stderr)
-            return 1
-
-    return run
+    return operator_command("events", "events_command", start)
 
 
 def _filter(args: argparse.Namespace) -> EventFilter:
@@ -186,11 +178,7 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
             ),
         ),
     )
-    common_one_line = _OneLineParser(add_help=False)
-    common_parser(common_one_line)
-    sub = events.add_subparsers(
-        dest="events_command", required=True, metavar="COMMAND", parser_class=_OneLineParser
-    )
+    sub, common_one_line = operator_family(events, "events_command")
 
     def parser(name: str, body: Body, text: str, about: str, examples: tuple[str, ...]) -> Any:
         p = sub.add_parser(

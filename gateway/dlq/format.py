@@ -130,6 +130,32 @@ def row_doc(row: DlqRow) -> dict[str, Any]:
     return doc | {"payload_format": payload_format, "payload": payload}
 
 
+def record_lines(
+    title: str,
+    fields: Sequence[tuple[str, object]],
+    headers: Mapping[str, str],
+    payload: bytes,
+    payload_removed_at: datetime | None,
+) -> list[str]:
+    """A stored event's page, for `dlq show` and `events show`: its fields, the headers
+    kept (secrets redacted), then the payload as indented JSON or text, or when
+    retention removed it."""
+    lines = [title]
+    lines += [f"  {name:<14} {safe(str(value))}" for name, value in fields]
+    lines += ["", "headers"]
+    shown = sorted(shown_headers(headers).items())
+    lines += [f"  {safe(k)}: {safe(str(v))}" for k, v in shown] or ["  -"]
+    if payload_removed_at is not None:
+        return [*lines, "", f"payload removed at {when(payload_removed_at)} (retention)"]
+    payload_format, decoded = decode_payload(payload)
+    lines += ["", f"payload ({payload_format}, {len(payload)} bytes)"]
+    if payload_format == "json":
+        lines.append(safe(orjson.dumps(decoded, option=orjson.OPT_INDENT_2).decode()))
+    else:
+        lines.append(safe(str(decoded)))
+    return lines
+
+
 def show_page(row: DlqRow, now: datetime) -> str:
     """The `show` page: the row's fields, then headers, payload and stack."""
     if row.is_resolved:
@@ -155,20 +181,9 @@ def show_page(row: DlqRow, now: datetime) -> str:
         ("last failure", f"{when(row.last_failed_at)} ({_ago(row.last_failed_at, now)})"),
         ("resolution", resolution),
     ]
-    lines = [f"dead letter {row.id}"]
-    lines += [f"  {name:<14} {safe(str(value))}" for name, value in fields]
-    lines += ["", "headers"]
-    headers = sorted(shown_headers(row.headers).items())
-    lines += [f"  {safe(k)}: {safe(str(v))}" for k, v in headers] or ["  -"]
-    if row.payload_removed_at is not None:
-        lines += ["", f"payload removed at {when(row.payload_removed_at)} (retention)"]
-    else:
-        payload_format, payload = decode_payload(row.payload)
-        lines += ["", f"payload ({payload_format}, {len(row.payload)} bytes)"]
-        if payload_format == "json":
-            lines.append(safe(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()))
-        else:
-            lines.append(safe(str(payload)))
+    lines = record_lines(
+        f"dead letter {row.id}", fields, row.headers, row.payload, row.payload_removed_at
+    )
     if row.error_detail:
         lines += ["", "stack", safe(row.error_detail.rstrip())]
     return "\n".join(lines)

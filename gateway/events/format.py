@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from gateway.adapters.postgres.events import EventBrief, EventRow
-from gateway.dlq.format import decode_payload, safe, shown_headers, table, when
+from gateway.dlq.format import decode_payload, record_lines, shown_headers, table, when
 
 _EVENT_ID_CHARS = 40
 
@@ -78,18 +76,6 @@ def show_page(row: EventRow) -> str:
         ("published", published),
         ("publish tries", row.publish_attempts),
     ]
-    lines = [f"event {r.id}"]
-    lines += [f"  {name:<14} {safe(str(value))}" for name, value in fields]
-    lines += ["", "headers"]
-    headers = sorted(shown_headers(row.headers).items())
-    lines += [f"  {safe(k)}: {safe(str(v))}" for k, v in headers] or ["  -"]
-    if r.payload_removed_at is not None:
-        lines += ["", f"payload removed at {when(r.payload_removed_at)} (retention)"]
-        return "\n".join(lines)
-    payload_format, payload = decode_payload(row.body)
-    lines += ["", f"payload ({payload_format}, {len(row.body)} bytes)"]
-    if payload_format == "json":
-        lines.append(safe(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()))
-    else:
-        lines.append(safe(str(payload)))
-    return "\n".join(lines)
+    return "\n".join(
+        record_lines(f"event {r.id}", fields, row.headers, row.body, r.payload_removed_at)
+    )

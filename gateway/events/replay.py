@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import asyncio
-import enum
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -30,6 +29,7 @@ from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.dlq_filters import pace_delay_s
 from gateway.core.event_filters import EventFilter, replay_msg_id, skip_reason
 from gateway.core.model import Event
+from gateway.dlq.plan import RowOutcome
 from gateway.errors import BrokerUnavailable, EventRowNotFound
 
 #: Rows read per page: bodies included, so a page stays a few MB at most.
@@ -37,13 +37,8 @@ PAGE_ROWS = 100
 REPLAYED_HEADER = "Gateway-Replayed"
 
 
-class Outcome(enum.StrEnum):
-    """What a replay did with one event."""
-
-    REPLAYED = "replayed"
-    SKIPPED = "skipped"
-    FAILED = "failed"
-    WOULD_REPLAY = "would_replay"  # dry run
+#: The same four outcomes as a dead letter's replay (one vocabulary for operators).
+Outcome = RowOutcome
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 
 from gateway import tracing
-from gateway.adapters.jetstream.broker import JetStreamBroker
+from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres.webhooks import (
     StoredEvent,
@@ -116,6 +116,19 @@ class InlinePublisher:
             await self._task
 
 
+async def publish_batch(
+    broker: JetStreamBroker, batch: Sequence[StoredEvent], timeout_s: float, path: str
+) -> PublishResult:
+    """Publish `batch`; with tracing on, each row's publish span joins the trace of the
+    request that recorded it."""
+    if not tracing.ENABLED:
+        return await broker.publish(batch, timeout_s)
+    sent, spans = traced.publish_spans(batch, path)
+    result = await broker.publish(sent, timeout_s)
+    traced.publish_done(batch, spans, result, path)
+    return result
+
+
 async def publish_and_mark(
     pool: Pool,
     broker: JetStreamBroker,
@@ -125,12 +138,7 @@ async def publish_and_mark(
     path: str,
 ) -> int:
     """Publish a batch and record the PubAcks; return how many were confirmed."""
-    if tracing.ENABLED:
-        sent, spans = traced.publish_spans(batch, path)
-        result = await broker.publish(sent, settings.publish_timeout_s)
-        traced.publish_done(batch, spans, result, path)
-    else:
-        result = await broker.publish(batch, settings.publish_timeout_s)
+    result = await publish_batch(broker, batch, settings.publish_timeout_s, path)
     async with connection(pool) as conn:
         await mark_published(conn, result.acked)
     if result.too_large:
@@ -176,12 +184,9 @@ class OutboxRelay:
             batch = await claim_unpublished(conn, age_s, self._settings.batch_size)
             if not batch:
                 return 0
-            if tracing.ENABLED:  # each row joins the trace of the request that recorded it
-                sent, spans = traced.publish_spans(batch, "relay")
-                result = await self._broker.publish(sent, self._settings.publish_timeout_s)
-                traced.publish_done(batch, spans, result, "relay")
-            else:
-                result = await self._broker.publish(batch, self._settings.publish_timeout_s)
+            result = await publish_batch(
+                self._broker, batch, self._settings.publish_timeout_s, "relay"
+            )
             await mark_published(conn, result.acked)
             failed = result.failed
             if failed and not result.acked and not await self._broker.stream_answers():

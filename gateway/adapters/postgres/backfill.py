@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.backfill import PageState, Tally, Window
@@ -122,15 +121,6 @@ async def prune_completed(conn: Conn, provider: str, older_than_s: float) -> int
             older_than_s,
         )
     return int(status.rsplit(" ", 1)[-1])  # "DELETE n"
-
-
-async def last_completed(conn: Conn, provider: str) -> datetime | None:
-    """When the provider's last backfill pass completed."""
-    with translate_errors():
-        value = await conn.fetchval(
-            "SELECT max(completed_at) FROM backfill_progress WHERE provider = $1", provider
-        )
-    return value  # type: ignore[no-any-return]
 
 
 #: `pg_try_advisory_lock(key, hashtext(provider))` class of scheduled backfill passes: one

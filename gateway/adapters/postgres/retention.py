@@ -54,11 +54,12 @@ FROM scanned s CROSS JOIN stop
 """  # noqa: S608 - only constants are interpolated
 
 # Rows another transaction holds are skipped (the watermark stops at the first of them);
-# the conditions are checked again under the lock.
+# the conditions are checked again under the lock. Both passes use it: the payload pass
+# for the rows its scan found, the dead-letter pass for the rows dead letters released.
 _EMPTY_PAYLOADS = f"""
 WITH locked AS (
     SELECT p.id FROM processed_webhooks p
-    WHERE p.id = ANY($1::bigint[]) AND p.payload_removed_at IS NULL
+    WHERE p.id = ANY($1::bigint[]) AND p.payload_removed_at IS NULL AND p.received_at < $2
       AND NOT {_IN_OUTBOX.format(p="p")} AND NOT {_HELD.format(p="p", cutoff="$2")}
     FOR UPDATE SKIP LOCKED
 )
@@ -104,19 +105,6 @@ FROM (SELECT id FROM dlq_webhooks WHERE id = ANY($1::bigint[]) AND payload_remov
 WHERE d.id = due.id
 RETURNING d.id
 """
-
-_RELEASE_WEBHOOKS = f"""
-WITH locked AS (
-    SELECT p.id FROM processed_webhooks p
-    WHERE p.id = ANY($1::bigint[]) AND p.payload_removed_at IS NULL AND p.received_at < $2
-      AND NOT {_IN_OUTBOX.format(p="p")} AND NOT {_HELD.format(p="p", cutoff="$2")}
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE processed_webhooks p
-SET body = ''::bytea, headers = '{{}}'::jsonb, payload_removed_at = now()
-FROM locked WHERE p.id = locked.id
-RETURNING p.id
-"""  # noqa: S608 - only constants are interpolated
 
 # One batch of the key pass: the next `$3` rows by id after `$1`, up to the first row
 # received at or after the key cutoff `$2`. Never a row in the outbox, never one an open
@@ -260,7 +248,7 @@ async def empty_dead_letters(
     with translate_errors():
         async with conn.transaction():
             emptied = await conn.fetch(_EMPTY_DEAD_LETTERS, list(ids))
-            released = await conn.fetch(_RELEASE_WEBHOOKS, list(webhook_ids), cutoff)
+            released = await conn.fetch(_EMPTY_PAYLOADS, list(webhook_ids), cutoff)
     return len(emptied), len(released)
 
 
