@@ -57,7 +57,7 @@ def retry_after_s(value: str | None, now: datetime) -> float | None:
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # `isdigit` alone takes "²", which float() refuses
         return float(text)
     try:
         when = parsedate_to_datetime(text)

@@ -172,6 +172,7 @@ async def _segment(
         if state.done:
             return
     cursor = state.cursor
+    cursors = {cursor}  # an API that hands back a cursor it gave before would loop for ever
     while True:
         await pace()
         page = await parts.source.page(cursor, window)
@@ -183,6 +184,12 @@ async def _segment(
         seen.update(i.event_id for i in wanted)
         tally = await _offer(parts, wanted, report, pace)
         next_cursor = page.next_cursor
+        if next_cursor is not None and next_cursor in cursors:
+            raise ProviderApiRefused(
+                f"{name}: the API returned a page cursor it had already given "
+                f"({next_cursor[:64]!r}); stopping instead of reading the same pages again"
+            )
+        cursors.add(next_cursor)
         done = next_cursor is None or passed_window([i.occurred_at for i in page.items], window)
         if not report.dry_run:
             async with connection(parts.pool) as conn:

@@ -159,7 +159,7 @@ def next_wait_s(
     if retry_after_s is not None:
         if retry_after_s > policy.max_retry_after_s:
             return None
-        wait_s = retry_after_s
+        wait_s = max(retry_after_s, policy.base_s)  # "0" must not become a busy loop
     else:
         wait_s = rand() * min(policy.cap_s, policy.base_s * 2.0 ** (attempt - 1))
     if elapsed_s + wait_s > policy.deadline_s:

@@ -6,6 +6,7 @@ is a `DlqUsageError` whose message is the one line the operator sees.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,7 +36,10 @@ def parse_instant(text: str, now: datetime, flag: str) -> datetime:
     """
     ago_s = parse_duration_s(text)
     if ago_s is not None:
-        return now - timedelta(seconds=ago_s)
+        try:
+            return now - timedelta(seconds=ago_s)
+        except OverflowError:
+            raise DlqUsageError(f"{flag}: {text!r} reaches before year 1") from None
     value = text.strip()
     if _DATE_ONLY.fullmatch(value):
         value += "T00:00Z"
@@ -145,7 +149,7 @@ def check_replay_flags(
         raise DlqUsageError("filters and --limit apply to --all, not to --id")
     if limit is not None and limit <= 0:
         raise DlqUsageError(f"--limit must be a positive number, got {limit}")
-    if rate_per_s is not None and rate_per_s <= 0:
+    if rate_per_s is not None and not (rate_per_s > 0 and math.isfinite(rate_per_s)):
         raise DlqUsageError(
             f"--rate must be a positive number of rows per second, got {rate_per_s}"
         )

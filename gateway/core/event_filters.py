@@ -7,6 +7,7 @@ whose message is the one line the operator sees.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ def check_limit(limit: int | None) -> int | None:
 
 
 def check_rate(rate_per_s: float | None) -> float | None:
-    if rate_per_s is not None and rate_per_s <= 0:
+    if rate_per_s is not None and not (rate_per_s > 0 and math.isfinite(rate_per_s)):
         raise EventsUsageError(
             f"--rate must be a positive number of events per second, got {rate_per_s}"
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -114,7 +115,8 @@ def read_list(value: Any, key: str, numbers: bool) -> tuple[Any, ...]:
 
 
 def require_positive(value: float, key: str) -> None:
-    if value <= 0:
+    # TOML has `nan` and `inf`: `nan <= 0` is false, and either would reach a timer.
+    if not (value > 0 and math.isfinite(value)):
         raise ConfigError(key, f"must be positive, got {value!r}")
 
 

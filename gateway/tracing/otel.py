@@ -10,6 +10,8 @@ there is one, else keeps `sample_ratio` of new traces.
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,6 +43,13 @@ def _remote(parent: TraceParent) -> SpanContext:
     )
 
 
+#: One export to the collector, retries included, may take this long.
+EXPORT_TIMEOUT_S = 5.0
+#: Stopping waits this long at most for the last export: a collector that is down or
+#: stalled must not hold up the process's stop (systemd's TimeoutStopSec is 30 s).
+SHUTDOWN_TIMEOUT_S = 5.0
+
+
 class Backend:
     """The process's tracer and what `gateway.tracing` asks of it."""
 
@@ -50,8 +59,14 @@ class Backend:
             sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)),
         )
         self.provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url))
+            BatchSpanProcessor(
+                OTLPSpanExporter(endpoint=settings.traces_url, timeout=EXPORT_TIMEOUT_S),
+                export_timeout_millis=EXPORT_TIMEOUT_S * 1000,
+            )
         )
+        # With the collector down the SDK logs one "Queue full, dropping span" warning
+        # per span, on the request path: only its errors are worth a log line.
+        logging.getLogger("opentelemetry.sdk._shared_internal").setLevel(logging.ERROR)
         self.tracer = self.provider.get_tracer("gateway", __version__)
 
     def start(
@@ -101,5 +116,9 @@ class Backend:
         return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
 
     def shutdown(self) -> None:
-        """Export what is buffered and stop the export thread."""
-        self.provider.shutdown()
+        """Export what is buffered and stop the export thread, waiting at most
+        `SHUTDOWN_TIMEOUT_S` (the SDK's own wait is 30 s); spans still unsent are lost,
+        which is better than a process that will not stop."""
+        stopping = threading.Thread(target=self.provider.shutdown, daemon=True)
+        stopping.start()
+        stopping.join(SHUTDOWN_TIMEOUT_S)

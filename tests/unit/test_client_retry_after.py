@@ -26,6 +26,9 @@ NOW = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)
         ("-5", None),
         ("1.5", None),  # not delay-seconds, not a date
         ("Mon, 30 Nov 2026 10:00:30", None),  # no zone: not an HTTP-date
+        ("\u00b2", None),  # a latin-1 byte that `isdigit` calls a digit: unreadable, not a crash
+        ("\u0663", None),  # an Arabic-Indic digit: not delay-seconds either
+        ("9" * 5000, float("inf")),  # absurdly long: waits for ever, so the deadline gives up
     ],
 )
 def test_retry_after_values(value: str | None, expected: float | None) -> None:

@@ -14,10 +14,11 @@ import orjson
 import pytest
 
 from gateway import settings as settings_mod
+from gateway.adapters.provider_api import Fetched, Listed, Page
 from gateway.backfill.run import BackfillReport, backfill
 from gateway.compose.backfill import backfill_parts
 from gateway.core.backfill import Window, make_window
-from gateway.errors import ProviderApiAuth
+from gateway.errors import ProviderApiAuth, ProviderApiRefused
 from gateway.settlement.parts import SettlementParts
 from tests.support import vectors
 from tests.support.deliveries import deliver
@@ -280,3 +281,34 @@ async def test_paddle_window_and_pages(database_url: str, nats_url: str) -> None
         rows = await fetch(database_url, "SELECT event_id, subject FROM processed_webhooks")
         assert {r["event_id"] for r in rows} == inside
         assert {r["subject"] for r in rows} == {"webhooks.paddle.transaction.completed"}
+
+
+class _LoopingSource:
+    """An API that answers every page with the same cursor, as a broken one might."""
+
+    def __init__(self) -> None:
+        self.pages = 0
+
+    async def page(self, cursor: str | None, window: Window) -> Page:
+        self.pages += 1
+        when = NOW - timedelta(minutes=30)
+        return Page([Listed(f"evt_loop_{self.pages}", "invoice.paid", when)], "cursor-1")
+
+    async def fetch(self, item: Listed) -> Fetched:
+        raise ProviderApiRefused("not needed: a dry run fetches nothing")
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_cursor_the_api_gave_before_stops_the_run(database_url: str, nats_url: str) -> None:
+    """A page cursor handed back again would read the same pages for ever: the run stops
+    with one clear error after the repeat instead."""
+    async with running_apis() as apis:
+        settings = with_api(config(database_url, nats_url), apis.url)
+        async with backfill_parts(settings, "stripe") as parts:
+            looping = _LoopingSource()
+            parts.source = looping
+            with pytest.raises(ProviderApiRefused, match="cursor it had already given"):
+                await backfill(parts, OUTAGE, dry_run=True)
+    assert looping.pages == 2

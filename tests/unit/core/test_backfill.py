@@ -60,6 +60,7 @@ def test_verdict(status: int | None, expected: Verdict) -> None:
         (1, 31.0, 0.0, 0.5, None),  # longer than we will wait: give up now
         (2, 5.0, 56.0, 0.5, None),  # would end past the deadline
         (2, None, 59.0, 0.5, 1.0),  # fits the deadline exactly
+        (1, 0.0, 0.0, 0.5, POLICY.base_s),  # "Retry-After: 0" never becomes a busy loop
     ],
 )
 def test_next_wait(

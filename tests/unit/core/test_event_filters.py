@@ -11,6 +11,7 @@ from gateway.core.event_filters import (
     REPLAY_MARK,
     TypePattern,
     build_event_filter,
+    check_rate,
     check_replay_choice,
     parse_type,
     replay_msg_id,
@@ -74,6 +75,12 @@ def test_filters_are_read_and_repeats_dropped() -> None:
 def test_bad_filters_are_one_line(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(EventsUsageError, match=message):
         build_event_filter(NOW, **kwargs)  # type: ignore[arg-type]  # the table's mixed values
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_rate_must_be_a_finite_positive_number(rate: float) -> None:
+    with pytest.raises(EventsUsageError, match="--rate must be a positive number"):
+        check_rate(rate)
 
 
 def test_a_replay_names_its_events() -> None:

@@ -84,6 +84,7 @@ def test_instants_absolute_or_ago(text: str, expected: datetime) -> None:
         ("yesterday", "--since: cannot read 'yesterday'"),
         ("2026-13-45T10:00Z", "--since: cannot read"),
         ("2026-11-30T10:00", "has no time zone"),  # local or UTC? refuse to guess
+        ("99999999w", "reaches before year 1"),  # too far back: one line, no traceback
     ],
 )
 def test_bad_instants_say_which_flag_and_why(text: str, message: str) -> None:
@@ -149,6 +150,8 @@ def _flags(**overrides: Any) -> dict[str, Any]:
             "apply to --all",
         ),
         ({"rate_per_s": 0}, "--rate must be a positive"),
+        ({"rate_per_s": float("nan")}, "--rate must be a positive"),  # nan <= 0 is false
+        ({"rate_per_s": float("inf")}, "--rate must be a positive"),
         ({"max_attempts": 0}, "--max-attempts must be a positive"),
         ({"limit": 0}, "--limit must be a positive"),
     ],

@@ -51,6 +51,9 @@ def test_good_values_are_taken_as_written(key: str, value: Any) -> None:
         ("header_timeout_s", 0),  # zero would mean no deadline: refused, not "off"
         ("header_timeout_s", -1.0),
         ("header_timeout_s", "10s"),
+        ("header_timeout_s", float("nan")),  # TOML has nan and inf; a timer takes neither
+        ("keepalive_timeout_s", float("inf")),
+        ("request_timeout_s", float("nan")),
         ("keepalive_timeout_s", 0),
         ("max_connections", 0),
         ("max_connections", True),
