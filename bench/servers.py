@@ -219,9 +219,7 @@ def count_rows(dsn: str) -> int:
 
 
 def count_unpublished(dsn: str) -> int:
-    sql = (
-        "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL AND subject IS NOT NULL"
-    )
+    sql = "SELECT count(*) FROM processed_webhooks WHERE outbox_holds(processed_webhooks)"
     return int(asyncio.run(_fetchval(dsn, sql)))
 
 

@@ -27,7 +27,7 @@ import orjson
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import open_pool
-from gateway.adapters.postgres.webhooks import StoredEvent, insert_events, mark_published
+from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
 from gateway.compose.settlement import open_ledger
 from gateway.core.model import Event, webhook_event
 from gateway.core.money import convert_minor
@@ -191,7 +191,6 @@ async def load_backlog(settings: Settings, payments: Sequence[Payment]) -> int:
                     result = await broker.publish(stored, timeout_s=10)
                     if result.failed:
                         raise RuntimeError(f"{len(result.failed)} backlog messages not acked")
-                    await mark_published(conn, result.acked)
                 published += len(result.acked)
         finally:
             await broker.close()

@@ -48,7 +48,6 @@ def base_doc(
         "http": {"request_timeout_s": 10.0, "retry_after_s": 1},
         "ingest": {"commit_timeout_s": 3.0},
         "outbox": {
-            "relay_after_s": 1.0,
             "relay_interval_s": 0.5,
             "publish_timeout_s": 3.0,
             "relay_metrics_port": 0,  # several relays run at once

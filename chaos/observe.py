@@ -42,8 +42,9 @@ class Observed:
 
 
 _ROWS = """
-SELECT provider, event_id, published_at IS NOT NULL AS published
-FROM processed_webhooks WHERE event_id LIKE '%\\_' || $1 || '\\_%'
+SELECT provider, event_id,
+       outbox_published(pw) AS published
+FROM processed_webhooks pw WHERE event_id LIKE '%\\_' || $1 || '\\_%'
 """
 _DLQ = """
 SELECT provider, event_id, stage, error_class, error_message

@@ -92,7 +92,7 @@ async def test_poison_never_stops_the_pipeline(profile, make_scenario, database_
     assert dict(parked) == {"EVENT_TYPE_INVALID": rounds, "PAYLOAD_NOT_JSON": rounds}, parked
     pending = await fetch(
         database_url,
-        "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL "
+        "SELECT count(*) FROM processed_webhooks WHERE outbox_holds(processed_webhooks) "
         "AND subject IS NOT NULL AND publish_parked_at IS NULL",
     )
     assert pending[0][0] == 0, "the outbox did not drain"

@@ -212,6 +212,14 @@ class MigrationsMissing(GatewayError):
     error_class = "MIGRATIONS_MISSING"
 
 
+class OutboxCursorAhead(GatewayError):
+    """The outbox cursor names transactions this database has not reached: it was
+    restored into another cluster. The relay stops rather than skip rows (README,
+    "Storage")."""
+
+    error_class = "OUTBOX_CURSOR_AHEAD"
+
+
 # --- transient failures: retry with backoff ------------------------------------------
 
 

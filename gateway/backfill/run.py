@@ -27,7 +27,7 @@ from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import backfill as progress
-from gateway.adapters.postgres.webhooks import StoredEvent, insert_events, mark_published
+from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
 from gateway.adapters.provider_api import EventSource, Listed
 from gateway.backfill import traced
 from gateway.backfill.shape import shape
@@ -305,7 +305,6 @@ async def _publish(
             "NATS did not take recovered events; the outbox relay will publish them",
             extra={"provider": parts.provider.name, "error": str(exc)},
         )
-    if acked:
-        async with connection(parts.pool) as conn:
-            await mark_published(conn, acked)
+    # Nothing is marked: the outbox relay publishes these rows too when its walk reaches
+    # them, and the duplicate window absorbs it.
     return set(acked)

@@ -28,7 +28,7 @@ from gateway.dlq.alerts import run_alerts
 from gateway.ingest.app import GatewayApp
 from gateway.ingest.inbox import DirectInbox, GroupCommitInbox, OnCommitted
 from gateway.ingest.parts import Inbox, IngestParts
-from gateway.ingest.relay import InlinePublisher, OutboxRelay
+from gateway.ingest.relay import OutboxRelay
 from gateway.ingest.remembered_keys import RecordedKeys, RememberingInbox
 from gateway.metrics import ListenAddress, Metrics, metrics_listener
 from gateway.retention.task import RetentionTask
@@ -45,8 +45,8 @@ def _left_to_relay(stored: Sequence[StoredEvent]) -> None:
 async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
     """Start the gateway's parts; on exit, stop them so nothing accepted is left behind.
 
-    With `[outbox] inline = false` nothing is published from here: there is no inline
-    publisher and the relay does not sweep (`gateway relay` processes do both).
+    With `[outbox] inline = false` nothing is published from here: the relay only keeps
+    the outbox gauges (`gateway relay` processes publish).
     """
     inline = settings.outbox.inline
     metrics = Metrics()
@@ -60,13 +60,10 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
         # 1. NATS in the background: acceptance must not wait for the broker.
         broker = JetStreamBroker(settings.nats)
         await broker.start()
-        # 2. The inline publisher is ready before the inbox can hand it anything; without
-        # one, committed rows wait for a `gateway relay` process.
-        publisher = InlinePublisher(pool, broker, settings.outbox, metrics) if inline else None
-        on_committed: OnCommitted = _left_to_relay
-        if publisher is not None:
-            await publisher.start()
-            on_committed = publisher.submit
+        # 2. The relay, woken by every commit; without inline publishing, committed rows
+        # wait for a `gateway relay` process.
+        relay = OutboxRelay(pool, broker, settings.outbox, metrics, path="inline")
+        on_committed: OnCommitted = relay.wake if inline else _left_to_relay
         gate: Inbox
         if settings.ingest.batching:
             group_commit = GroupCommitInbox(pool, settings.ingest, on_committed)
@@ -76,7 +73,6 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
             gate = DirectInbox(pool, on_committed)
         keys = RecordedKeys(settings.ingest.remembered_keys)
         inbox = RememberingInbox(gate, keys, metrics.duplicates_from_memory_total)
-        relay = OutboxRelay(pool, broker, settings.outbox, metrics, inline=publisher)
         await relay.start(sweep=inline)  # without sweeping it still keeps the gauges fresh
         # DLQ gauges and the in-process alerts (thresholds every interval, once per episode).
         receiver = None
@@ -111,18 +107,18 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
             # finished the in-flight ones.
             # 1. Commit whatever is still queued for the idempotency gate.
             await inbox.close()
-            # 2. Publish what was committed (anything left is the relay's, next start).
-            if publisher is not None:
-                await publisher.close()
-            # 3. Stop backfill, sweeping, alerting and retention (a batch in progress rolls
-            # back; a backfill pass continues from its cursor next time), then let go of
-            # NATS and the database.
+            # 2. Publish what was committed (anything left is the next relay's).
+            await relay.close()
+            if inline:
+                await relay.drain(settings.ingest.commit_timeout_s)
+            # 3. Stop backfill, alerting and retention (a batch in progress rolls back; a
+            # backfill pass continues from its cursor next time), then let go of NATS and
+            # the database.
             await backfills.close()
             await retention.close()
             alerts.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await alerts
-            await relay.close()
             await broker.close()
             metrics.close()  # with `--workers N`: this worker's gauges leave the figures
             log.info("gateway stopped")
@@ -132,8 +128,7 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
 async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[OutboxRelay]:
     """`gateway relay`: only the database, NATS and the outbox sweep.
 
-    With `[outbox] inline = false` nobody else publishes, so rows are taken as soon as
-    they are committed rather than after `relay_after_s`.
+    Any number may run: they share the one outbox cursor, one sweeping at a time.
     """
     async with (
         tracing.configured(settings.tracing, "gateway-relay"),

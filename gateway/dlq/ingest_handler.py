@@ -26,7 +26,7 @@ from gateway.errors import (
     ProviderNotConfigured,
     StillInvalid,
 )
-from gateway.ingest.relay import publish_and_mark
+from gateway.ingest.relay import publish_now
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 
@@ -91,9 +91,9 @@ class IngestReplay:
             return
         stored = StoredEvent(webhook_id, dataclasses.replace(event, received_at=received_at))
         try:
-            # Publishing now is a courtesy: the row is committed with its subject, so the
-            # outbox relay publishes it anyway if this does not get a PubAck.
-            await publish_and_mark(
+            # Publishing now is a courtesy: the row is committed with its subject and a
+            # fresh transaction id, so the outbox relay publishes it anyway.
+            await publish_now(
                 self._pool, self._broker, [stored], self._settings.outbox, self._metrics, "replay"
             )
         except GatewayError as exc:

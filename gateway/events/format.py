@@ -17,6 +17,16 @@ def _short(text: str, width: int = _EVENT_ID_CHARS) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _published(r: EventBrief) -> str:
+    """Whether the event is on the stream, in words."""
+    return {
+        "published": "yes",
+        "waiting": "not yet (in the outbox)",
+        "parked": "no (parked: see gateway dlq)",
+        "no subject": "never (no subject)",
+    }.get(r.publish_state, r.publish_state)
+
+
 def brief_table(rows: Sequence[EventBrief]) -> str:
     """The `list` table: no body, no headers."""
     return table(
@@ -29,7 +39,7 @@ def brief_table(rows: Sequence[EventBrief]) -> str:
                 r.event_type or "-",
                 r.source,
                 when(r.received_at),
-                when(r.published_at) if r.subject is not None else "never (no subject)",
+                _published(r),
             )
             for r in rows
         ],
@@ -45,7 +55,7 @@ def brief_doc(r: EventBrief) -> dict[str, Any]:
         "subject": r.subject,
         "source": r.source,
         "received_at": r.received_at,
-        "published_at": r.published_at,
+        "publish_state": r.publish_state,
         "payload_removed_at": r.payload_removed_at,
     }
 
@@ -65,7 +75,6 @@ def row_doc(row: EventRow) -> dict[str, Any]:
 def show_page(row: EventRow) -> str:
     """The `show` page: the row's fields, then its headers and body."""
     r = row.brief
-    published = when(r.published_at) if r.subject is not None else "never (no subject)"
     fields = [
         ("provider", r.provider),
         ("event id", r.event_id),
@@ -73,8 +82,8 @@ def show_page(row: EventRow) -> str:
         ("subject", r.subject or "-"),
         ("source", r.source),
         ("received", when(r.received_at)),
-        ("published", published),
-        ("publish tries", row.publish_attempts),
+        ("published", _published(r)),
+        ("failed publishes", row.publish_attempts),
     ]
     return "\n".join(
         record_lines(f"event {r.id}", fields, row.headers, row.body, r.payload_removed_at)

@@ -26,10 +26,12 @@ async def park_failed(
     attempts: dict[int, int],
     settings: OutboxSettings,
     metrics: Metrics,
-) -> None:
+) -> set[int]:
     """Park the rows of a published batch that must not be tried again: too large for the
-    broker, or unconfirmed for the `max_publish_attempts`-th time (`attempts` by row)."""
+    broker, or unconfirmed for the `max_publish_attempts`-th time (`attempts` by row).
+    Returns the ids of the rows now parked (by this call or, meanwhile, another)."""
     too_large = set(result.too_large)
+    parked: set[int] = set()
     limit = settings.max_publish_attempts
     for stored in batch:
         error: PublishRefused | PublishAttemptsExhausted
@@ -43,8 +45,9 @@ async def park_failed(
         else:
             continue
         failure = Failure(error.error_class, str(error))
+        parked.add(stored.webhook_id)
         if await park(conn, stored, failure) is None:
-            continue  # published or parked by someone else meanwhile
+            continue  # parked by someone else meanwhile
         metrics.dlq_total.inc(stage=Stage.PUBLISH.value, error_class=error.error_class)
         log.warning(
             "event parked: it will not be published",
@@ -56,3 +59,4 @@ async def park_failed(
                 "body_bytes": len(stored.event.body),
             },
         )
+    return parked

@@ -1,15 +1,22 @@
-"""Getting recorded events onto the stream.
+"""Getting recorded events onto the stream: the outbox relay.
 
-`InlinePublisher` publishes rows right after their commit, off the request path, in
-pipelined batches. `OutboxRelay` sweeps for rows whose publish was never confirmed (NATS
-was down, the process died between commit and PubAck) and publishes them again; any
-number of relays can run, each claiming rows with `FOR UPDATE SKIP LOCKED`.
-`published_at` is set only after JetStream's PubAck, so a row is never marked done
-before the stream has it; JetStream's duplicate window absorbs a second publish.
+Every recorded row carries the id of the transaction that recorded it, and one cursor
+row says how far the relay got (sql/010). A sweep takes the sweep lock (one relay walks
+at a time, however many run), reads the next rows the cursor has not passed, publishes
+them, and moves the cursor past those the stream acknowledged, all in one transaction.
+The rows themselves are not written: a new event costs one INSERT.
 
-No row may hold the outbox up: one the broker can never take (larger than its
-`max_payload`) is parked at once, and one that failed `max_publish_attempts` times is
-parked too (`dlq_webhooks`, stage `publish`); the relay stops claiming parked rows.
+In `gateway serve` (`[outbox] inline = true`) the relay is woken by every group commit,
+so events reach the stream right after they are recorded; `gateway relay` processes
+sweep every `relay_interval_s`, and straight away again while there is a backlog.
+
+Nothing is lost: the cursor moves only after a PubAck (a relay that dies mid-batch
+leaves it where it was, and the next sweep publishes the batch again: JetStream's
+duplicate window absorbs the repeats), and a transaction that commits out of id order is
+invisible in the range being walked and falls into the next one. No row may hold the
+outbox up: one the broker can never take (larger than its `max_payload`) is parked at
+once, and one unconfirmed `max_publish_attempts` times is parked too (`dlq_webhooks`,
+stage `publish`); the walk passes parked rows.
 """
 
 from __future__ import annotations
@@ -19,17 +26,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gateway import tracing
 from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
-from gateway.adapters.postgres import Pool, connection, transaction
-from gateway.adapters.postgres.webhooks import (
-    StoredEvent,
-    claim_unpublished,
-    count_publish_attempt,
-    mark_published,
-    outbox_stats,
-)
+from gateway.adapters.postgres import Pool, connection, outbox, transaction
+from gateway.adapters.postgres.webhooks import StoredEvent
+from gateway.core.outbox import advance
 from gateway.errors import GatewayError
 from gateway.ingest import traced
 from gateway.ingest.parking import park_failed
@@ -39,81 +42,9 @@ from gateway.settings import OutboxSettings
 log = logging.getLogger("gateway.ingest.relay")
 
 _GAUGE_INTERVAL_S = 5.0
-
-
-class InlinePublisher:
-    """Publishes freshly committed rows in the background; the relay covers any it drops."""
-
-    def __init__(
-        self,
-        pool: Pool,
-        broker: JetStreamBroker,
-        settings: OutboxSettings,
-        metrics: Metrics,
-        queue_max: int = 50_000,
-    ) -> None:
-        self._pool = pool
-        self._broker = broker
-        self._settings = settings
-        self._metrics = metrics
-        self._queue: asyncio.Queue[StoredEvent] = asyncio.Queue(maxsize=queue_max)
-        self._task: asyncio.Task[None] | None = None
-        self.dropped = 0  # rows left to the relay because the queue was full
-
-    def submit(self, stored: Sequence[StoredEvent]) -> None:
-        """Queue committed rows for publishing; never blocks the request path."""
-        for item in stored:
-            if item.event.subject is None:
-                continue
-            try:
-                self._queue.put_nowait(item)
-            except asyncio.QueueFull:
-                self.dropped += 1  # the row is durable; the relay will publish it
-
-    def covers_backlog(self) -> bool:
-        """True while every committed row is queued here (none dropped) and some wait.
-
-        The relay then stands back: its rows would only be published a second time
-        (measured: 41 % of all publishes under load were such repeats).
-        """
-        return self.dropped == 0 and not self._queue.empty()
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="inline-publisher")
-
-    async def _run(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < self._settings.batch_size and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                acked = await publish_and_mark(
-                    self._pool, self._broker, batch, self._settings, self._metrics, path="inline"
-                )
-                # Unconfirmed rows are the relay's from now on: let it sweep again.
-                self.dropped += len(batch) - acked
-            except GatewayError as exc:
-                self.dropped += len(batch)
-                log.warning(
-                    "inline publish not recorded; the relay will retry",
-                    extra={"error": repr(exc), "rows": len(batch)},
-                )
-            except Exception:
-                self.dropped += len(batch)
-                log.exception("inline publisher failed; the relay will retry")
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-
-    async def close(self, timeout_s: float = 10.0) -> None:
-        """Publish what is queued (up to `timeout_s`), then stop."""
-        if self._task is None:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), timeout_s)
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+# A woken relay that finds the sweep lock taken asks again this soon: the holder may
+# have taken its snapshot before the commit that woke us.
+_LOCK_RETRY_S = 0.01
 
 
 async def publish_batch(
@@ -129,7 +60,7 @@ async def publish_batch(
     return result
 
 
-async def publish_and_mark(
+async def publish_now(
     pool: Pool,
     broker: JetStreamBroker,
     batch: Sequence[StoredEvent],
@@ -137,14 +68,11 @@ async def publish_and_mark(
     metrics: Metrics,
     path: str,
 ) -> int:
-    """Publish a batch and record the PubAcks; return how many were confirmed."""
+    """Publish recorded rows ahead of the relay (a replay's courtesy); return how many the
+    stream confirmed. The relay publishes them again when its walk reaches them, and the
+    duplicate window absorbs that; rows that can never be published are parked now."""
     result = await publish_batch(broker, batch, settings.publish_timeout_s, path)
-    async with connection(pool) as conn:
-        await mark_published(conn, result.acked)
     if result.too_large:
-        # Unconfirmed rows are left to the relay (which counts the attempts); rows that
-        # can never be published are parked now, in a transaction of their own (the
-        # happy path keeps its single statement).
         async with transaction(pool) as conn:
             await park_failed(conn, batch, result, {}, settings, metrics)
     if result.acked:
@@ -152,8 +80,18 @@ async def publish_and_mark(
     return len(result.acked)
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """What one sweep did."""
+
+    published: int = 0
+    moved: int = 0  # rows the cursor passed
+    busy: bool = False  # another relay held the sweep lock
+    stuck: bool = False  # a row the stream did not confirm held the cursor
+
+
 class OutboxRelay:
-    """Re-publishes rows still unpublished after `relay_after_s`, oldest first."""
+    """Walks the outbox cursor: publishes what it has not passed, oldest commit first."""
 
     def __init__(
         self,
@@ -161,65 +99,92 @@ class OutboxRelay:
         broker: JetStreamBroker,
         settings: OutboxSettings,
         metrics: Metrics,
-        inline: InlinePublisher | None = None,
+        path: str = "relay",
     ) -> None:
         self._pool = pool
         self._broker = broker
         self._settings = settings
         self._metrics = metrics
-        self._inline = inline
-        # Rows younger than this are left to the inline publisher that committed them;
-        # without inline publishing, the relay is the only publisher and takes them all.
-        self._age_s = settings.relay_after_s if settings.inline else 0.0
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.path = path  # the `path` label of what it publishes: "inline" in serve
 
-    async def sweep(self, older_than_s: float | None = None) -> int:
-        """One pass: claim a batch, publish it, record the acks. Returns rows confirmed."""
-        age_s = self._age_s if older_than_s is None else older_than_s
+    def wake(self, stored: Sequence[StoredEvent] = ()) -> None:
+        """Sweep now: rows were just committed (an `OnCommitted` callback)."""
+        self._wake.set()
+
+    async def sweep(self) -> Sweep:
+        """One pass: publish the next batch the cursor has not passed, and move it."""
         if not self._broker.connected:
-            return 0
-        if older_than_s is None and self._inline is not None and self._inline.covers_backlog():
-            return 0
+            return Sweep()
         async with transaction(self._pool) as conn:
-            batch = await claim_unpublished(conn, age_s, self._settings.batch_size)
-            if not batch:
-                return 0
-            result = await publish_batch(
-                self._broker, batch, self._settings.publish_timeout_s, "relay"
-            )
-            await mark_published(conn, result.acked)
-            failed = result.failed
-            if failed and not result.acked and not await self._broker.stream_answers():
-                # Nothing acknowledged and the stream does not answer: the broker is in
-                # trouble, not these rows, and an outage must not park genuine events.
-                failed = []
-            attempts = await count_publish_attempt(conn, failed)
-            await park_failed(conn, batch, result, attempts, self._settings, self._metrics)
+            if not await outbox.try_lock(conn):
+                return Sweep(busy=True)
+            cursor = await outbox.read_cursor(conn)
+            started = cursor
+            if not cursor.walking:
+                cursor = cursor.aimed_at(await outbox.current_snapshot(conn))
+            limit = self._settings.batch_size
+            batch, positions = await outbox.walk(conn, cursor, limit)
+            settled: set[int] = set()
+            result = PublishResult([], [])
+            if batch:
+                result = await publish_batch(
+                    self._broker, batch, self._settings.publish_timeout_s, self.path
+                )
+                failed = result.failed
+                if failed and not result.acked and not await self._broker.stream_answers():
+                    # Nothing acknowledged and the stream does not answer: the broker is
+                    # in trouble, not these rows; an outage must not park genuine events.
+                    failed = []
+                attempts = await outbox.count_publish_attempt(conn, failed)
+                parked = await park_failed(
+                    conn, batch, result, attempts, self._settings, self._metrics
+                )
+                settled = set(result.acked) | parked
+            step = advance(cursor, positions, settled, limit)
+            if step.cursor != started:
+                await outbox.save_cursor(conn, step.cursor)
         if result.acked:
-            self._metrics.published_total.inc(len(result.acked), path="relay")
-            log.info(
-                "relay published", extra={"rows": len(result.acked), "failed": len(result.failed)}
-            )
-        return len(result.acked)
+            self._metrics.published_total.inc(len(result.acked), path=self.path)
+            if self.path == "relay":
+                log.info(
+                    "relay published",
+                    extra={"rows": len(result.acked), "failed": len(result.failed)},
+                )
+        return Sweep(len(result.acked), step.moved, stuck=step.stuck)
 
     async def refresh_metrics(self) -> None:
         """Update the outbox gauges from the table."""
         async with connection(self._pool) as conn:
-            pending, lag_s = await outbox_stats(conn)
+            pending, lag_s = await outbox.outbox_stats(conn)
         self._metrics.outbox_pending.set(pending)
         self._metrics.outbox_lag_seconds.set(lag_s)
 
-    async def run(self) -> None:
-        """Sweep forever: straight away while there is a backlog, else every interval.
+    async def _next_sweep(self, done: Sweep) -> None:
+        """Wait as long as the last sweep says: not at all while the walk moves, a moment
+        when a woken relay found the lock taken, else until woken or the interval."""
+        if done.moved and not done.stuck:
+            await asyncio.sleep(0)  # let requests in between back-to-back sweeps
+            return
+        if done.busy and self._wake.is_set():
+            await asyncio.sleep(_LOCK_RETRY_S)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self._settings.relay_interval_s)
 
-        The gauges are refreshed on their own clock: counting a large backlog after
-        every back-to-back sweep cost PostgreSQL more than the sweeps themselves.
-        """
+    async def run(self) -> None:
+        """Sweep until cancelled. The gauges are refreshed on their own clock: counting a
+        large backlog after every back-to-back sweep would cost more than the sweeps."""
         refreshed_at = 0.0
         while True:
-            published = 0
+            done = Sweep(stuck=True)
             try:
-                published = await self.sweep()
+                woken = self._wake.is_set()
+                self._wake.clear()  # commits after this point are in the sweep's snapshot
+                done = await self.sweep()
+                if done.busy and woken:
+                    self._wake.set()  # keep asking until a sweep starts after that commit
                 if time.monotonic() - refreshed_at >= _GAUGE_INTERVAL_S:
                     refreshed_at = time.monotonic()
                     await self.refresh_metrics()
@@ -227,8 +192,7 @@ class OutboxRelay:
                 log.warning("relay pass failed", extra={"error": repr(exc)})
             except Exception:
                 log.exception("relay pass failed unexpectedly")
-            if published < self._settings.batch_size:
-                await asyncio.sleep(self._settings.relay_interval_s)
+            await self._next_sweep(done)
 
     async def watch(self) -> None:
         """Only refresh the outbox gauges (a serving process whose relay runs elsewhere)."""
@@ -242,6 +206,19 @@ class OutboxRelay:
     async def start(self, *, sweep: bool = True) -> None:
         work = self.run() if sweep else self.watch()
         self._task = asyncio.create_task(work, name="outbox-relay" if sweep else "outbox-gauges")
+
+    async def drain(self, timeout_s: float) -> None:
+        """Sweep until the walk catches up with what is committed (or `timeout_s`): what a
+        stopping `gateway serve` owes the stream goes out before it exits."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                done = await self.sweep()
+            except GatewayError as exc:
+                log.warning("outbox not drained on stop", extra={"error": repr(exc)})
+                return
+            if done.busy or not done.moved or done.stuck:
+                return  # caught up, or another relay is walking and will publish them
 
     async def close(self) -> None:
         if self._task is not None:

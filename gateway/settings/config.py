@@ -47,7 +47,6 @@ from gateway.settings.values import (
 _ZERO_OK = frozenset(
     {
         "batch_window_us",
-        "relay_after_s",
         "cluster_id",
         "metrics_port",
         "relay_metrics_port",

@@ -81,14 +81,14 @@ class IngestSettings:
 class OutboxSettings:
     """How recorded events reach the stream.
 
-    `inline = true`: `gateway serve` publishes rows right after their commit and its relay
-    sweeps up any whose publish was not confirmed after `relay_after_s`. `inline = false`:
-    `gateway serve` only records, and `gateway relay` processes publish every row (so the
-    serving process spends its CPU on acceptance alone).
+    `inline = true`: `gateway serve`'s relay is woken by every commit and publishes rows
+    right after it. `inline = false`: `gateway serve` only records, and `gateway relay`
+    processes publish every row (so the serving process spends its CPU on acceptance
+    alone). Either way the relays share one cursor (sql/010) and one sweeps at a time;
+    one not woken by a commit sweeps every `relay_interval_s`.
     """
 
     inline: bool = True
-    relay_after_s: float = 5.0
     relay_interval_s: float = 1.0
     batch_size: int = 256
     publish_timeout_s: float = 5.0

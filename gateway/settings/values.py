@@ -55,10 +55,19 @@ def env_name_shown(name: str) -> str:
 _KEY_SHOWN_CHARS = 64
 
 
+# Settings that existed once: a file that still sets one learns why it is gone.
+REMOVED = {
+    "outbox.relay_after_s": "removed: the relay now follows every commit (sql/010), so "
+    "there is no confirmation to wait for; delete the line",
+}
+
+
 def refuse_unknown(table: Mapping[str, Any], path: str, known: Collection[str]) -> None:
     """Refuse the first key of `table` that is not in `known`, naming its full path and
     the closest known key, so a typo never silently falls back to a default."""
     for key in table:
+        if f"{path}{key}" in REMOVED:
+            raise ConfigError(f"{path}{key}", REMOVED[f"{path}{key}"])
         if key not in known:
             shown = key if len(key) <= _KEY_SHOWN_CHARS else key[:_KEY_SHOWN_CHARS] + "..."
             close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)

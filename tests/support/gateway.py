@@ -51,7 +51,7 @@ def config(database_url: str, nats_url: str, **sections: Mapping[str, Any]) -> d
         "http": {"max_body_bytes": 65536},
         # Relay processes serve /metrics only where a test asks (a fixed port could be
         # taken by another test run on the machine).
-        "outbox": {"relay_after_s": 0.5, "relay_interval_s": 0.2, "relay_metrics_port": 0},
+        "outbox": {"relay_interval_s": 0.2, "relay_metrics_port": 0},
         "providers": providers,
         "services": {
             "billing": {"token": BILLING_TOKEN, "subjects": ["events.billing.>"]},

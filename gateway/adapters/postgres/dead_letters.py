@@ -245,18 +245,21 @@ class OutboxState(enum.StrEnum):
 
 
 # Only the existing row is updated, and only while unpublished: the idempotency gate's row
-# is never duplicated, and an event already on the stream is left as it is.
+# is never duplicated, and an event already on the stream is left as it is. A fresh
+# transaction id puts the row ahead of the outbox cursor, which may have passed it.
 _QUEUE = """
 WITH target AS (
-    SELECT id, published_at, received_at FROM processed_webhooks
-    WHERE provider = $1 AND event_id = $2
+    SELECT pw.id, pw.received_at, outbox_published(pw) AS published
+    FROM processed_webhooks pw
+    WHERE pw.provider = $1 AND pw.event_id = $2
     FOR UPDATE
 ), queued AS (
-    UPDATE processed_webhooks p SET event_type = $3, subject = $4
-    FROM target t WHERE p.id = t.id AND t.published_at IS NULL
+    UPDATE processed_webhooks p
+    SET event_type = $3, subject = $4, outbox_xid = pg_current_xact_id()
+    FROM target t WHERE p.id = t.id AND NOT t.published
     RETURNING p.id
 )
-SELECT t.id, t.received_at, t.published_at IS NOT NULL AS published FROM target t
+SELECT t.id, t.received_at, t.published FROM target t
 """
 
 

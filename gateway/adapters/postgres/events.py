@@ -14,8 +14,13 @@ import orjson
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.event_filters import EventFilter
 
+# Whether the event reached the stream, by the outbox's one definition (sql/010).
 _BRIEF_COLUMNS = """id, provider, event_id, event_type, subject, source, received_at,
-       published_at, payload_removed_at"""
+       CASE WHEN subject IS NULL THEN 'no subject'
+            WHEN publish_parked_at IS NOT NULL THEN 'parked'
+            WHEN outbox_holds(processed_webhooks) THEN 'waiting'
+            ELSE 'published' END AS publish_state,
+       payload_removed_at"""
 _FULL_COLUMNS = f"{_BRIEF_COLUMNS}, headers::text AS headers, body, publish_attempts"
 
 
@@ -30,7 +35,7 @@ class EventBrief:
     subject: str | None
     source: str
     received_at: datetime
-    published_at: datetime | None
+    publish_state: str  # published | waiting | parked | no subject
     payload_removed_at: datetime | None
 
 

@@ -22,10 +22,8 @@ PAYLOADS = "payloads"
 
 # A row the outbox has still to publish. Retention never touches one (its body is what
 # will be published) and the payload watermark never passes one. Kept in one place: it
-# is the outbox's definition, not retention's.
-_IN_OUTBOX = (
-    "({p}.published_at IS NULL AND {p}.subject IS NOT NULL AND {p}.publish_parked_at IS NULL)"
-)
+# is the outbox's definition (sql/010), not retention's.
+_IN_OUTBOX = "outbox_holds({p})"
 # A dead letter still needing its event: open, or resolved within the payload horizon.
 _HELD = (
     "EXISTS (SELECT 1 FROM dlq_webhooks d WHERE d.webhook_id = {p}.id"

@@ -1,5 +1,6 @@
-"""The `processed_webhooks` and `dlq_webhooks` tables: the idempotency gate, the outbox,
-and dead letters. Every statement here is one round trip; callers own the batching."""
+"""The `processed_webhooks` and `dlq_webhooks` tables: the idempotency gate (whose rows
+the outbox walks, `outbox.py`) and dead letters. Every statement here is one round trip;
+callers own the batching."""
 
 from __future__ import annotations
 
@@ -46,24 +47,6 @@ SET attempts = dlq_webhooks.attempts + EXCLUDED.attempts,
     error_message = EXCLUDED.error_message,
     error_detail = EXCLUDED.error_detail
 RETURNING id
-"""
-
-_CLAIM_UNPUBLISHED = """
-SELECT id, provider, event_id, event_type, subject, headers::text AS headers, body, received_at,
-       source, traceparent
-FROM processed_webhooks
-WHERE published_at IS NULL AND subject IS NOT NULL AND publish_parked_at IS NULL
-  AND received_at < now() - make_interval(secs => $1)
-ORDER BY received_at, id
-LIMIT $2
-FOR UPDATE SKIP LOCKED
-"""
-
-_OUTBOX_STATS = """
-SELECT count(*) AS pending,
-       coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8 AS lag_s
-FROM processed_webhooks
-WHERE published_at IS NULL AND subject IS NOT NULL AND publish_parked_at IS NULL
 """
 
 
@@ -172,56 +155,10 @@ def stored_event(row: asyncpg.Record) -> StoredEvent:
         body=bytes(row["body"]),
         received_at=row["received_at"],
         source=row["source"],
-        # Only the outbox claim reads it: a re-published row joins its request's trace.
+        # Only the outbox walk reads it: a re-published row joins its request's trace.
         traceparent=row.get("traceparent"),
     )
     return StoredEvent(int(row["id"]), event)
-
-
-async def claim_unpublished(conn: Conn, older_than_s: float, limit: int) -> list[StoredEvent]:
-    """Lock and return the oldest unpublished rows no other relay holds.
-
-    Must run inside a transaction: the locks last until it ends, which is how several
-    relays share the backlog without publishing the same row at the same moment.
-    """
-    with translate_errors():
-        rows = await conn.fetch(_CLAIM_UNPUBLISHED, older_than_s, limit)
-    return [stored_event(r) for r in rows]
-
-
-async def mark_published(conn: Conn, webhook_ids: Sequence[int]) -> None:
-    """Record JetStream's PubAck for these rows, in one statement."""
-    if not webhook_ids:
-        return
-    with translate_errors():
-        await conn.execute(
-            "UPDATE processed_webhooks SET published_at = now(), "
-            "publish_attempts = publish_attempts + 1 "
-            "WHERE id = ANY($1::bigint[]) AND published_at IS NULL",
-            list(webhook_ids),
-        )
-
-
-async def count_publish_attempt(conn: Conn, webhook_ids: Sequence[int]) -> dict[int, int]:
-    """Count an unconfirmed publish for these rows; return each row's attempts so far."""
-    if not webhook_ids:
-        return {}
-    with translate_errors():
-        rows = await conn.fetch(
-            "UPDATE processed_webhooks SET publish_attempts = publish_attempts + 1 "
-            "WHERE id = ANY($1::bigint[]) RETURNING id, publish_attempts",
-            list(webhook_ids),
-        )
-    return {int(r["id"]): int(r["publish_attempts"]) for r in rows}
-
-
-async def outbox_stats(conn: Conn) -> tuple[int, float]:
-    """(rows waiting to be published, age in seconds of the oldest of them)."""
-    with translate_errors():
-        row = await conn.fetchrow(_OUTBOX_STATS)
-    if row is None:
-        return 0, 0.0
-    return int(row["pending"]), float(row["lag_s"])
 
 
 async def event_type_of(conn: Conn, webhook_id: int) -> str | None:
@@ -238,8 +175,8 @@ async def event_type_of(conn: Conn, webhook_id: int) -> str | None:
 # decision: neither is re-published. One replayed without settling is not an outcome.
 _RECONCILE_WHERE = """
 FROM processed_webhooks pw
-WHERE pw.published_at IS NOT NULL AND pw.subject IS NOT NULL
-  AND pw.published_at < now() - make_interval(secs => $1)
+WHERE outbox_published(pw)
+  AND pw.received_at < now() - make_interval(secs => $1)
   AND pw.received_at >= now() - make_interval(secs => $2)
   AND pw.id > $3
   AND NOT EXISTS (
@@ -268,9 +205,9 @@ LIMIT $4
 async def reconcile_candidates(
     conn: Conn, older_than_s: float, lookback_s: float, after_id: int, limit: int
 ) -> list[StoredEvent]:
-    """Up to `limit` published events after row `after_id`, in id order: acknowledged by
-    the stream at least `older_than_s` ago, received within `lookback_s`, with no open
-    dead letter and none closed by an operator."""
+    """Up to `limit` published events after row `after_id`, in id order: received at least
+    `older_than_s` ago and passed by the outbox cursor, received within `lookback_s`, with
+    no open dead letter and none closed by an operator."""
     with translate_errors():
         rows = await conn.fetch(_RECONCILE_CANDIDATES, older_than_s, lookback_s, after_id, limit)
     return [stored_event(row) for row in rows]

@@ -72,7 +72,7 @@ async def test_two_serving_processes_recover_once_one_pass_at_a_time(
                 lambda: _count(
                     database_url,
                     "SELECT count(*) = 3 FROM processed_webhooks "
-                    "WHERE source = 'backfill' AND published_at IS NOT NULL",
+                    "WHERE source = 'backfill' AND outbox_published(processed_webhooks)",
                 ),
                 timeout_s=15,
             )

@@ -344,7 +344,7 @@ async def test_ingest_row_replayed_after_config_fix_reaches_the_stream_once(
     assert [(m[0], m[2]) for m in messages] == [("webhooks.hmac.payment.succeeded", body)]
     stored = await db.fetch("SELECT * FROM processed_webhooks WHERE event_id = 'evt_fix_1'")
     assert len(stored) == 1  # the idempotency gate's row, updated, never duplicated
-    assert stored[0]["event_type"] == "payment.succeeded" and stored[0]["published_at"]
+    assert stored[0]["event_type"] == "payment.succeeded" and stored[0]["subject"]
     rows = {r["event_id"]: r for r in await db.fetch("SELECT * FROM dlq_webhooks")}
     assert rows["evt_fix_1"]["is_resolved"] and rows["evt_fix_1"]["resolution"] == "replayed"
     assert not rows["evt_bad_1"]["is_resolved"] and rows["evt_bad_1"]["attempts"] == 2

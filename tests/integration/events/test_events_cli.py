@@ -95,7 +95,7 @@ async def _published(database_url: str, count: int) -> bool:
     conn = await asyncpg.connect(database_url)
     try:
         n = await conn.fetchval(
-            "SELECT count(*) FROM processed_webhooks WHERE published_at IS NOT NULL"
+            "SELECT count(*) FROM processed_webhooks WHERE outbox_published(processed_webhooks)"
         )
     finally:
         await conn.close()

@@ -61,7 +61,7 @@ async def stored(database_url: str, event_id: str, *, published: bool = False) -
     try:
         count: int = await conn.fetchval(
             "SELECT count(*) FROM processed_webhooks WHERE provider = 'stripe' AND event_id = $1"
-            " AND (published_at IS NOT NULL OR NOT $2)",
+            " AND (outbox_published(processed_webhooks) OR NOT $2)",
             event_id,
             published,
         )

@@ -130,8 +130,7 @@ class RealGateway:
 
         async def drained() -> bool:
             pending: int = await self.conn.fetchval(
-                "SELECT count(*) FROM processed_webhooks"
-                " WHERE subject IS NOT NULL AND published_at IS NULL"
+                "SELECT count(*) FROM processed_webhooks WHERE outbox_holds(processed_webhooks)"
             )
             return pending == 0
 

@@ -20,7 +20,7 @@ import pytest
 
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres import retention as store
-from gateway.adapters.postgres.webhooks import insert_events, mark_published, record_failure
+from gateway.adapters.postgres.webhooks import insert_events, record_failure
 from gateway.cli.reconcile import _print as print_reconcile
 from gateway.core.model import Event, Failure, Stage
 from gateway.core.retention import DEAD_LETTERS, WEBHOOKS, Removed, RetentionReport
@@ -30,6 +30,7 @@ from gateway.retention.task import RetentionTask, refresh_storage_gauges
 from gateway.settings import RetentionSettings, parse
 from gateway.settlement.parts import ReconcileParts
 from gateway.settlement.reconcile import reconcile
+from tests.support.outbox import pass_cursor
 
 PAYLOADS_1S = RetentionSettings(payload_max_age_s=1, key_max_age_s=0, batch_size=10, pause_s=0)
 
@@ -60,13 +61,30 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     await conn.close()
 
 
+# Rows recorded unpublished: each `record` moves the outbox cursor past all the others.
+_OWED: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_owed() -> None:
+    _OWED.clear()
+
+
 async def record(pool: Pool, *events: Event, published: bool = True) -> dict[str, int]:
     """Record events (published unless told otherwise); their row ids by event id."""
     async with pool.acquire() as conn:
         ids = await insert_events(conn, list(events))
-        if published:
-            await mark_published(conn, list(ids.values()))
+        if not published:
+            _OWED.update(ids.values())
+        await pass_cursor(conn, owed=_OWED)
     return {event_id: row_id for (_, event_id), row_id in ids.items()}
+
+
+async def mark_published(pool: Pool, row_ids: list[int]) -> None:
+    """As if the relay had published these rows now."""
+    _OWED.difference_update(row_ids)
+    async with pool.acquire() as conn:
+        await pass_cursor(conn, owed=_OWED)
 
 
 async def park(pool: Pool, webhook_id: int, e: Event) -> int:
@@ -132,8 +150,7 @@ async def test_the_watermark_waits_for_the_outbox(pool: Pool, db: asyncpg.Connec
     assert first.count(WEBHOOKS, Removed.PAYLOAD) == 1
     assert await kept(db) == {"evt_a": False, "evt_pending": True, "evt_b": True}
 
-    async with pool.acquire() as conn:
-        await mark_published(conn, [pending["evt_pending"]])
+    await mark_published(pool, [pending["evt_pending"]])
     second = await run(pool, PAYLOADS_1S)
     assert second.count(WEBHOOKS, Removed.PAYLOAD) == 2
     assert not any((await kept(db)).values())
@@ -326,12 +343,11 @@ async def test_reconcile_reports_settling_events_whose_payload_is_gone(
     and never publishes an empty body."""
     ids = await record(pool, event("evt_gone", age_s=30), event("evt_other", age_s=30))
     await db.execute(
-        "UPDATE processed_webhooks SET published_at = now() - interval '20 s',"
+        "UPDATE processed_webhooks SET"
         " event_type = 'customer.created', subject = 'webhooks.stripe.customer.created'"
         " WHERE id = $1",
         ids["evt_other"],
     )
-    await db.execute("UPDATE processed_webhooks SET published_at = now() - interval '20 s'")
     await run(pool, PAYLOADS_1S)
     settings = parse({"database": {"url": database_url}}, env={})
     parts = ReconcileParts(settings, pool, publisher=None)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ import pytest
 from gateway.adapters.postgres import retention as store
 from tests.integration.dlq.test_dlq_cli import park, toml
 from tests.support.gateway import config
+from tests.support.outbox import pass_cursor
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
 
@@ -45,10 +46,11 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     for i in range(12):
         await conn.execute(
             "INSERT INTO processed_webhooks (provider, event_id, event_type, subject, body,"
-            " received_at, published_at) VALUES ('stripe', $1, 't', 'webhooks.stripe.t',"
-            " '{}'::bytea, now() - interval '1 minute', now())",
+            " received_at) VALUES ('stripe', $1, 't', 'webhooks.stripe.t',"
+            " '{}'::bytea, now() - interval '1 minute')",
             f"evt_{i}",
         )
+    await pass_cursor(conn)  # on the stream: retention may empty them
     yield conn
     await conn.close()
 

@@ -94,7 +94,10 @@ async def scalar(dsn: str, sql: str) -> int:
 
 async def all_published(dsn: str) -> bool:
     return (
-        await scalar(dsn, "SELECT count(*) FROM processed_webhooks WHERE published_at IS NULL") == 0
+        await scalar(
+            dsn, "SELECT count(*) FROM processed_webhooks WHERE outbox_holds(processed_webhooks)"
+        )
+        == 0
     )
 
 

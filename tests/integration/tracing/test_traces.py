@@ -252,7 +252,7 @@ async def test_an_event_published_later_by_the_relay_joins_its_requests_trace(
             database_url,
             nats_url,
             http={"port": port},
-            outbox={"inline": False, "relay_after_s": 3600},
+            outbox={"inline": False},
             tracing={"endpoint": receiver.url},
         )
         cfg = str(write_toml(tmp_path / "gateway.toml", doc))

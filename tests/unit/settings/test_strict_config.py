@@ -49,7 +49,7 @@ TYPOS = [
     ("nats.max_payload", 2_000_000, "nats.max_payload_bytes"),
     ("http.max_body_byte", 1000, "http.max_body_bytes"),
     ("ingest.batch_max_row", 10, "ingest.batch_max_rows"),
-    ("outbox.relay_after", 1.0, "outbox.relay_after_s"),
+    ("outbox.relay_interval", 1.0, "outbox.relay_interval_s"),
     ("settlement.concurency", 4, "settlement.concurrency"),
     ("currency.timeout", 1.0, "currency.timeout_s"),
     ("ledger.backnd", "postgres", "ledger.backend"),
@@ -105,3 +105,9 @@ def test_a_bad_alerts_value_names_its_key_and_never_echoes_the_url(
     error = _refused({**GOOD, "alerts": table})
     assert error.key == key
     assert "hooks.example" not in str(error)
+
+
+def test_a_removed_setting_says_why_it_is_gone() -> None:
+    error = _refused(_with("outbox.relay_after_s", 5.0))
+    assert error.key == "outbox.relay_after_s"
+    assert str(error).startswith("config error: outbox.relay_after_s: removed: the relay now")

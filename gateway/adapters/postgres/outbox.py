@@ -1,0 +1,134 @@
+"""The outbox cursor (sql/010): which recorded rows the relay still owes the stream.
+
+Nothing here writes to `processed_webhooks` on the happy path: a row's transaction id,
+stamped when it was recorded, places it in the walk, and one `outbox_cursor` row says how
+far the walk got. Only failures write to rows (an attempt count, a park mark).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gateway.adapters.postgres import Conn, translate_errors
+from gateway.adapters.postgres.webhooks import StoredEvent, stored_event
+from gateway.core.outbox import Cursor, Position
+
+#: `pg_try_advisory_xact_lock` key of a sweep: one relay walks the cursor at a time.
+LOCK_KEY = 0x6761746577616F62
+
+_READ = """
+SELECT done_snapshot::text AS done, target_snapshot::text AS target,
+       after_xid::text AS after_xid, after_id
+FROM outbox_cursor WHERE name = 'default'
+"""
+
+_SAVE = """
+UPDATE outbox_cursor
+SET done_snapshot = $1::text::pg_snapshot, target_snapshot = $2::text::pg_snapshot,
+    after_xid = $3::text::xid8, after_id = $4, advanced_at = now()
+WHERE name = 'default'
+"""
+
+_COLUMNS = """id, provider, event_id, event_type, subject, headers::text AS headers, body,
+              received_at, source, traceparent, outbox_xid"""
+_STILL_OWED = """subject IS NOT NULL AND publish_parked_at IS NULL
+    AND pg_visible_in_snapshot(outbox_xid, $2::text::pg_snapshot)
+    AND (outbox_xid, id) > ($3::text::xid8, $4::bigint)"""
+
+# The next rows of the range, in walk order. Rows invisible in `done` are either of a
+# transaction that was running when it was taken (its `xip`, a handful of ids looked up
+# one by one) or of a later one (at or past its `xmax`, read forward along the index).
+# Keeping the two apart keeps a long-running transaction elsewhere from turning every
+# sweep into a scan of everything recorded since it began.
+_WALK = f"""
+SELECT * FROM (
+    (SELECT {_COLUMNS} FROM processed_webhooks
+     WHERE outbox_xid = ANY(ARRAY(SELECT pg_snapshot_xip($1::text::pg_snapshot))) AND {_STILL_OWED}
+     ORDER BY outbox_xid, id LIMIT $5)
+    UNION ALL
+    (SELECT {_COLUMNS} FROM processed_webhooks
+     WHERE outbox_xid >= pg_snapshot_xmax($1::text::pg_snapshot)
+       AND outbox_xid < pg_snapshot_xmax($2::text::pg_snapshot) AND {_STILL_OWED}
+     ORDER BY outbox_xid, id LIMIT $5)
+) owed
+ORDER BY outbox_xid, id
+LIMIT $5
+"""  # noqa: S608 - only constants are interpolated
+
+# The same two ways in, for the gauges: every row recorded and not yet passed.
+_STATS = """
+SELECT count(*) AS pending,
+       coalesce(extract(epoch FROM now() - min(pw.received_at)), 0)::float8 AS lag_s
+FROM outbox_cursor c
+JOIN processed_webhooks pw
+  ON pw.outbox_xid >= pg_snapshot_xmax(c.done_snapshot)
+  OR pw.outbox_xid = ANY(ARRAY(SELECT pg_snapshot_xip(c.done_snapshot)))
+WHERE c.name = 'default' AND outbox_holds(pw)
+"""
+
+
+async def try_lock(conn: Conn) -> bool:
+    """Take the sweep lock for the current transaction; False when another relay has it."""
+    with translate_errors():
+        return bool(await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", LOCK_KEY))
+
+
+async def read_cursor(conn: Conn) -> Cursor:
+    with translate_errors():
+        row = await conn.fetchrow(_READ)
+    if row is None:  # sql/010 inserts it; only a hand-edited database lacks it
+        raise LookupError("outbox_cursor has no 'default' row: run `gateway migrate`")
+    return Cursor(row["done"], row["target"], (int(row["after_xid"]), int(row["after_id"])))
+
+
+async def current_snapshot(conn: Conn) -> str:
+    with translate_errors():
+        return str(await conn.fetchval("SELECT pg_current_snapshot()::text"))
+
+
+async def walk(conn: Conn, cursor: Cursor, limit: int) -> tuple[list[StoredEvent], list[Position]]:
+    """The next `limit` rows the cursor has not passed, and their walk positions."""
+    with translate_errors():
+        rows = await conn.fetch(
+            _WALK,
+            cursor.done_snapshot,
+            cursor.target_snapshot,
+            str(cursor.after[0]),
+            cursor.after[1],
+            limit,
+        )
+    positions = [(int(r["outbox_xid"]), int(r["id"])) for r in rows]
+    return [stored_event(r) for r in rows], positions
+
+
+async def save_cursor(conn: Conn, cursor: Cursor) -> None:
+    with translate_errors():
+        await conn.execute(
+            _SAVE,
+            cursor.done_snapshot,
+            cursor.target_snapshot,
+            str(cursor.after[0]),
+            cursor.after[1],
+        )
+
+
+async def count_publish_attempt(conn: Conn, webhook_ids: Sequence[int]) -> dict[int, int]:
+    """Count an unconfirmed publish for these rows; return each row's attempts so far."""
+    if not webhook_ids:
+        return {}
+    with translate_errors():
+        rows = await conn.fetch(
+            "UPDATE processed_webhooks SET publish_attempts = publish_attempts + 1 "
+            "WHERE id = ANY($1::bigint[]) RETURNING id, publish_attempts",
+            list(webhook_ids),
+        )
+    return {int(r["id"]): int(r["publish_attempts"]) for r in rows}
+
+
+async def outbox_stats(conn: Conn) -> tuple[int, float]:
+    """(rows waiting to be published, age in seconds of the oldest of them)."""
+    with translate_errors():
+        row = await conn.fetchrow(_STATS)
+    if row is None:
+        return 0, 0.0
+    return int(row["pending"]), float(row["lag_s"])
