@@ -120,10 +120,10 @@ class OutboxRelay:
         async with transaction(self._pool) as conn:
             if not await outbox.try_lock(conn):
                 return Sweep(busy=True)
-            cursor = await outbox.read_cursor(conn)
+            cursor, now = await outbox.read_cursor(conn)
             started = cursor
             if not cursor.walking:
-                cursor = cursor.aimed_at(await outbox.current_snapshot(conn))
+                cursor = cursor.aimed_at(now)
             limit = self._settings.batch_size
             batch, positions = await outbox.walk(conn, cursor, limit)
             settled: set[int] = set()

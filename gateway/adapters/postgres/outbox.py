@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import StoredEvent, stored_event
 from gateway.core.outbox import Cursor, Position
+from gateway.errors import MigrationsMissing
 
 #: `pg_try_advisory_xact_lock` key of a sweep: one relay walks the cursor at a time.
 LOCK_KEY = 0x6761746577616F62
 
+# With the database's current snapshot, which the sweep aims at when no range is open.
 _READ = """
 SELECT done_snapshot::text AS done, target_snapshot::text AS target,
-       after_xid::text AS after_xid, after_id
+       after_xid::text AS after_xid, after_id, pg_current_snapshot()::text AS now
 FROM outbox_cursor WHERE name = 'default'
 """
 
@@ -73,17 +75,15 @@ async def try_lock(conn: Conn) -> bool:
         return bool(await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", LOCK_KEY))
 
 
-async def read_cursor(conn: Conn) -> Cursor:
+async def read_cursor(conn: Conn) -> tuple[Cursor, str]:
+    """The cursor, and the database's current snapshot (`pg_snapshot` text). Read it
+    after `try_lock`, so it is the cursor the last sweep left."""
     with translate_errors():
         row = await conn.fetchrow(_READ)
     if row is None:  # sql/010 inserts it; only a hand-edited database lacks it
-        raise LookupError("outbox_cursor has no 'default' row: run `gateway migrate`")
-    return Cursor(row["done"], row["target"], (int(row["after_xid"]), int(row["after_id"])))
-
-
-async def current_snapshot(conn: Conn) -> str:
-    with translate_errors():
-        return str(await conn.fetchval("SELECT pg_current_snapshot()::text"))
+        raise MigrationsMissing("outbox_cursor has no 'default' row: run `gateway migrate`")
+    after = (int(row["after_xid"]), int(row["after_id"]))
+    return Cursor(row["done"], row["target"], after), str(row["now"])
 
 
 async def walk(conn: Conn, cursor: Cursor, limit: int) -> tuple[list[StoredEvent], list[Position]]:
