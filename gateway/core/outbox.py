@@ -30,6 +30,13 @@ class Cursor:
     after: Position
 
     @property
+    def newer_than(self) -> Position:
+        """Where the walk reads on among rows of transactions that began after
+        `done_snapshot` was taken: past its position, and at or past that snapshot's
+        `xmax` (row ids are positive, so `(xmax, -1)` comes before all of them)."""
+        return max(self.after, (xmax(self.done_snapshot), -1))
+
+    @property
     def walking(self) -> bool:
         """True while a range (visible in target, not in done) is still being walked."""
         return self.target_snapshot != self.done_snapshot
@@ -53,6 +60,15 @@ def xmax(snapshot: str) -> int:
     """The first transaction id a `pg_snapshot` text ('xmin:xmax:xip,...') does not see."""
     try:
         return int(snapshot.split(":")[1])
+    except (IndexError, ValueError):
+        raise ValueError(f"not a pg_snapshot: {snapshot!r}") from None
+
+
+def xip(snapshot: str) -> list[int]:
+    """The transactions a `pg_snapshot` text saw running (its third part)."""
+    try:
+        listed = snapshot.split(":")[2]
+        return [int(x) for x in listed.split(",")] if listed else []
     except (IndexError, ValueError):
         raise ValueError(f"not a pg_snapshot: {snapshot!r}") from None
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import StoredEvent, stored_event
-from gateway.core.outbox import Cursor, Position
+from gateway.core.outbox import Cursor, Position, xip, xmax
 from gateway.errors import MigrationsMissing
 
 #: `pg_try_advisory_xact_lock` key of a sweep: one relay walks the cursor at a time.
@@ -34,38 +34,46 @@ WHERE name = 'default'
 _COLUMNS = """id, provider, event_id, event_type, subject, headers::text AS headers, body,
               received_at, source, traceparent, outbox_xid"""
 _STILL_OWED = """subject IS NOT NULL AND publish_parked_at IS NULL
-    AND pg_visible_in_snapshot(outbox_xid, $2::text::pg_snapshot)
-    AND (outbox_xid, id) > ($3::text::xid8, $4::bigint)"""
+    AND pg_visible_in_snapshot(outbox_xid, $2::text::pg_snapshot)"""
 
 # The next rows of the range, in walk order. Rows invisible in `done` are either of a
-# transaction that was running when it was taken (its `xip`, a handful of ids looked up
-# one by one) or of a later one (at or past its `xmax`, read forward along the index).
-# Keeping the two apart keeps a long-running transaction elsewhere from turning every
-# sweep into a scan of everything recorded since it began.
+# transaction that was running when it was taken (its `xip`: a handful of ids, passed as
+# values so the planner sees how few, looked up one by one) or of a later one (at or past
+# its `xmax`, read forward along the index from `$5, $6`, the later of the walk's position
+# and that `xmax`: one row bound, which the index starts from; given two bounds of
+# different shapes, it starts from the lower). Keeping the two apart keeps a long-running
+# transaction elsewhere from turning every sweep into a scan of all recorded since.
 _WALK = f"""
 SELECT * FROM (
     (SELECT {_COLUMNS} FROM processed_webhooks
-     WHERE outbox_xid = ANY(ARRAY(SELECT pg_snapshot_xip($1::text::pg_snapshot))) AND {_STILL_OWED}
-     ORDER BY outbox_xid, id LIMIT $5)
+     WHERE outbox_xid = ANY($1::text[]::xid8[])
+       AND (outbox_xid, id) > ($3::text::xid8, $4::bigint) AND {_STILL_OWED}
+     ORDER BY outbox_xid, id LIMIT $7)
     UNION ALL
     (SELECT {_COLUMNS} FROM processed_webhooks
-     WHERE outbox_xid >= pg_snapshot_xmax($1::text::pg_snapshot)
+     WHERE (outbox_xid, id) > ($5::text::xid8, $6::bigint) AND outbox_xid IS NOT NULL
        AND outbox_xid < pg_snapshot_xmax($2::text::pg_snapshot) AND {_STILL_OWED}
-     ORDER BY outbox_xid, id LIMIT $5)
+     ORDER BY outbox_xid, id LIMIT $7)
 ) owed
 ORDER BY outbox_xid, id
-LIMIT $5
+LIMIT $7
 """  # noqa: S608 - only constants are interpolated
 
-# The same two ways in, for the gauges: every row recorded and not yet passed.
+# The same two ways in, for the gauges: every row recorded and not yet passed. The
+# cursor comes in as parameters (as for the walk) so that the index bounds are values.
 _STATS = """
 SELECT count(*) AS pending,
-       coalesce(extract(epoch FROM now() - min(pw.received_at)), 0)::float8 AS lag_s
-FROM outbox_cursor c
-JOIN processed_webhooks pw
-  ON pw.outbox_xid >= pg_snapshot_xmax(c.done_snapshot)
-  OR pw.outbox_xid = ANY(ARRAY(SELECT pg_snapshot_xip(c.done_snapshot)))
-WHERE c.name = 'default' AND outbox_holds(pw)
+       coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8 AS lag_s
+FROM (
+    SELECT received_at, outbox_xid, id, subject, publish_parked_at FROM processed_webhooks
+    WHERE outbox_xid = ANY($1::text[]::xid8[])
+    UNION ALL
+    SELECT received_at, outbox_xid, id, subject, publish_parked_at FROM processed_webhooks
+    WHERE (outbox_xid, id) > ($4::text::xid8, -1::bigint) AND outbox_xid IS NOT NULL
+) ahead
+WHERE subject IS NOT NULL AND publish_parked_at IS NULL
+  AND NOT (pg_visible_in_snapshot(outbox_xid, $2::text::pg_snapshot)
+           AND (outbox_xid, id) <= ($3::text::xid8, $5::bigint))
 """
 
 
@@ -88,13 +96,16 @@ async def read_cursor(conn: Conn) -> tuple[Cursor, str]:
 
 async def walk(conn: Conn, cursor: Cursor, limit: int) -> tuple[list[StoredEvent], list[Position]]:
     """The next `limit` rows the cursor has not passed, and their walk positions."""
+    newer = cursor.newer_than
     with translate_errors():
         rows = await conn.fetch(
             _WALK,
-            cursor.done_snapshot,
+            [str(x) for x in xip(cursor.done_snapshot)],
             cursor.target_snapshot,
             str(cursor.after[0]),
             cursor.after[1],
+            str(newer[0]),
+            newer[1],
             limit,
         )
     positions = [(int(r["outbox_xid"]), int(r["id"])) for r in rows]
@@ -127,8 +138,16 @@ async def count_publish_attempt(conn: Conn, webhook_ids: Sequence[int]) -> dict[
 
 async def outbox_stats(conn: Conn) -> tuple[int, float]:
     """(rows waiting to be published, age in seconds of the oldest of them)."""
+    cursor, _ = await read_cursor(conn)
     with translate_errors():
-        row = await conn.fetchrow(_STATS)
+        row = await conn.fetchrow(
+            _STATS,
+            [str(x) for x in xip(cursor.done_snapshot)],
+            cursor.target_snapshot,
+            str(cursor.after[0]),
+            str(xmax(cursor.done_snapshot)),
+            cursor.after[1],
+        )
     if row is None:
         return 0, 0.0
     return int(row["pending"]), float(row["lag_s"])

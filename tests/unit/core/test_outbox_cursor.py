@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.outbox import EMPTY_SNAPSHOT, Cursor, advance, xmax
+from gateway.core.outbox import EMPTY_SNAPSHOT, Cursor, advance, xip, xmax
 from gateway.errors import OutboxCursorAhead
 
 DONE = "100:105:101"
@@ -79,7 +79,30 @@ def test_xmax(text: str, expected: int) -> None:
     assert xmax(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1:1:", []), ("100:120:101", [101]), ("100:120:101,110", [101, 110])]
+)
+def test_xip(text: str, expected: list[int]) -> None:
+    assert xip(text) == expected
+
+
 @pytest.mark.parametrize("text", ["", "12", "a:b:"])
-def test_xmax_refuses_what_is_no_snapshot(text: str) -> None:
+def test_xmax_of_what_is_no_snapshot_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
         xmax(text)
+
+
+@pytest.mark.parametrize("text", ["", "1:2", "1:2:x", "1:2:3,,4"])
+def test_xip_of_what_is_no_snapshot_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        xip(text)
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [((0, 0), (105, -1)), ((104, 9), (105, -1)), ((105, 3), (105, 3)), ((112, 10), (112, 10))],
+)
+def test_newer_rows_are_read_from_the_later_of_position_and_xmax(
+    after: tuple[int, int], expected: tuple[int, int]
+) -> None:
+    assert Cursor(DONE, TARGET, after).newer_than == expected
