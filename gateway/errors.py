@@ -498,8 +498,8 @@ class RetriesExhausted(PermanentError):
 # --- backfill from the providers' APIs ------------------------------------------------
 
 
-class BackfillUsageError(GatewayError):
-    """A backfill's flags or the provider's API settings cannot be used."""
+class BackfillUsageError(UsageError):
+    """A backfill's flags or the provider's API settings cannot be used (exit 2)."""
 
     error_class = "BACKFILL_USAGE"
 

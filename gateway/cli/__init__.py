@@ -15,7 +15,7 @@ import gateway
 from gateway import logs
 from gateway.cli import backfill, dlq, events, ledger, processes, reconcile, retention, tools
 from gateway.cli.common import JSON_HELP, LOG_LEVEL_ENV, LOG_LEVELS, common_parser, help_texts
-from gateway.errors import ConfigError, GatewayError
+from gateway.errors import ConfigError, GatewayError, UsageError
 
 __all__ = ["DISTRIBUTION", "build_parser", "main", "package_version"]
 
@@ -83,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    except UsageError as exc:  # flags that cannot be used, like argparse's own errors
+        print(f"gateway: error: {exc}", file=sys.stderr)
         return 2
     except GatewayError as exc:
         print(f"gateway: {type(exc).__name__}: {exc}", file=sys.stderr)

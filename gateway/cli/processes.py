@@ -108,6 +108,28 @@ def _port(text: str) -> int:
     return port
 
 
+def _listen_port(text: str) -> int:
+    """A TCP port to serve on: 1 to 65535."""
+    port = _port(text)
+    if port == 0:
+        raise argparse.ArgumentTypeError("must be 1 to 65535, got 0")
+    return port
+
+
+#: Each worker holds its own database pool and NATS connection.
+MAX_WORKERS = 64
+
+
+def _workers(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_WORKERS}, got {count}")
+    return count
+
+
 def add_metrics_flags(parser: argparse.ArgumentParser, host_key: str, port_key: str) -> None:
     """`--metrics-host` and `--metrics-port`, over the config's `host_key` and `port_key`."""
     parser.add_argument(
@@ -162,8 +184,13 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         ),
     )
     serve.add_argument("--host", help="listen address (default: http.host)")
-    serve.add_argument("--port", type=int, help="listen port (default: http.port)")
-    serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    serve.add_argument("--port", type=_listen_port, help="listen port (default: http.port)")
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        help=f"worker processes (default 1, at most {MAX_WORKERS})",
+    )
     serve.set_defaults(func=cmd_serve)
     relay = command(
         "relay",

@@ -18,6 +18,7 @@ import stripe
 from gateway.adapters.provider_api import Fetched, Listed, Page
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Answer, Clock, call_api
 from gateway.core.backfill import Window
+from gateway.errors import BackfillUsageError
 from gateway.settings.provider_api import ProviderApi
 
 #: Stripe's largest page; `types[]` takes at most 20 types.
@@ -56,7 +57,10 @@ class StripeEvents:
 
     async def page(self, cursor: str | None, window: Window) -> Page:
         if len(window.types) > MAX_TYPES:
-            raise ValueError(f"Stripe filters at most {MAX_TYPES} types at once")
+            raise BackfillUsageError(
+                f"--type: Stripe filters at most {MAX_TYPES} types at once, "
+                f"{len(window.types)} given; run one backfill per group of types"
+            )
         params: dict[str, Any] = {
             "limit": PAGE_LIMIT,
             "created": {
