@@ -4,13 +4,14 @@ when the migration runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -65,6 +66,20 @@ def connected(broker: JetStreamBroker) -> Callable[[], Awaitable[bool]]:
     return check
 
 
+@contextlib.asynccontextmanager
+async def relay_on(dsn: str, nats_url: str) -> AsyncIterator[OutboxRelay]:
+    """A relay with its own pool and a connected broker, not sweeping on its own."""
+    settings = settings_mod.parse(config(dsn, nats_url), env={})
+    async with open_pool(dsn) as pool:
+        broker = JetStreamBroker(settings.nats)
+        await broker.start()
+        try:
+            await wait_until(connected(broker))
+            yield OutboxRelay(pool, broker, settings.outbox, Metrics())
+        finally:
+            await broker.close()
+
+
 async def sweep_until_still(relay: OutboxRelay) -> list[Sweep]:
     done = [await relay.sweep()]
     while done[-1].moved and not done[-1].stuck:
@@ -77,42 +92,34 @@ async def test_a_transaction_committing_late_is_published_after_the_ones_it_bega
 ) -> None:
     """A commits after B although it took its transaction id first: the relay publishes
     B, passes it, and still publishes A once A commits, each exactly once."""
-    settings = settings_mod.parse(config(database_url, nats_url), env={})
-    async with open_pool(database_url) as pool:
-        broker = JetStreamBroker(settings.nats)
-        await broker.start()
-        relay = OutboxRelay(pool, broker, settings.outbox, Metrics())
+    async with relay_on(database_url, nats_url) as relay:
+        slow = await asyncpg.connect(database_url)
+        fast = await asyncpg.connect(database_url)
         try:
-            await wait_until(connected(broker))
-            slow = await asyncpg.connect(database_url)
-            fast = await asyncpg.connect(database_url)
-            try:
-                tx = slow.transaction()
-                await tx.start()
-                await insert_events(slow, [stripe_event("evt_late_a")])  # xid taken first
-                await insert_events(fast, [stripe_event("evt_early_b")])  # commits first
-                xids = await fast.fetch(
+            tx = slow.transaction()
+            await tx.start()
+            await insert_events(slow, [stripe_event("evt_late_a")])  # xid taken first
+            await insert_events(fast, [stripe_event("evt_early_b")])  # commits first
+            xids = await fast.fetch(
+                "SELECT event_id, outbox_xid::text::bigint AS x FROM processed_webhooks"
+            )
+            assert len(xids) == 1  # A is invisible until it commits
+
+            await sweep_until_still(relay)
+            assert await msg_ids(nats_url) == Counter({"stripe:evt_early_b": 1})
+
+            await tx.commit()
+            order = {
+                r["event_id"]: r["x"]
+                for r in await fast.fetch(
                     "SELECT event_id, outbox_xid::text::bigint AS x FROM processed_webhooks"
                 )
-                assert len(xids) == 1  # A is invisible until it commits
-
-                await sweep_until_still(relay)
-                assert await msg_ids(nats_url) == Counter({"stripe:evt_early_b": 1})
-
-                await tx.commit()
-                order = {
-                    r["event_id"]: r["x"]
-                    for r in await fast.fetch(
-                        "SELECT event_id, outbox_xid::text::bigint AS x FROM processed_webhooks"
-                    )
-                }
-                assert order["evt_late_a"] < order["evt_early_b"]  # out of id order indeed
-                await sweep_until_still(relay)
-            finally:
-                await slow.close()
-                await fast.close()
+            }
+            assert order["evt_late_a"] < order["evt_early_b"]  # out of id order indeed
+            await sweep_until_still(relay)
         finally:
-            await broker.close()
+            await slow.close()
+            await fast.close()
     assert await msg_ids(nats_url) == Counter({"stripe:evt_early_b": 1, "stripe:evt_late_a": 1})
     assert await owed(database_url) == 0
 
@@ -213,15 +220,8 @@ async def test_rows_waiting_under_the_old_scheme_are_published_after_the_migrati
     assert await migrate(empty_database_url) == ["010_outbox_cursor.sql"]
     assert await owed(empty_database_url) == 1
 
-    settings = settings_mod.parse(config(empty_database_url, nats_url), env={})
-    async with open_pool(empty_database_url) as pool:
-        broker = JetStreamBroker(settings.nats)
-        await broker.start()
-        try:
-            await wait_until(connected(broker))
-            await sweep_until_still(OutboxRelay(pool, broker, settings.outbox, Metrics()))
-        finally:
-            await broker.close()
+    async with relay_on(empty_database_url, nats_url) as relay:
+        await sweep_until_still(relay)
     assert await msg_ids(nats_url) == Counter({"stripe:evt_old_owed": 1})
     assert await owed(empty_database_url) == 0
 
@@ -251,19 +251,14 @@ async def test_a_cursor_ahead_of_the_database_stops_the_relay_until_re_based(
             "UPDATE outbox_cursor SET done_snapshot = '999999920:999999920:',"
             " target_snapshot = '999999920:999999920:', after_xid = '0', after_id = 0"
         )
-    settings = settings_mod.parse(config(database_url, nats_url), env={})
-    async with open_pool(database_url) as pool:
-        broker = JetStreamBroker(settings.nats)
-        await broker.start()
+    async with relay_on(database_url, nats_url) as relay:
+        with pytest.raises(OutboxCursorAhead):
+            await relay.sweep()
+        rebase = await asyncpg.connect(database_url)
         try:
-            await wait_until(connected(broker))
-            relay = OutboxRelay(pool, broker, settings.outbox, Metrics())
-            with pytest.raises(OutboxCursorAhead):
-                await relay.sweep()
-            async with pool.acquire() as conn:
-                await conn.execute(readme_rebase_sql())
-            await sweep_until_still(relay)
+            await rebase.execute(readme_rebase_sql())
         finally:
-            await broker.close()
+            await rebase.close()
+        await sweep_until_still(relay)
     assert await msg_ids(nats_url) == Counter({"stripe:evt_restored_owed": 1})
     assert await owed(database_url) == 0
