@@ -111,10 +111,10 @@ async def backfill(
 ) -> BackfillReport:
     """Recover what the provider's API has in `window` and the gateway never recorded."""
     report = BackfillReport(parts.provider.name, window, dry_run)
-    if not tracing.ENABLED:
+    span = traced.pass_span(report.provider, window, dry_run) if tracing.ENABLED else None
+    if span is None:  # off, or a pass not sampled (its events then carry flags 00)
         await _run(parts, report, rate_per_s)
         return report
-    span = traced.pass_span(report.provider, window, dry_run)
     try:
         with tracing.activated(span):  # its log lines and each recovered event join it
             await _run(parts, report, rate_per_s)
@@ -251,7 +251,7 @@ async def _offer(
     if tracing.ENABLED:  # each row and message carries its event's span
         traced_events, started = traced.recover_spans(events.values())
         events = {k: e for k, e in zip(events, traced_events, strict=True)}
-        spans = dict(zip(events, started, strict=True))
+        spans = {k: s for k, s in zip(events, started, strict=True) if s is not None}
     async with connection(parts.pool) as conn:
         inserted = await insert_events(conn, list(events.values()))  # the gate
     stored: list[StoredEvent] = []

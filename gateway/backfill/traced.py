@@ -20,8 +20,11 @@ from gateway.core.model import Event
 COUNTS = ("fetched", "present", "recovered", "would_recover", "failed", "inexact")
 
 
-def pass_span(provider: str, window: Window, dry_run: bool) -> tracing.Span:
-    """The span of one pass: a trace of its own (a pass is nobody's child)."""
+def pass_span(provider: str, window: Window, dry_run: bool) -> tracing.Span | None:
+    """The span of one pass: a trace of its own (a pass is nobody's child); None (no SDK
+    call) when that trace is not sampled (`sample_ratio`)."""
+    if not tracing.new_trace().sampled:
+        return None
     return tracing.start_root(
         "backfill",
         attributes={
@@ -46,12 +49,18 @@ def pass_done(
     span.end()
 
 
-def recover_spans(events: Iterable[Event]) -> tuple[list[Event], list[tracing.Span]]:
+def recover_spans(events: Iterable[Event]) -> tuple[list[Event], list[tracing.Span | None]]:
     """A `backfill.recover` child of the current pass span per event offered to the
     gate, and the events as they are to be recorded, each carrying its span's
-    `traceparent`."""
+    `traceparent`. Under a pass that is not sampled (no current span): no spans (None
+    each), and the events carry one unsampled `traceparent` (flags 00), so that their
+    publish and settlement skip the SDK too."""
+    if tracing.current() is None:
+        events = list(events)
+        carried = str(tracing.unsampled())
+        return [replace(e, traceparent=carried) for e in events], [None] * len(events)
     shaped: list[Event] = []
-    spans: list[tracing.Span] = []
+    spans: list[tracing.Span | None] = []
     for event in events:
         attributes: dict[str, str | int | float | bool] = {
             "gateway.provider": event.provider,

@@ -93,7 +93,8 @@ class Event:
     body_sha256: bytes | None = None
     source: str = Source.LIVE
     # The W3C `traceparent` of the span this event belongs to (the recording request's,
-    # then the publish's); None while tracing is off. Never a provider's own header.
+    # then the publish's); None while tracing is off; flags 00 (no span anywhere) when
+    # its trace is not sampled. Never a provider's own header.
     traceparent: str | None = None
 
     @property

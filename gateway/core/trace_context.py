@@ -5,6 +5,10 @@ each stream message (`gateway.tracing` and the NATS headers) and reads it back i
 worker; a provider's own is read only to be linked, or trusted when configured.
 Reading follows the spec's rules: lower-case hex only, ids not all zeros, version `ff`
 refused, and a later version's extra fields ignored.
+
+Sampling is decided here too, before the SDK is asked for anything (`new_trace`,
+`request_parent`): an unsampled event's work then costs no span at all, and its
+`traceparent` carries the decision (flags `00`) to the relay and the worker.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ _HEX = re.compile(r"[0-9a-f]+")
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 SAMPLED = 0x01
+#: Sampling compares the low 64 bits of a new trace id with `ratio * 2**64`, as the
+#: OpenTelemetry SDK's `TraceIdRatioBased` does.
+_LOW_64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -62,3 +69,26 @@ def parse_traceparent(value: str | None) -> TraceParent | None:
     if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
         return None
     return TraceParent(int(trace_id, 16), int(span_id, 16), int(flags, 16))
+
+
+def keeps(ratio: float, trace_id: int) -> bool:
+    """Whether a new trace with this (random) id is sampled at `ratio` (0 to 1): its low
+    64 bits fall under `ratio * 2**64`, the SDK's `TraceIdRatioBased` rule."""
+    return (trace_id & _LOW_64) < round(ratio * (1 << 64))
+
+
+def new_trace(ratio: float, trace_id: int, span_id: int) -> TraceParent:
+    """A new trace's context, drawn from two random ids, with the sampling decision in
+    its flags. Not sampled, it is what the event carries instead of a span."""
+    return TraceParent(trace_id, span_id, SAMPLED if keeps(ratio, trace_id) else 0)
+
+
+def request_parent(
+    incoming: TraceParent | None, trust_incoming: bool, verified: bool
+) -> TraceParent | None:
+    """The sender's context a request joins (its sampled flag then decides), or None
+    for a new trace of our own. Anyone can send a `traceparent`, and `-01` would make us
+    record the request: it is honoured only when the sender is trusted
+    (`trust_incoming`) and this request proved to come from it (signature or token
+    verified)."""
+    return incoming if trust_incoming and verified else None

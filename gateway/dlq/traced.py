@@ -12,9 +12,12 @@ from gateway.core.dlq_model import DlqRow
 from gateway.core.trace_context import HEADER, parse_traceparent
 
 
-def replay_span(row: DlqRow) -> tracing.Span:
+def replay_span(row: DlqRow) -> tracing.Span | None:
     """The span of one claimed row: its stage, event and the error class it was parked
-    with (`gateway.dlq.error_class`; `gateway.error_class` is this replay's own)."""
+    with (`gateway.dlq.error_class`; `gateway.error_class` is this replay's own); None
+    (no SDK call) when its new trace is not sampled (`sample_ratio`)."""
+    if not tracing.new_trace().sampled:
+        return None
     attributes: dict[str, str | int | float | bool] = {
         "gateway.dlq.id": row.id,
         "gateway.stage": row.stage,

@@ -209,12 +209,11 @@ async def ingest(
         raise RuntimeError("ingest must run inside an asyncio task")
     loop_time = asyncio.get_running_loop().time
     reading = True
+    trace: traced.RequestTrace | None = None
     span: tracing.Span | None = None
-    token: object = None
-    if tracing.ENABLED:  # off: one flag read, no span objects
+    if tracing.ENABLED:  # off: one flag read; on, unsampled: no span objects either
         route = traced.EVENTS_ROUTE if label == "internal" else traced.WEBHOOK_ROUTE
-        span = traced.request_span(scope["headers"], label, route, settings.tracing)
-        token = tracing.activate(span)  # log lines of this request carry its trace id
+        trace = traced.RequestTrace(scope["headers"], label, route, settings.tracing.trust_incoming)
     status: int | None = 200
     error_class: str | None = None
     try:
@@ -227,12 +226,13 @@ async def ingest(
                     receive, headers.get("content-length"), settings.http.max_body_bytes
                 )
                 reading = False
-                event = shape(headers, body)
-                if span is not None:
-                    event = traced.shaped(span, event)
+                event = shape(headers, body)  # verified: a trusted sender's trace may join
+                if trace is not None:
+                    event = trace.shaped(event)
+                    span = trace.span
                 deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
                 try:
-                    with tracing.child(span, "commit.wait"):  # the group commit, when traced
+                    with tracing.child(span, "commit.wait"):  # the group commit, if sampled
                         outcome = await parts.inbox.accept(event)
                 except DatabaseError as exc:
                     # A safety net: the shaping rules keep what PostgreSQL refuses out of
@@ -289,8 +289,8 @@ async def ingest(
         await send_json(send, 500, {"error": "internal", "detail": "unexpected error"})
     parts.metrics.webhooks_total.inc(provider=label, outcome=result)
     parts.metrics.request_seconds.observe(time.perf_counter() - started)
-    if span is not None:
-        traced.request_done(span, token, result, status, error_class)
+    if trace is not None:
+        trace.done(result, status, error_class)
 
 
 def _parked(parts: IngestParts, event: Event, failure: Failure) -> None:

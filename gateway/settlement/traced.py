@@ -2,7 +2,8 @@
 that sent it (the message's `traceparent`, written by this gateway's own publisher), so
 every attempt of a retried settlement shows in the payment's trace.
 
-Called only while `gateway.tracing.ENABLED`; the worker checks it first.
+Called only while `gateway.tracing.ENABLED`; the worker checks it first. A delivery of
+an unsampled trace has no span, and its steps (`tracing.current_child`) none either.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ from gateway.core.trace_context import HEADER, parse_traceparent
 RateLookUp = Callable[[str, int], Awaitable[tuple[Decimal, str]]]
 
 
-def settle_span(msg: Delivery, event: Event, deliveries: int) -> tracing.Span:
-    """The consumer span of one delivery; a message without a usable `traceparent`
-    (published while tracing was off) starts a trace of its own."""
+def settle_span(msg: Delivery, event: Event, deliveries: int) -> tracing.Span | None:
+    """The consumer span of one delivery, or None (no SDK call) when its trace is not
+    sampled: the message's `traceparent` says so (flags 00), or, without a usable one
+    (published while tracing was off), a new trace drawn at `sample_ratio` says so."""
+    parent = parse_traceparent(msg.headers.get(HEADER))
+    drawn = parent is None
+    if not (tracing.new_trace() if parent is None else parent).sampled:
+        return None
     attributes: dict[str, str | int | float | bool] = {
         "messaging.system": "nats",
         "messaging.destination.name": msg.subject,
@@ -31,8 +37,7 @@ def settle_span(msg: Delivery, event: Event, deliveries: int) -> tracing.Span:
     }
     if event.event_type is not None:
         attributes["gateway.event_type"] = event.event_type
-    parent = parse_traceparent(msg.headers.get(HEADER))
-    if parent is None:
+    if drawn:
         return tracing.start_root("settle", kind="consumer", attributes=attributes)
     return tracing.start("settle", kind="consumer", attributes=attributes, parent=parent)
 

@@ -6,6 +6,11 @@ before anything else (no span objects, no context look-ups), and the SDK is not 
 imported (`gateway serve`'s start-up cost stays as it was). `configured(...)`, entered
 once per process by the composition root, turns it on.
 
+On, an unsampled event is nearly free too: sampling is decided here (`new_trace`, at
+`sample_ratio`) or by the parent's flags before any SDK call, so no span object is made
+for it (the SDK's own sampler runs inside `start_span`, after the span's allocation, and
+cost about 55 µs a request). The SDK is left to record every span it is asked for.
+
 The spans (README, "Tracing"): the HTTP request and its group-commit wait; the publish
 (inline or relay), a child of the request through the `traceparent` stored with the row;
 the settlement, a child of the publish through the message's `traceparent`, with its
@@ -17,10 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+import random
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
+from gateway.core import trace_context
 from gateway.core.trace_context import TraceParent
 from gateway.settings import TracingSettings
 
@@ -30,6 +38,11 @@ if TYPE_CHECKING:
 #: True while a process exports spans; read by every hot path before anything else.
 ENABLED = False
 _backend: Backend | None = None
+_sample_ratio = 1.0
+#: The current span as this module made it current (the SDK's context holds it too):
+#: read without asking the SDK, so an unsampled request's log lines and steps cost
+#: nothing.
+_current: ContextVar[Span | None] = ContextVar("gateway_current_span", default=None)
 
 Attributes = Mapping[str, str | int | float | bool]
 
@@ -52,19 +65,39 @@ def _on() -> Backend:
 async def configured(settings: TracingSettings, default_service: str) -> AsyncIterator[None]:
     """Export this process's spans for the block's lifetime (nothing when off); on exit,
     flush what is buffered (in a thread: the exporter blocks) and turn tracing off."""
-    global ENABLED, _backend
+    global ENABLED, _backend, _sample_ratio
     if not settings.enabled or ENABLED:
         yield
         return
     from gateway.tracing.otel import Backend  # the SDK loads only when tracing is on
 
     backend = Backend(settings, settings.service_name or default_service)
-    _backend, ENABLED = backend, True
+    _backend, _sample_ratio, ENABLED = backend, settings.sample_ratio, True
     try:
         yield
     finally:
         ENABLED, _backend = False, None
         await asyncio.to_thread(backend.shutdown)
+
+
+def new_trace(rand: Callable[[int], int] = random.getrandbits) -> TraceParent:
+    """A new trace's context with this process's sampling decision (`sample_ratio`):
+    sampled, start its span with `start_root`; not sampled, carry it (`str(...)`, flags
+    `00`) so the processes downstream skip the event too. Makes no SDK call.
+    `rand(bits)`: the randomness, a seeded one in tests."""
+    return trace_context.new_trace(_sample_ratio, rand(128) or 1, rand(64) or 1)
+
+
+def unsampled(trace_id: int | None = None) -> TraceParent:
+    """A context that is not sampled, in trace `trace_id` (a new one when None)."""
+    if trace_id is None:
+        trace_id = random.getrandbits(128) or 1
+    return TraceParent(trace_id, random.getrandbits(64) or 1, 0)
+
+
+def current() -> Span | None:
+    """The span made current by `activate`, `activated` or `child`, if any."""
+    return _current.get()
 
 
 def start(
@@ -78,14 +111,16 @@ def start(
 ) -> Span:
     """A started span: a child of `parent` (a span, or another process's span), else of
     the current span, else the root of a new trace. `kind`: internal, server, producer,
-    consumer or client. Only while `ENABLED`."""
+    consumer or client. Only while `ENABLED`, and only for a sampled trace: the SDK
+    records whatever it is asked to."""
     return _on().start(name, kind, attributes, parent, links, start_ns)
 
 
 def start_root(name: str, *, kind: str = "internal", attributes: Attributes | None = None,
-               links: Sequence[TraceParent] = ()) -> Span:  # fmt: skip
-    """A span that starts a new trace whatever is current."""
-    return _on().start(name, kind, attributes, None, links, None, root=True)
+               links: Sequence[TraceParent] = (), start_ns: int | None = None) -> Span:  # fmt: skip
+    """A span that starts a new trace whatever is current; only once `new_trace` said
+    the trace is sampled."""
+    return _on().start(name, kind, attributes, None, links, start_ns, root=True)
 
 
 def traceparent(span: Span) -> str:
@@ -96,11 +131,13 @@ def traceparent(span: Span) -> str:
 def activate(span: Span) -> object:
     """Make `span` current (child spans and log lines join it); returns the token for
     `deactivate`."""
-    return _on().activate(span)
+    return _on().activate(span), _current.set(span)
 
 
 def deactivate(token: object) -> None:
-    _on().deactivate(token)
+    sdk_token, ours = cast("tuple[object, Token[Span | None]]", token)  # activate's pair
+    _current.reset(ours)
+    _on().deactivate(sdk_token)
 
 
 def failed(span: Span, error_class: str) -> None:
@@ -112,7 +149,9 @@ def failed(span: Span, error_class: str) -> None:
 def current_ids() -> tuple[str, str] | None:
     """(trace id, span id) of the current span in hex, or None (for the JSON logs)."""
     backend = _backend
-    return None if backend is None else backend.current_ids()
+    if backend is None or _current.get() is None:
+        return None
+    return backend.current_ids()
 
 
 class _NoSpan:
@@ -141,9 +180,8 @@ class _Child:
         self._token: object = None
 
     def __enter__(self) -> Span:
-        backend = _on()
-        self._span = backend.start(self._name, "internal", self._attributes, self._parent, (), None)
-        self._token = backend.activate(self._span)
+        self._span = _on().start(self._name, "internal", self._attributes, self._parent, (), None)
+        self._token = activate(self._span)
         return self._span
 
     def __exit__(
@@ -158,7 +196,7 @@ class _Child:
         if exc is not None and _backend is not None:
             failed(span, str(getattr(exc, "error_class", type(exc).__name__)))
         if _backend is not None:
-            _backend.deactivate(self._token)
+            deactivate(self._token)
         span.end()
 
 
@@ -166,7 +204,7 @@ def child(
     parent: Span | None, name: str, attributes: Attributes | None = None
 ) -> contextlib.AbstractContextManager[Span | None]:
     """`with child(span, "ledger.post"):` a current child of `span`; nothing at all when
-    `span` is None (tracing off, or the work belongs to no traced event)."""
+    `span` is None (tracing off, or the work belongs to no sampled event)."""
     if parent is None or not ENABLED:
         return _NO_SPAN
     return _Child(parent, name, attributes)
@@ -175,9 +213,10 @@ def child(
 def current_child(
     name: str, attributes: Attributes | None = None
 ) -> contextlib.AbstractContextManager[Span | None]:
-    """`with current_child("currency.rate"):` a child of whatever span is current (a new
-    trace when none is); nothing at all while tracing is off."""
-    if not ENABLED:
+    """`with current_child("currency.rate"):` a child of whatever span is current;
+    nothing at all while tracing is off or no span is current (the work belongs to no
+    sampled trace)."""
+    if not ENABLED or _current.get() is None:
         return _NO_SPAN
     return _Child(None, name, attributes)
 
@@ -190,11 +229,11 @@ class _Activated:
         self._token: object = None
 
     def __enter__(self) -> None:
-        self._token = _on().activate(self._span)
+        self._token = activate(self._span)
 
     def __exit__(self, *exc: object) -> None:
         if _backend is not None:
-            _backend.deactivate(self._token)
+            deactivate(self._token)
 
 
 def activated(span: Span | None) -> contextlib.AbstractContextManager[None]:
@@ -211,11 +250,14 @@ __all__ = [
     "activated",
     "child",
     "configured",
+    "current",
     "current_child",
     "current_ids",
     "deactivate",
     "failed",
+    "new_trace",
     "start",
     "start_root",
     "traceparent",
+    "unsampled",
 ]

@@ -4,8 +4,9 @@ One `TracerProvider` per process, built by the composition root (not the SDK's g
 provider, so a process can set tracing up again, as the tests do): a `BatchSpanProcessor`
 (spans are exported from a thread, in batches, never on the request path) and the
 OTLP/HTTP exporter. The exporter reads the standard `OTEL_EXPORTER_OTLP_*` variables
-(headers, timeout, compression, certificates) itself. Sampling follows the parent where
-there is one, else keeps `sample_ratio` of new traces.
+(headers, timeout, compression, certificates) itself. Sampling is decided before the SDK
+is called (`gateway.tracing.new_trace`, or the parent's flags): the SDK is asked only
+for spans to record, so its sampler keeps every new trace and follows the parent.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from gateway import __version__
@@ -56,7 +57,7 @@ class Backend:
     def __init__(self, settings: TracingSettings, service_name: str) -> None:
         self.provider = TracerProvider(
             resource=Resource.create({"service.name": service_name}),
-            sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)),
+            sampler=ParentBased(ALWAYS_ON),  # `sample_ratio` is applied before the SDK
         )
         self.provider.add_span_processor(
             BatchSpanProcessor(

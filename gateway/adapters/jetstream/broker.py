@@ -59,7 +59,7 @@ def message_headers(stored: StoredEvent) -> dict[str, str]:
     }
     if event.source != Source.LIVE:
         headers["Gateway-Source"] = event.source
-    if event.traceparent is not None:  # tracing on: the publish span, for the consumer
+    if event.traceparent is not None:  # tracing on: the publish span (flags 00: none)
         headers[TRACEPARENT] = event.traceparent
     return headers
 
