@@ -283,8 +283,9 @@ def prefill_table(args: argparse.Namespace, backend: Backend) -> tuple[Prefilled
     pre = prefill(backend.dsn, args.prefill, newest_age_s=60.0, span_s=args.prefill_span_s)
     size = storage(backend.dsn)
     print(
-        f"  prefilled {pre.rows:,} rows in {pre.seconds:.1f} s ({pre.rows / pre.seconds:,.0f} "
-        f"rows/s), VACUUM (ANALYZE) + CHECKPOINT {pre.vacuum_s:.1f} s; table + TOAST + "
+        f"  prefilled {pre.rows:,} rows in {pre.seconds:.1f} s "
+        f"({pre.as_dict()['rows_per_s'] or 0:,} rows/s), VACUUM (ANALYZE) + CHECKPOINT "
+        f"{pre.vacuum_s:.1f} s; table + TOAST + "
         f"indexes {size['total_bytes'] / 2**20:,.0f} MiB, {size['bytes_per_row']:,} bytes "
         "per row"
     )
