@@ -84,6 +84,14 @@ class RssSampler:
             self.samples_kib.append(tree_rss_kib(self.pid))
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds so far of one process (0 once it is gone)."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return 0.0
+
+
 def all_cpu_s() -> dict[int, tuple[str, float]]:
     """CPU seconds so far of every process on the machine, with its command name."""
     found = {}
@@ -109,12 +117,14 @@ class CpuMeter:
     for the same cores, and so does anything else running (a test suite, a build): the
     `others` list says when a figure was taken on a busy machine. wrk's share comes from
     RUSAGE_CHILDREN, so call `stop()` after wrk has been waited for. Processes that exit
-    during the window (short-lived PostgreSQL backends) drop out of the sums.
+    during the window (short-lived PostgreSQL backends) drop out of the sums. With
+    `database`, the backends serving that database are also summed on their own.
     """
 
     server_pid: int
     nats_pid: int | None = None
     relay_pids: list[int] = field(default_factory=list)
+    database: str | None = None
     _start: dict[int, tuple[str, float]] = field(default_factory=dict)
     _busy0: float = 0.0
     _wrk0: float = 0.0
@@ -159,13 +169,33 @@ class CpuMeter:
             "relay_pct": pct(sum(s for pid, (_, s) in used.items() if pid in relays)),
             "nats_pct": pct(used.get(self.nats_pid or -1, ("", 0.0))[1]),
             "postgres_cluster_pct": pct(sum(s for c, s in used.values() if c == "postgres")),
+            "postgres_db_pct": None,
             "wrk_pct": pct(self._children_s() - self._wrk0),
             "machine_busy_pct": pct(machine_busy_s() - self._busy0),
         }
+        if self.database is not None:
+            found["postgres_db_pct"] = pct(
+                sum(s for pid, (c, s) in used.items() if c == "postgres" and self._serves(pid))
+            )
+        else:
+            del found["postgres_db_pct"]
         # What the machine did beyond the four above: other processes, the kernel, and
         # processes that came and went. Large values mean the figures were taken on a
         # machine busy with something else.
-        accounted = sum(v for k, v in found.items() if k != "machine_busy_pct")
+        accounted = sum(
+            v
+            for k, v in found.items()
+            if k not in ("machine_busy_pct", "postgres_db_pct") and v is not None
+        )
         found["everything_else_pct"] = round(max(found["machine_busy_pct"] - accounted, 0.0), 1)
         found["others"] = [(comm, pct(s)) for comm, s in others[:3] if pct(s) >= 5]
+        found["elapsed_s"] = round(elapsed_s, 3)
         return found
+
+    def _serves(self, pid: int) -> bool:
+        """Whether a postgres process is a backend of `database` (its title is
+        "postgres: user database host state")."""
+        with contextlib.suppress(OSError):
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            return f" {self.database} " in title
+        return False

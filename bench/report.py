@@ -9,13 +9,20 @@ RUN_TITLES = {
     "bare": "(a) bare Starlette",
     "batching": "(b) gateway, group commit",
     "no_batching": "(c) gateway, batching off",
+    "prefilled": "(b) on a prefilled table",
+    "retention": "(b) with expired payloads",
 }
-PASS_TITLES = {"new": "new events", "duplicates": "duplicates"}
+PASS_TITLES = {
+    "new": "new events",
+    "duplicates": "duplicates",
+    "during_retention": "new, retention running",
+}
 
 
 @dataclass(frozen=True)
 class Target:
-    """One figure from issue 6 and whether this run met it (reported, never asserted)."""
+    """One figure from issues 6 and 14 and whether this run met it (reported, never
+    asserted); `ok` is None for a figure not measured, or one with no goal."""
 
     name: str
     goal: str
@@ -23,7 +30,10 @@ class Target:
     ok: bool | None  # None: not measured in this run
 
     def as_dict(self) -> dict[str, Any]:
-        status = "n/a" if self.ok is None else ("pass" if self.ok else "FAIL")
+        if self.ok is None:
+            status = "n/a" if self.value is None or self.goal != "reported" else "reported"
+        else:
+            status = "pass" if self.ok else "FAIL"
         value = None if self.value is None else round(self.value, 3)
         return {"name": self.name, "goal": self.goal, "value": value, "status": status}
 
@@ -38,18 +48,86 @@ def _rps(runs: dict[str, Any], run: str, pass_name: str) -> float | None:
     return None if found is None else float(found["rps"])
 
 
+def _p99(runs: dict[str, Any], run: str, pass_name: str) -> float | None:
+    found = runs.get(run, {}).get(pass_name)
+    return None if found is None else float(found["latency_ms"]["p99"])
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
 def ratios(runs: dict[str, Any]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
-    for pass_name in PASS_TITLES:
+    for pass_name in ("new", "duplicates"):
         b = _rps(runs, "batching", pass_name)
         for other, key in (("bare", "b_over_a"), ("no_batching", "b_over_c")):
-            o = _rps(runs, other, pass_name)
-            out[f"{key}_{pass_name}"] = round(b / o, 3) if b and o else None
+            out[f"{key}_{pass_name}"] = _ratio(b, _rps(runs, other, pass_name))
+    # Issue 14: the same server on a large table against an empty one, and p99 while
+    # retention removes against the same server's pass just before (and against (b)).
+    for pass_name in ("new", "duplicates"):
+        out[f"prefilled_over_empty_{pass_name}"] = _ratio(
+            _rps(runs, "prefilled", pass_name), _rps(runs, "batching", pass_name)
+        )
+    for key, run, pass_name in (
+        ("retention_p99_over_without", "retention", "new"),
+        ("retention_p99_over_b", "batching", "new"),
+    ):
+        out[key] = _ratio(_p99(runs, "retention", "during_retention"), _p99(runs, run, pass_name))
+    out["prefilled_over_empty_p99_new"] = _ratio(
+        _p99(runs, "prefilled", "new"), _p99(runs, "batching", "new")
+    )
     return out
 
 
 def _at_least(name: str, value: float | None, goal: float) -> Target:
     return Target(name, f">= {goal}", value, None if value is None else value >= goal)
+
+
+def _at_most(name: str, value: float | None, goal: float) -> Target:
+    return Target(name, f"<= {goal:g}", value, None if value is None else value <= goal)
+
+
+def storage_targets(runs: dict[str, Any]) -> list[Target]:
+    """Issue 14's figures that come from the prefilled and retention runs."""
+    ratio = ratios(runs)
+    rows = runs.get("prefilled", {}).get("prefill", {}).get("rows")
+    within = ratio["prefilled_over_empty_new"]
+    found = [
+        Target(
+            f"(b) new events, {f'{rows:,}' if rows else 'N'} rows stored / empty table",
+            "within 10 %",
+            within,
+            None if within is None else abs(within - 1) <= 0.10,
+        ),
+        _at_most(
+            "p99 while retention empties payloads / without (same server)",
+            ratio["retention_p99_over_without"],
+            1.5,
+        ),
+    ]
+    prefilled = runs.get("prefilled", {}).get("storage", {})
+    removed = runs.get("retention", {}).get("storage", {})
+    for title, where, key in (
+        (
+            "disk bytes per stored event (table, TOAST, indexes), prefilled table",
+            prefilled,
+            "after_passes",
+        ),
+        (
+            "the same, payloads emptied by retention, after VACUUM (all rows)",
+            removed,
+            "after_retention_vacuum",
+        ),
+        (
+            "the same, emptied rows alone after VACUUM FULL",
+            removed,
+            "after_vacuum_full",
+        ),
+    ):
+        value = where.get(key, {}).get("bytes_per_row")
+        found.append(Target(title, "reported", value, None))
+    return found
 
 
 def targets(
@@ -58,12 +136,14 @@ def targets(
     memory: dict[str, Any] | None,
     settlement: dict[str, Any] | None = None,
 ) -> list[Target]:
+    pg_us = runs.get("batching", {}).get("new", {}).get("postgres_cpu_us_per_new_row")
     found = [
+        _at_most("(b) PostgreSQL CPU per accepted new event (µs, cluster)", pg_us, 30.0),
         _at_least("(b)/(a) new events", ratio["b_over_a_new"], 0.5),
         _at_least("(b)/(a) duplicates", ratio["b_over_a_duplicates"], 0.6),
         _at_least("(b)/(c) new events", ratio["b_over_c_new"], 3.0),
     ]
-    for pass_name, title in PASS_TITLES.items():
+    for pass_name, title in (("new", "new events"), ("duplicates", "duplicates")):
         p99 = runs.get("batching", {}).get(pass_name, {}).get("latency_ms", {}).get("p99")
         found.append(
             Target(
@@ -83,7 +163,7 @@ def targets(
         )
     drained = (settlement or {}).get("events_per_s")
     found.append(_at_least("settlement drain of 50,000 events (events/s)", drained, 3000.0))
-    return found
+    return found + storage_targets(runs)
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -100,8 +180,9 @@ def table(runs: dict[str, Any]) -> str:
     """The side-by-side results as a Markdown table (pasted into the README as is)."""
     lines = [
         "| server | pass | req/s | p50 ms | p99 ms | socket errors + timeouts | non-2xx "
-        "| accepted | duplicate | server CPU % | relay CPU % | server CPU µs/req |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| accepted | duplicate | server CPU % | relay CPU % | server CPU µs/req "
+        "| PostgreSQL CPU µs/new row |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run, title in RUN_TITLES.items():
         for pass_name, pass_title in PASS_TITLES.items():
@@ -115,7 +196,8 @@ def table(runs: dict[str, Any]) -> str:
                 f"| {_fmt(r['accepted'])} | {_fmt(r['duplicate'])} "
                 f"| {_fmt(r['cpu'].get('server_pct'), 0)} "
                 f"| {_fmt(r['cpu'].get('relay_pct'), 0)} "
-                f"| {_fmt(r['server_cpu_us_per_request'], 0)} |"
+                f"| {_fmt(r['server_cpu_us_per_request'], 0)} "
+                f"| {_fmt(r.get('postgres_cpu_us_per_new_row'), 0)} |"
             )
     return "\n".join(lines)
 
@@ -126,8 +208,17 @@ def ratio_lines(ratio: dict[str, float | None]) -> str:
         "b_over_a_duplicates": "(b)/(a) duplicates",
         "b_over_c_new": "(b)/(c) new events",
         "b_over_c_duplicates": "(b)/(c) duplicates",
+        "prefilled_over_empty_new": "prefilled/empty new events req/s",
+        "prefilled_over_empty_duplicates": "prefilled/empty duplicates req/s",
+        "prefilled_over_empty_p99_new": "prefilled/empty new events p99",
+        "retention_p99_over_without": "p99 with/without retention (same server)",
+        "retention_p99_over_b": "p99 with retention / (b) on an empty table",
     }
-    return "\n".join(f"  {names[k]:<22} {_fmt(v, 2)}" for k, v in ratio.items())
+    return "\n".join(
+        f"  {names.get(k, k):<42} {_fmt(v, 2)}"
+        for k, v in ratio.items()
+        if v is not None or k.startswith("b_over")
+    )
 
 
 def target_table(found: list[Target]) -> str:
@@ -135,4 +226,41 @@ def target_table(found: list[Target]) -> str:
     for t in found:
         d = t.as_dict()
         lines.append(f"| {d['name']} | {d['goal']} | {_fmt(d['value'], 2)} | {d['status']} |")
+    return "\n".join(lines)
+
+
+def storage_lines(runs: dict[str, Any]) -> str:
+    """Prefill, retention and table sizes of the prefilled and retention runs."""
+    lines = []
+    for run in ("prefilled", "retention"):
+        r = runs.get(run)
+        if r is None:
+            continue
+        pre = r["prefill"]
+        lines.append(
+            f"  {RUN_TITLES[run]}: prefilled {pre['rows']:,} rows in {pre['insert_s']} s "
+            f"({pre['rows_per_s']:,} rows/s), VACUUM (ANALYZE) + CHECKPOINT "
+            f"{pre['vacuum_analyze_checkpoint_s']} s"
+        )
+        for key, size in r["storage"].items():
+            if isinstance(size, dict):
+                lines.append(
+                    f"    {key.replace('_', ' ')}: {size['total_bytes'] / 2**20:,.0f} MiB "
+                    f"(heap {size['heap_bytes'] / 2**20:,.0f}, TOAST "
+                    f"{size['toast_bytes'] / 2**20:,.0f}, indexes "
+                    f"{size['index_bytes'] / 2**20:,.0f}) for {size['rows']:,} rows: "
+                    f"{_fmt(size['bytes_per_row'])} bytes per row"
+                )
+        ret = r.get("retention")
+        if ret:
+            lines.append(
+                f"    retention: {ret['emptied_during_pass']:,} payloads emptied during the "
+                f"{ret['pass_s']} s pass ({ret['rows_per_s_during_pass']:,} rows/s); "
+                + (
+                    f"{ret['emptied_total']:,} in all at {ret['rows_per_s_overall']:,} rows/s"
+                    if ret["finished"]
+                    else "did not finish"
+                )
+                + (f"; note: {ret['note']}" if ret["note"] else "")
+            )
     return "\n".join(lines)

@@ -5,11 +5,16 @@ One after another on this machine, under the same uvicorn settings and the same 
 
   (a) bench/bare_app.py: reads the body and answers 200;
   (b) the gateway with group commit (`[ingest] batching = true`, the shipped defaults);
-  (c) the gateway with batching off (one commit per request).
+  (c) the gateway with batching off (one commit per request);
+  prefilled: (b) again, on a table prefilled with `--prefill` rows (default 10 M);
+  retention: (b) on a table of `--retention-rows` expired rows (default 1 M), a pass
+      without retention, then a pass while `gateway retention run` empties their
+      payloads (bench/storage.py).
 
 Each gateway gets a fresh database and a private nats-server (file storage,
 `sync_interval: always`), both removed afterwards. Each server gets a pass of unique
-Stripe-signed events, then a pass replaying the same events (duplicates). Then a soak of
+Stripe-signed events, then a pass replaying the same events (duplicates); PostgreSQL's CPU
+per row a new-events pass recorded is reported beside each server's. Then a soak of
 (b) for resident memory, and the settlement placeholder. Results go to bench/results.json
 (`--output`) and a table on stdout.
 
@@ -17,6 +22,8 @@ Stripe-signed events, then a pass replaying the same events (duplicates). Then a
     .venv/bin/python -m bench.run --duration 10 --soak-s 30
     .venv/bin/python -m bench.run --duration 2 --soak-s 0 --quick   # self-check
     .venv/bin/python -m bench.run --tracing   # the same with traces exported (ratio 1.0)
+    .venv/bin/python -m bench.run --prefill 0 --retention-rows 0   # without issue 14's runs
+    .venv/bin/python -m bench.run --quick --prefill 20000 --retention-rows 20000
 
 `--tracing` turns `[tracing]` on for (b), (c) and the soak at `sample_ratio = 1.0`,
 exporting to a small OTLP/HTTP sink the benchmark starts itself (bench/otlp_sink.py),
@@ -46,29 +53,40 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
-from bench.events import RequestSet, new_tag, write_requests
+from bench.events import new_tag
 from bench.otlp_sink import running_sink
-from bench.procs import CpuMeter, RssSampler, machine_busy_s, tree_rss_kib
+from bench.passes import (
+    describe,
+    drain,
+    load_checks,
+    measure_pass,
+    postgres_per_row,
+    row_checks,
+    signed_pool,
+)
+from bench.prefill import Prefilled, prefill, rows_after, storage
+from bench.procs import RssSampler, machine_busy_s, tree_rss_kib
 from bench.report import check
 from bench.servers import (
     ROOT,
-    STRIPE_SECRET,
     STRIPE_TOLERANCE_S,
     Backend,
-    Server,
     bare_server,
     count_rows,
     fresh_backend,
     gateway_server,
     server_counters,
     stream_count,
-    wait_published,
 )
 from bench.settlement import settlement_benchmark
-from bench.wrk import Load, WrkResult, run_wrk, wrk_binary
+from bench.storage import retention_run
+from bench.wrk import Load, run_wrk, wrk_binary
 from tests.support.services import nats_server_binary
 
 DEFAULT_OUTPUT = Path(__file__).with_name("results.json")
+PASSES = tuple(report.PASS_TITLES)
+DEFAULT_PREFILL = 10_000_000  # issue 14: acceptance with 10 M rows stored
+DEFAULT_RETENTION_ROWS = 1_000_000  # issue 14: p99 while retention removes 1 M payloads
 SOAK_CHUNK_S = 60  # pre-signed pools are regenerated per chunk: fresh timestamps, bounded files
 
 
@@ -98,8 +116,45 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
     p.add_argument(
         "--runs",
-        default="bare,batching,no_batching",
-        help="which of bare,batching,no_batching to run (default: all three)",
+        default=",".join(report.RUN_TITLES),
+        help=f"which of {','.join(report.RUN_TITLES)} to run (default: all; prefilled and "
+        "retention only with --prefill / --retention-rows above 0)",
+    )
+    p.add_argument(
+        "--prefill",
+        type=int,
+        metavar="N",
+        help="rows stored before the run 'prefilled' ((b) again, on that table) starts: "
+        "published Stripe rows with ~2 KB bodies, generated in PostgreSQL "
+        f"(default {DEFAULT_PREFILL:,}; --quick 0; 0 skips the run)",
+    )
+    p.add_argument(
+        "--prefill-span-s",
+        type=float,
+        default=7 * 86_400.0,
+        help="prefilled rows were received over this many seconds before now (default 7 "
+        "days, inside the shipped 30-day payload horizon)",
+    )
+    p.add_argument(
+        "--retention-rows",
+        type=int,
+        metavar="N",
+        help="expired rows stored before the run 'retention', whose payloads `gateway "
+        f"retention run` empties during a pass (default {DEFAULT_RETENTION_ROWS:,}; "
+        "--quick 0; 0 skips the run)",
+    )
+    p.add_argument(
+        "--retention-age-s",
+        type=float,
+        default=3600.0,
+        help="[retention] payload_max_age_s of the retention run (default 3600; its "
+        "prefilled rows are a day older than that and more)",
+    )
+    p.add_argument(
+        "--retention-timeout-s",
+        type=float,
+        default=1800.0,
+        help="how long retention may go on after its pass before it is stopped (default 1800)",
     )
     p.add_argument(
         "--set",
@@ -170,6 +225,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = set(args.runs) - set(report.RUN_TITLES)
     if unknown:
         p.error(f"--runs: unknown {sorted(unknown)}; choose from {sorted(report.RUN_TITLES)}")
+    if args.prefill is None:
+        args.prefill = 0 if args.quick else DEFAULT_PREFILL
+    if args.retention_rows is None:
+        args.retention_rows = 0 if args.quick else DEFAULT_RETENTION_ROWS
+    if args.prefill < 0 or args.retention_rows < 0:
+        p.error("--prefill and --retention-rows must be 0 or more")
+    args.runs = [
+        r
+        for r in args.runs
+        if not (r == "prefilled" and not args.prefill)
+        and not (r == "retention" and not args.retention_rows)
+    ]
     if args.quick:
         args.soak_s = 0
         args.hook_probe_s = 0
@@ -194,135 +261,35 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def sections_for(run: str, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """The gateway settings of one run: the shipped defaults, `--set` overrides,
-    `[ingest] batching` on for (b) and the soak, off for (c), and `[outbox] inline`
-    as `--outbox` says."""
+    `[ingest] batching` on for (b), the prefilled and retention runs and the soak, off
+    for (c), `[outbox] inline` as `--outbox` says, and for the retention run its
+    horizon with the serving process's own retention off."""
     sections = {name: dict(values) for name, values in args.sections.items()}
     sections.setdefault("ingest", {})["batching"] = run != "no_batching"
     sections.setdefault("outbox", {}).setdefault("inline", args.outbox == "inline")
+    if run == "retention":
+        # Only the separate `gateway retention run` removes, at the run's short horizon.
+        retention = sections.setdefault("retention", {})
+        retention["payload_max_age_s"] = args.retention_age_s
+        retention["background"] = False
     return sections
 
 
-# --- one pass, one server ------------------------------------------------------------
-
-
-def signed_pool(
-    workdir: Path, name: str, server: Server, load: Load, per_thread: int, tag: str
-) -> RequestSet:
-    return write_requests(
-        workdir / name,
-        tag=tag,
-        threads=load.threads,
-        per_thread=per_thread,
-        host=f"127.0.0.1:{server.port}",
-        secret=STRIPE_SECRET,
-        signed_at_s=int(time.time()),
-    )
-
-
-def measure_pass(
-    server: Server,
-    requests: RequestSet,
-    load: Load,
-    nats_pid: int | None,
-    limits: list[int] | None = None,
-) -> tuple[WrkResult, dict[str, Any]]:
-    meter = CpuMeter(server.pid, nats_pid, server.sidecar_pids)
-    meter.start()
-    result = run_wrk(server.base_url, requests, load, limits)
-    summary = result.summary()
-    summary["cpu"] = meter.stop()
-    # Server CPU time per answer: far less sensitive to other work on the machine than
-    # requests/s, so the figure to compare when trying a change.
-    cpu_s = summary["cpu"]["server_pct"] / 100 * result.duration_s
-    summary["server_cpu_us_per_request"] = round(1e6 * cpu_s / max(result.requests, 1), 1)
-    return result, summary
-
-
-def describe(title: str, s: dict[str, Any]) -> None:
-    cpu = s["cpu"]
-    counted = (
-        ""
-        if s["accepted"] is None
-        else (f"  accepted {s['accepted']:,}  duplicate {s['duplicate']:,}")
-    )
+def prefill_table(args: argparse.Namespace, backend: Backend) -> tuple[Prefilled, dict[str, Any]]:
+    """Fill the run's fresh table with `--prefill` published rows, received over the
+    `--prefill-span-s` before now (the newest a minute ago, all within the shipped payload
+    horizon, so the gateway's background retention finds nothing to remove)."""
+    print(f"  prefilling {args.prefill:,} rows")
+    pre = prefill(backend.dsn, args.prefill, newest_age_s=60.0, span_s=args.prefill_span_s)
+    size = storage(backend.dsn)
     print(
-        f"  {title:<11} {s['rps']:>9,.0f} req/s  p50 {s['latency_ms']['p50']:6.2f} ms"
-        f"  p99 {s['latency_ms']['p99']:6.2f} ms  errors {s['socket_errors'] + s['timeouts']}"
-        f"  non-2xx {s['non_2xx'] if s['non_2xx'] is not None else '-'}{counted}"
-        f"  server CPU {s['server_cpu_us_per_request']:.0f} µs/req"
+        f"  prefilled {pre.rows:,} rows in {pre.seconds:.1f} s "
+        f"({pre.as_dict()['rows_per_s'] or 0:,} rows/s), VACUUM (ANALYZE) + CHECKPOINT "
+        f"{pre.vacuum_s:.1f} s; table + TOAST + "
+        f"indexes {size['total_bytes'] / 2**20:,.0f} MiB, {size['bytes_per_row']:,} bytes "
+        "per row"
     )
-    parts = [f"{k.removesuffix('_pct')} {v:.0f}%" for k, v in cpu.items() if k != "others"]
-    others = ", ".join(f"{comm} {v:.0f}%" for comm, v in cpu["others"]) or "none"
-    print(f"  {'':<11} CPU (100% = one core): {', '.join(parts)}; others: {others}")
-
-
-def drain(backend: Backend, timeout_s: float) -> dict[str, Any]:
-    """Let in-flight requests finish, then wait for the outbox to reach the stream.
-
-    Waiting here keeps one pass's publishing from eating into the next pass's CPU, and
-    the time it takes is itself a figure: how long the stream lags a burst.
-    """
-    time.sleep(1.0)
-    waited_s, left = wait_published(backend.dsn, timeout_s)
-    return {"outbox_drain_s": round(waited_s, 1), "unpublished_left": left}
-
-
-def load_checks(new: WrkResult, dup: WrkResult) -> list[dict[str, Any]]:
-    """Was the load what it claims: every new event sent once, every answer a 2xx?"""
-    non_2xx = [r.non_2xx if r.non_2xx is not None else r.wrk_errors_status for r in (new, dup)]
-    errors = [r.socket_errors + r.timeouts for r in (new, dup)]
-    return [
-        check(
-            "new-events pass sent each event at most once",
-            new.wraps == 0,
-            f"{new.wraps} pool wrap(s); raise --pool-rate if not 0",
-        ),
-        check("every answer was a 2xx", sum(non_2xx) == 0, f"non-2xx new/dup: {non_2xx}"),
-        check("no socket errors or timeouts", sum(errors) == 0, f"new/dup: {errors}"),
-    ]
-
-
-def row_checks(
-    backend: Backend, server: Server, new: WrkResult, dup: WrkResult
-) -> list[dict[str, Any]]:
-    """Does processed_webhooks hold exactly one row per accepted event?
-
-    wrk stops with up to one request in flight per connection: the gateway may commit
-    those events, but wrk never reads the answers. So wrk's own count can only bound the
-    rows (accepted <= rows <= accepted + unanswered), while the gateway's counter of
-    `accepted` answers, taken after everything finished, must equal the rows exactly.
-    """
-    rows = count_rows(backend.dsn)
-    found = []
-    if new.accepted is not None and dup.accepted is not None:
-        accepted = new.accepted + dup.accepted
-        unanswered = new.unanswered + dup.unanswered
-        found.append(
-            check(
-                "rows within wrk's accepted answers (+ unanswered at stop)",
-                accepted <= rows <= accepted + unanswered,
-                f"{rows:,} rows; {accepted:,} 'accepted' answers read by wrk; "
-                f"{unanswered} sent but unanswered when wrk stopped",
-            )
-        )
-        found.append(
-            check(
-                "duplicates pass found nothing new",
-                dup.accepted <= new.unanswered,
-                f"{dup.accepted} 'accepted' in the duplicates pass; at most the "
-                f"{new.unanswered} whose first answer wrk never read may be new",
-            )
-        )
-    # Any worker's /metrics answers for all of them (merged across `--workers N`).
-    outcomes = server_counters(server)["outcomes"]
-    found.append(
-        check(
-            "rows == 'accepted' answers the gateway gave (gateway_webhooks_total)",
-            rows == outcomes.get("accepted", -1),
-            f"{rows:,} rows; gateway outcomes {outcomes}",
-        )
-    )
-    return found
+    return pre, size
 
 
 def measure_server(
@@ -332,27 +299,36 @@ def measure_server(
     print(f"== {report.RUN_TITLES[run]}")
     with contextlib.ExitStack() as stack:
         backend: Backend | None = None
+        record: dict[str, Any] = {"title": report.RUN_TITLES[run]}
+        after_id = 0  # rows up to this id were there before the server started
         if run == "bare":
             server = bare_server(workdir, run, args.workers)
         else:
             backend = stack.enter_context(fresh_backend())
+            if run == "prefilled":
+                pre, size = prefill_table(args, backend)
+                record["prefill"] = pre.as_dict()
+                record["storage"] = {"after_prefill": size}
+                after_id = pre.max_id
             server = gateway_server(
                 backend, workdir, run, sections_for(run, args), args.workers, args.relay_nice
             )
         server.start()
         stack.callback(server.stop)
         nats_pid = backend.nats.proc.pid if backend and backend.nats.proc else None
-        record: dict[str, Any] = {"title": report.RUN_TITLES[run]}
+        database = backend.database if backend else None
         if backend:
             record["settings"] = sections_for(run, args)
 
         per_thread = math.ceil(args.pool_rate * load.duration_s / load.threads)
         tag = new_tag()
         pool = signed_pool(workdir, f"{run}-new", server, load, per_thread, tag)
-        new, record["new"] = measure_pass(server, pool, load, nats_pid)
+        new, record["new"] = measure_pass(server, pool, load, nats_pid, database=database)
         pool.remove()
         if not backend:  # the bare endpoint answers neither "accepted" nor "duplicate"
             record["new"]["accepted"] = record["new"]["duplicate"] = None
+        else:
+            postgres_per_row(record["new"], rows_after(backend.dsn, after_id))
         describe("new events", record["new"])
         if backend:
             record["after_new"] = drain(backend, args.drain_timeout_s)
@@ -360,7 +336,9 @@ def measure_server(
         # Replay exactly what each thread sent, re-signed now (as a provider's retry is).
         limits = [max(1, min(n, per_thread)) for n in new.built_per_thread]
         pool = signed_pool(workdir, f"{run}-dup", server, load, max(limits), tag)
-        dup, record["duplicates"] = measure_pass(server, pool, load, nats_pid, limits)
+        dup, record["duplicates"] = measure_pass(
+            server, pool, load, nats_pid, limits, database=database
+        )
         pool.remove()
         if not backend:
             record["duplicates"]["accepted"] = record["duplicates"]["duplicate"] = None
@@ -369,19 +347,27 @@ def measure_server(
         record["checks"] = load_checks(new, dup)
         if backend:
             record["after_duplicates"] = drain(backend, args.drain_timeout_s)
-            record["checks"] += row_checks(backend, server, new, dup)
-            rows, messages = count_rows(backend.dsn), stream_count(backend.nats.url)
+            record["checks"] += row_checks(backend, server, new, dup, after_id)
+            rows, messages = rows_after(backend.dsn, after_id), stream_count(backend.nats.url)
             record["checks"].append(
                 check(
-                    "the stream holds one message per row, once the outbox drained",
+                    "the stream holds one message per new row, once the outbox drained",
                     rows == messages,
-                    f"{rows:,} rows, {messages:,} messages",
+                    f"{rows:,} rows"
+                    + (" above the prefill" if after_id else "")
+                    + f", {messages:,} messages",
                 )
             )
             if args.outbox == "inline":
                 # A relay figure well above zero while NATS was up means rows were
                 # published twice: the sweep took rows the inline publisher still held.
                 record["published"] = server_counters(server)["published"]
+            if run == "prefilled":
+                record["storage"]["after_passes"] = size = storage(backend.dsn)
+                print(
+                    f"  after the passes: {size['total_bytes'] / 2**20:,.0f} MiB for "
+                    f"{size['rows']:,} rows, {size['bytes_per_row']:,} bytes per row"
+                )
         record["rss_mib_at_end"] = round(tree_rss_kib(server.pid) / 1024, 1)
         for c in record["checks"]:
             print(f"  [{'ok' if c['ok'] else 'FAIL'}] {c['check']}: {c['detail']}")
@@ -573,7 +559,7 @@ def tracing_line(
     sink = tracing.get("sink")
     if sink is None:
         return f"tracing on, exported to {tracing['endpoint']} (not counted here)"
-    passes = [r[p] for name, r in runs.items() if name != "bare" for p in ("new", "duplicates")]
+    passes = [r[p] for name, r in runs.items() if name != "bare" for p in PASSES if p in r]
     if memory is not None:
         passes += [memory["warmup"], *memory["chunks"]]
     answered = sum(p["requests"] for p in passes)
@@ -621,10 +607,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         runs: dict[str, Any] = {}
         rate_b = 10_000.0
-        for run in ("bare", "batching", "no_batching"):
-            if run in args.runs:
-                runs[run], rps = measure_server(run, args, load, workdir)
-                rate_b = rps if run == "batching" else rate_b
+        for run in report.RUN_TITLES:
+            if run not in args.runs:
+                continue
+            if run == "retention":
+                runs[run] = retention_run(args, load, workdir, sections_for(run, args))
+                continue
+            runs[run], rps = measure_server(run, args, load, workdir)
+            rate_b = rps if run == "batching" else rate_b
         results["runs"] = runs
         if args.hook_probe_s > 0:
             results["response_hook_probe"] = hook_probe(args, load, workdir)
@@ -651,6 +641,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.table(runs))
     print()
     print(report.ratio_lines(ratio))
+    storage_lines = report.storage_lines(runs)
+    if storage_lines:
+        print()
+        print(storage_lines)
     print()
     print(report.target_table(targets))
     if args.tracing:

@@ -52,3 +52,37 @@ def test_bench_self_check_with_tracing_exports_to_its_own_sink(tmp_path: Path) -
     sink = results["tracing"]["sink"]
     assert sink["requests"] > 0 and sink["bytes"] > 0 and sink["refused"] == 0
     assert all(c["ok"] for c in results["runs"]["batching"]["checks"])
+
+
+def test_bench_self_check_with_prefill_and_retention(tmp_path: Path) -> None:
+    """`--prefill` and `--retention-rows` (issue 14): (b) runs again on a prefilled table,
+    and once more while `gateway retention run` empties expired payloads; the prefilled
+    rows stay out of the outbox and the stream, retention empties exactly them, and the
+    new figures are in the results (a short run: about 30 s)."""
+    output = tmp_path / "results.json"
+    argv = [sys.executable, "-m", "bench.run", "--quick", "--duration", "1"]
+    argv += ["--runs", "batching,prefilled,retention", "--prefill", "20000"]
+    argv += ["--retention-rows", "20000", "--settle-events", "0", "--output", str(output)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "self-check passed" in done.stdout
+    results = json.loads(output.read_text())
+    runs = results["runs"]
+    assert set(runs) == {"batching", "prefilled", "retention"}
+    for run in runs.values():
+        assert all(c["ok"] for c in run["checks"]), run["checks"]
+    assert runs["batching"]["new"]["postgres_cpu_us_per_new_row"] > 0
+    prefilled = runs["prefilled"]
+    assert prefilled["prefill"]["rows"] == 20_000
+    assert prefilled["storage"]["after_passes"]["rows"] > 20_000
+    retention = runs["retention"]
+    assert retention["retention"]["finished"]
+    assert retention["retention"]["emptied_total"] == 20_000
+    assert retention["during_retention"]["latency_ms"]["p99"] > 0
+    sizes = retention["storage"]
+    assert sizes["after_vacuum_full"]["rows"] == 20_000
+    assert sizes["after_vacuum_full"]["bytes_per_row"] < sizes["after_prefill"]["bytes_per_row"]
+    ratios = results["ratios"]
+    assert ratios["prefilled_over_empty_new"] and ratios["retention_p99_over_without"]
+    reported = {t["name"]: t for t in results["targets"]}
+    assert reported["(b) new events, 20,000 rows stored / empty table"]["status"] != "n/a"
