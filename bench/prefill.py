@@ -6,10 +6,10 @@ rows the gateway records for Stripe: provider `stripe`, a unique Stripe-style ev
 the type and subject the gateway derives, the two headers it keeps, and a real ~2 KB
 Stripe body (bench/stripe_event.json: `payment_intent.succeeded` from stripe/openapi's
 fixtures3.json, MIT, byte for byte as the corpus holds it) with its event id, payment
-intent id and `created` varied per row. Rows are already published: `published_at =
-received_at`, and where the outbox's `outbox_xid` column exists it is set to NULL
-explicitly (its default would put every row back in the outbox), so neither the relay nor
-retention's outbox rule sees them as pending.
+intent id and `created` varied per row. Rows are already published: each carries the
+transaction id that recorded it, like a live row, and once all are in the outbox cursor
+is moved past them (sql/010), so neither the relay nor retention's outbox rule sees them
+as pending.
 
 Ids follow `received_at`, oldest first, as they do in a live table: each row's id is
 given (the sequence is moved past them afterwards), so chunks can be inserted by a few
@@ -52,13 +52,13 @@ JOBS = min(os.cpu_count() or 1, 4)  # connections inserting chunks at the same t
 # among 10 M rows has a chance of about 1e-15, and would be skipped, then reported).
 _INSERT = """
 INSERT INTO processed_webhooks (id, provider, event_id, event_type, subject, headers, body,
-                                received_at, published_at{xid_column})
+                                received_at)
 SELECT e.g, 'stripe', e.event_id, '{event_type}', '{subject}', '{headers}'::jsonb,
        convert_to(replace(replace(replace(t.body, '{template_event_id}', e.event_id),
                                   '{template_intent_id}', e.intent_id),
                           '{template_created}', extract(epoch FROM e.received_at)::bigint::text),
                   'UTF8'),
-       e.received_at, e.received_at{xid_value}
+       e.received_at
 FROM (SELECT g,
              'evt_' || substr(md5($7::text || ':' || g), 1, 24) AS event_id,
              'pi_' || substr(md5($7::text || ':pi:' || g), 1, 24) AS intent_id,
@@ -71,9 +71,12 @@ ORDER BY e.g
 ON CONFLICT DO NOTHING
 """
 
-_HAS_OUTBOX_XID = """
-SELECT EXISTS (SELECT 1 FROM information_schema.columns
-               WHERE table_name = 'processed_webhooks' AND column_name = 'outbox_xid')
+# As a relay does once the stream has every row committed so far.
+_PASS_OUTBOX_CURSOR = """
+UPDATE outbox_cursor
+SET done_snapshot = pg_current_snapshot(), target_snapshot = pg_current_snapshot(),
+    after_xid = '0', after_id = 0, advanced_at = now()
+WHERE name = 'default'
 """
 
 _STORAGE = """
@@ -94,7 +97,6 @@ class Prefilled:
     seconds: float  # inserting
     vacuum_s: float  # VACUUM (ANALYZE) and CHECKPOINT afterwards
     max_id: int  # rows above this id arrived during the measurement
-    outbox_xid_set_null: bool  # the table has `outbox_xid`, and it was set to NULL
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -103,14 +105,11 @@ class Prefilled:
             "rows_per_s": round(self.rows / self.seconds) if self.seconds else None,
             "vacuum_analyze_checkpoint_s": round(self.vacuum_s, 1),
             "max_id": self.max_id,
-            "outbox_xid_set_null": self.outbox_xid_set_null,
         }
 
 
-def insert_sql(has_outbox_xid: bool) -> str:
+def insert_sql() -> str:
     return _INSERT.format(
-        xid_column=", outbox_xid" if has_outbox_xid else "",
-        xid_value=", NULL::xid8" if has_outbox_xid else "",
         event_type=EVENT_TYPE,
         subject=webhook_subject("stripe", EVENT_TYPE),
         headers=HEADERS,
@@ -125,8 +124,7 @@ async def _prefill(
 ) -> Prefilled:
     conn = await asyncpg.connect(dsn)
     try:
-        has_xid = bool(await conn.fetchval(_HAS_OUTBOX_XID))
-        sql = insert_sql(has_xid)
+        sql = insert_sql()
         now: datetime = await conn.fetchval("SELECT now()")
         first = int(await conn.fetchval("SELECT coalesce(max(id), 0) FROM processed_webhooks"))
         last = first + rows
@@ -158,6 +156,7 @@ async def _prefill(
         await conn.execute(
             "SELECT setval(pg_get_serial_sequence('processed_webhooks', 'id'), $1)", last
         )
+        await conn.execute(_PASS_OUTBOX_CURSOR)
         # Plain VACUUM (not FULL) sets hint bits and the visibility map now, so neither the
         # first reads nor an autovacuum of the fresh rows land in the measured passes;
         # ANALYZE gives the planner the table's real size; CHECKPOINT writes the dirty
@@ -166,7 +165,7 @@ async def _prefill(
         await conn.execute("VACUUM (ANALYZE) processed_webhooks", timeout=None)
         await conn.execute("CHECKPOINT", timeout=None)
         vacuum_s = time.monotonic() - started
-        return Prefilled(inserted, seconds, vacuum_s, last, has_xid)
+        return Prefilled(inserted, seconds, vacuum_s, last)
     finally:
         await conn.close()
 

@@ -163,7 +163,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         dest="overrides",
         metavar="SECTION.KEY=VALUE",
         help="override a gateway setting for (b), (c) and the soak, e.g. "
-        "ingest.batch_window_us=500 or outbox.relay_after_s=60 (batching stays per run)",
+        "ingest.batch_window_us=500 or outbox.batch_size=512 (batching stays per run)",
     )
     p.add_argument(
         "--pool-rate",
