@@ -190,8 +190,8 @@ class RetentionSettings:
     payload_max_age_s: float = 30 * 86_400.0  # 0 = payloads kept for ever
     key_max_age_s: float = 0.0  # 0 = keys kept for ever
     # At most batch_size / pause_s rows a second (1,000): emptying a payload costs the
-    # database about as much as recording an event, and on a busy machine faster removal
-    # showed in ingestion's p99 (README, Benchmarks).
+    # database about as much as recording an event, and on a busy machine 10,000 a
+    # second showed in ingestion's p99 (README, Storage and retention).
     batch_size: int = 500  # rows per short transaction
     pause_s: float = 0.5  # between batches, so ingestion keeps the database first
     interval_s: float = 300.0  # how often `gateway serve` runs a pass
