@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import asyncpg
+import httpx
 
 ADMIN_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -145,6 +146,18 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout_s} s (last value {value!r})")
         await asyncio.sleep(interval_s)
+
+
+async def wait_ready(client: httpx.AsyncClient, timeout_s: float = 30.0) -> None:
+    """Wait until the gateway `client` points at answers `/readyz` with 200."""
+
+    async def ready() -> bool:
+        try:
+            return (await client.get("/readyz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await wait_until(ready, timeout_s=timeout_s)
 
 
 async def stream_messages(

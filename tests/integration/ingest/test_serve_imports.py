@@ -15,7 +15,7 @@ import httpx
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config
-from tests.support.services import free_port, wait_until
+from tests.support.services import free_port, wait_ready
 
 
 def imported_modules(import_log: str) -> set[str]:
@@ -43,14 +43,7 @@ async def test_gateway_serve_loads_no_settlement_redis_or_tigerbeetle(
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
-
-            async def ready() -> bool:
-                try:
-                    return (await client.get("/readyz")).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await wait_until(ready, timeout_s=30)
+            await wait_ready(client)
             sent = deliver("stripe", "evt_imports", "payment_intent.succeeded")
             answer = await client.post(sent.path, content=sent.body, headers=sent.headers)
             assert answer.status_code == 200 and answer.json()["status"] == "accepted"

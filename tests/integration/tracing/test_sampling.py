@@ -16,7 +16,7 @@ from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config
 from tests.support.otlp import running_receiver
-from tests.support.services import free_port, stream_messages, wait_until
+from tests.support.services import free_port, stream_messages, wait_ready
 from tests.support.settlement import fetch
 
 #: A trusted sender's span, sampled: `-01` asks for the request to be recorded.
@@ -44,14 +44,7 @@ async def test_unsampled_requests_leave_no_span_and_only_verified_senders_are_jo
         try:
             run = Run(receiver, port, (tmp_path / "serve.log", tmp_path / "none.log"))
             async with httpx.AsyncClient(base_url=run.url, timeout=10) as client:
-
-                async def ready() -> bool:
-                    try:
-                        return (await client.get("/readyz")).status_code == 200
-                    except httpx.TransportError:
-                        return False
-
-                await wait_until(ready, timeout_s=30)
+                await wait_ready(client)
                 await run.send("evt_unsampled", payment("evt_unsampled", "pi_u", "m_x"))
                 forged = deliver("stripe", "evt_forged", body=payment("evt_forged", "pi_f", "m_x"),
                                  secret="whsec_not_the_providers")  # fmt: skip

@@ -19,7 +19,7 @@ from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import SECRETS, config
 from tests.support.otlp import STATUS_ERROR, OtlpReceiver, ReceivedSpan, running_receiver
-from tests.support.services import free_port, wait_until
+from tests.support.services import free_port, wait_ready, wait_until
 from tests.support.settlement import fetch, settlement_sections
 from tests.support.stub import Stub
 
@@ -122,14 +122,7 @@ async def run(tmp_path: Path, database_url: str, nats_url: str, stub: Stub, redi
         settle = start(["settle", "--config", cfg], logs[1])
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-
-                async def ready() -> bool:
-                    try:
-                        return (await client.get("/readyz")).status_code == 200
-                    except httpx.TransportError:
-                        return False
-
-                await wait_until(ready, timeout_s=30)
+                await wait_ready(client)
             yield Run(receiver, port, logs)
         finally:
             stop(serve)
@@ -261,14 +254,7 @@ async def test_an_event_published_later_by_the_relay_joins_its_requests_trace(
         try:
             run = Run(receiver, port, (tmp_path / "serve.log", tmp_path / "relay.log"))
             async with httpx.AsyncClient(base_url=run.url) as client:
-
-                async def ready() -> bool:
-                    try:
-                        return (await client.get("/readyz")).status_code == 200
-                    except httpx.TransportError:
-                        return False
-
-                await wait_until(ready, timeout_s=30)
+                await wait_ready(client)
             await run.send("evt_trace_relay", payment("evt_trace_relay", "pi_relay", "m_x"))
             request = await run.request_span("evt_trace_relay")
             rows = await fetch(database_url, "SELECT traceparent FROM processed_webhooks")
