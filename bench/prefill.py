@@ -29,6 +29,7 @@ from typing import Any
 import asyncpg
 
 from gateway.core.model import webhook_subject
+from tests.support.outbox import pass_cursor
 
 TEMPLATE = Path(__file__).with_name("stripe_event.json").read_text(encoding="utf-8")
 EVENT_TYPE = "payment_intent.succeeded"
@@ -69,14 +70,6 @@ FROM (SELECT g,
      (SELECT $8::text AS body) t
 ORDER BY e.g
 ON CONFLICT DO NOTHING
-"""
-
-# As a relay does once the stream has every row committed so far.
-_PASS_OUTBOX_CURSOR = """
-UPDATE outbox_cursor
-SET done_snapshot = pg_current_snapshot(), target_snapshot = pg_current_snapshot(),
-    after_xid = '0', after_id = 0, advanced_at = now()
-WHERE name = 'default'
 """
 
 _STORAGE = """
@@ -156,7 +149,7 @@ async def _prefill(
         await conn.execute(
             "SELECT setval(pg_get_serial_sequence('processed_webhooks', 'id'), $1)", last
         )
-        await conn.execute(_PASS_OUTBOX_CURSOR)
+        await pass_cursor(conn)  # as a relay does once the stream has every row
         # Plain VACUUM (not FULL) sets hint bits and the visibility map now, so neither the
         # first reads nor an autovacuum of the fresh rows land in the measured passes;
         # ANALYZE gives the planner the table's real size; CHECKPOINT writes the dirty

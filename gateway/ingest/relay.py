@@ -84,7 +84,6 @@ async def publish_now(
 class Sweep:
     """What one sweep did."""
 
-    published: int = 0
     moved: int = 0  # rows the cursor passed
     busy: bool = False  # another relay held the sweep lock
     stuck: bool = False  # a row the stream did not confirm held the cursor
@@ -152,7 +151,7 @@ class OutboxRelay:
                     "relay published",
                     extra={"rows": len(result.acked), "failed": len(result.failed)},
                 )
-        return Sweep(len(result.acked), step.moved, stuck=step.stuck)
+        return Sweep(step.moved, stuck=step.stuck)
 
     async def refresh_metrics(self) -> None:
         """Update the outbox gauges from the table."""

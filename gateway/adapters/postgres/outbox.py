@@ -69,11 +69,11 @@ FROM (
     WHERE outbox_xid = ANY($1::text[]::xid8[])
     UNION ALL
     SELECT received_at, outbox_xid, id, subject, publish_parked_at FROM processed_webhooks
-    WHERE (outbox_xid, id) > ($4::text::xid8, -1::bigint) AND outbox_xid IS NOT NULL
+    WHERE (outbox_xid, id) > ($5::text::xid8, -1::bigint) AND outbox_xid IS NOT NULL
 ) ahead
 WHERE subject IS NOT NULL AND publish_parked_at IS NULL
   AND NOT (pg_visible_in_snapshot(outbox_xid, $2::text::pg_snapshot)
-           AND (outbox_xid, id) <= ($3::text::xid8, $5::bigint))
+           AND (outbox_xid, id) <= ($3::text::xid8, $4::bigint))
 """
 
 
@@ -94,20 +94,18 @@ async def read_cursor(conn: Conn) -> tuple[Cursor, str]:
     return Cursor(row["done"], row["target"], after), str(row["now"])
 
 
+def _ahead_of(cursor: Cursor) -> tuple[list[str], str, str, int]:
+    """`$1` to `$4` of the walk and the gauges: the transactions running when `done` was
+    taken, the target snapshot and the position (xid8 travels as text)."""
+    xids = [str(x) for x in xip(cursor.done_snapshot)]
+    return xids, cursor.target_snapshot, str(cursor.after[0]), cursor.after[1]
+
+
 async def walk(conn: Conn, cursor: Cursor, limit: int) -> tuple[list[StoredEvent], list[Position]]:
     """The next `limit` rows the cursor has not passed, and their walk positions."""
     newer = cursor.newer_than
     with translate_errors():
-        rows = await conn.fetch(
-            _WALK,
-            [str(x) for x in xip(cursor.done_snapshot)],
-            cursor.target_snapshot,
-            str(cursor.after[0]),
-            cursor.after[1],
-            str(newer[0]),
-            newer[1],
-            limit,
-        )
+        rows = await conn.fetch(_WALK, *_ahead_of(cursor), str(newer[0]), newer[1], limit)
     positions = [(int(r["outbox_xid"]), int(r["id"])) for r in rows]
     return [stored_event(r) for r in rows], positions
 
@@ -140,14 +138,7 @@ async def outbox_stats(conn: Conn) -> tuple[int, float]:
     """(rows waiting to be published, age in seconds of the oldest of them)."""
     cursor, _ = await read_cursor(conn)
     with translate_errors():
-        row = await conn.fetchrow(
-            _STATS,
-            [str(x) for x in xip(cursor.done_snapshot)],
-            cursor.target_snapshot,
-            str(cursor.after[0]),
-            str(xmax(cursor.done_snapshot)),
-            cursor.after[1],
-        )
+        row = await conn.fetchrow(_STATS, *_ahead_of(cursor), str(xmax(cursor.done_snapshot)))
     if row is None:
         return 0, 0.0
     return int(row["pending"]), float(row["lag_s"])
