@@ -164,7 +164,8 @@ class EventTypeNotAllowed(PayloadInvalid):
 
 
 class EventIdInvalid(PayloadInvalid):
-    """The event id holds control characters; the event is kept under its body digest."""
+    """A verified webhook has no usable event id (absent, not a string or an integer,
+    blank, over 255 characters, control characters); it is kept under its body digest."""
 
     error_class = "EVENT_ID_INVALID"
 

@@ -22,12 +22,15 @@ from gateway.core.content import (
     nul_free,
     storable_headers,
 )
+
+# Re-exported: the id rules' limit, where the shaping rules' other limits are.
+from gateway.core.event_ids import MAX_EVENT_ID_CHARS as MAX_EVENT_ID_CHARS
+from gateway.core.event_ids import as_text, check_event_id, read_event_id
 from gateway.core.event_types import type_allowed
 from gateway.core.signatures.base import FieldRef
 from gateway.errors import (
     BadRequest,
     EventIdInvalid,
-    EventIdMissing,
     EventTypeInvalid,
     EventTypeMissing,
     EventTypeNotAllowed,
@@ -36,7 +39,6 @@ from gateway.errors import (
     PayloadNotJson,
 )
 
-MAX_EVENT_ID_CHARS = 255
 MAX_EVENT_TYPE_CHARS = 200
 _SUBJECT_TOKEN_BAD = re.compile(r"[^A-Za-z0-9_\-]")
 
@@ -131,35 +133,21 @@ class ParsedBody:
         return self._value
 
 
+def _found(ref: FieldRef, headers: Mapping[str, str], body: ParsedBody) -> Any:
+    """The value `ref` points at, as sent (None when absent, or in a body that is JSON
+    but not an object). Raises `PayloadNotJson` when it lives in a body that is not JSON."""
+    if ref.source == "header":
+        return headers.get(ref.name)
+    doc = body.json()
+    return doc.get(ref.name) if isinstance(doc, dict) else None
+
+
 def lookup(ref: FieldRef, headers: Mapping[str, str], body: ParsedBody) -> str | None:
-    """The value `ref` points at, as a string, or None when absent or empty.
+    """The value `ref` points at, as a string (`as_text`), or None when absent or empty.
 
     Raises `PayloadNotJson` when the value lives in a body that is not JSON.
     """
-    if ref.source == "header":
-        value: Any = headers.get(ref.name)
-    else:
-        doc = body.json()
-        value = doc.get(ref.name) if isinstance(doc, dict) else None
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | str):
-        # Only the blanks HTTP itself trims: `str.strip()` would also eat control
-        # characters such as U+001C, turning an id that must be parked into an absent one.
-        text = str(value).strip(" \t")
-        return text or None
-    return None
-
-
-def check_event_id(event_id: str | None) -> str:
-    """Return a usable event id or raise `EventIdMissing` / `BadRequest` (answered 400)."""
-    if event_id is None:
-        raise EventIdMissing("the event id cannot be found in the request")
-    if len(event_id) > MAX_EVENT_ID_CHARS:
-        raise BadRequest(f"event id longer than {MAX_EVENT_ID_CHARS} characters")
-    if has_control_chars(event_id):
-        raise BadRequest("event id contains control characters")
-    return event_id
+    return as_text(_found(ref, headers, body))
 
 
 def subject_tokens(text: str) -> str:
@@ -227,18 +215,18 @@ def _webhook_id(
     """The event id, or a body-digest id with the failure that made it necessary.
 
     The request is verified, so its content is never a reason to refuse it: a body that
-    cannot be parsed for its id, or an id with control characters, is kept under
-    `sha256:<hex>` and parked. Only an id that is absent or too long is refused (400).
+    cannot be parsed for its id, or an id that is not usable (`event_ids`), is kept
+    under `sha256:<hex>` and parked, and a retry of the same bytes is a duplicate.
     """
     try:
-        raw_id = lookup(id_ref, headers, parsed)
+        found = _found(id_ref, headers, parsed)
+        is_object = id_ref.source == "header" or isinstance(parsed.json(), dict)
     except PayloadNotJson as exc:
         return body_digest_id(parsed.raw), Failure(exc.error_class, str(exc))
-    if raw_id is not None and has_control_chars(raw_id[:MAX_EVENT_ID_CHARS]):
-        return body_digest_id(parsed.raw), Failure(
-            EventIdInvalid.error_class, "event id contains control characters"
-        )
-    return check_event_id(raw_id), None
+    event_id, problem = read_event_id(id_ref, found, is_object)
+    if event_id is None:
+        return body_digest_id(parsed.raw), Failure(EventIdInvalid.error_class, problem)
+    return event_id, None
 
 
 def webhook_event(
@@ -256,10 +244,10 @@ def webhook_event(
 ) -> Event:
     """Shape a verified provider webhook into an `Event`.
 
-    Raises `EventIdMissing`/`BadRequest` (400) only when the event id is absent or too
-    long; every other problem becomes the event's `failure` (the first one found: id,
-    then body and type, then headers), so the event is still recorded (and parked in the
-    DLQ) rather than dropped, and it is never published. A type outside `event_types`
+    Never raises for the content: every problem becomes the event's `failure` (the first
+    one found: id, then body and type, then headers), so the event is still recorded (and
+    parked in the DLQ) rather than dropped, and it is never published. Without a usable
+    id (`event_ids`) it is recorded under its body digest. A type outside `event_types`
     (the provider's allow-list; None allows every type) is such a problem too.
     Only the headers `header_policy` names are kept, capped.
     """

@@ -15,12 +15,14 @@ from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres.dead_letters import OutboxState, queue_for_outbox
 from gateway.adapters.postgres.webhooks import StoredEvent
+from gateway.core.content import DIGEST_ID_PREFIX
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Failure, webhook_event
 from gateway.core.signatures import get_scheme
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import (
     EventIdChanged,
+    EventIdInvalid,
     EventNotRecorded,
     GatewayError,
     ProviderNotConfigured,
@@ -71,11 +73,18 @@ class IngestReplay:
             # Recording it under another id would bypass the idempotency gate.
             raise EventIdChanged(
                 f"the current configuration reads event id {event.event_id!r}, "
-                f"but the event was recorded as {row.event_id!r}"
+                f"but the event was recorded as {row.event_id!r}{_digest_note(row.event_id)}"
             )
         if event.failure is not None or event.event_type is None or event.subject is None:
             failure = event.failure or Failure("PAYLOAD_INVALID", "no subject")
-            raise StillInvalid(failure.error_class, failure.message)
+            message = failure.message
+            if failure.error_class == EventIdInvalid.error_class:
+                # The id its body digest stands in for can only come from the provider.
+                message += (
+                    "; an event without a usable id stays parked: have the provider "
+                    "send it again with one, or resolve this row once handled by hand"
+                )
+            raise StillInvalid(failure.error_class, message)
         async with connection(self._pool) as conn:
             state, webhook_id, received_at = await queue_for_outbox(
                 conn, row.provider, row.event_id, event.event_type, event.subject
@@ -98,6 +107,12 @@ class IngestReplay:
             )
         except GatewayError as exc:
             log.warning("replayed event left to the outbox relay", extra={"error": repr(exc)})
+
+
+def _digest_note(event_id: str) -> str:
+    if not event_id.startswith(DIGEST_ID_PREFIX):
+        return ""
+    return " (its body digest: it had no usable id when it arrived)"
 
 
 async def ingest_handler(ctx: ReplayContext) -> StageHandler:

@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from gateway.adapters.postgres.webhooks import insert_events
 from gateway.core.model import webhook_event
 from gateway.core.signatures.base import FieldRef
+from tests.integration.dlq.test_dlq_cli import arun, toml
 from tests.support.deliveries import Delivery, deliver
 from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
 from tests.support.services import stream_messages, wait_until
@@ -44,6 +46,28 @@ async def server(database_url: str, nats_url: str) -> AsyncIterator[RunningServe
 def _with_header(d: Delivery, name: str, value: str) -> Delivery:
     d.headers[name] = value
     return d
+
+
+def _without_header(d: Delivery, name: str) -> Delivery:
+    del d.headers[name]
+    return d
+
+
+def _stripe_id(id_json: bytes) -> Delivery:
+    """A signed Stripe body whose `id` is `id_json` (raw JSON text)."""
+    return deliver("stripe", "x", body=b'{"id": ' + id_json + b', "type": "charge.succeeded"}')
+
+
+def _stripe_id_case(id_json: bytes, case_id: str) -> object:
+    body = b'{"id": ' + id_json + b', "type": "charge.succeeded"}'
+    return pytest.param(lambda: _stripe_id(id_json), digest(body), "EVENT_ID_INVALID", id=case_id)
+
+
+LONG_ID = "e" * 256
+ARRAY_BODY = b'[{"id": "evt_in_array", "type": "charge.succeeded"}]'
+GITHUB_BODY = deliver("github", "gh_1", "push").body
+SHOPIFY_BODY = deliver("shopify", "sh_1", "orders/create").body
+STANDARD_BODY = b'{"type": "invoice.paid", "data": {}}'
 
 
 # (delivery, expected event id, expected error class)
@@ -93,6 +117,54 @@ CASES = [
     pytest.param(
         lambda: deliver("github", "gh\tid", "push"),
         digest(deliver("github", "gh\tid", "push").body), "EVENT_ID_INVALID", id="github-id-tab",
+    ),
+    # Signed, but no usable id: kept under the body's digest (these were a 400, and lost).
+    _stripe_id_case(b"null", "stripe-id-null"),
+    _stripe_id_case(b"1e3", "stripe-id-number-with-exponent"),
+    _stripe_id_case(b"12.5", "stripe-id-float"),
+    _stripe_id_case(b"true", "stripe-id-true"),
+    _stripe_id_case(b'["evt_1", "evt_2"]', "stripe-id-list"),
+    _stripe_id_case(b'{"v": "evt_1"}', "stripe-id-object"),
+    _stripe_id_case(b'"   "', "stripe-id-whitespace"),
+    _stripe_id_case(b'""', "stripe-id-empty"),
+    _stripe_id_case(f'"{LONG_ID}"'.encode(), "stripe-id-256-characters"),
+    pytest.param(
+        lambda: deliver("stripe", "x", body=b'{"type": "charge.succeeded"}'),
+        digest(b'{"type": "charge.succeeded"}'), "EVENT_ID_INVALID", id="stripe-id-absent",
+    ),
+    pytest.param(
+        lambda: deliver("stripe", "x", body=ARRAY_BODY), digest(ARRAY_BODY), "EVENT_ID_INVALID",
+        id="stripe-body-a-json-array",
+    ),
+    pytest.param(
+        lambda: deliver("paddle", "x", body=b'{"event_id": null, "event_type": "t"}'),
+        digest(b'{"event_id": null, "event_type": "t"}'), "EVENT_ID_INVALID",
+        id="paddle-id-null",
+    ),
+    pytest.param(
+        lambda: deliver("hmac", "x", body=b'{"event_id": false, "type": "t"}'),
+        digest(b'{"event_id": false, "type": "t"}'), "EVENT_ID_INVALID", id="hmac-id-false",
+    ),
+    pytest.param(  # the id is signed: a sender may sign any length
+        lambda: deliver("standard", "m" * 256, body=STANDARD_BODY), digest(STANDARD_BODY),
+        "EVENT_ID_INVALID", id="standard-id-256-characters",
+    ),
+    pytest.param(
+        lambda: _without_header(deliver("github", "gh_1", "push"), "X-GitHub-Delivery"),
+        digest(GITHUB_BODY), "EVENT_ID_INVALID", id="github-id-header-absent",
+    ),
+    pytest.param(
+        lambda: _with_header(deliver("github", "gh_1", "push"), "X-GitHub-Delivery", ""),
+        digest(GITHUB_BODY), "EVENT_ID_INVALID", id="github-id-header-blank",
+    ),
+    pytest.param(
+        lambda: _without_header(deliver("shopify", "sh_1", "orders/create"),
+                                "X-Shopify-Webhook-Id"),
+        digest(SHOPIFY_BODY), "EVENT_ID_INVALID", id="shopify-id-header-absent",
+    ),
+    pytest.param(
+        lambda: deliver("shopify", LONG_ID, "orders/create", body=SHOPIFY_BODY),
+        digest(SHOPIFY_BODY), "EVENT_ID_INVALID", id="shopify-id-header-256-characters",
     ),
 ]  # fmt: skip
 
@@ -208,3 +280,71 @@ async def test_headers_with_nul_are_stored_as_jsonb(database_url: str) -> None:
     assert "a\ufffdb" in row["h"] and row["subject"] is None
     dlq = await rows(database_url, "SELECT error_class FROM dlq_webhooks")
     assert [r["error_class"] for r in dlq] == ["HEADERS_INVALID"]
+
+
+async def test_an_integer_id_is_recorded_under_its_decimal_text(
+    server: RunningServer, database_url: str
+) -> None:
+    """A number that is an integer is a usable id (a generic sender may number its events):
+    recorded as it is, clean, and its retry is a duplicate."""
+    d = deliver("stripe", "x", body=b'{"id": 1234567, "type": "charge.succeeded"}')
+    for status in ("accepted", "duplicate"):
+        answer = await server.client.post(d.path, content=d.body, headers=d.headers)
+        assert answer.json() == {"status": status, "event_id": "1234567"}
+    stored = await rows(database_url, "SELECT event_id, subject FROM processed_webhooks")
+    assert [(r["event_id"], r["subject"]) for r in stored] == [
+        ("1234567", "webhooks.stripe.charge.succeeded")
+    ]
+    assert await rows(database_url, "SELECT 1 FROM dlq_webhooks") == []
+
+
+@pytest.mark.parametrize("key", [None, "k" * 256, "a\tb"], ids=["absent", "256-characters", "tab"])
+async def test_internal_publish_without_a_usable_key_is_still_a_400(
+    server: RunningServer, database_url: str, key: str | None
+) -> None:
+    """`/v1/events` keeps its 400 for an Idempotency-Key a webhook's id would be parked for."""
+    headers = {"authorization": f"Bearer {BILLING_TOKEN}"}
+    if key is not None:
+        headers["idempotency-key"] = key
+    answer = await server.client.post(
+        "/v1/events", json={"type": "billing.a", "data": {}}, headers=headers
+    )
+    assert answer.status_code == 400, answer.text
+    assert await rows(database_url, "SELECT 1 FROM processed_webhooks") == []
+
+
+async def test_a_replayed_event_without_a_usable_id_stays_parked(
+    tmp_path: Path, server: RunningServer, database_url: str, nats_url: str
+) -> None:
+    """`gateway dlq replay` re-reads the stored request, finds no usable id again, and
+    leaves the row parked with a message saying why and what to do; nothing is published,
+    and the recorded row is neither changed nor doubled."""
+    d = deliver("stripe", "x", body=b'{"id": null, "type": "charge.succeeded"}')
+    answer = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert answer.json() == {"status": "accepted", "event_id": digest(d.body)}
+    cfg = tmp_path / "gateway.toml"
+    cfg.write_text(toml(config(database_url, nats_url)), encoding="utf-8")
+
+    result = await arun("dlq", "replay", "--all", "--stage", "ingest", "--config", str(cfg))
+    assert result.returncode == 1, result.stderr
+    (dlq,) = await rows(database_url, "SELECT * FROM dlq_webhooks")
+    assert result.stdout.splitlines() == [
+        f"failed   {dlq['id']} ingest stripe/{digest(d.body)}: EVENT_ID_INVALID: "
+        "no event id: field 'id' is absent or null; an event without a usable id stays "
+        "parked: have the provider send it again with one, or resolve this row once "
+        "handled by hand",
+        "replayed 0, failed 1, skipped 0",
+    ]
+    assert (dlq["is_resolved"], dlq["attempts"], dlq["error_class"]) == (
+        False,
+        2,
+        "EVENT_ID_INVALID",
+    )
+    assert bytes(dlq["payload"]) == d.body
+    (stored,) = await rows(database_url, "SELECT event_id, subject, body FROM processed_webhooks")
+    assert (stored["event_id"], stored["subject"], bytes(stored["body"])) == (
+        digest(d.body),
+        None,
+        d.body,
+    )
+    assert await stream_messages(nats_url) == []

@@ -160,7 +160,8 @@ async def test_a_signed_webhook_is_accepted_or_parked_never_refused(
 ) -> None:
     """Every scheme, any content HTTP can carry: recorded with its body byte for byte
     (parked with the right error class, never published, where it cannot be published;
-    published where it can); 400 only without a usable id; a retry is a duplicate."""
+    published where it can; under its body digest without a usable id); never a 400; a
+    retry is a duplicate."""
     scheme = request.path.removeprefix("/webhooks/")
     await check_genuine(gw.send, gw, request, expect_signed_webhook(scheme, request), history)
     await gw.check_outbox()

@@ -98,17 +98,82 @@ def test_verified_webhook_content_is_recorded_and_parked_never_refused(
     assert event.body == body  # kept byte for byte
 
 
+LONG_ID = b'{"id": "' + b"e" * 256 + b'", "type": "t"}'
+# (id ref, headers, body, the words the dead letter uses): a verified webhook whose id
+# place holds nothing usable (finding: each of these was a 400, and the event was lost)
+NO_USABLE_ID = [
+    pytest.param(JSON_ID, {}, b'{"id": null, "type": "t"}', "absent or null", id="null"),
+    pytest.param(JSON_ID, {}, b'{"type": "t"}', "absent or null", id="absent"),
+    pytest.param(JSON_ID, {}, b'{"id": 1.5, "type": "t"}', "fractional number", id="float"),
+    pytest.param(JSON_ID, {}, b'{"id": 1e3, "type": "t"}', "fractional number",
+                 id="number-with-exponent"),
+    pytest.param(JSON_ID, {}, b'{"id": -0.0, "type": "t"}', "fractional number",
+                 id="negative-zero"),
+    pytest.param(JSON_ID, {}, b'{"id": true, "type": "t"}', "a boolean", id="true"),
+    pytest.param(JSON_ID, {}, b'{"id": false, "type": "t"}', "a boolean", id="false"),
+    pytest.param(JSON_ID, {}, b'{"id": ["evt_1"], "type": "t"}', "an array", id="list"),
+    pytest.param(JSON_ID, {}, b'{"id": {"v": "evt_1"}, "type": "t"}', "an object", id="object"),
+    pytest.param(JSON_ID, {}, b'{"id": "", "type": "t"}', "blank", id="empty"),
+    pytest.param(JSON_ID, {}, b'{"id": " \\t ", "type": "t"}', "blank", id="whitespace"),
+    pytest.param(JSON_ID, {}, LONG_ID, "longer than 255", id="256-characters"),
+    pytest.param(JSON_ID, {}, b'{"id": "' + b"e" * 300 + b'\\n", "type": "t"}',
+                 "longer than 255", id="long-with-a-control-character"),
+    pytest.param(JSON_ID, {}, b'[{"id": "evt_1", "type": "t"}]', "not an object",
+                 id="array-body"),
+    pytest.param(JSON_ID, {}, b'"evt_1"', "not an object", id="string-body"),
+    pytest.param(JSON_ID, {}, b"42", "not an object", id="number-body"),
+    pytest.param(HEADER_ID, {"x-type": "t"}, b"{}", "header x-id is absent",
+                 id="header-absent"),
+    pytest.param(HEADER_ID, {"x-id": "  ", "x-type": "t"}, b"{}", "header x-id is blank",
+                 id="header-blank"),
+    pytest.param(HEADER_ID, {"x-id": "d" * 256, "x-type": "t"}, b"{}", "longer than 255",
+                 id="header-256-characters"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("id_ref", "headers", "body", "words"), NO_USABLE_ID)
+def test_a_webhook_without_a_usable_id_is_kept_under_its_digest_and_parked(
+    id_ref: FieldRef, headers: Mapping[str, str], body: bytes, words: str
+) -> None:
+    """Never refused: recorded under `sha256:<hex of the body>` (so the same bytes again
+    are a duplicate), parked as `EVENT_ID_INVALID` with words saying what was wrong."""
+    event = webhook_event("p", id_ref, HEADER_TYPE, headers, body, AT)
+    assert event.event_id == digest(body)
+    assert event.failure is not None and event.failure.error_class == "EVENT_ID_INVALID"
+    assert words in event.failure.message
+    assert event.subject is None and event.body == body
+
+
 @pytest.mark.parametrize(
-    ("body", "error"),
+    ("body", "event_id"),
     [
-        (b'{"type": "t"}', EventIdMissing),  # no id at all: nothing to record it under
-        (b'{"id": "' + b"e" * 256 + b'", "type": "t"}', BadRequest),
+        (b'{"id": 42, "type": "t"}', "42"),  # an integer id is its decimal text
+        (b'{"id": -7, "type": "t"}', "-7"),
+        (b'{"id": 18446744073709551615, "type": "t"}', "18446744073709551615"),
+        (b'{"id": "  evt_1\\t", "type": "t"}', "evt_1"),  # blanks HTTP would trim
+        (b'{"id": "' + b"e" * 255 + b'", "type": "t"}', "e" * 255),
     ],
 )
-def test_a_webhook_without_a_usable_id_is_refused(body: bytes, error: type[Exception]) -> None:
-    """Only an id that is absent or too long is a 400 (the README says so)."""
+def test_usable_ids_are_kept_as_they_are(body: bytes, event_id: str) -> None:
+    """Strings and integers are usable ids, up to 255 characters."""
+    event = webhook_event("p", JSON_ID, JSON_TYPE, {}, body, AT)
+    assert (event.event_id, event.failure) == (event_id, None)
+
+
+@pytest.mark.parametrize(
+    ("key", "error"),
+    [
+        (None, EventIdMissing),
+        ("e" * 256, BadRequest),
+        ("k\x1b", BadRequest),
+    ],
+)
+def test_an_internal_publish_without_a_usable_key_is_refused(
+    key: str | None, error: type[Exception]
+) -> None:
+    """`/v1/events` keeps its 400: the same rule of what is usable, refused not parked."""
     with pytest.raises(error):
-        webhook_event("p", JSON_ID, JSON_TYPE, {}, body, AT)
+        service_event("svc", ("events.svc.>",), key, {}, b'{"type": "a", "data": {}}', AT)
 
 
 def test_the_same_unparseable_bytes_get_the_same_id() -> None:

@@ -443,15 +443,7 @@ REFUSED = [
         lambda: event(b'{"type": "t", "data": {}, "pad": "' + b"x" * MAX_BODY_BYTES + b'"}'),
         413, "body_too_large", "internal", True, id="v1-events-too-large",
     ),
-    # 400: the event id cannot be found, or the internal request is malformed
-    pytest.param(
-        lambda: stripe(b'{"type": "payment_intent.succeeded"}'),
-        400, "event_id_missing", "stripe", False, id="event-id-missing",
-    ),
-    pytest.param(
-        lambda: stripe(b'{"id": "' + b"e" * 256 + b'", "type": "t"}'),
-        400, "bad_request", "stripe", False, id="event-id-too-long",
-    ),
+    # 400: the internal request is malformed (a webhook without a usable id is parked)
     pytest.param(
         lambda: event(EVENT_BODY, key=None),
         400, "event_id_missing", "internal", False, id="idempotency-key-missing",
@@ -734,6 +726,21 @@ PARKED = [
         lambda: stripe(b'{"id": "evt\\u0000_9", "type": "t"}'),
         digest(b'{"id": "evt\\u0000_9", "type": "t"}'), "stripe", "EVENT_ID_INVALID",
         id="stripe-id-nul",
+    ),
+    pytest.param(
+        lambda: stripe(b'{"type": "payment_intent.succeeded"}'),
+        digest(b'{"type": "payment_intent.succeeded"}'), "stripe", "EVENT_ID_INVALID",
+        id="stripe-id-missing",
+    ),
+    pytest.param(
+        lambda: stripe(b'{"id": "' + b"e" * 256 + b'", "type": "t"}'),
+        digest(b'{"id": "' + b"e" * 256 + b'", "type": "t"}'), "stripe", "EVENT_ID_INVALID",
+        id="stripe-id-too-long",
+    ),
+    pytest.param(
+        lambda: standard(b'{"type": "invoice.paid"}', "m" * 256),
+        digest(b'{"type": "invoice.paid"}'), "standard", "EVENT_ID_INVALID",
+        id="standard-id-too-long",
     ),
     pytest.param(
         lambda: standard(b'{"type": "invoice.paid"}', "msg\t9"),

@@ -156,7 +156,8 @@ async def test_a_signed_webhook_is_accepted_or_parked_never_refused(
     gw: FakeGateway, history: History, request: Request
 ) -> None:
     """Every scheme, any content: 200 with the body kept byte for byte (parked with the
-    right error class where it cannot be published); 400 only without a usable id."""
+    right error class where it cannot be published, under its body digest without a
+    usable id); never a 400."""
     scheme = request.path.removeprefix("/webhooks/")
     await check_genuine(gw.send, gw, request, expect_signed_webhook(scheme, request), history)
 
