@@ -84,11 +84,16 @@ def new_trace(ratio: float, trace_id: int, span_id: int) -> TraceParent:
 
 
 def request_parent(
-    incoming: TraceParent | None, trust_incoming: bool, verified: bool
+    incoming: TraceParent | None, trust_incoming: bool, verified: bool, accepted: bool
 ) -> TraceParent | None:
     """The sender's context a request joins (its sampled flag then decides), or None
-    for a new trace of our own. Anyone can send a `traceparent`, and `-01` would make us
-    record the request: it is honoured only when the sender is trusted
-    (`trust_incoming`) and this request proved to come from it (signature or token
-    verified)."""
-    return incoming if trust_incoming and verified else None
+    for a new trace of our own, drawn at `sample_ratio`. Anyone can send a
+    `traceparent`, and `-01` would make us record the request: it is honoured only when
+    the sender is trusted (`trust_incoming`), this request proved to come from it
+    (signature or token verified), and its event was newly `accepted`.
+
+    Verified is not enough: a captured delivery verifies again when it is sent again
+    (GitHub's and Shopify's signatures cover the body alone, and `traceparent` is not
+    signed), so a replay, answered `duplicate`, would let whoever holds one delivery
+    choose to be recorded as often as they like."""
+    return incoming if trust_incoming and verified and accepted else None

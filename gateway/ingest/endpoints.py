@@ -210,7 +210,6 @@ async def ingest(
     loop_time = asyncio.get_running_loop().time
     reading = True
     trace: traced.RequestTrace | None = None
-    span: tracing.Span | None = None
     if tracing.ENABLED:  # off: one flag read; on, unsampled: no span objects either
         route = traced.EVENTS_ROUTE if label == "internal" else traced.WEBHOOK_ROUTE
         trace = traced.RequestTrace(scope["headers"], label, route, settings.tracing.trust_incoming)
@@ -229,10 +228,9 @@ async def ingest(
                 event = shape(headers, body)  # verified: a trusted sender's trace may join
                 if trace is not None:
                     event = trace.shaped(event)
-                    span = trace.span
                 deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
                 try:
-                    with tracing.child(span, "commit.wait"):  # the group commit, if sampled
+                    with traced.commit_wait(trace):  # the group commit, if sampled
                         outcome = await parts.inbox.accept(event)
                 except DatabaseError as exc:
                     # A safety net: the shaping rules keep what PostgreSQL refuses out of

@@ -4,14 +4,16 @@ Called only while `gateway.tracing.ENABLED`; the endpoints and publishers check 
 first, so with tracing off none of this runs.
 
 A provider's own `traceparent` header is somebody else's trace: it becomes the
-request's parent only with `[tracing] trust_incoming = true`, and only once the request
-is verified; otherwise the request starts a new trace and keeps the provider's span as a
-link. An event whose trace is not sampled gets no span anywhere: it carries a
-`traceparent` with flags `00`, which the publish forwards and the worker honours.
+request's parent only with `[tracing] trust_incoming = true`, and only for a verified
+request whose event is newly accepted (a replay answered `duplicate` never is);
+otherwise the request starts a new trace and keeps the provider's span as a link. An
+event whose trace is not sampled gets no span anywhere: it carries a `traceparent` with
+flags `00`, which the publish forwards and the worker honours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -20,8 +22,14 @@ from dataclasses import replace
 from gateway import tracing
 from gateway.adapters.jetstream.broker import PublishResult
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.model import Event
-from gateway.core.trace_context import HEADER, parse_traceparent, request_parent
+from gateway.core.model import Event, Outcome
+from gateway.core.trace_context import (
+    HEADER,
+    SAMPLED,
+    TraceParent,
+    parse_traceparent,
+    request_parent,
+)
 from gateway.errors import BrokerUnavailable, PayloadTooLarge
 
 log = logging.getLogger("gateway.ingest.relay")
@@ -36,13 +44,18 @@ class RequestTrace:
     sampling is decided (`span`), or nothing but the unsampled context its event carries.
 
     The decision is made before any SDK call: a new trace is drawn at `sample_ratio`
-    as the request arrives; a sender's `traceparent` with `trust_incoming` waits for the
-    request's verification (its span is then started back-dated to the arrival), since
-    an unauthenticated client must not be able to choose to be recorded. An unverified
-    request's header is ignored, and the request draws like any other."""
+    as the request arrives. A sender's `traceparent` with `trust_incoming` waits for the
+    request's verification, then for its outcome: only a newly accepted event joins the
+    sender's trace (`core.trace_context.request_parent`), since neither an
+    unauthenticated client nor anyone replaying a captured delivery (answered
+    `duplicate`) may choose to be recorded. Until the outcome is known nothing is
+    started: the event carries the span id its request's span will have
+    (`provisional`), and that span and its commit wait are recorded, back-dated, when
+    the request is done (its log lines then carry no trace ids). Any other outcome
+    draws at `sample_ratio`, the sender's span kept as a link."""
 
-    __slots__ = ("_arrived_ns", "_incoming", "_label", "_route", "_token", "_trust",
-                 "_waiting", "carried", "span")  # fmt: skip
+    __slots__ = ("_arrived_ns", "_commit_ns", "_event", "_incoming", "_label", "_route",
+                 "_token", "_trust", "_waiting", "carried", "provisional", "span")  # fmt: skip
 
     def __init__(
         self, headers: Sequence[tuple[bytes, bytes]], label: str, route: str, trust: bool
@@ -54,62 +67,78 @@ class RequestTrace:
         self._incoming, self._trust, self._label, self._route = incoming, trust, label, route
         self.span: tracing.Span | None = None
         self.carried: str | None = None  # an unsampled request's traceparent (flags 00)
+        #: While a trusted sender's request waits for its outcome: the sender's trace,
+        #: the span id this request's span will have if it joins, the sender's flags.
+        self.provisional: TraceParent | None = None
         self._token: object = None
         self._arrived_ns: int | None = None
+        self._commit_ns: tuple[int, int] | None = None  # the commit wait, recorded later
+        self._event: Event | None = None
         self._waiting = incoming is not None and trust
         if self._waiting:
-            self._arrived_ns = time.time_ns()  # decided once the request is verified
-        else:
-            self._decide(verified=False)
+            self._arrived_ns = time.time_ns()  # decided once the request is done
+        else:  # untrusted, the sender's span is only a link
+            self._draw(links=() if incoming is None else (incoming,), now=True)
 
-    def _decide(self, verified: bool) -> None:
-        self._waiting = False
-        incoming = self._incoming
-        joined = request_parent(incoming, self._trust, verified)
-        context = tracing.new_trace() if joined is None else joined
-        if not context.sampled:
-            # No span: the event carries the decision so its publish and settlement
-            # skip the SDK too (in the sender's trace, under a span id of ours).
-            self.carried = str(context if joined is None else tracing.unsampled(joined.trace_id))
-            return
-        attributes = {
+    def _attributes(self) -> dict[str, str | int | float | bool]:
+        return {
             "http.request.method": "POST",
             "http.route": self._route,
             "gateway.provider": self._label,
         }
-        if joined is not None:
-            self.span = tracing.start(self._route, kind="server", attributes=attributes,
-                                      parent=joined, start_ns=self._arrived_ns)  # fmt: skip
-        else:  # untrusted, the sender's span is only a link; unverified, not even that
-            links = (incoming,) if incoming is not None and not self._trust else ()
-            self.span = tracing.start_root(self._route, kind="server", attributes=attributes,
-                                           links=links, start_ns=self._arrived_ns)  # fmt: skip
-        self._token = tracing.activate(self.span)  # log lines of the request carry its ids
+
+    def _draw(self, links: tuple[TraceParent, ...], now: bool) -> None:
+        """A trace of our own at `sample_ratio`; `now`: while the request runs (its log
+        lines join the span), else as it ends."""
+        self._waiting = False
+        context = tracing.new_trace()
+        if not context.sampled:
+            # No span: the event carries the decision so its publish and settlement
+            # skip the SDK too.
+            self.carried = str(context)
+            return
+        self.span = tracing.start_root(self._route, kind="server", attributes=self._attributes(),
+                                       links=links, start_ns=self._arrived_ns)  # fmt: skip
+        if now:
+            self._token = tracing.activate(self.span)  # log lines of the request carry its ids
 
     def shaped(self, event: Event) -> Event:
-        """The request is verified and shaped into `event`: a trusted sender's trace is
-        joined now. Name the event on the request's span; the event (and so its row)
+        """The request is verified and shaped into `event`: a trusted sender's request
+        now waits for its outcome, its event carrying the provisional `traceparent`.
+        Otherwise name the event on the request's span; the event (and so its row)
         carries the span's `traceparent` (or the unsampled one), so its publish joins
         this trace, or skips it, whoever publishes it."""
-        if self._waiting:
-            self._decide(verified=True)
+        incoming = self._incoming
+        if self._waiting and incoming is not None:
+            self._waiting = False
+            self._event = event
+            flags = SAMPLED if incoming.sampled else 0
+            self.provisional = TraceParent(incoming.trace_id, tracing.new_span_id(), flags)
+            return replace(event, traceparent=str(self.provisional))
         span = self.span
         if span is None:
             return replace(event, traceparent=self.carried)
-        span.set_attribute("gateway.provider", event.provider)
-        span.set_attribute("gateway.event_id", event.event_id)
-        if event.event_type is not None:
-            span.set_attribute("gateway.event_type", event.event_type)
-        if event.subject is not None:
-            span.set_attribute("gateway.subject", event.subject)
+        _name(span, event)
         return replace(event, traceparent=tracing.traceparent(span))
+
+    def commit_wait(self) -> contextlib.AbstractContextManager[object]:
+        """`with trace.commit_wait():` around the group commit: a child span when the
+        request is sampled, its times when the request still waits for its outcome."""
+        if self.span is not None:
+            return tracing.child(self.span, "commit.wait")
+        if self.provisional is not None:
+            return _Timed(self)
+        return _NOTHING
 
     def done(self, outcome: str, status: int | None, error_class: str | None) -> None:
         """The request's outcome (accepted, duplicate, a rejection, unavailable), its
         HTTP status, and the error class of a rejection or of an event parked on
-        arrival. A request never verified draws its own sampling now."""
+        arrival. A request never verified draws its own sampling now, and so does a
+        trusted sender's whose event was not newly accepted."""
         if self._waiting:
-            self._decide(verified=False)
+            self._draw(links=(), now=False)  # unverified: the sender's span not even a link
+        elif self.provisional is not None:
+            self._join_or_draw(outcome == Outcome.ACCEPTED.value)
         span = self.span
         if span is None:
             return
@@ -118,8 +147,63 @@ class RequestTrace:
             span.set_attribute("http.response.status_code", status)
         if error_class is not None:
             tracing.failed(span, error_class)
-        tracing.deactivate(self._token)
+        if self._token is not None:
+            tracing.deactivate(self._token)
         span.end()
+
+    def _join_or_draw(self, accepted: bool) -> None:
+        provisional, incoming = self.provisional, self._incoming
+        if provisional is None or incoming is None:
+            return
+        joined = request_parent(incoming, self._trust, verified=True, accepted=accepted)
+        if joined is None:
+            self._draw(links=(incoming,), now=False)
+        elif provisional.sampled:  # the span id the row already carries
+            self.span = tracing.start(self._route, kind="server", attributes=self._attributes(),
+                                      parent=joined, start_ns=self._arrived_ns,
+                                      span_id=provisional.span_id)  # fmt: skip
+        span = self.span
+        if span is None:
+            return
+        if self._event is not None:
+            _name(span, self._event)
+        if self._commit_ns is not None:
+            started_ns, ended_ns = self._commit_ns
+            wait = tracing.start("commit.wait", parent=span, start_ns=started_ns)
+            wait.end(ended_ns)
+
+
+def _name(span: tracing.Span, event: Event) -> None:
+    span.set_attribute("gateway.provider", event.provider)
+    span.set_attribute("gateway.event_id", event.event_id)
+    if event.event_type is not None:
+        span.set_attribute("gateway.event_type", event.event_type)
+    if event.subject is not None:
+        span.set_attribute("gateway.subject", event.subject)
+
+
+class _Timed:
+    """The commit wait of a request whose span is not started yet: its times only."""
+
+    __slots__ = ("_started_ns", "_trace")
+
+    def __init__(self, trace: RequestTrace) -> None:
+        self._trace = trace
+        self._started_ns = 0
+
+    def __enter__(self) -> None:
+        self._started_ns = time.time_ns()
+
+    def __exit__(self, *exc: object) -> None:
+        self._trace._commit_ns = (self._started_ns, time.time_ns())
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+def commit_wait(trace: RequestTrace | None) -> contextlib.AbstractContextManager[object]:
+    """`trace.commit_wait()`, or nothing at all while tracing is off (`trace` None)."""
+    return _NOTHING if trace is None else trace.commit_wait()
 
 
 def publish_spans(

@@ -88,6 +88,12 @@ def new_trace(rand: Callable[[int], int] = random.getrandbits) -> TraceParent:
     return trace_context.new_trace(_sample_ratio, rand(128) or 1, rand(64) or 1)
 
 
+def new_span_id() -> int:
+    """A span id for a span started later (`start(..., span_id=...)`): a request's row
+    names its span before the span is known to be recorded."""
+    return random.getrandbits(64) or 1
+
+
 def unsampled(trace_id: int | None = None) -> TraceParent:
     """A context that is not sampled, in trace `trace_id` (a new one when None)."""
     if trace_id is None:
@@ -108,12 +114,14 @@ def start(
     parent: Span | TraceParent | None = None,
     links: Sequence[TraceParent] = (),
     start_ns: int | None = None,
+    span_id: int | None = None,
 ) -> Span:
     """A started span: a child of `parent` (a span, or another process's span), else of
     the current span, else the root of a new trace. `kind`: internal, server, producer,
-    consumer or client. Only while `ENABLED`, and only for a sampled trace: the SDK
+    consumer or client. `span_id`: the id it gets (from `new_span_id`), when something
+    already carries it. Only while `ENABLED`, and only for a sampled trace: the SDK
     records whatever it is asked to."""
-    return _on().start(name, kind, attributes, parent, links, start_ns)
+    return _on().start(name, kind, attributes, parent, links, start_ns, span_id=span_id)
 
 
 def start_root(name: str, *, kind: str = "internal", attributes: Attributes | None = None,
@@ -255,6 +263,7 @@ __all__ = [
     "current_ids",
     "deactivate",
     "failed",
+    "new_span_id",
     "new_trace",
     "start",
     "start_root",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -22,6 +23,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -36,6 +38,19 @@ _KINDS = {
     "producer": SpanKind.PRODUCER,
     "consumer": SpanKind.CONSUMER,
 }
+
+
+#: The span id the next span started in this context gets, when it was chosen before
+#: the span (`Backend.start(..., span_id=...)`); random otherwise.
+_preset_span_id: ContextVar[int | None] = ContextVar("gateway_preset_span_id", default=None)
+
+
+class _PresetIds(RandomIdGenerator):
+    """The SDK's random ids, except a span id chosen in advance (see `_preset_span_id`)."""
+
+    def generate_span_id(self) -> int:
+        preset = _preset_span_id.get()
+        return super().generate_span_id() if preset is None else preset
 
 
 def _remote(parent: TraceParent) -> SpanContext:
@@ -58,6 +73,7 @@ class Backend:
         self.provider = TracerProvider(
             resource=Resource.create({"service.name": service_name}),
             sampler=ParentBased(ALWAYS_ON),  # `sample_ratio` is applied before the SDK
+            id_generator=_PresetIds(),
         )
         self.provider.add_span_processor(
             BatchSpanProcessor(
@@ -79,6 +95,7 @@ class Backend:
         links: Sequence[TraceParent],
         start_ns: int | None,
         root: bool = False,
+        span_id: int | None = None,
     ) -> trace.Span:
         if isinstance(parent, TraceParent):
             context = trace.set_span_in_context(trace.NonRecordingSpan(_remote(parent)))
@@ -88,14 +105,18 @@ class Backend:
             context = otel_context.Context()  # empty: a new trace
         else:
             context = None  # the current one
-        return self.tracer.start_span(
-            name,
-            context=context,
-            kind=_KINDS[kind],
-            attributes=attributes,
-            links=[Link(_remote(link)) for link in links] or None,
-            start_time=start_ns,
-        )
+        preset = _preset_span_id.set(span_id)
+        try:
+            return self.tracer.start_span(
+                name,
+                context=context,
+                kind=_KINDS[kind],
+                attributes=attributes,
+                links=[Link(_remote(link)) for link in links] or None,
+                start_time=start_ns,
+            )
+        finally:
+            _preset_span_id.reset(preset)
 
     def traceparent(self, span: Any) -> str:
         ctx = span.get_span_context()

@@ -200,9 +200,9 @@ async def test_unsampled_work_makes_no_sdk_call(no_sdk: None) -> None:
 
 
 async def test_a_verified_request_joins_a_trusted_senders_sampled_trace() -> None:
-    """With `trust_incoming`, a verified request carrying `-01` is recorded (at ratio 0)
-    as the sender's child, its span back-dated to the request's arrival; its event
-    carries the request span's `traceparent` in the sender's trace."""
+    """With `trust_incoming`, a verified request carrying `-01` whose event is new is
+    recorded (at ratio 0) as the sender's child, with its commit wait, once its outcome
+    is known; its event carries, from the start, the `traceparent` its span then gets."""
     async with running_receiver() as receiver:
         config = settings(trust_incoming=True, endpoint=receiver.url)
         async with tracing.configured(config, "gateway-test"):
@@ -210,13 +210,36 @@ async def test_a_verified_request_joins_a_trusted_senders_sampled_trace() -> Non
             trace = traced.RequestTrace(headers, "stripe", traced.WEBHOOK_ROUTE, True)
             assert trace.span is None  # nothing decided before verification
             shaped = trace.shaped(event("evt_joined"))
+            with traced.commit_wait(trace):
+                assert trace.span is None  # nor before the outcome
             trace.done("accepted", 200, None)
-        [span] = await receiver.wait_for(lambda s: s.name == traced.WEBHOOK_ROUTE)
+        spans = await receiver.wait_for(lambda s: s.trace_id == PROVIDERS.split("-")[1], 2)
+    by_name = {s.name: s for s in spans}
+    span, wait = by_name[traced.WEBHOOK_ROUTE], by_name["commit.wait"]
     carried = parse_traceparent(shaped.traceparent)
     assert carried is not None and carried.sampled and carried.trace_id == PROVIDERS_TRACE
-    assert span.trace_id == PROVIDERS.split("-")[1]
+    assert f"{carried.span_id:016x}" == span.span_id  # the row names the span recorded
     assert span.parent_span_id == PROVIDERS.split("-")[2]
+    assert wait.parent_span_id == span.span_id
     assert span.attributes["gateway.event_id"] == "evt_joined"
+    assert span.attributes["gateway.outcome"] == "accepted"
+
+
+async def test_a_replayed_delivery_never_chooses_its_sampling(no_sdk: None) -> None:
+    """With `trust_incoming` at ratio 0, a verified request carrying the sender's `-01`
+    whose event was already recorded (a replay, answered `duplicate`) draws at the ratio
+    like any request: no span, and no SDK call at all."""
+    headers = [(b"traceparent", PROVIDERS_SAMPLED.encode())]
+    for _ in range(50):
+        trace = traced.RequestTrace(headers, "github", traced.WEBHOOK_ROUTE, True)
+        trace.shaped(event("evt_replayed"))
+        with traced.commit_wait(trace):
+            pass
+        trace.done("duplicate", 200, None)
+        assert trace.span is None
+        carried = parse_traceparent(trace.carried)
+        assert carried is not None and not carried.sampled
+        assert carried.trace_id != PROVIDERS_TRACE  # our own draw, not the sender's trace
 
 
 async def test_the_ingestion_hot_path_makes_no_sdk_call_when_unsampled(no_sdk: None) -> None:

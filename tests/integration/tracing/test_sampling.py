@@ -76,3 +76,61 @@ async def test_unsampled_requests_leave_no_span_and_only_verified_senders_are_jo
     assert unsampled == stored["evt_unsampled"]  # forwarded as recorded: no publish span
     assert joined is not None and joined.split("-")[1] == SENDERS_TRACE
     assert joined.split("-")[2] == spans["publish"].span_id
+
+
+#: One trace per sender, so each provider's spans are told apart.
+REPLAYED = {
+    "github": "00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01",
+    "shopify": "00-2af7651916cd43dd8448eb211c80319c-d7ad6b7169203331-01",
+}
+REPLAYS = 50
+
+
+async def test_a_replayed_delivery_cannot_force_sampling(
+    tmp_path: Path, database_url: str, nats_url: str
+) -> None:
+    """At ratio 0 with `trust_incoming`: one captured GitHub and one Shopify delivery
+    (signatures over the body alone) carrying the sender's `-01`. The first sending is
+    newly accepted and joins the sender's trace (request, commit wait, publish); 50
+    replays of each, under the captured id or a new one, are answered `duplicate` and
+    draw at ratio 0 like any request: not one more span reaches the receiver."""
+    async with running_receiver() as receiver:
+        port = free_port()
+        doc = config(
+            database_url,
+            nats_url,
+            http={"port": port},
+            tracing={"endpoint": receiver.url, "sample_ratio": 0.0, "trust_incoming": True},
+        )
+        cfg = str(write_toml(tmp_path / "gateway.toml", doc))
+        serve = start(["serve", "--config", cfg], tmp_path / "serve.log")
+        answers: dict[str, list[str]] = {name: [] for name in REPLAYED}
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+                await wait_ready(client)
+                for name, senders in REPLAYED.items():
+                    captured = deliver(name, f"{name}-delivery-1", "push")
+                    for n in range(1 + REPLAYS):
+                        # The id header is not signed: half the replays change it.
+                        delivery_id = f"{name}-forged-{n}" if n % 2 else captured.event_id
+                        id_header = (
+                            "X-GitHub-Delivery" if name == "github" else "X-Shopify-Webhook-Id"
+                        )
+                        headers = {**captured.headers, id_header: delivery_id,
+                                   "traceparent": senders}  # fmt: skip
+                        answer = await client.post(captured.path, content=captured.body,
+                                                   headers=headers)  # fmt: skip
+                        assert answer.status_code == 200, answer.text
+                        answers[name].append(answer.json()["status"])
+            await receiver.wait_for(lambda s: s.name == "publish", count=len(REPLAYED))
+            await asyncio.sleep(1.0)  # spans are exported every 0.1 s: time for strays
+        finally:
+            stop(serve)
+    for name, senders in REPLAYED.items():
+        assert answers[name] == ["accepted"] + ["duplicate"] * REPLAYS
+        trace_id = senders.split("-")[1]
+        names = sorted(s.name for s in receiver.spans if s.trace_id == trace_id)
+        assert names == sorted(["POST /webhooks/{provider}", "commit.wait", "publish"]), name
+    assert len(receiver.spans) == 3 * len(REPLAYED)  # no replay was recorded, in any trace
+    outcomes = [s.attributes.get("gateway.outcome") for s in receiver.spans if s.kind == SERVER]
+    assert outcomes == ["accepted"] * len(REPLAYED)

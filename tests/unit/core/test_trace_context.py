@@ -113,19 +113,28 @@ SENDERS_UNSAMPLED = TraceParent(5, 6, 0x00)
 
 
 @pytest.mark.parametrize(
-    ("incoming", "trust_incoming", "verified", "joined"),
+    ("incoming", "trust_incoming", "verified", "accepted", "joined"),
     [
-        (None, False, False, None),  # no header: a new trace
-        (None, True, True, None),
-        (SENDERS_SAMPLED, False, True, None),  # untrusted: a link at most, never the parent
-        (SENDERS_SAMPLED, True, False, None),  # trusted but unverified: anyone could send it
-        (SENDERS_SAMPLED, True, True, SENDERS_SAMPLED),  # trusted and verified: joined
-        (SENDERS_UNSAMPLED, True, True, SENDERS_UNSAMPLED),  # joined, and not sampled
-        (SENDERS_UNSAMPLED, True, False, None),
+        (None, False, False, True, None),  # no header: a new trace
+        (None, True, True, True, None),
+        (SENDERS_SAMPLED, False, True, True, None),  # untrusted: a link at most, never the parent
+        (SENDERS_SAMPLED, True, False, True, None),  # trusted but unverified: anyone could send it
+        (SENDERS_SAMPLED, True, True, True, SENDERS_SAMPLED),  # trusted, verified, new: joined
+        (SENDERS_UNSAMPLED, True, True, True, SENDERS_UNSAMPLED),  # joined, and not sampled
+        (SENDERS_UNSAMPLED, True, False, True, None),
+        # A replay of a captured delivery verifies again and is answered `duplicate`:
+        # whoever holds one must not choose to be recorded by sending it again.
+        (SENDERS_SAMPLED, True, True, False, None),
+        (SENDERS_UNSAMPLED, True, True, False, None),  # our own draw decides, either way
+        (SENDERS_SAMPLED, False, True, False, None),
     ],
 )
-def test_a_senders_traceparent_is_joined_only_when_trusted_and_verified(
-    incoming: TraceParent | None, trust_incoming: bool, verified: bool, joined: TraceParent | None
+def test_a_senders_traceparent_is_joined_only_when_trusted_verified_and_new(
+    incoming: TraceParent | None,
+    trust_incoming: bool,
+    verified: bool,
+    accepted: bool,
+    joined: TraceParent | None,
 ) -> None:
-    """An unauthenticated `-01` must not choose to be recorded."""
-    assert request_parent(incoming, trust_incoming, verified) == joined
+    """An unauthenticated `-01`, or a replayed one, must not choose to be recorded."""
+    assert request_parent(incoming, trust_incoming, verified, accepted) == joined
