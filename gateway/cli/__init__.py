@@ -14,7 +14,14 @@ from collections.abc import Sequence
 import gateway
 from gateway import logs
 from gateway.cli import backfill, dlq, events, ledger, processes, reconcile, retention, tools
-from gateway.cli.common import JSON_HELP, LOG_LEVEL_ENV, LOG_LEVELS, common_parser, help_texts
+from gateway.cli.common import (
+    JSON_HELP,
+    LOG_LEVEL_ENV,
+    LOG_LEVELS,
+    OneLineParser,
+    common_parser,
+    help_texts,
+)
 from gateway.errors import ConfigError, GatewayError, UsageError
 
 __all__ = ["DISTRIBUTION", "build_parser", "main", "package_version"]
@@ -45,7 +52,8 @@ def package_version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """`gateway` and every sub-command, each accepting the common flags."""
-    parser = argparse.ArgumentParser(prog="gateway", **help_texts(ABOUT, EXAMPLES))
+    # One-line usage errors on every level: sub-command parsers are of the same class.
+    parser = OneLineParser(prog="gateway", **help_texts(ABOUT, EXAMPLES))
     parser.add_argument("--version", action="version", version=f"gateway {package_version()}")
     parser.add_argument(
         "--log-level",

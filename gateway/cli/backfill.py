@@ -9,7 +9,7 @@ import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
+from gateway.cli.common import RATE_PER_S, SubParsers, help_texts, load_settings, print_json
 from gateway.core.dlq_filters import parse_instant
 from gateway.errors import BackfillUsageError, DlqUsageError
 
@@ -98,5 +98,5 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     add("--until", default=None, help="until this time (default: now)")
     add("--type", action="append", metavar="T", help="only this event type (repeatable)")
     add("--dry-run", action="store_true", help="list what would be recovered; record nothing")
-    add("--rate", type=float, default=None, help="at most N API calls a second")
+    add("--rate", type=RATE_PER_S, default=None, help="at most N API calls a second")
     parser.set_defaults(func=cmd_backfill)

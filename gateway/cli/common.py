@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import sys
 import textwrap
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import orjson
@@ -75,6 +77,67 @@ def print_json(doc: object) -> None:
 def load_settings(args: argparse.Namespace) -> settings_mod.Settings:
     """The configuration named by `--config` (or `$GATEWAY_CONFIG`), validated."""
     return settings_mod.load(getattr(args, "config", None))
+
+
+#: The most characters of a refused number the error repeats (a pasted 5,000-digit one
+#: must not fill the terminal).
+_SHOWN_CHARS = 24
+
+
+@dataclass(frozen=True)
+class Number:
+    """The argparse `type` of every numeric flag: a whole number (or, with `whole =
+    False`, a finite decimal) from `low` to `high`. Anything else is argparse's usage
+    error, one line and exit 2, before the configuration is read or anything connects:
+    an out-of-range value must never reach a query or a timer (a `--limit` past 64 bits
+    was a database error).
+
+    `tests/unit/cli/test_numeric_flags.py` walks every command and refuses a numeric
+    flag whose type is not one of these.
+    """
+
+    low: float
+    high: float
+    whole: bool = True
+    note: str = ""  # what a special value means, e.g. "0 = off"
+
+    def __call__(self, text: str) -> int | float:
+        value: int | float
+        try:
+            value = int(text) if self.whole else float(text)
+        except ValueError:  # also a whole number too long to convert (4,300 digits)
+            value = math.nan
+        # NaN fails both comparisons and infinities one; Python compares a huge int with
+        # a float bound exactly.
+        if not self.low <= value <= self.high:
+            raise argparse.ArgumentTypeError(f"{self.expected}, got {_shown(text)}")
+        return value
+
+    @property
+    def expected(self) -> str:
+        kind = "a whole number" if self.whole else "a number"
+        note = f" ({self.note})" if self.note else ""
+        return f"must be {kind} from {_bound(self.low)} to {_bound(self.high)}{note}"
+
+
+def _bound(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "...")
+
+
+#: Bounds shared by the commands' flags (one place, so `dlq` and `events` agree).
+#: Rows printed by one `list`: past this a terminal (or `jq`) is the wrong tool.
+ROWS_SHOWN = Number(1, 100_000)
+#: Rows one replay may touch: the tables' own ids stay far below it.
+ROWS_REPLAYED = Number(1, 1_000_000_000)
+#: Per second, for `--rate`: one every 1,000 s to a million.
+RATE_PER_S = Number(0.001, 1_000_000, whole=False)
+#: A TCP port to listen on, and one that may be 0 for no listener.
+LISTEN_PORT = Number(1, 65_535)
+OPTIONAL_PORT = Number(0, 65_535, note="0 = off")
 
 
 class OneLineParser(argparse.ArgumentParser):

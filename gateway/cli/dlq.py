@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import dead_letters
 from gateway.cli.common import (
+    RATE_PER_S,
+    ROWS_REPLAYED,
+    ROWS_SHOWN,
+    Number,
     OneLineParser,
     SubParsers,
     help_texts,
@@ -71,8 +75,6 @@ def _out(text: str) -> None:
 
 
 async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
-    if args.limit <= 0:
-        raise DlqUsageError(f"--limit must be a positive number, got {args.limit}")
     now = datetime.now(UTC)
     async with ops.database(settings) as pool, pool.acquire() as conn:
         rows, total = await dead_letters.list_rows(conn, f, args.limit)
@@ -206,6 +208,9 @@ def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
         p.add_argument("--any", action="store_true", help="open and resolved rows")
 
 
+#: `--max-attempts`: a row's attempts are counted one per replay or retry.
+MAX_ATTEMPTS = Number(1, 1_000_000)
+
 DLQ_ABOUT = """Dead letters are events the gateway kept but could not process: parked at
 ingest (payload invalid), publish (the stream refused them) or settlement (the ledger or
 currency-service said no for good). Inspect them, replay them once the cause is fixed, or
@@ -245,7 +250,7 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         ),
     )
     _filters(p, states=True)
-    p.add_argument("--limit", type=int, default=50, help="most rows shown (default 50)")
+    p.add_argument("--limit", type=ROWS_SHOWN, default=50, help="most rows shown (default 50)")
     p = _parser(
         sub,
         common_one_line,
@@ -275,11 +280,11 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     p.add_argument("--id", action="append", metavar="ID", help="a row to replay (repeatable)")
     p.add_argument("--all", action="store_true", help="every open row matching the filters")
     _filters(p, states=False)
-    p.add_argument("--limit", type=int, help="replay at most this many rows")
-    p.add_argument("--rate", type=float, metavar="N", help="at most N rows per second")
+    p.add_argument("--limit", type=ROWS_REPLAYED, help="replay at most this many rows")
+    p.add_argument("--rate", type=RATE_PER_S, metavar="N", help="at most N rows per second")
     p.add_argument(
         "--max-attempts",
-        type=int,
+        type=MAX_ATTEMPTS,
         default=5,
         metavar="N",
         help="skip rows with N or more attempts (default 5)",

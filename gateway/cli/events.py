@@ -15,6 +15,9 @@ from typing import Any
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import events as store
 from gateway.cli.common import (
+    RATE_PER_S,
+    ROWS_REPLAYED,
+    ROWS_SHOWN,
     SubParsers,
     help_texts,
     load_settings,
@@ -200,7 +203,7 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         ),
     )
     _filters(p)
-    p.add_argument("--limit", type=int, default=50, help="most rows shown (default 50)")
+    p.add_argument("--limit", type=ROWS_SHOWN, default=50, help="most rows shown (default 50)")
     p = parser(
         "show",
         show_body,
@@ -228,8 +231,8 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     )
     _filters(p)
     p.add_argument("--all", action="store_true", help="every event matching the filters")
-    p.add_argument("--limit", type=int, help="replay at most this many events")
-    p.add_argument("--rate", type=float, metavar="N", help="at most N events per second")
+    p.add_argument("--limit", type=ROWS_REPLAYED, help="replay at most this many events")
+    p.add_argument("--rate", type=RATE_PER_S, metavar="N", help="at most N events per second")
     p.add_argument(
         "--dry-run", action="store_true", help="print what would be published; publish nothing"
     )

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway import settings as settings_mod
-from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
+from gateway.cli.common import (
+    LISTEN_PORT,
+    OPTIONAL_PORT,
+    Number,
+    SubParsers,
+    help_texts,
+    load_settings,
+    print_json,
+)
 
 if TYPE_CHECKING:
     from gateway.metrics import ListenAddress
@@ -97,37 +105,9 @@ def cmd_settle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _port(text: str) -> int:
-    """A TCP port for `--metrics-port`: 0 (off) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0 (off) to 65535, got {port}")
-    return port
-
-
-def _listen_port(text: str) -> int:
-    """A TCP port to serve on: 1 to 65535."""
-    port = _port(text)
-    if port == 0:
-        raise argparse.ArgumentTypeError("must be 1 to 65535, got 0")
-    return port
-
-
 #: Each worker holds its own database pool and NATS connection.
 MAX_WORKERS = 64
-
-
-def _workers(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 1 <= count <= MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_WORKERS}, got {count}")
-    return count
+WORKERS = Number(1, MAX_WORKERS)
 
 
 def add_metrics_flags(parser: argparse.ArgumentParser, host_key: str, port_key: str) -> None:
@@ -140,7 +120,7 @@ def add_metrics_flags(parser: argparse.ArgumentParser, host_key: str, port_key: 
     )
     parser.add_argument(
         "--metrics-port",
-        type=_port,
+        type=OPTIONAL_PORT,
         default=None,
         metavar="PORT",
         help=f"/metrics port, 0 = off (default: {port_key})",
@@ -184,10 +164,10 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         ),
     )
     serve.add_argument("--host", help="listen address (default: http.host)")
-    serve.add_argument("--port", type=_listen_port, help="listen port (default: http.port)")
+    serve.add_argument("--port", type=LISTEN_PORT, help="listen port (default: http.port)")
     serve.add_argument(
         "--workers",
-        type=_workers,
+        type=WORKERS,
         default=1,
         help=f"worker processes (default 1, at most {MAX_WORKERS})",
     )

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING
 
-from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
+from gateway.cli.common import Number, SubParsers, help_texts, load_settings, print_json
 
 if TYPE_CHECKING:
     from gateway.settlement.reconcile import ReconcileReport
@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 # parser too and must not load the settlement side (a test keeps the two equal).
 DEFAULT_OLDER_THAN_S = 900.0
 DEFAULT_LOOKBACK_S = 7 * 86_400.0
+#: Ten years, in seconds: past any retention, and inside what a timestamp can subtract.
+_TEN_YEARS_S = 10 * 365 * 86_400
 
 
 def _print(report: ReconcileReport, as_json: bool) -> None:
@@ -78,17 +80,17 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add(
         "--older-than-s",
-        type=float,
+        type=Number(0, _TEN_YEARS_S, whole=False),
         default=DEFAULT_OLDER_THAN_S,
         help=f"events acknowledged by the stream at least this long ago "
         f"(default {DEFAULT_OLDER_THAN_S:g}, past the worker's own retries)",
     )
     add(
         "--lookback-s",
-        type=float,
+        type=Number(1, _TEN_YEARS_S, whole=False),
         default=DEFAULT_LOOKBACK_S,
         help=f"events received within this many seconds (default {DEFAULT_LOOKBACK_S:g})",
     )
-    add("--batch-size", type=int, default=500, help="rows read at a time")
+    add("--batch-size", type=Number(1, 100_000), default=500, help="rows read at a time")
     add("--dry-run", action="store_true", help="list what would be re-published")
     parser.set_defaults(func=cmd_reconcile)

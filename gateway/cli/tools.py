@@ -8,7 +8,7 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from gateway.cli.common import SubParsers, help_texts, print_json
+from gateway.cli.common import LISTEN_PORT, SubParsers, help_texts, print_json
 from gateway.settings import SCHEME_NAMES
 
 
@@ -62,9 +62,20 @@ def _rate_arg(text: str) -> tuple[str, Decimal]:
     from gateway.devtools.currency_stub import parse_pair_rate
 
     try:
-        return parse_pair_rate(text)
+        pair, rate = parse_pair_rate(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    # Real rates lie far inside this (IDR/USD is about 0.00006); a rate outside it would
+    # overflow the amounts it converts.
+    if not STUB_RATES[0] <= rate <= STUB_RATES[1]:
+        raise argparse.ArgumentTypeError(
+            f"the rate of {pair} must be from {STUB_RATES[0]} to {STUB_RATES[1]}"
+        )
+    return pair, rate
+
+
+#: The smallest and largest rate `gateway currency-stub --rate` quotes.
+STUB_RATES = (Decimal("0.000000001"), Decimal("1000000000"))
 
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
@@ -113,7 +124,7 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         ),
     )
     stub.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    stub.add_argument("--port", type=int, default=8090, help="port to listen on")
+    stub.add_argument("--port", type=LISTEN_PORT, default=8090, help="port to listen on")
     stub.add_argument(
         "--rate",
         type=_rate_arg,

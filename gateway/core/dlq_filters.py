@@ -106,14 +106,24 @@ def build_filter(
     )
 
 
+#: The largest row id: the tables' ids are PostgreSQL `bigint`.
+MAX_ROW_ID = 2**63 - 1
+
+
 def parse_ids(texts: Sequence[str], flag: str = "--id") -> tuple[int, ...]:
     """Row ids as typed (positive integers, repeats removed, order kept)."""
     ids: list[int] = []
     for text in texts:
         value = text.strip().lstrip("#")
-        if not value.isdigit() or int(value) <= 0:
-            raise DlqUsageError(f"{flag}: {text!r} is not a row id (a positive integer)")
-        ids.append(int(value))
+        # ASCII digits only (`isdigit` also admits `²`, which `int` refuses), and within
+        # the tables' bigint ids: a longer number is refused here, not by the database.
+        digits = value.lstrip("0") if value.isascii() and value.isdigit() else ""
+        if not (0 < len(digits) <= 19 and int(digits) <= MAX_ROW_ID):
+            shown = text if len(text) <= 24 else text[:24] + "..."
+            raise DlqUsageError(
+                f"{flag}: {shown!r} is not a row id (a whole number from 1 to {MAX_ROW_ID})"
+            )
+        ids.append(int(digits))
     return tuple(dict.fromkeys(ids))
 
 
