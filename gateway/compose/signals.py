@@ -60,7 +60,13 @@ def run_until_signalled(main: Callable[[], Awaitable[None]]) -> None:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        finally:
+            # Back to the defaults: left bound to a closed loop, a signal during the
+            # interpreter's exit would be swallowed rather than end the process.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
 
     asyncio.run(runner())

@@ -51,6 +51,15 @@ secrets = ["{SECRETS["stripe"]}"]
     return ports
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """Ctrl-C reaches the foreground job of a terminal, whose SIGINT is never ignored.
+    A test runner started in the background (`make test &`, `nohup ... &` from a script)
+    ignores SIGINT, its children inherit that, and a shell cannot trap a signal that was
+    ignored when it started: run.sh would never see the test's Ctrl-C (the test then
+    hung for its whole 60 s)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_run_sh(tmp_path: Path, config: Path) -> subprocess.Popen[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     env = {
@@ -67,6 +76,7 @@ def start_run_sh(tmp_path: Path, config: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, so cleanup reaches every child
+        preexec_fn=_sigint_as_in_a_terminal,
     )
 
 
