@@ -1,8 +1,9 @@
 """Reading fields out of parsed JSON, with errors that name the field's path.
 
 Used by the settlement extractors: a missing field is `MissingField`, a present field of
-the wrong type is `FieldTypeInvalid`, a non-positive amount is `InvalidAmount`; all of
-them are permanent, so a malformed event goes to the dead-letter table at once.
+the wrong type is `FieldTypeInvalid`, an amount that is not positive or wider than the
+ledgers' range (`core.money.AMOUNT_MAX`) is `InvalidAmount`; all of them are permanent,
+so a malformed event goes to the dead-letter table at once.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.money import check_currency
-from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField
+from gateway.core.money import check_amount, check_currency
+from gateway.errors import FieldTypeInvalid, MissingField
 
 
 def get_object(doc: Any, path: str) -> Mapping[str, Any]:
@@ -47,16 +48,14 @@ def optional_str(doc: Any, key: str) -> str | None:
 
 
 def get_amount(obj: Mapping[str, Any], key: str, prefix: str = "") -> int:
-    """A required positive integer amount in minor units."""
+    """A required integer amount in minor units, 1 to `core.money.AMOUNT_MAX`."""
     value = obj.get(key)
     if value is None:
         raise MissingField(prefix + key)
     # bool is an int in Python, and a float amount is ambiguous in minor units.
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldTypeInvalid(prefix + key, "an integer amount in minor units")
-    if value <= 0:
-        raise InvalidAmount(f"{prefix}{key} is {value}; amounts must be positive")
-    return value
+    return check_amount(value, prefix + key)  # positive, and no wider than the ledgers
 
 
 def get_currency(obj: Mapping[str, Any], key: str, prefix: str = "") -> str:
@@ -65,4 +64,4 @@ def get_currency(obj: Mapping[str, Any], key: str, prefix: str = "") -> str:
     try:
         return check_currency(value)
     except ValueError:
-        raise FieldTypeInvalid(prefix + key, "a currency code of 3 to 6 letters") from None
+        raise FieldTypeInvalid(prefix + key, "a currency code of three ASCII letters") from None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
+from gateway.core.excerpt import clip
 from gateway.errors import (
     InsufficientFunds,
     LedgerIdAlreadyFailed,
@@ -184,7 +185,8 @@ def interpret(result: TransferResult, transfer: LedgerTransfer) -> TransferResul
     """
     if result in (TransferResult.CREATED, TransferResult.EXISTS):
         return result
-    where = f"transfer {transfer.id:#034x} ({transfer.code.name.lower()} {transfer.settlement_id})"
+    code, settlement = transfer.code.name.lower(), clip(transfer.settlement_id)
+    where = f"transfer {transfer.id:#034x} ({code} {settlement})"
     if result is TransferResult.EXISTS_WITH_DIFFERENT_FIELDS:
         raise LedgerIdCollision(f"{where}: id exists with different fields")
     if result in (TransferResult.EXCEEDS_CREDITS, TransferResult.EXCEEDS_DEBITS):

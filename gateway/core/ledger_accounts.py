@@ -82,7 +82,7 @@ def ledger_currency(ledger: int) -> str | None:
     """The currency whose `core.settlement.ledger_number` is `ledger`, or None.
 
     The inverse of that base-27 encoding: digits 1..26 are the letters A..Z; a 0 digit
-    or fewer than 3 letters is no currency.
+    or other than 3 letters is no currency (`core.money.check_currency`).
     """
     letters: list[str] = []
     value = ledger
@@ -91,7 +91,7 @@ def ledger_currency(ledger: int) -> str | None:
         if digit == 0:
             return None
         letters.append(chr(ord("A") + digit - 1))
-    if not 3 <= len(letters) <= 6:
+    if len(letters) != 3:
         return None
     return "".join(reversed(letters))
 

@@ -15,10 +15,22 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from types import MappingProxyType
 
+from gateway.core.excerpt import excerpt
 from gateway.core.ledger import RATE_DECIMALS
 from gateway.errors import InvalidAmount, ProviderAmountInvalid
 
-_CURRENCY_CODE = re.compile(r"[A-Z]{3,6}")
+#: Exactly three ASCII letters, either case (Stripe writes `usd`), matched on the text as
+#: given: folding the case first let `"u\u017fd"` (a long s) pass as USD, since
+#: `"\u017f".upper()` is `"S"`; so would `[A-Z]` under `re.IGNORECASE` without `re.ASCII`.
+_CURRENCY_CODE = re.compile(r"[A-Za-z]{3}", re.ASCII)
+
+#: The largest amount, in minor units, any ledger is asked to move: PostgreSQL's
+#: `bigint` (2**63 - 1). One bound for both ledgers, not one each: every settlement is
+#: recorded in `settlements.amount_minor`, a `bigint`, whichever ledger posts it (the
+#: PostgreSQL ledger's balances are `numeric(39,0)`, TigerBeetle's amounts u128, both
+#: wider). A wider amount is `InvalidAmount`, checked before anything is written, where
+#: it used to fail in the database as a `DATABASE_ERROR`.
+AMOUNT_MAX = 2**63 - 1
 
 #: ISO 4217 currencies whose minor unit is not the hundredth. Everything else has 2.
 _EXPONENTS: dict[str, int] = {
@@ -37,11 +49,20 @@ _PRECISION = 80
 
 
 def check_currency(code: str) -> str:
-    """The code upper-cased, or ValueError if it is not 3 to 6 letters."""
-    upper = code.strip().upper()
-    if not _CURRENCY_CODE.fullmatch(upper):
-        raise ValueError(f"not a currency code: {code!r}")
-    return upper
+    """The code upper-cased, or ValueError if it is not exactly three ASCII letters
+    (checked before any case folding, with no spaces around)."""
+    if not _CURRENCY_CODE.fullmatch(code):
+        raise ValueError(f"not a currency code of three ASCII letters: {excerpt(code, 16)}")
+    return code.upper()
+
+
+def check_amount(amount: int, what: str = "amount") -> int:
+    """`amount` (minor units), or `InvalidAmount` unless it is 1 to `AMOUNT_MAX`."""
+    if amount <= 0:
+        raise InvalidAmount(f"{what} is {amount}; amounts must be positive")
+    if amount > AMOUNT_MAX:
+        raise InvalidAmount(f"{what} is {amount}, more than the ledgers' {AMOUNT_MAX} (2**63-1)")
+    return amount
 
 
 def minor_exponent(currency: str) -> int:
@@ -124,7 +145,7 @@ def from_provider_minor(provider: str, amount: int, currency: str, field: str = 
     code = check_currency(currency)
     rule = _units_of(provider).get(code)
     if rule is None:
-        return amount
+        return check_amount(amount, field)
     if amount % rule.multiple_of:
         raise ProviderAmountInvalid(
             f"{field} is {amount} {code}: {provider} writes {code} with {rule.exponent} "
@@ -133,13 +154,13 @@ def from_provider_minor(provider: str, amount: int, currency: str, field: str = 
     shift = minor_exponent(code) - rule.exponent
     factor: int = 10 ** abs(shift)  # typed: int ** int is Any to mypy (negative powers)
     if shift >= 0:
-        return amount * factor
+        return check_amount(amount * factor, field)
     whole, rest = divmod(amount, factor)
     if rest:
         raise ProviderAmountInvalid(
             f"{field} is {amount} {code}: finer than {code}'s ISO 4217 minor unit"
         )
-    return whole
+    return check_amount(whole, field)
 
 
 def _units_of(provider: str) -> Mapping[str, ProviderUnits]:
@@ -172,6 +193,7 @@ def convert_minor(amount_minor: int, rate: Decimal, from_currency: str, to_curre
     target = check_currency(to_currency)
     if amount_minor <= 0:
         raise InvalidAmount(f"amount {amount_minor} {source} is not positive")
+    check_amount(amount_minor, f"amount in {source}")
     if source == target:
         if rate != 1:
             raise ValueError(f"converting {source} to itself needs rate 1, got {rate}")
@@ -189,4 +211,4 @@ def convert_minor(amount_minor: int, rate: Decimal, from_currency: str, to_curre
             f"{amount_minor} minor units of {source} at {rate} is less than one minor "
             f"unit of {target}"
         )
-    return converted
+    return check_amount(converted, f"{amount_minor} {source} at {rate} in {target}")

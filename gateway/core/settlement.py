@@ -20,8 +20,8 @@ from typing import Any
 
 from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.ledger import ID_MAX, AccountCode, AccountSpec, LedgerTransfer, TransferCode
-from gateway.core.money import check_currency, from_provider_minor, quantize_rate
-from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField
+from gateway.core.money import check_amount, check_currency, from_provider_minor, quantize_rate
+from gateway.errors import FieldTypeInvalid, MissingField
 
 
 class SettlementKind(enum.StrEnum):
@@ -197,19 +197,20 @@ def settlement_ref(settlement_id: str) -> int:
 
 def merchant_account_id(merchant_id: str, currency: str) -> int:
     """The id of the merchant's account in `currency`."""
-    return _hash128("account", "merchant", merchant_id, currency.upper())
+    return _hash128("account", "merchant", merchant_id, check_currency(currency))
 
 
 def clearing_account_id(provider: str, currency: str) -> int:
     """The id of the provider's clearing account in `currency` (money in transit)."""
-    return _hash128("account", "clearing", provider, currency.upper())
+    return _hash128("account", "clearing", provider, check_currency(currency))
 
 
 def ledger_number(currency: str) -> int:
     """The ledger (a u32) holding `currency`: its letters read as a base-27 number.
 
-    Total and collision-free for codes of up to 6 letters (27**6 < 2**32), with no table
-    to keep up to date; `USD` is 15_826.
+    Total and collision-free for currency codes (three letters; the encoding would stay
+    within a u32 up to six, 27**6 < 2**32), with no table to keep up to date; `USD` is
+    15_826.
     """
     code = check_currency(currency)
     value = 0
@@ -254,8 +255,7 @@ def build_transfer(
     merchant = merchant_id or instruction.merchant_id
     if not merchant:
         raise MissingField("merchant_id")
-    if amount_minor <= 0:
-        raise InvalidAmount(f"converted amount {amount_minor} is not positive")
+    check_amount(amount_minor, "converted amount")  # positive, within the ledgers' range
     clearing = clearing_account_id(provider, ledger_currency)
     merchant_acct = merchant_account_id(merchant, ledger_currency)
     capture = instruction.kind is SettlementKind.CAPTURE

@@ -20,6 +20,7 @@ from gateway.adapters.postgres import Conn, Pool, connection
 from gateway.adapters.postgres import settlements as store
 from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.core.currency import Rate, RateAction
+from gateway.core.excerpt import excerpt
 from gateway.core.ledger import Ledger, TransferResult, interpret
 from gateway.core.ledger_accounts import clearing_name
 from gateway.core.model import Event, ParsedBody
@@ -111,10 +112,11 @@ def check_same(existing: store.SettlementRow, instruction: SettlementInstruction
         and (instruction.merchant_id is None or existing.merchant_id == instruction.merchant_id)
     )
     if not same:
+        merchant = None if instruction.merchant_id is None else excerpt(instruction.merchant_id)
         raise LedgerIdCollision(
-            f"settlement {instruction.key!r} was recorded as {existing.amount_minor} "
-            f"{existing.currency} for {existing.merchant_id!r}; this event says "
-            f"{instruction.amount_minor} {instruction.currency} for {instruction.merchant_id!r}"
+            f"settlement {excerpt(instruction.key)} was recorded as {existing.amount_minor} "
+            f"{existing.currency} for {excerpt(existing.merchant_id)}; this event says "
+            f"{instruction.amount_minor} {instruction.currency} for {merchant}"
         )
 
 
@@ -241,7 +243,7 @@ class Settler:
         if merchant is None:
             # The payment's event may still be on its way: transient, DLQ after the schedule.
             raise PaymentNotSettled(
-                f"refund of {instruction.settlement_id!r} before its payment settled"
+                f"refund of {excerpt(instruction.settlement_id)} before its payment settled"
             )
         return merchant
 
@@ -255,7 +257,7 @@ class Settler:
         if account in self._open_accounts:
             return
         if await self._ledger.balance(account) is None:
-            raise UnknownMerchant(f"merchant {merchant!r} has no {self._currency} account")
+            raise UnknownMerchant(f"merchant {excerpt(merchant)} has no {self._currency} account")
         self._open_accounts.add(account)
 
     async def rate(self, currency: str, attempt: int) -> Decimal:

@@ -21,6 +21,7 @@ from gateway.adapters.jetstream.consumer import Delivery
 from gateway.adapters.postgres import connection
 from gateway.adapters.postgres.webhooks import record_failure
 from gateway.core.disposition import Action, Disposition, Policies, dispose
+from gateway.core.excerpt import capped
 from gateway.core.model import Event, Failure, Stage
 from gateway.core.retry import RetryPolicy
 from gateway.errors import AlertNotDelivered, BrokerUnavailable, GatewayError
@@ -237,7 +238,7 @@ class SettlementWorker:
             "status": "firing",
             "severity": "critical",
             "text": f"CRITICAL {decision.error_class}: {event.provider}/{event.event_id} "
-            f"parked in the DLQ: {message}",
+            f"parked in the DLQ: {capped(message)}",
             "provider": event.provider,
             "event_id": event.event_id,
         }

@@ -15,6 +15,7 @@ import orjson
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.dlq_filters import DlqFilter
 from gateway.core.dlq_model import DlqRow, RowBrief
+from gateway.core.excerpt import DETAIL_MAX_CHARS, capped
 from gateway.core.model import Failure
 
 _SELECT = """
@@ -171,8 +172,8 @@ async def mark_failed(conn: Conn, row_id: int, failure: Failure) -> None:
             " error_class = $2, error_message = $3, error_detail = $4 WHERE id = $1",
             row_id,
             failure.error_class,
-            failure.message,
-            failure.detail,
+            capped(failure.message),
+            None if failure.detail is None else capped(failure.detail, DETAIL_MAX_CHARS),
         )
 
 

@@ -12,6 +12,7 @@ import asyncpg
 import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
+from gateway.core.excerpt import DETAIL_MAX_CHARS, capped
 from gateway.core.model import Event, Failure, Stage
 
 # One statement commits a whole group. The rows travel as one JSON document (bodies in
@@ -120,8 +121,8 @@ async def _upsert_dlq(
         event.event_id,
         event.subject,
         failure.error_class,
-        failure.message,
-        failure.detail,
+        capped(failure.message),  # messages repeat event values: bounded whatever they are
+        None if failure.detail is None else capped(failure.detail, DETAIL_MAX_CHARS),
         event.body,
         _headers_json(event),
         event.received_at,
