@@ -5,7 +5,9 @@
 2. Payloads: event rows received before `now - payload_max_age_s`, walked by id from a
    stored watermark, get an empty body and headers and `payload_removed_at`. Rows still
    in the outbox stop the walk; rows a dead letter holds (open, or resolved within the
-   horizon) are stepped over and released by step 3.
+   horizon) are stepped over and released by step 3. A row stamped more than
+   `CLOCK_SKEW_S` ahead of the database's clock (a host with a wrong clock) is dated by
+   the rows recorded after it (`core.retention.dated`), so it cannot stop the walk.
 3. Dead letters resolved before the same cutoff: their payload is emptied, and so is the
    event row they held back.
 4. Keys (only with `key_max_age_s` > 0): rows received before `now - key_max_age_s` are
@@ -84,11 +86,12 @@ class RetentionPass:
         return report
 
     async def _walk(self, conn: Conn, cut: Cutoffs, report: RetentionReport) -> None:
+        trusted_until = cut.trusted_until
         if cut.payloads_before is not None:
-            scanned = await self._payloads(conn, cut.payloads_before, report)
-            await self._dead_letters(conn, cut.payloads_before, scanned, report)
+            scanned = await self._payloads(conn, cut.payloads_before, trusted_until, report)
+            await self._dead_letters(conn, cut.payloads_before, trusted_until, scanned, report)
         if cut.keys_before is not None:
-            await self._keys(conn, cut.keys_before, report)
+            await self._keys(conn, cut.keys_before, trusted_until, report)
 
     def _count(self, report: RetentionReport, table: str, what: Removed, rows: int) -> None:
         report.add(table, what, rows)
@@ -101,20 +104,20 @@ class RetentionPass:
             await self._sleep(self._settings.pause_s)
 
     async def _payloads(
-        self, conn: Conn, cutoff: datetime, report: RetentionReport
+        self, conn: Conn, cutoff: datetime, trusted_until: datetime, report: RetentionReport
     ) -> tuple[int, int]:
         """Walk from the watermark; the id range looked at, for the dry run's counts."""
         start = mark = await store.watermark(conn)
         limit = self._settings.batch_size
         while True:
-            scan = await store.scan_payloads(conn, mark, cutoff, limit)
+            scan = await store.scan_payloads(conn, mark, cutoff, trusted_until, limit)
             if scan.scanned == 0:
                 break
             if report.dry_run:
                 self._count(report, WEBHOOKS, Removed.PAYLOAD, len(scan.eligible))
                 mark, ends = next_watermark(scan.last_id, scan.stop_id, ())
             else:
-                emptied, mark, ends = await store.empty_payloads(conn, scan, cutoff)
+                emptied, mark, ends = await store.empty_payloads(conn, scan, cutoff, trusted_until)
                 self._count(report, WEBHOOKS, Removed.PAYLOAD, emptied)
             await self._batch_done(report)
             if ends or scan.scanned < limit:
@@ -122,16 +125,23 @@ class RetentionPass:
         return start, mark
 
     async def _dead_letters(
-        self, conn: Conn, cutoff: datetime, scanned: tuple[int, int], report: RetentionReport
+        self,
+        conn: Conn,
+        cutoff: datetime,
+        trusted_until: datetime,
+        scanned: tuple[int, int],
+        report: RetentionReport,
     ) -> None:
         if report.dry_run:
-            dead_letters, webhooks = await store.count_due_dead_letters(conn, cutoff, *scanned)
+            dead_letters, webhooks = await store.count_due_dead_letters(
+                conn, cutoff, trusted_until, *scanned
+            )
             self._count(report, DEAD_LETTERS, Removed.PAYLOAD, dead_letters)
             self._count(report, WEBHOOKS, Removed.PAYLOAD, webhooks)
             return
         while due := await store.due_dead_letters(conn, cutoff, self._settings.batch_size):
             dead_letters, webhooks = await store.empty_dead_letters(
-                conn, [d for d, _ in due], [w for _, w in due if w], cutoff
+                conn, [d for d, _ in due], [w for _, w in due if w], cutoff, trusted_until
             )
             self._count(report, DEAD_LETTERS, Removed.PAYLOAD, dead_letters)
             self._count(report, WEBHOOKS, Removed.PAYLOAD, webhooks)
@@ -139,11 +149,13 @@ class RetentionPass:
             if dead_letters < len(due):  # others hold some of them: the next pass
                 break
 
-    async def _keys(self, conn: Conn, cutoff: datetime, report: RetentionReport) -> None:
+    async def _keys(
+        self, conn: Conn, cutoff: datetime, trusted_until: datetime, report: RetentionReport
+    ) -> None:
         after = 0
         limit = self._settings.batch_size
         while True:
-            scan = await store.scan_keys(conn, after, cutoff, limit)
+            scan = await store.scan_keys(conn, after, cutoff, trusted_until, limit)
             if scan.scanned == 0:
                 break
             deleted = len(scan.eligible)

@@ -9,11 +9,19 @@ own: ingestion never waits long for a row lock, and no statement grows with the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
+import asyncpg
+
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.retention import next_watermark
+from gateway.core.retention import (
+    LOOKAHEAD_ROWS,
+    Scan,
+    ScannedRow,
+    needs_later_stamp,
+    next_watermark,
+    plan_scan,
+)
 
 #: `pg_try_advisory_lock` key of retention passes: one process works at a time.
 LOCK_KEY = 0x6761746577617952
@@ -30,34 +38,39 @@ _HELD = (
     " AND (NOT d.is_resolved OR d.resolved_at >= {cutoff}))"
 )
 
-# One batch of the payload pass: the next `$3` rows by id from the watermark `$1`. The
-# first row that is too young (received at or after the cutoff `$2`) or still in the
-# outbox stops the pass there; before it, rows no dead letter holds are eligible.
+# One batch of the payload pass: the next `$3` rows by id from the watermark `$1`, each
+# with whether it stops the walk (still in the outbox) and whether it is wanted (a body
+# kept, no dead letter holding it; `$2` is the cutoff). Where the walk stops, by age
+# or otherwise, is decided in `core.retention.plan_scan`.
 _PAYLOAD_SCAN = f"""
-WITH scanned AS (
-    SELECT s.id, s.received_at, s.payload_removed_at,
-           {_IN_OUTBOX.format(p="s")} AS in_outbox, {_HELD.format(p="s", cutoff="$2")} AS held
-    FROM processed_webhooks s
-    WHERE s.id >= $1
-    ORDER BY s.id
-    LIMIT $3
-), stop AS (
-    SELECT min(id) AS id FROM scanned WHERE received_at >= $2 OR in_outbox
-)
-SELECT coalesce(array_agg(s.id ORDER BY s.id) FILTER (
-           WHERE (stop.id IS NULL OR s.id < stop.id) AND s.payload_removed_at IS NULL
-             AND NOT s.held), '{{}}') AS eligible,
-       count(*) AS scanned, max(s.id) AS last_id, min(stop.id) AS stop_id
-FROM scanned s CROSS JOIN stop
+SELECT s.id, s.received_at, {_IN_OUTBOX.format(p="s")} AS blocks,
+       s.payload_removed_at IS NULL AND NOT {_HELD.format(p="s", cutoff="$2")} AS wanted
+FROM processed_webhooks s
+WHERE s.id >= $1
+ORDER BY s.id
+LIMIT $3
 """  # noqa: S608 - only constants are interpolated
+
+# The first believable stamp (at most `$2`) among the `$3` rows after id `$1`: it dates
+# the rows at a batch's end that a wrong clock stamped in the future.
+_LATER_STAMP = """
+SELECT a.received_at
+FROM (SELECT id, received_at FROM processed_webhooks WHERE id > $1 ORDER BY id LIMIT $3) a
+WHERE a.received_at <= $2
+ORDER BY a.id
+LIMIT 1
+"""
 
 # Rows another transaction holds are skipped (the watermark stops at the first of them);
 # the conditions are checked again under the lock. Both passes use it: the payload pass
 # for the rows its scan found, the dead-letter pass for the rows dead letters released.
+# A stamp after `$3` is a wrong clock's, not believed: the payload walk dated such a row
+# by the rows recorded after it, and a released row arrived before its dead letter.
 _EMPTY_PAYLOADS = f"""
 WITH locked AS (
     SELECT p.id FROM processed_webhooks p
-    WHERE p.id = ANY($1::bigint[]) AND p.payload_removed_at IS NULL AND p.received_at < $2
+    WHERE p.id = ANY($1::bigint[]) AND p.payload_removed_at IS NULL
+      AND (p.received_at < $2 OR p.received_at > $3)
       AND NOT {_IN_OUTBOX.format(p="p")} AND NOT {_HELD.format(p="p", cutoff="$2")}
     FOR UPDATE SKIP LOCKED
 )
@@ -90,7 +103,7 @@ WITH due AS ({_DUE})
 SELECT (SELECT count(*) FROM due) AS dead_letters,
        (SELECT count(*) FROM processed_webhooks p
         WHERE p.id IN (SELECT webhook_id FROM due) AND NOT (p.id >= $2 AND p.id < $3)
-          AND p.payload_removed_at IS NULL AND p.received_at < $1
+          AND p.payload_removed_at IS NULL AND (p.received_at < $1 OR p.received_at > $4)
           AND NOT {_IN_OUTBOX.format(p="p")} AND NOT {_HELD.format(p="p", cutoff="$1")})
        AS webhooks
 """  # noqa: S608 - only constants are interpolated
@@ -104,26 +117,18 @@ WHERE d.id = due.id
 RETURNING d.id
 """
 
-# One batch of the key pass: the next `$3` rows by id after `$1`, up to the first row
-# received at or after the key cutoff `$2`. Never a row in the outbox, never one an open
-# dead letter references.
+# One batch of the key pass: the next `$2` rows by id after `$1`, up to the first row
+# too young for the key cutoff (`core.retention.plan_scan`). Never a row in the outbox,
+# never one an open dead letter references; neither stops the walk.
 _KEY_SCAN = f"""
-WITH scanned AS (
-    SELECT s.id, s.received_at, {_IN_OUTBOX.format(p="s")} AS in_outbox,
-           EXISTS (SELECT 1 FROM dlq_webhooks d
-                   WHERE d.webhook_id = s.id AND NOT d.is_resolved) AS held
-    FROM processed_webhooks s
-    WHERE s.id > $1
-    ORDER BY s.id
-    LIMIT $3
-), stop AS (
-    SELECT min(id) AS id FROM scanned WHERE received_at >= $2
-)
-SELECT coalesce(array_agg(s.id ORDER BY s.id) FILTER (
-           WHERE (stop.id IS NULL OR s.id < stop.id) AND NOT s.in_outbox AND NOT s.held),
-           '{{}}') AS eligible,
-       count(*) AS scanned, max(s.id) AS last_id, min(stop.id) AS stop_id
-FROM scanned s CROSS JOIN stop
+SELECT s.id, s.received_at, false AS blocks,
+       NOT {_IN_OUTBOX.format(p="s")} AND NOT EXISTS (
+           SELECT 1 FROM dlq_webhooks d WHERE d.webhook_id = s.id AND NOT d.is_resolved
+       ) AS wanted
+FROM processed_webhooks s
+WHERE s.id > $1
+ORDER BY s.id
+LIMIT $2
 """  # noqa: S608 - only constants are interpolated
 
 # Resolved dead letters are kept (their audit trail) but let go of the event row.
@@ -160,19 +165,19 @@ SELECT least(
 """
 
 
-@dataclass(frozen=True)
-class Scan:
-    """One batch's look at the next rows by id."""
-
-    eligible: list[int]  # rows that may lose what the pass removes
-    scanned: int
-    last_id: int | None  # the highest id looked at
-    stop_id: int | None  # the first row too young (or in the outbox): the pass ends there
+def _rows(records: Sequence[asyncpg.Record]) -> list[ScannedRow]:
+    return [ScannedRow(r["id"], r["received_at"], r["blocks"], r["wanted"]) for r in records]
 
 
-def _scan(record: object) -> Scan:
-    r = dict(record)  # type: ignore[call-overload]
-    return Scan(list(r["eligible"]), int(r["scanned"]), r["last_id"], r["stop_id"])
+async def _planned(
+    conn: Conn, rows: list[ScannedRow], cutoff: datetime, trusted_until: datetime, limit: int
+) -> Scan:
+    """The batch planned; a full batch ending in rows stamped in the future first looks
+    up to `LOOKAHEAD_ROWS` further for a believable stamp to date them by."""
+    later = None
+    if needs_later_stamp(rows, trusted_until, limit):
+        later = await conn.fetchval(_LATER_STAMP, rows[-1].id, trusted_until, LOOKAHEAD_ROWS)
+    return plan_scan(rows, cutoff, trusted_until, later)
 
 
 async def try_lock(conn: Conn) -> bool:
@@ -199,19 +204,24 @@ async def watermark(conn: Conn, name: str = PAYLOADS) -> int:
     return int(value or 0)
 
 
-async def scan_payloads(conn: Conn, from_id: int, cutoff: datetime, limit: int) -> Scan:
+async def scan_payloads(
+    conn: Conn, from_id: int, cutoff: datetime, trusted_until: datetime, limit: int
+) -> Scan:
     """Look at the next `limit` rows from `from_id`; change nothing."""
     with translate_errors():
-        return _scan(await conn.fetchrow(_PAYLOAD_SCAN, from_id, cutoff, limit))
+        rows = _rows(await conn.fetch(_PAYLOAD_SCAN, from_id, cutoff, limit))
+        return await _planned(conn, rows, cutoff, trusted_until, limit)
 
 
-async def empty_payloads(conn: Conn, scan: Scan, cutoff: datetime) -> tuple[int, int, bool]:
+async def empty_payloads(
+    conn: Conn, scan: Scan, cutoff: datetime, trusted_until: datetime
+) -> tuple[int, int, bool]:
     """Empty the bodies and headers of the scan's eligible rows (skipping rows others
     hold) and move the watermark, in one transaction: (rows emptied, the new watermark,
     whether the pass ends here)."""
     with translate_errors():
         async with conn.transaction():
-            rows = await conn.fetch(_EMPTY_PAYLOADS, scan.eligible, cutoff)
+            rows = await conn.fetch(_EMPTY_PAYLOADS, scan.eligible, cutoff, trusted_until)
             emptied = {int(r["id"]) for r in rows}
             next_id, ends = next_watermark(
                 scan.last_id, scan.stop_id, (i for i in scan.eligible if i not in emptied)
@@ -229,31 +239,38 @@ async def due_dead_letters(conn: Conn, cutoff: datetime, limit: int) -> list[tup
 
 
 async def count_due_dead_letters(
-    conn: Conn, cutoff: datetime, scanned_from: int, scanned_to: int
+    conn: Conn, cutoff: datetime, trusted_until: datetime, scanned_from: int, scanned_to: int
 ) -> tuple[int, int]:
     """(dead letters, event rows outside [scanned_from, scanned_to)) the dead-letter pass
     would empty now; changes nothing."""
     with translate_errors():
-        row = await conn.fetchrow(_COUNT_DUE, cutoff, scanned_from, scanned_to)
+        row = await conn.fetchrow(_COUNT_DUE, cutoff, scanned_from, scanned_to, trusted_until)
     return (0, 0) if row is None else (int(row["dead_letters"]), int(row["webhooks"]))
 
 
 async def empty_dead_letters(
-    conn: Conn, ids: Sequence[int], webhook_ids: Sequence[int], cutoff: datetime
+    conn: Conn,
+    ids: Sequence[int],
+    webhook_ids: Sequence[int],
+    cutoff: datetime,
+    trusted_until: datetime,
 ) -> tuple[int, int]:
     """Empty these dead letters' payloads and release the event rows they held;
     (dead letters emptied, event rows emptied)."""
     with translate_errors():
         async with conn.transaction():
             emptied = await conn.fetch(_EMPTY_DEAD_LETTERS, list(ids))
-            released = await conn.fetch(_EMPTY_PAYLOADS, list(webhook_ids), cutoff)
+            released = await conn.fetch(_EMPTY_PAYLOADS, list(webhook_ids), cutoff, trusted_until)
     return len(emptied), len(released)
 
 
-async def scan_keys(conn: Conn, after_id: int, cutoff: datetime, limit: int) -> Scan:
+async def scan_keys(
+    conn: Conn, after_id: int, cutoff: datetime, trusted_until: datetime, limit: int
+) -> Scan:
     """Look at the next `limit` rows after `after_id`; change nothing."""
     with translate_errors():
-        return _scan(await conn.fetchrow(_KEY_SCAN, after_id, cutoff, limit))
+        rows = _rows(await conn.fetch(_KEY_SCAN, after_id, limit))
+        return await _planned(conn, rows, cutoff, trusted_until, limit)
 
 
 async def delete_keys(conn: Conn, ids: Sequence[int]) -> int:
