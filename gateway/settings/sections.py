@@ -227,3 +227,7 @@ class TracingSettings:
         if self.endpoint.rstrip("/").endswith("/v1/traces"):
             return self.endpoint
         return self.endpoint.rstrip("/") + "/v1/traces"
+    # The whole body must follow its head within this long, on every route (408, or a
+    # close once answered). Above `request_timeout_s`, so on the ingestion routes that
+    # deadline's 400 comes first; this one bounds everything else.
+    body_timeout_s: float = 20.0

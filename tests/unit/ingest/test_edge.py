@@ -1,5 +1,5 @@
-"""`EdgeProtocol` fed bytes directly (no socket): where the head budget and the head
-deadline fall, whichever way a head is split into reads."""
+"""`EdgeProtocol` fed bytes directly (no socket): where the head budget and each phase's
+deadline fall, whichever way a request is split into reads."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
+from gateway.ingest import edge as edge_module
 from gateway.ingest.edge import REFUSALS_STATE_KEY, EdgeProtocol
 from gateway.metrics import Counter
 
 LIMIT = 4096
 TIMEOUT_S = 0.05
+BODY_TIMEOUT_S = 0.1
 
 
 class FakeTransport(asyncio.Transport):
@@ -55,13 +57,18 @@ class FakeTransport(asyncio.Transport):
 class Edge:
     """One connection: its protocol, transport, the paths the app saw, the counter."""
 
-    def __init__(self, limit_concurrency: int | None = None) -> None:
+    def __init__(self, limit_concurrency: int | None = None, *, early: bool = False) -> None:
+        """`early`: the app answers without reading the body, as a 401 or 404 does."""
         self.paths: list[str] = []
+        self.received: list[str] = []  # the type of the app's last `receive()` message
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             self.paths.append(scope["path"])
-            while (await receive()).get("more_body"):
-                pass
+            while not early:
+                message = await receive()
+                self.received.append(message["type"])
+                if not message.get("more_body"):
+                    break
             await send({"type": "http.response.start", "status": 200, "headers": [
                 (b"content-length", b"2")]})  # fmt: skip
             await send({"type": "http.response.body", "body": b"ok"})
@@ -77,6 +84,7 @@ class Edge:
             _loop=asyncio.get_running_loop(),
             max_header_bytes=LIMIT,
             header_timeout_s=TIMEOUT_S,
+            body_timeout_s=BODY_TIMEOUT_S,
         )
         self.protocol.connection_made(self.transport)
 
@@ -88,6 +96,10 @@ class Edge:
 
     def status(self) -> int:
         return int(bytes(self.transport.written).split(b" ", 2)[1])
+
+    def written_once(self) -> bool:
+        """Exactly one answer was written."""
+        return bytes(self.transport.written).count(b"HTTP/1.1 ") == 1
 
 
 def request(head_pad: int, body: bytes = b"{}") -> bytes:
@@ -199,6 +211,170 @@ async def test_a_request_over_the_concurrency_limit_is_counted() -> None:
     assert edge.refused.get(reason="over_capacity") == 1
 
 
+# -- pipelined heads -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("read_bytes", [1 << 20, 6_000, 1024])
+async def test_a_pipelined_head_over_the_budget_is_431(read_bytes: int) -> None:
+    """A second head over budget behind a first request, however the reads fall (the
+    second head starting mid-read included): the second is refused, the first answered
+    (its answer cannot be interleaved with a 431) and the connection then closed."""
+    edge = Edge()
+    await edge.feed(*split(request(10, b"x" * 3_000) + request(LIMIT + 10), read_bytes))
+    await asyncio.sleep(0.01)
+    assert edge.paths == ["/webhooks/stripe"]
+    assert edge.refused.get(reason="header_too_large") == 1
+    assert edge.status() == 200 and edge.written_once()
+    assert b"connection: close" in edge.transport.written and edge.transport.closed
+
+
+async def test_a_pipelined_head_under_the_budget_behind_a_large_body_is_served() -> None:
+    """The read that ends a 60 KB body and holds the next head whole is charged to that
+    head, then measured: under budget, it is served."""
+    edge = Edge()
+    await edge.feed(request(10, b"x" * 60_000) + request(LIMIT - 200))
+    await asyncio.sleep(0.01)
+    assert edge.paths == ["/webhooks/stripe"] * 2
+    assert edge.refused.values == {}
+
+
+async def test_a_pipelined_head_begun_mid_read_is_measured_not_refused() -> None:
+    """Behind a 60 KB body in the same read, the start of a head (then its rest): the
+    read's charge crosses the budget, the measured head does not."""
+    second = request(LIMIT - 200)
+    edge = Edge()
+    await edge.feed(request(10, b"x" * 60_000) + second[:100], second[100:])
+    await asyncio.sleep(0.01)
+    assert edge.paths == ["/webhooks/stripe"] * 2
+    assert edge.refused.values == {}
+
+
+async def test_a_pipelined_partial_head_has_a_deadline() -> None:
+    """A head begun in the read that ended the previous request, then nothing: 408."""
+    edge = Edge()
+    await edge.feed(request(10) + b"POST /webhooks/stripe HTTP/1.1\r\nHost: g")
+    await asyncio.sleep(TIMEOUT_S * 4)
+    assert edge.refused.get(reason="header_timeout") == 1
+
+
+# -- trailers --------------------------------------------------------------------------
+
+
+def chunked(body_chunks: list[bytes], trailers: bytes = b"") -> bytes:
+    head = b"POST /webhooks/stripe HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in body_chunks)
+    return head + chunks + b"0\r\n" + trailers + b"\r\n"
+
+
+@pytest.mark.parametrize(
+    ("trailers", "read_bytes"),
+    [
+        (b"X-T: " + b"t" * (LIMIT + 10) + b"\r\n", 1 << 20),
+        (b"X-T: " + b"t" * (LIMIT * 8) + b"\r\n", 512),
+        (b"".join(b"X-T%d: t\r\n" % i for i in range(LIMIT // 8)), 1 << 20),
+    ],
+    ids=["one-large", "one-flood-in-reads", "many-small"],
+)
+async def test_trailers_over_the_budget_are_431(trailers: bytes, read_bytes: int) -> None:
+    """Trailers count against the head budget: over it, 431 while the app still waits
+    for the body (it sees the client gone), and the flood is not buffered."""
+    edge = Edge()
+    await edge.feed(*split(chunked([b"{}"], trailers), read_bytes))
+    assert edge.status() == 431 and edge.transport.eof
+    assert edge.refused.get(reason="header_too_large") == 1
+    assert edge.received[-1] == "http.disconnect"
+    assert edge.written_once()
+
+
+async def test_a_chunked_body_with_small_trailers_is_served() -> None:
+    """Chunk-size lines and trailers well under the budget, the body itself far over it."""
+    edge = Edge()
+    body = [b"x" * 1000] * 60
+    await edge.feed(*split(chunked(body, b"X-Checksum: abc\r\n"), 1500))
+    assert edge.status() == 200
+    assert edge.refused.values == {}
+
+
+# -- body deadline, early answers, keep-alive ------------------------------------------
+
+
+async def test_a_stalled_body_is_408_within_the_body_deadline() -> None:
+    edge = Edge()
+    await edge.feed(request(10, b"x" * 100)[:-50])
+    await asyncio.sleep(BODY_TIMEOUT_S * 3)
+    assert edge.status() == 408 and edge.transport.eof
+    assert b'"body_timeout"' in edge.transport.written
+    assert edge.received[-1] == "http.disconnect"
+    assert edge.refused.get(reason="body_timeout") == 1
+
+
+async def test_a_body_trickled_after_an_early_answer_is_cut_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Answered before its body was in, a request whose body keeps trickling is closed
+    once the drain bound runs out, each byte notwithstanding."""
+    monkeypatch.setattr(edge_module, "LINGER_S", 0.1)
+    edge = Edge(early=True)
+    await edge.feed(request(10, b"x" * 1_000_000)[:-999_000])
+    assert edge.status() == 200 and not edge.transport.is_closing()
+    for _ in range(10):
+        await edge.feed(b"x")
+        await asyncio.sleep(0.03)
+    assert edge.transport.closed
+    assert edge.refused.get(reason="body_not_drained") == 1
+
+
+async def test_a_flood_after_an_early_answer_is_cut_off() -> None:
+    edge = Edge(early=True)
+    await edge.feed(request(10, b"x" * 10_000_000)[:-9_000_000])
+    await edge.feed(*[b"x" * 65536] * 8)
+    assert not edge.transport.is_closing()
+    await edge.feed(*[b"x" * 65536] * 10)
+    assert edge.transport.closed
+    assert edge.refused.get(reason="body_not_drained") == 1
+
+
+async def test_a_body_drained_after_an_early_answer_is_kept_alive_then_idles_out() -> None:
+    """The rest of the body arrives in time: the connection is kept alive, and the
+    keep-alive timer (which that body's bytes cancelled in uvicorn) runs again."""
+    edge = Edge(early=True)
+    whole = request(10, b"x" * 1_000)
+    await edge.feed(whole[:-500])
+    await edge.feed(whole[-500:])
+    assert not edge.transport.closed
+    assert edge.protocol.timeout_keep_alive_task is not None
+    await edge.feed(request(10))
+    assert edge.paths == ["/webhooks/stripe"] * 2
+    assert edge.refused.values == {}
+
+
+# -- the request line ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"GET /healthz",  # HTTP/0.9: no version
+        b"POST http://gateway/webhooks/stripe HTTP/1.1",  # absolute-form
+        b"OPTIONS * HTTP/1.1",  # asterisk-form
+        b"GET /healthz HTTP/2.0",
+    ],
+)
+async def test_a_request_line_that_is_not_origin_form_http_1_is_400(line: bytes) -> None:
+    edge = Edge()
+    await edge.feed(line + b"\r\nHost: g\r\nContent-Length: 0\r\n\r\n")
+    assert edge.paths == []
+    assert edge.status() == 400
+    assert b'"bad_request_line"' in edge.transport.written
+    assert edge.refused.get(reason="bad_request_line") == 1
+
+
+async def test_http_1_0_is_served() -> None:
+    edge = Edge()
+    await edge.feed(b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert edge.paths == ["/healthz"] and edge.status() == 200
+
+
 def test_the_server_config_still_pickles_for_worker_processes() -> None:
     """`gateway serve --workers N` pickles uvicorn's Config into spawned workers: the edge
     protocol and its limits must survive the trip."""
@@ -207,10 +383,14 @@ def test_the_server_config_still_pickles_for_worker_processes() -> None:
     from gateway.ingest.app import server_options
     from gateway.settings import HttpSettings
 
-    http = HttpSettings(max_header_bytes=8192, header_timeout_s=3.0)
+    http = HttpSettings(max_header_bytes=8192, header_timeout_s=3.0, body_timeout_s=7.0)
     config = uvicorn.Config(
         "gateway.compose.ingest:app_from_env", factory=True, **server_options(http)
     )
     copy = pickle.loads(pickle.dumps(config))  # noqa: S301 - our own object, just made
     assert copy.http.func is EdgeProtocol
-    assert copy.http.keywords == {"max_header_bytes": 8192, "header_timeout_s": 3.0}
+    assert copy.http.keywords == {
+        "max_header_bytes": 8192,
+        "header_timeout_s": 3.0,
+        "body_timeout_s": 7.0,
+    }

@@ -21,6 +21,8 @@ def test_defaults_are_finite() -> None:
         10.0,
         5.0,
     )
+    # Above request_timeout_s, so the ingestion routes' own 400 comes first.
+    assert http.body_timeout_s == 20.0 > http.request_timeout_s
     assert (http.max_connections, http.backlog) == (1000, 2048)
 
 
@@ -32,6 +34,8 @@ def test_defaults_are_finite() -> None:
         ("header_timeout_s", 0.5),
         ("header_timeout_s", 30),  # an integer where seconds are expected is fine
         ("keepalive_timeout_s", 75.0),  # above a proxy's 60 s idle timeout
+        ("body_timeout_s", 0.5),
+        ("body_timeout_s", 120),
         ("max_connections", 1),
         ("backlog", 128),
     ],
@@ -55,6 +59,10 @@ def test_good_values_are_taken_as_written(key: str, value: Any) -> None:
         ("keepalive_timeout_s", float("inf")),
         ("request_timeout_s", float("nan")),
         ("keepalive_timeout_s", 0),
+        ("body_timeout_s", 0),  # zero would mean no deadline: refused, not "off"
+        ("body_timeout_s", -20.0),
+        ("body_timeout_s", float("inf")),
+        ("body_timeout_s", "20s"),
         ("max_connections", 0),
         ("max_connections", True),
         ("max_connections", 10.5),
@@ -80,4 +88,5 @@ def test_the_limits_reach_uvicorn() -> None:
     assert options["http"].keywords == {
         "max_header_bytes": http.max_header_bytes,
         "header_timeout_s": http.header_timeout_s,
+        "body_timeout_s": http.body_timeout_s,
     }
