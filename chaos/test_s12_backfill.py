@@ -29,7 +29,7 @@ from chaos.harness import profiles
 from chaos.loadgen import Answer
 from chaos.procs import GatewayProcess
 from chaos.workload import LoadSpec, PlannedEvent, providers_config
-from tests.support.provider_apis import API_KEY, running_apis
+from tests.support.provider_apis import API_KEY, running_apis, stand_in_keys
 from tests.support.settlement import fetch
 
 PROFILE = {
@@ -79,10 +79,7 @@ async def test_backfill_killed_and_restarted_alongside_live_deliveries(
     p = PROFILE[profile]
     monkeypatch.setenv("PROVIDER_API_KEY", API_KEY)  # read by the gateway processes
     async with running_apis(page_size=p["page"], delay_s=p["delay_s"]) as apis:
-        stripe = providers_config()["stripe"] | {
-            "api_key_env": "PROVIDER_API_KEY",
-            "api_url": apis.url,
-        }
+        stripe = providers_config()["stripe"] | stand_in_keys(apis.url)
         sc = make_scenario(
             f"s12_backfill-{profile}",
             database_url,

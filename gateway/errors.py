@@ -533,3 +533,73 @@ class ProviderApiUnavailable(TransientError):
     """The provider's API kept failing (429, 5xx, no answer) past the run's deadline."""
 
     error_class = "PROVIDER_API_UNAVAILABLE"
+
+
+class ProviderApiRedirected(ProviderApiRefused):
+    """The provider's API answered a redirect; backfill follows none, so the key stays
+    with `api_url`'s host."""
+
+    error_class = "PROVIDER_API_REDIRECTED"
+
+
+class ProviderApiCertificate(ProviderApiRefused):
+    """The API's TLS certificate is not trusted (or names another host)."""
+
+    error_class = "PROVIDER_API_CERTIFICATE"
+
+
+class ProviderApiAnswerTooLarge(ProviderApiRefused):
+    """An API answer grew past `api_max_answer_bytes`; reading stopped at the cap."""
+
+    error_class = "PROVIDER_API_ANSWER_TOO_LARGE"
+
+
+class ProviderApiAnswerInvalid(ProviderApiRefused):
+    """An API answer is not JSON of the listing's shape (a page that is a list, say)."""
+
+    error_class = "PROVIDER_API_ANSWER_INVALID"
+
+
+class BackfillPageSkipped(PermanentError):
+    """A backfill page failed `api_page_attempts` passes in a row; its run was given up."""
+
+    error_class = "BACKFILL_PAGE_SKIPPED"
+
+
+class BackfillItemInvalid(PayloadInvalid):
+    """An entry of a provider's listing cannot be used as listed; it is kept and parked."""
+
+    error_class = "BACKFILL_ITEM_INVALID"
+
+
+class BackfillItemNotObject(BackfillItemInvalid):
+    """A listing's entry is not a JSON object (a string, a number, a list)."""
+
+    error_class = "BACKFILL_ITEM_NOT_OBJECT"
+
+
+class BackfillItemIdInvalid(BackfillItemInvalid):
+    """An entry's id is missing, not a string, too long or holds control characters
+    (a NUL); the entry is kept under its body digest."""
+
+    error_class = "BACKFILL_ITEM_ID_INVALID"
+
+
+class BackfillItemTimeInvalid(BackfillItemInvalid):
+    """An entry's time (`created`, `occurred_at`, `delivered_at`) is missing, of the
+    wrong type, without a time zone, or unreadable."""
+
+    error_class = "BACKFILL_ITEM_TIME_INVALID"
+
+
+class BackfillItemUnencodable(BackfillItemInvalid):
+    """An entry cannot be serialised as its webhook was (nesting deeper than 254, an
+    integer wider than 64 bits); it is kept as the standard JSON encoder writes it."""
+
+    error_class = "BACKFILL_ITEM_UNENCODABLE"
+
+
+class BackfillItemTooLarge(BackfillItemInvalid):
+    """An entry's body exceeds `http.max_body_bytes`, so it can never be published."""
+
+    error_class = "BACKFILL_ITEM_TOO_LARGE"

@@ -10,81 +10,34 @@ the outbox for the relay of `gateway serve` or `gateway relay`.
 After each page the provider's cursor and the page's counts are saved in
 `backfill_progress` (a dry run saves nothing), so a run that dies continues from the
 last finished page: its events are offered to the gate again and found present.
+
+A pass is bounded (`ApiLimits`): it stops between pages after `max_pages` pages or
+`max_pass_s` seconds, its cursor saved for the next pass. A malformed entry never fails
+its page (it is recorded and parked, or counted failed with one line). A page that
+fails is counted on its progress row; after `page_attempts` passes in a row the row is
+skipped (`pages.page_failed`) and the pass goes on with the rest of its window.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from gateway import tracing
-from gateway.adapters.jetstream.broker import message_headers
-from gateway.adapters.jetstream.one_shot import OneShotPublisher
-from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import backfill as progress
-from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
-from gateway.adapters.provider_api import EventSource, Listed
-from gateway.backfill import traced
-from gateway.backfill.shape import shape
-from gateway.core.backfill import Outcome, PageState, Tally, Window, passed_window
+from gateway.adapters.postgres import connection
+from gateway.backfill import pages, traced
+from gateway.backfill.offer import offer
+from gateway.backfill.parts import BackfillParts, BackfillReport
+from gateway.core.backfill import Outcome, PageState, Window, passed_window
 from gateway.core.dlq_filters import pace_delay_s
-from gateway.core.model import Event
-from gateway.errors import BrokerUnavailable, GatewayError, ProviderApiRefused, RequestRejected
-from gateway.metrics import Metrics
-from gateway.settings import ProviderSettings
+from gateway.errors import GatewayError, ProviderApiRefused, ProviderApiUnavailable
+
+__all__ = ["BackfillParts", "BackfillReport", "backfill"]
 
 log = logging.getLogger("gateway.backfill")
-
-#: The most event ids a report lists (the counts are always complete).
-_LISTED_MAX = 1000
-
-
-@dataclass
-class BackfillParts:
-    """What a run works with; the composition root opens and closes them."""
-
-    pool: Pool
-    source: EventSource
-    provider: ProviderSettings
-    metrics: Metrics
-    publisher: OneShotPublisher | None = None  # None: leave publishing to the relay
-    sleep: Callable[[float], Awaitable[None]] | None = None
-    monotonic: Callable[[], float] = time.monotonic
-
-
-@dataclass
-class BackfillReport:
-    """The summary: fetched, present, recovered, failed (and what was listed)."""
-
-    provider: str
-    window: Window
-    dry_run: bool
-    tally: Tally = field(default_factory=Tally)
-    unpublished: int = 0  # recorded but left to the outbox relay (NATS did not ack)
-    continued: list[Window] = field(default_factory=list)  # unfinished runs continued
-    events: list[dict[str, Any]] = field(default_factory=list)  # recovered / would
-    errors: list[str] = field(default_factory=list)  # one line per failed event
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "since": self.window.since.isoformat(),
-            "until": self.window.until.isoformat(),
-            "types": list(self.window.types),
-            "dry_run": self.dry_run,
-            **self.tally.to_json(),
-            "unpublished": self.unpublished,
-            "continued": [
-                {"since": w.since.isoformat(), "until": w.until.isoformat()} for w in self.continued
-            ],
-            "events": self.events,
-            "errors": self.errors,
-        }
 
 
 class _Pacer:
@@ -150,11 +103,23 @@ async def _run(parts: BackfillParts, report: BackfillReport, rate_per_s: float |
             )
     pace = _Pacer(parts, rate_per_s)
     seen: set[str] = set()
+    ends_s = parts.monotonic() + parts.limits.max_pass_s
     for segment in segments:
-        await _segment(parts, segment, report, seen, pace)
-    if not dry_run:
+        await _segment(parts, segment, report, seen, pace, ends_s)
+        if report.stopped is not None:
+            break
+    if not dry_run and report.stopped is None:
         parts.metrics.backfill_last_complete.set(datetime.now(UTC).timestamp(), provider=name)
     log.info("backfill done", extra=report.to_json() | {"events": len(report.events)})
+
+
+def _bound_reached(parts: BackfillParts, report: BackfillReport, ends_s: float) -> str | None:
+    """Which bound of the pass stops it before its next page, if one does."""
+    if report.pages >= parts.limits.max_pages:
+        return "api_max_pages"
+    if parts.monotonic() >= ends_s:
+        return "api_max_pass_s"
+    return None
 
 
 async def _segment(
@@ -163,6 +128,7 @@ async def _segment(
     report: BackfillReport,
     seen: set[str],
     pace: Callable[[], Awaitable[None]],
+    ends_s: float,
 ) -> None:
     name = parts.provider.name
     state = PageState()
@@ -174,23 +140,37 @@ async def _segment(
     cursor = state.cursor
     cursors = {cursor}  # an API that hands back a cursor it gave before would loop for ever
     while True:
+        report.stopped = _bound_reached(parts, report, ends_s)
+        if report.stopped is not None:
+            pages.stopped(parts, report, window, cursor)
+            return
         await pace()
-        page = await parts.source.page(cursor, window)
+        report.pages += 1
+        try:
+            page = await parts.source.page(cursor, window)
+            next_cursor = page.next_cursor
+            if next_cursor is not None and next_cursor in cursors:
+                raise ProviderApiRefused(
+                    f"{name}: the API returned a page cursor it had already given "
+                    f"({next_cursor[:64]!r}); stopping instead of reading the same pages again"
+                )
+        except (ProviderApiRefused, ProviderApiUnavailable) as exc:
+            if report.dry_run or not await pages.page_failed(parts, report, window, cursor, exc):
+                raise
+            return  # skipped: the pass goes on with the rest of its window
         wanted = [
             i
             for i in page.items
-            if window.holds(i.occurred_at) and window.wants(i.event_type) and i.event_id not in seen
+            if (i.occurred_at is None or window.holds(i.occurred_at))
+            and (window.wants(i.event_type) or (i.failure is not None and i.event_type is None))
+            and (not i.event_id or i.event_id not in seen)
         ]
-        seen.update(i.event_id for i in wanted)
-        tally = await _offer(parts, wanted, report, pace)
-        next_cursor = page.next_cursor
-        if next_cursor is not None and next_cursor in cursors:
-            raise ProviderApiRefused(
-                f"{name}: the API returned a page cursor it had already given "
-                f"({next_cursor[:64]!r}); stopping instead of reading the same pages again"
-            )
+        seen.update(i.event_id for i in wanted if i.event_id)
+        tally = pages.unusable(parts, report, page.unusable)
+        tally.merge(await offer(parts, wanted, report, pace))
         cursors.add(next_cursor)
-        done = next_cursor is None or passed_window([i.occurred_at for i in page.items], window)
+        occurred = [i.occurred_at for i in page.items if i.occurred_at is not None]
+        done = next_cursor is None or passed_window(occurred, window)
         if not report.dry_run:
             async with connection(parts.pool) as conn:
                 await progress.save(conn, name, window, next_cursor, tally, done)
@@ -202,109 +182,3 @@ async def _segment(
         if done:
             return
         cursor = next_cursor
-
-
-async def _offer(
-    parts: BackfillParts,
-    items: list[Listed],
-    report: BackfillReport,
-    pace: Callable[[], Awaitable[None]],
-) -> Tally:
-    """One page's wanted events through the gate; the page's counts."""
-    tally = Tally()
-    provider = parts.provider
-    async with connection(parts.pool) as conn:
-        recorded = await progress.recorded_ids(conn, provider.name, [i.event_id for i in items])
-    tally.add(Outcome.PRESENT, sum(1 for i in items if i.event_id in recorded))
-    missing = [i for i in items if i.event_id not in recorded]
-    if report.dry_run:
-        for item in missing:
-            tally.add(Outcome.WOULD_RECOVER)
-            _listed(report, item.event_id, item.event_type, Outcome.WOULD_RECOVER)
-        return tally
-    events: dict[tuple[str, str], Event] = {}
-    inexact: set[tuple[str, str]] = set()
-    now = datetime.now(UTC)
-    for item in missing:
-        try:
-            if item.body is None:
-                await pace()  # a second call per event (GitHub)
-            shaped = shape(provider, item, await parts.source.fetch(item), now)
-        except (ProviderApiRefused, RequestRejected) as exc:
-            tally.add(Outcome.FAILED)
-            report.errors.append(f"{item.event_id}: {type(exc).__name__}: {exc}")
-            log.warning(
-                "backfill could not take an event",
-                extra={"provider": provider.name, "event_id": item.event_id, "error": str(exc)},
-            )
-            continue
-        key = (shaped.event.provider, shaped.event.event_id)
-        if key in events:  # two listings of one event
-            tally.add(Outcome.PRESENT)
-            continue
-        events[key] = shaped.event
-        if not shaped.exact:
-            inexact.add(key)
-    if not events:
-        return tally
-    spans: dict[tuple[str, str], tracing.Span] = {}
-    if tracing.ENABLED:  # each row and message carries its event's span
-        traced_events, started = traced.recover_spans(events.values())
-        events = {k: e for k, e in zip(events, traced_events, strict=True)}
-        spans = {k: s for k, s in zip(events, started, strict=True) if s is not None}
-    async with connection(parts.pool) as conn:
-        inserted = await insert_events(conn, list(events.values()))  # the gate
-    stored: list[StoredEvent] = []
-    for key, event in events.items():
-        if key in inserted:
-            tally.add(Outcome.RECOVERED)
-            tally.inexact += key in inexact
-            _listed(report, event.event_id, event.event_type, Outcome.RECOVERED)
-            stored.append(StoredEvent(inserted[key], event))
-        else:  # a webhook or another run recorded it since the look-up
-            tally.add(Outcome.PRESENT)
-            if key in spans:
-                traced.recover_done(spans.pop(key), Outcome.PRESENT.value)
-    if inexact & set(inserted):
-        log.warning(
-            "recovered GitHub deliveries whose exact bytes could not be proven",
-            extra={"provider": provider.name, "events": sorted(k[1] for k in inexact)[:100]},
-        )
-    published = await _publish(parts, stored, report)
-    for key, span in spans.items():
-        done = inserted[key] in published
-        traced.recover_done(span, "published" if done else "unpublished")
-    return tally
-
-
-def _listed(report: BackfillReport, event_id: str, event_type: str | None, o: Outcome) -> None:
-    if len(report.events) < _LISTED_MAX:
-        report.events.append({"event_id": event_id, "event_type": event_type, "outcome": o.value})
-
-
-async def _publish(
-    parts: BackfillParts, stored: list[StoredEvent], report: BackfillReport
-) -> set[int]:
-    """Publish recovered rows now; any NATS trouble leaves them to the outbox relay. The
-    webhook ids of the rows published."""
-    publishable = [s for s in stored if s.event.subject is not None]
-    if parts.publisher is None or report.unpublished or not publishable:
-        report.unpublished += len(publishable) if parts.publisher is not None else 0
-        return set()
-    acked: list[int] = []
-    try:
-        await parts.publisher.connect()
-        for item in publishable:
-            await parts.publisher.publish(
-                item.event.subject or "", item.event.body, message_headers(item)
-            )
-            acked.append(item.webhook_id)
-    except BrokerUnavailable as exc:
-        report.unpublished += len(publishable) - len(acked)
-        log.warning(
-            "NATS did not take recovered events; the outbox relay will publish them",
-            extra={"provider": parts.provider.name, "error": str(exc)},
-        )
-    # Nothing is marked: the outbox relay publishes these rows too when its walk reaches
-    # them, and the duplicate window absorbs it.
-    return set(acked)

@@ -93,6 +93,8 @@ class ScheduledBackfill:
                 "provider": name,
                 **t.to_json(),
                 "unpublished": report.unpublished,
+                "stopped": report.stopped,
+                "skipped_pages": len(report.skipped),
                 "pruned_progress_rows": pruned,
             },
         )

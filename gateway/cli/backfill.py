@@ -26,6 +26,13 @@ def _print(report: BackfillReport) -> None:
         )
     for line in report.errors:
         print(f"failed   {line}")
+    for line in report.skipped:
+        print(f"skipped  {line}")
+    if report.stopped is not None:
+        print(
+            f"stopped  after {report.pages} pages at the pass's bound ({report.stopped}); "
+            "run again to continue from the saved cursor"
+        )
     if report.dry_run:
         for item in report.events:
             print(f"would recover {item['event_id']} {item['event_type'] or ''}".rstrip())
@@ -69,7 +76,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         _print(report)
-    return 1 if report.tally.failed else 0
+    return 1 if report.tally.failed or report.skipped or report.stopped else 0
 
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
@@ -78,7 +85,8 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     GitHub hook deliveries, Paddle GET /events) and record, publish and mark as
     source=backfill every one the gateway never recorded, through the same idempotency
     gate as a webhook; already recorded ones are counted present. A run that dies
-    continues from its last page when run again. Exit 1 if some event failed."""
+    continues from its last page when run again. Exit 1 if some event failed, a page was
+    skipped, or the run stopped at a bound of the pass (api_max_pages, api_max_pass_s)."""
     parser = sub.add_parser(
         "backfill",
         help="Recover events that never arrived, from the provider's API.",

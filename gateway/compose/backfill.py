@@ -5,6 +5,7 @@ in reverse order. `gateway serve`'s scheduled passes trace through serve's own s
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
@@ -18,6 +19,21 @@ from gateway.core.backfill import make_window
 from gateway.errors import BackfillUsageError
 from gateway.metrics import Metrics
 from gateway.settings import ProviderSettings, Settings
+
+log = logging.getLogger("gateway.backfill")
+
+
+def warn_if_insecure(provider: ProviderSettings) -> None:
+    """The start-up warning owed by `insecure_api_url = true`."""
+    if provider.api is not None and provider.api.insecure:
+        log.warning(
+            "backfill may read this provider's API over plain http "
+            "(insecure_api_url = true): for a local test API only",
+            extra={
+                "provider": provider.name,
+                "setting": f"providers.{provider.name}.insecure_api_url",
+            },
+        )
 
 
 def provider_for_backfill(settings: Settings, name: str) -> ProviderSettings:
@@ -61,11 +77,19 @@ async def backfill_parts(
     """Opened in order: the database, the API client, the publisher (which connects on
     its first recovered event); closed in reverse."""
     provider = provider_for_backfill(settings, name)
+    warn_if_insecure(provider)
     async with open_pool(settings.database_url, max_size=2) as pool:
         source = open_source(provider)
         try:
             async with open_one_shot_publisher(settings.nats, "gateway-backfill") as publisher:
-                yield BackfillParts(pool, source, provider, metrics or Metrics(), publisher)
+                yield BackfillParts(
+                    pool,
+                    source,
+                    provider,
+                    metrics or Metrics(),
+                    publisher,
+                    max_body_bytes=settings.http.max_body_bytes,
+                )
         finally:
             await source.close()
 
@@ -74,7 +98,11 @@ def scheduled_parts(
     settings: Settings, pool: Pool, metrics: Metrics
 ) -> Callable[[str], contextlib.AbstractAsyncContextManager[BackfillParts]]:
     """What each scheduled pass of `gateway serve` opens: the API client and a one-shot
-    publisher, over the serving process's own pool and metrics; closed after the pass."""
+    publisher, over the serving process's own pool and metrics; closed after the pass.
+    Called once at start-up, when it warns of any `insecure_api_url`."""
+    for provider in settings.providers.values():
+        if provider.api is not None and provider.api.schedule is not None:
+            warn_if_insecure(provider)
 
     @contextlib.asynccontextmanager
     async def opened(name: str) -> AsyncIterator[BackfillParts]:
@@ -82,7 +110,14 @@ def scheduled_parts(
         source = open_source(provider)
         try:
             async with open_one_shot_publisher(settings.nats, "gateway-backfill") as publisher:
-                yield BackfillParts(pool, source, provider, metrics, publisher)
+                yield BackfillParts(
+                    pool,
+                    source,
+                    provider,
+                    metrics,
+                    publisher,
+                    max_body_bytes=settings.http.max_body_bytes,
+                )
         finally:
             await source.close()
 

@@ -146,6 +146,13 @@ class Metrics:
             reg,
             _GAUGE_MODE,
         )
+        self.backfill_pages_skipped_total = Counter(
+            "gateway_backfill_pages_skipped_total",
+            "Backfill pages given up after failing api_page_attempts passes in a row: "
+            "the rest of that run's window was not read.",
+            ("provider",),
+            reg,
+        )
 
     def render(self) -> str:
         """The Prometheus text exposition of every metric: with a shared directory, of

@@ -1,6 +1,14 @@
 """A provider's API credentials and where to reach it, for `gateway backfill`: the keys
-`api_key_env`, `api_url`, `repo`/`org` and `hook_id` (GitHub), and the optional
-`[providers.NAME.backfill]` schedule, read from the provider's own table."""
+`api_key_env`, `api_url`, `repo`/`org` and `hook_id` (GitHub), the trust keys
+(`api_hosts`, `insecure_api_url`), the bounds of a pass (`api_max_*`, `api_timeout_s`,
+`api_page_attempts`), and the optional `[providers.NAME.backfill]` schedule, read from
+the provider's own table.
+
+Backfill trusts what the API answers as the provider's own word (README, "What a
+backfilled event proves"), so the URL is held to that: `https` only (plain `http` only
+with `insecure_api_url = true`, for a local test API), and a host on the provider's
+allow-list, so the API key is never sent anywhere else.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from gateway.errors import ConfigError
 from gateway.settings.values import (
@@ -26,12 +35,34 @@ DEFAULT_API_URLS: Mapping[str, str] = {
     "github": "https://api.github.com",
     "paddle": "https://api.paddle.com",
 }
+#: The hosts each scheme's API may be reached at unless `api_hosts` says otherwise.
+DEFAULT_API_HOSTS: Mapping[str, tuple[str, ...]] = {
+    "stripe": ("api.stripe.com",),
+    "github": ("api.github.com",),
+    "paddle": ("api.paddle.com", "sandbox-api.paddle.com"),
+}
 #: The provider keys read here (senders.PROVIDER_KEYS lists them with the rest).
-API_KEYS = ("api_key_env", "api_url", "repo", "org", "hook_id", "backfill")
+API_KEYS = (
+    "api_key_env",
+    "api_url",
+    "api_hosts",
+    "insecure_api_url",
+    "api_max_pages",
+    "api_max_pass_s",
+    "api_max_answer_bytes",
+    "api_timeout_s",
+    "api_page_attempts",
+    "repo",
+    "org",
+    "hook_id",
+    "backfill",
+)
 SCHEDULE_KEYS = ("interval_s", "window_s")
 #: `owner/name` as GitHub spells repositories.
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _ORG = re.compile(r"[A-Za-z0-9_.-]+")
+#: A host name or an IP address as `api_hosts` lists it (an IPv6 one without brackets).
+_HOST = re.compile(r"[A-Za-z0-9_.-]+|[0-9A-Fa-f:]+")
 
 
 @dataclass(frozen=True)
@@ -40,6 +71,20 @@ class BackfillSchedule:
 
     interval_s: float
     window_s: float
+
+
+@dataclass(frozen=True)
+class ApiLimits:
+    """What one backfill pass may spend on the provider's API. A pass that reaches
+    `max_pages` or `max_pass_s` stops between pages and the next continues from its
+    cursor; an answer past `max_answer_bytes` or `timeout_s` is a failed call."""
+
+    max_pages: int = 1000  # pages per pass: 100,000 Stripe or GitHub events
+    max_pass_s: float = 3600.0
+    # A GitHub delivery may be 25 MB, more than NATS can carry anyway (max_body_bytes).
+    max_answer_bytes: int = 16 * 1024 * 1024
+    timeout_s: float = 60.0  # one answer, from the request to its last byte
+    page_attempts: int = 3  # passes failing on one page before it is skipped
 
 
 @dataclass(frozen=True)
@@ -52,6 +97,9 @@ class ProviderApi:
     org: str | None = None  # ... or the organisation hook's organisation
     hook_id: int | None = None  # GitHub: the hook whose deliveries are read
     schedule: BackfillSchedule | None = None
+    hosts: tuple[str, ...] = ()  # the allow-list `url`'s host was checked against
+    insecure: bool = False  # `insecure_api_url = true`: plain http was allowed
+    limits: ApiLimits = field(default_factory=ApiLimits)
 
     __repr__ = redacted_repr  # the URL may carry credentials too
 
@@ -74,9 +122,9 @@ def parse_provider_api(
     key = env.get(var, "").strip()
     if not key:
         raise ConfigError(f"{path}api_key_env", f"{env_name_shown(var)} is not set")
-    url = read_value(data, "api_url", path, str, DEFAULT_API_URLS[scheme]).rstrip("/")
-    if url.split("://", 1)[0] not in ("http", "https") or "://" not in url:
-        raise ConfigError(f"{path}api_url", "must be an http:// or https:// URL")
+    insecure = read_value(data, "insecure_api_url", path, bool, False)
+    hosts = _hosts(data, path, scheme)
+    url = _api_url(data, path, scheme, insecure, hosts)
     repo = read_value(data, "repo", path, str, None)
     org = read_value(data, "org", path, str, None)
     hook_id = read_value(data, "hook_id", path, int, None)
@@ -94,7 +142,72 @@ def parse_provider_api(
         for extra in ("repo", "org", "hook_id"):
             if extra in data:
                 raise ConfigError(f"{path}{extra}", "is a GitHub setting")
-    return ProviderApi(url, key, repo, org, hook_id, _schedule(data, path))
+    schedule = _schedule(data, path)
+    return ProviderApi(url, key, repo, org, hook_id, schedule, hosts, insecure, _limits(data, path))
+
+
+def _hosts(data: Mapping[str, Any], path: str, scheme: str) -> tuple[str, ...]:
+    hosts = read_value(data, "api_hosts", path, tuple, ("",))
+    if hosts == ("",):
+        return DEFAULT_API_HOSTS[scheme]
+    for host in hosts:
+        if not _HOST.fullmatch(host):
+            raise ConfigError(
+                f"{path}api_hosts", f"must list host names only (no scheme or port), got {host!r}"
+            )
+    return tuple(h.lower() for h in hosts)
+
+
+def _api_url(
+    data: Mapping[str, Any], path: str, scheme: str, insecure: bool, hosts: tuple[str, ...]
+) -> str:
+    """`api_url`, held to https (or http with `insecure_api_url`) and the allow-list."""
+    url = str(read_value(data, "api_url", path, str, DEFAULT_API_URLS[scheme])).rstrip("/")
+    key = f"{path}api_url"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  # raises ValueError for a port that is not a number
+    except ValueError:
+        raise ConfigError(key, "is not a URL") from None
+    if parts.scheme == "http" and not insecure:
+        raise ConfigError(
+            key,
+            "must be https:// (the API key and the events travel over it); plain http:// "
+            f"is allowed only with {path}insecure_api_url = true, for a local test API",
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(key, "must be an https:// URL")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(key, "must not carry credentials (the key comes from api_key_env)")
+    if parts.query or parts.fragment:
+        raise ConfigError(key, "must not have a query or a fragment")
+    if parts.hostname.lower() not in hosts:
+        raise ConfigError(
+            key,
+            f"host {parts.hostname!r} is not in {path}api_hosts ({', '.join(hosts)}); "
+            "the API key is sent to api_url's host only, so list it there to allow it",
+        )
+    return url
+
+
+def _limits(data: Mapping[str, Any], path: str) -> ApiLimits:
+    d = ApiLimits()
+    limits = ApiLimits(
+        max_pages=read_value(data, "api_max_pages", path, int, d.max_pages),
+        max_pass_s=read_value(data, "api_max_pass_s", path, float, d.max_pass_s),
+        max_answer_bytes=read_value(data, "api_max_answer_bytes", path, int, d.max_answer_bytes),
+        timeout_s=read_value(data, "api_timeout_s", path, float, d.timeout_s),
+        page_attempts=read_value(data, "api_page_attempts", path, int, d.page_attempts),
+    )
+    for name, value in (
+        ("api_max_pages", limits.max_pages),
+        ("api_max_pass_s", limits.max_pass_s),
+        ("api_max_answer_bytes", limits.max_answer_bytes),
+        ("api_timeout_s", limits.timeout_s),
+        ("api_page_attempts", limits.page_attempts),
+    ):
+        require_positive(value, f"{path}{name}")
+    return limits
 
 
 def _schedule(data: Mapping[str, Any], path: str) -> BackfillSchedule | None:

@@ -32,6 +32,7 @@ PURE_STDLIB = frozenset(
         "hashlib",
         "hmac",
         "itertools",
+        "json",
         "math",
         "operator",
         "re",

@@ -1,11 +1,16 @@
 """Local stand-ins of the providers' event APIs (Stripe `GET /v1/events`, GitHub hook
 deliveries, Paddle `GET /events`) with their real payload shapes, cursor pagination, and
-faults on demand: `429` with `Retry-After`, `500`, bad credentials."""
+faults on demand: `429` with `Retry-After`, `500`, bad credentials, or any answer a test
+builds (a redirect, a page that is a list, an endless or trickled answer).
+
+The stand-in speaks plain http on 127.0.0.1, which backfill refuses unless the provider
+says `insecure_api_url = true` and lists the host in `api_hosts`: `stand_in_keys`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,7 +21,7 @@ import orjson
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.support.services import free_port
@@ -24,6 +29,16 @@ from tests.support.services import free_port
 API_KEY = "sk_test_backfill"
 REPO = "acme/payments"
 HOOK_ID = 42
+
+
+def stand_in_keys(url: str, env: str = "PROVIDER_API_KEY") -> dict[str, Any]:
+    """The provider keys that point backfill at a stand-in API on 127.0.0.1 over http."""
+    return {
+        "api_key_env": env,
+        "api_url": url,
+        "insecure_api_url": True,
+        "api_hosts": ["127.0.0.1"],
+    }
 
 
 def _json(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -49,9 +64,18 @@ class ProviderApis:
     stripe_events: list[dict[str, Any]] = field(default_factory=list)
     github: list[GitHubDelivery] = field(default_factory=list)
     paddle_events: list[dict[str, Any]] = field(default_factory=list)
-    #: Faults answered before any real answer, one per request: "429", "500", "401".
-    faults: list[str] = field(default_factory=list)
+    #: Faults answered before any real answer, one per request: "429", "500", "401",
+    #: or a response a test built (answered as it is).
+    faults: list[str | Response] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)  # path?query of every request
+    #: The `Authorization` header of every request, in order (None: none sent).
+    authorizations: list[str | None] = field(default_factory=list)
+    #: Set: Stripe answers every page with one new event created then, and a fresh
+    #: cursor, for ever.
+    endless_at: datetime | None = None
+    host: str = "127.0.0.1"
+    #: (certificate, key) PEM files: serve https with them.
+    tls: tuple[str, str] | None = None
     #: A fault answered to the Nth request (1-based) and every one after it.
     fail_from: tuple[int, str] | None = None
     #: Seconds each Stripe page takes to answer (a slow API, to kill a run mid-way).
@@ -59,7 +83,7 @@ class ProviderApis:
 
     def __post_init__(self) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
         app = Starlette(
             routes=[
                 Route("/v1/events", self._stripe),
@@ -69,15 +93,26 @@ class ProviderApis:
             ]
         )
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_config=None, lifespan="off")
+            uvicorn.Config(
+                app,
+                host=self.host,
+                port=self.port,
+                log_config=None,
+                lifespan="off",
+                ssl_certfile=self.tls[0] if self.tls else None,
+                ssl_keyfile=self.tls[1] if self.tls else None,
+            )
         )
 
     def _gate(self, request: Request) -> Response | None:
         self.requests.append(f"{request.url.path}?{request.url.query}")
+        self.authorizations.append(request.headers.get("authorization"))
         if self.fail_from is not None and len(self.requests) >= self.fail_from[0]:
             self.faults.append(self.fail_from[1])
         if self.faults:
             fault = self.faults.pop(0)
+            if isinstance(fault, Response):
+                return fault
             if fault == "429":
                 return _json(
                     {"error": {"type": "rate_limit", "message": "slow down"}},
@@ -102,6 +137,10 @@ class ProviderApis:
             return refused
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.endless_at is not None:
+            n = len(self.requests)
+            event = stripe_event(9000 + n, self.endless_at) | {"id": f"evt_endless_{n}"}
+            return _json({"object": "list", "has_more": True, "data": [event]})
         q = request.query_params
         events = sorted(self.stripe_events, key=lambda e: (e["created"], e["id"]), reverse=True)
         if "created[gte]" in q:
@@ -166,12 +205,13 @@ class ProviderApis:
         wanted = int(request.path_params["id"])
         for d in self.github:
             if d.id == wanted:
+                # The standard library keeps an integer wider than 64 bits, as GitHub does.
                 doc = self._gh_item(d) | {
                     "url": f"{self.url}/repos/{REPO}/hooks/{HOOK_ID}",
-                    "request": {"headers": d.headers, "payload": orjson.loads(d.body)},
+                    "request": {"headers": d.headers, "payload": json.loads(d.body)},
                     "response": {"headers": {}, "payload": None},
                 }
-                return _json(doc)
+                return Response(json.dumps(doc), media_type="application/json")
         return _json({"message": "Not Found"}, 404)
 
     # --- Paddle: order_by id[DESC], after, event_type, meta.pagination ---
@@ -260,3 +300,29 @@ async def running_apis(**kwargs: Any) -> AsyncIterator[ProviderApis]:
     finally:
         apis.server.should_exit = True
         await task
+
+
+def raw(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """An answer of exactly these bytes (a malformed page, say)."""
+    return Response(body, status, headers, media_type="application/json")
+
+
+def redirect(location: str, status: int = 302) -> Response:
+    return Response(b"", status, {"Location": location})
+
+
+def streamed(
+    chunks: int, chunk: bytes, delay_s: float = 0.0, sent: list[int] | None = None
+) -> StreamingResponse:
+    """An answer of `chunks` copies of `chunk`, `delay_s` apart, with no
+    Content-Length; `sent` counts the bytes handed to the server so far."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(chunks):
+            if delay_s:
+                await asyncio.sleep(delay_s)
+            if sent is not None:
+                sent.append(len(chunk))
+            yield chunk
+
+    return StreamingResponse(body(), media_type="application/json")

@@ -10,7 +10,7 @@ import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from gateway.adapters.jetstream.publish import NATS_ERRORS
+from gateway.adapters.jetstream.publish import NATS_ERRORS, message_bytes
 from gateway.errors import BrokerUnavailable
 from gateway.settings import NatsSettings
 
@@ -48,6 +48,14 @@ class OneShotPublisher:
         except NATS_ERRORS as exc:
             raise BrokerUnavailable(f"NATS is not reachable: {type(exc).__name__}") from exc
         self._nc, self._js = nc, nc.jetstream(timeout=timeout_s)
+
+    def fits(self, body: bytes, headers: dict[str, str]) -> bool:
+        """Whether the connected server's `max_payload` takes this message, its headers
+        counted as the relay counts them (`publish.message_bytes`): the server answers a
+        larger one by closing the connection."""
+        if self._nc is None:
+            raise BrokerUnavailable("not connected to NATS")
+        return message_bytes(body, headers) <= self._nc.max_payload
 
     async def publish(self, subject: str, body: bytes, headers: dict[str, str]) -> bool:
         """Publish and await the PubAck: True if the stream stored the message, False if

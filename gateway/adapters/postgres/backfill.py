@@ -1,5 +1,6 @@
 """`backfill_progress`: how far a backfill of one window got, so a killed run continues
-from its cursor; and which fetched event ids are already recorded."""
+from its cursor, and how many passes in a row failed on its next page (sql/011), so a
+page that keeps failing is skipped; and which fetched event ids are already recorded."""
 
 from __future__ import annotations
 
@@ -15,16 +16,21 @@ from gateway.core.backfill import PageState, Tally, Window
 _FIND_UNFINISHED = """
 SELECT since, until, cursor, pages, fetched, present, recovered, failed
 FROM backfill_progress
-WHERE provider = $1 AND types = $2 AND completed_at IS NULL
+WHERE provider = $1 AND types = $2 AND completed_at IS NULL AND skipped_at IS NULL
   AND since <= $3 AND until > $3
 ORDER BY updated_at DESC
 LIMIT 1
 """
 
+# A run asked for again with exactly a skipped run's window (an operator's) starts its
+# failing page afresh.
 _START = """
 INSERT INTO backfill_progress (provider, since, until, types)
 VALUES ($1, $2, $3, $4)
-ON CONFLICT (provider, since, until, types) DO UPDATE SET updated_at = now()
+ON CONFLICT (provider, since, until, types) DO UPDATE SET updated_at = now(),
+    failed_passes = CASE WHEN backfill_progress.skipped_at IS NULL
+                         THEN backfill_progress.failed_passes ELSE 0 END,
+    skipped_at = NULL
 RETURNING cursor, pages, fetched, present, recovered, failed, completed_at
 """
 
@@ -32,8 +38,17 @@ _SAVE = """
 UPDATE backfill_progress
 SET cursor = $5, pages = pages + 1, fetched = fetched + $6, present = present + $7,
     recovered = recovered + $8, failed = failed + $9, updated_at = now(),
-    completed_at = CASE WHEN $10 THEN now() ELSE NULL END
+    completed_at = CASE WHEN $10 THEN now() ELSE NULL END,
+    failed_passes = 0, last_error = NULL
 WHERE provider = $1 AND since = $2 AND until = $3 AND types = $4
+"""
+
+_PAGE_FAILED = """
+UPDATE backfill_progress
+SET failed_passes = failed_passes + 1, last_error = $5, updated_at = now(),
+    skipped_at = CASE WHEN failed_passes + 1 >= $6 THEN now() END
+WHERE provider = $1 AND since = $2 AND until = $3 AND types = $4
+RETURNING failed_passes
 """
 
 
@@ -96,8 +111,25 @@ async def save(
         )
 
 
+async def page_failed(conn: Conn, provider: str, window: Window, error: str, attempts: int) -> int:
+    """Count a pass that failed on the window's next page, and skip the row once
+    `attempts` passes in a row did; the count so far (0: no such row)."""
+    with translate_errors():
+        count = await conn.fetchval(
+            _PAGE_FAILED,
+            provider,
+            window.since,
+            window.until,
+            window.types_key,
+            error[:1000],
+            attempts,
+        )
+    return int(count or 0)
+
+
 async def recorded_ids(conn: Conn, provider: str, event_ids: Sequence[str]) -> set[str]:
     """Which of these event ids the provider already has a row for."""
+    event_ids = [e for e in event_ids if e]  # "" (a GitHub id not yet known) is no row
     if not event_ids:
         return set()
     with translate_errors():
@@ -110,13 +142,13 @@ async def recorded_ids(conn: Conn, provider: str, event_ids: Sequence[str]) -> s
 
 
 async def prune_completed(conn: Conn, provider: str, older_than_s: float) -> int:
-    """Delete the provider's completed progress rows that completed more than
-    `older_than_s` ago (on the database's clock); how many. Unfinished rows stay: they
-    are the cursors a later run continues from."""
+    """Delete the provider's completed (or skipped) progress rows that completed more
+    than `older_than_s` ago (on the database's clock); how many. Unfinished rows stay:
+    they are the cursors a later run continues from."""
     with translate_errors():
         status = await conn.execute(
-            "DELETE FROM backfill_progress WHERE provider = $1 AND completed_at IS NOT NULL "
-            "AND completed_at < now() - make_interval(secs => $2)",
+            "DELETE FROM backfill_progress WHERE provider = $1 "
+            "AND coalesce(completed_at, skipped_at) < now() - make_interval(secs => $2)",
             provider,
             older_than_s,
         )

@@ -1,9 +1,11 @@
 """Reading events back from the providers' APIs for `gateway backfill`: Stripe's
-`GET /v1/events` (through the official `stripe` library), GitHub's hook deliveries and
-Paddle's `GET /events` (plain HTTP with httpx). Each source lists pages newest first and
+`GET /v1/events`, GitHub's hook deliveries and Paddle's `GET /events`, plain HTTP with
+httpx through one bounded GET (`http_json`). Each source lists pages newest first and
 fetches an event's body; every call goes through `retrying.call_api`, which honours
 `Retry-After`, backs off on 5xx and stops at a deadline, and turns 401/403 into one
-clear error."""
+clear error. A malformed entry of a listing never fails its page: it is listed with
+its `failure` (and recorded and parked), or, when not even its bytes can be had, as
+one line in `Page.unusable`."""
 
 from __future__ import annotations
 
@@ -13,18 +15,24 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from gateway.core.backfill import Window
+from gateway.core.model import Failure
 
 
 @dataclass(frozen=True)
 class Listed:
     """One event as the provider's list shows it."""
 
-    event_id: str  # the id the webhook would carry (Stripe/Paddle event id, GitHub GUID)
+    #: The id the webhook would carry (Stripe/Paddle event id, GitHub GUID); for an
+    #: entry without a usable one, its body's digest (`sha256:<hex>`), or "" until a
+    #: GitHub delivery's body is fetched.
+    event_id: str
     event_type: str | None
-    occurred_at: datetime
+    occurred_at: datetime | None  # None: the entry's time could not be read
     handle: str = ""  # what `fetch` needs (a GitHub delivery's numeric id)
     body: bytes | None = None  # set when the list carries the event itself
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: Why the entry cannot be used as listed: it is recorded and parked with this.
+    failure: Failure | None = None
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,8 @@ class Page:
 
     items: list[Listed]
     next_cursor: str | None
+    #: One line per entry that could not even be recorded (counted failed).
+    unusable: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

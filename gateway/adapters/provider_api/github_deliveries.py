@@ -12,16 +12,16 @@ the first page that reaches past `since`.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-import httpx
-
 from gateway.adapters.provider_api import Fetched, Listed, Page
-from gateway.adapters.provider_api.http_json import get_json
-from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock, call_api
+from gateway.adapters.provider_api.http_json import ApiCalls
+from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.core.backfill import Window, lower_headers
+from gateway.core.backfill_items import encode, entry_id, entry_type, iso_time, not_object
+from gateway.core.content import body_digest_id
+from gateway.errors import ProviderApiAnswerInvalid
 from gateway.settings.provider_api import ProviderApi
 
 PAGE_LIMIT = 100
@@ -40,8 +40,26 @@ def next_cursor_from_link(link: str | None) -> str | None:
     return cursor[0] if cursor and cursor[0] else None
 
 
-def _when(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+def _listed(delivery: Any) -> Listed | str:
+    """One delivery of the listing; a line when it has no numeric id to fetch it by."""
+    failure = not_object(delivery)
+    if failure is not None:
+        body, _ = encode(delivery, indent=False)
+        if body is None:
+            return "a delivery that is not an object and cannot be encoded"
+        return Listed(body_digest_id(body), None, None, body=body, failure=failure)
+    handle = delivery.get("id")
+    if not isinstance(handle, int) or isinstance(handle, bool) or handle <= 0:
+        return f"a delivery without a numeric id ({str(handle)[:64]!r}): it cannot be fetched"
+    guid, id_failure = entry_id(delivery.get("guid"), "guid")
+    when, time_failure = iso_time(delivery.get("delivered_at"), "delivered_at")
+    return Listed(
+        guid,  # "": the body's digest, once fetched
+        entry_type(delivery.get("event")),
+        when,
+        handle=str(handle),
+        failure=id_failure or time_failure,
+    )
 
 
 class GitHubDeliveries:
@@ -50,51 +68,55 @@ class GitHubDeliveries:
     def __init__(self, api: ProviderApi, clock: Clock = REAL_CLOCK) -> None:
         owner = f"repos/{api.repo}" if api.repo else f"orgs/{api.org}"
         self._base = f"{api.url}/{owner}/hooks/{api.hook_id}/deliveries"
-        self._client = httpx.AsyncClient(
-            headers={
+        self._calls = ApiCalls(
+            api,
+            {
                 "Authorization": f"Bearer {api.key}",
                 "Accept": "application/vnd.github+json",
                 "X-GitHub-Api-Version": API_VERSION,
                 "User-Agent": "payments-webhook-gateway-backfill",
             },
-            timeout=30.0,
+            clock,
         )
-        self._clock = clock
 
     async def page(self, cursor: str | None, window: Window) -> Page:
-        params = {"per_page": str(PAGE_LIMIT)}
+        params = [("per_page", str(PAGE_LIMIT))]
         if cursor:
-            params["cursor"] = cursor
-        doc, headers = await call_api(
-            lambda: get_json(self._client, self._base, params),
-            "GET hook deliveries",
-            clock=self._clock,
-        )
-        items: list[Listed] = []
-        seen: set[str] = set()
-        for delivery in doc if isinstance(doc, list) else []:
-            guid = str(delivery.get("guid") or "")
-            if not guid or guid in seen:
-                continue
-            seen.add(guid)
-            items.append(
-                Listed(
-                    event_id=guid,
-                    event_type=delivery.get("event"),
-                    occurred_at=_when(str(delivery["delivered_at"])),
-                    handle=str(delivery["id"]),
-                )
+            params.append(("cursor", cursor))
+        what = "GET hook deliveries"
+        doc, headers = await self._calls.get(self._base, params, what)
+        if not isinstance(doc, list):
+            raise ProviderApiAnswerInvalid(
+                f"{what}: the answer is a JSON {type(doc).__name__}, not a list of deliveries"
             )
-        return Page(items, next_cursor_from_link(headers.get("link")))
+        items: list[Listed] = []
+        unusable: list[str] = []
+        seen: set[str] = set()
+        for delivery in doc:
+            listed = _listed(delivery)
+            if isinstance(listed, str):
+                unusable.append(listed)
+                continue
+            if listed.event_id and listed.failure is None:
+                if listed.event_id in seen:  # a redelivery of one already on this page
+                    continue
+                seen.add(listed.event_id)
+            items.append(listed)
+        return Page(items, next_cursor_from_link(headers.get("link")), unusable)
 
     async def fetch(self, item: Listed) -> Fetched:
-        doc, _ = await call_api(
-            lambda: get_json(self._client, f"{self._base}/{item.handle}"),
-            f"GET hook delivery {item.handle}",
-            clock=self._clock,
+        if item.body is not None:  # an entry kept as listed (not a delivery object)
+            return Fetched(item.headers, item.body)
+        what = f"GET hook delivery {item.handle}"
+        doc, _ = await self._calls.get(f"{self._base}/{item.handle}", [], what)
+        request = doc.get("request") if isinstance(doc, dict) else None
+        if not isinstance(request, dict):
+            raise ProviderApiAnswerInvalid(f"{what}: the answer holds no request object")
+        headers = request.get("headers")
+        return Fetched(
+            lower_headers(headers if isinstance(headers, dict) else {}),
+            payload=request.get("payload"),
         )
-        request: dict[str, Any] = doc.get("request") or {}
-        return Fetched(lower_headers(request.get("headers") or {}), payload=request.get("payload"))
 
     async def close(self) -> None:
-        await self._client.aclose()
+        await self._calls.close()

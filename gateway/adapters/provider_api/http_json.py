@@ -1,30 +1,145 @@
-"""A GET returning JSON, with httpx errors turned into an `Answer` (no exception)."""
+"""One bounded GET of JSON from a provider's API, and the client it goes through.
+
+What the gateway trusts here is the provider's API reached over verified TLS with the
+account's key (README, "What a backfilled event proves"), so the client:
+- follows no redirect: a 3xx is `ProviderApiRedirected`, and the key, which travels in a
+  header, is never sent to the host a redirect names;
+- verifies certificates (httpx's default, certifi's roots); a refused one is
+  `ProviderApiCertificate` at once, not a network error retried for minutes;
+- reads an answer as a stream and stops at `api_max_answer_bytes` (a declared
+  `Content-Length` past it is refused before reading); the cap counts decoded bytes, so
+  a compressed answer cannot expand past it either;
+- gives the whole answer, from the request to its last byte, `api_timeout_s`: httpx's
+  own read timeout runs per read, so an answer trickled a byte at a time would pass it.
+
+The document is parsed by the standard library: orjson would read an integer wider than
+64 bits as a float, changing the event before anything could notice.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import json
+import ssl
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
-import orjson
 
-from gateway.adapters.provider_api.retrying import Answer
+from gateway.adapters.provider_api.retrying import REAL_CLOCK, Answer, Clock, call_api
+from gateway.core.backfill import DEFAULT_API_RETRY
+from gateway.errors import (
+    ProviderApiAnswerInvalid,
+    ProviderApiAnswerTooLarge,
+    ProviderApiCertificate,
+    ProviderApiRedirected,
+)
+from gateway.settings.provider_api import ApiLimits, ProviderApi
+
+Params = Sequence[tuple[str, str]]
+
+
+def _certificate_refused(exc: BaseException) -> bool:
+    """True when a transport error was caused by a certificate the client refused."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+async def _read_capped(response: httpx.Response, cap: int, what: str) -> bytes:
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise ProviderApiAnswerTooLarge(
+            f"{what}: the answer declares {int(declared)} bytes, more than "
+            f"api_max_answer_bytes ({cap}); not read"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > cap:
+            raise ProviderApiAnswerTooLarge(
+                f"{what}: the answer passed api_max_answer_bytes ({cap}); reading stopped there"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def get_json(
-    client: httpx.AsyncClient, url: str, params: Mapping[str, str] | None = None
+    client: httpx.AsyncClient, url: str, params: Params, limits: ApiLimits, what: str
 ) -> Answer[tuple[Any, httpx.Headers]]:
-    """(status, Retry-After, (document, response headers)); a transport error or an
-    unreadable 2xx body is an answer with status None (retried like a 5xx)."""
+    """(status, Retry-After, (document, response headers)); no answer in time or a
+    transport error is status None (retried like a 5xx). Raises what no retry can mend:
+    a redirect, a refused certificate, an answer too large or not JSON."""
     try:
-        response = await client.get(url, params=dict(params or {}))
+        async with asyncio.timeout(limits.timeout_s):
+            async with client.stream("GET", url, params=list(params)) as response:
+                status = response.status_code
+                if 300 <= status < 400:
+                    target = urlsplit(response.headers.get("location", "")).netloc or "nowhere"
+                    raise ProviderApiRedirected(
+                        f"{what}: the API answered {status}, a redirect to {target!r}; "
+                        "backfill follows no redirect, so the API key stays with api_url's host"
+                    )
+                retry_after = response.headers.get("retry-after")
+                if not 200 <= status < 300:
+                    return Answer(status, retry_after, detail=response.reason_phrase)
+                content = await _read_capped(response, limits.max_answer_bytes, what)
+                headers = response.headers
+    except TimeoutError:
+        return Answer(
+            None, detail=f"no complete answer within api_timeout_s ({limits.timeout_s:g} s)"
+        )
     except httpx.TransportError as exc:
+        if _certificate_refused(exc):
+            raise ProviderApiCertificate(
+                f"{what}: the API's TLS certificate is not trusted; backfill talks to the "
+                "provider over verified TLS only"
+            ) from exc
         return Answer(None, detail=type(exc).__name__)
-    retry_after = response.headers.get("retry-after")
-    if not 200 <= response.status_code < 300:
-        return Answer(response.status_code, retry_after, detail=response.reason_phrase)
     try:
-        doc = orjson.loads(response.content)
-    except orjson.JSONDecodeError:
-        return Answer(None, detail="the body is not JSON")
-    return Answer(response.status_code, retry_after, (doc, response.headers))
+        doc = json.loads(content)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the limit
+        raise ProviderApiAnswerInvalid(f"{what}: the answer is not JSON") from None
+    return Answer(status, retry_after, (doc, headers))
+
+
+def open_client(api: ProviderApi, headers: Mapping[str, str]) -> httpx.AsyncClient:
+    """The client of one source: the key in its headers, no redirects, verified TLS."""
+    return httpx.AsyncClient(
+        headers=dict(headers),
+        timeout=httpx.Timeout(api.limits.timeout_s),
+        follow_redirects=False,
+        verify=True,
+    )
+
+
+class ApiCalls:
+    """A source's calls during one pass: each retried by `call_api`, its retries never
+    running past the pass's `api_max_pass_s` (the source is opened for one pass)."""
+
+    def __init__(self, api: ProviderApi, headers: Mapping[str, str], clock: Clock = REAL_CLOCK):
+        self.client = open_client(api, headers)
+        self._limits = api.limits
+        self._clock = clock
+        self._ends = clock.monotonic() + api.limits.max_pass_s
+
+    async def get(self, url: str, params: Params, what: str) -> tuple[Any, httpx.Headers]:
+        left_s = max(0.0, self._ends - self._clock.monotonic())
+        policy = replace(DEFAULT_API_RETRY, deadline_s=min(DEFAULT_API_RETRY.deadline_s, left_s))
+        return await call_api(
+            lambda: get_json(self.client, url, params, self._limits, what),
+            what,
+            policy=policy,
+            clock=self._clock,
+        )
+
+    async def close(self) -> None:
+        await self.client.aclose()

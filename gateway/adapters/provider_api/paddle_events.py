@@ -9,16 +9,14 @@ filter, so the window is applied here. Each event (`event_id`, `event_type`,
 
 from __future__ import annotations
 
-from datetime import datetime
 from urllib.parse import parse_qs, urlparse
 
-import httpx
-import orjson
-
 from gateway.adapters.provider_api import Fetched, Listed, Page
-from gateway.adapters.provider_api.http_json import get_json
-from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock, call_api
+from gateway.adapters.provider_api.entries import body_entry, last_id_cursor, listing_data
+from gateway.adapters.provider_api.http_json import ApiCalls
+from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.core.backfill import Window
+from gateway.core.backfill_items import iso_time
 from gateway.settings.provider_api import ProviderApi
 
 PAGE_LIMIT = 200
@@ -30,42 +28,46 @@ class PaddleEvents:
 
     def __init__(self, api: ProviderApi, clock: Clock = REAL_CLOCK) -> None:
         self._url = f"{api.url}/events"
-        self._client = httpx.AsyncClient(
-            headers={"Authorization": f"Bearer {api.key}", "Accept": "application/json"},
-            timeout=30.0,
+        self._calls = ApiCalls(
+            api, {"Authorization": f"Bearer {api.key}", "Accept": "application/json"}, clock
         )
-        self._clock = clock
 
     async def page(self, cursor: str | None, window: Window) -> Page:
-        params = {"order_by": "id[DESC]", "per_page": str(PAGE_LIMIT)}
+        params = [("order_by", "id[DESC]"), ("per_page", str(PAGE_LIMIT))]
         if window.types:
-            params["event_type"] = ",".join(window.types)
+            params.append(("event_type", ",".join(window.types)))
         if cursor:
-            params["after"] = cursor
-        doc, _ = await call_api(
-            lambda: get_json(self._client, self._url, params), "GET /events", clock=self._clock
-        )
-        items = [
-            Listed(
-                event_id=str(event["event_id"]),
-                event_type=event.get("event_type"),
-                occurred_at=datetime.fromisoformat(
-                    str(event["occurred_at"]).replace("Z", "+00:00")
-                ),
-                # Paddle sends notifications as compact JSON.
-                body=orjson.dumps(event),
+            params.append(("after", cursor))
+        what = "GET /events"
+        doc, _ = await self._calls.get(self._url, params, what)
+        data = listing_data(doc, what)
+        items: list[Listed] = []
+        unusable: list[str] = []
+        for entry in data:
+            listed = body_entry(
+                entry,
+                id_field="event_id",
+                type_field="event_type",
+                time_field="occurred_at",
+                read_time=iso_time,
+                indent=False,  # Paddle sends notifications as compact JSON
                 headers=HEADERS,
             )
-            for event in doc.get("data", [])
-        ]
-        pagination = (doc.get("meta") or {}).get("pagination") or {}
-        if not pagination.get("has_more") or not items:
-            return Page(items, None)
+            if isinstance(listed, str):
+                unusable.append(listed)
+            else:
+                items.append(listed)
+        meta = doc.get("meta")
+        pagination = meta.get("pagination") if isinstance(meta, dict) else None
+        if not isinstance(pagination, dict) or pagination.get("has_more") is not True or not data:
+            return Page(items, None, unusable)
         after = parse_qs(urlparse(str(pagination.get("next") or "")).query).get("after")
-        return Page(items, after[0] if after else items[-1].event_id)
+        if after and after[0]:
+            return Page(items, after[0], unusable)
+        return Page(items, last_id_cursor(data, "event_id", unusable), unusable)
 
     async def fetch(self, item: Listed) -> Fetched:
         return Fetched(item.headers, item.body)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        await self._calls.close()

@@ -30,6 +30,7 @@ from tests.support.provider_apis import (
     GitHubDelivery,
     paddle_event,
     running_apis,
+    stand_in_keys,
     stripe_event,
 )
 from tests.support.services import stream_messages, wait_until
@@ -51,13 +52,8 @@ def with_api(doc: dict[str, Any], url: str) -> settings_mod.Settings:
     doc = copy.deepcopy(doc)
     p = doc["providers"]
     for name in ("stripe", "paddle"):
-        p[name] |= {"api_key_env": "PROVIDER_API_KEY", "api_url": url}
-    p["github"] |= {
-        "api_key_env": "PROVIDER_API_KEY",
-        "api_url": url,
-        "repo": REPO,
-        "hook_id": HOOK_ID,
-    }
+        p[name] |= stand_in_keys(url)
+    p["github"] |= stand_in_keys(url) | {"repo": REPO, "hook_id": HOOK_ID}
     return settings_mod.parse(doc, env=ENV)
 
 

@@ -17,7 +17,7 @@ import asyncpg
 from gateway import settings as settings_mod
 from gateway.adapters.postgres.backfill import SCHEDULE_LOCK_CLASS
 from tests.support.gateway import RunningServer, config
-from tests.support.provider_apis import API_KEY, running_apis, stripe_event
+from tests.support.provider_apis import API_KEY, running_apis, stand_in_keys, stripe_event
 from tests.support.services import wait_until
 
 INTERVAL_S = 1.0
@@ -25,9 +25,7 @@ INTERVAL_S = 1.0
 
 def scheduled_settings(database_url: str, nats_url: str, api_url: str) -> settings_mod.Settings:
     doc: dict[str, Any] = copy.deepcopy(config(database_url, nats_url))
-    doc["providers"]["stripe"] |= {
-        "api_key_env": "PROVIDER_API_KEY",
-        "api_url": api_url,
+    doc["providers"]["stripe"] |= stand_in_keys(api_url) | {
         "backfill": {"interval_s": INTERVAL_S, "window_s": 7200},
     }
     return settings_mod.parse(doc, env={"PROVIDER_API_KEY": API_KEY})

@@ -53,7 +53,7 @@ def test_rules_file_is_valid() -> None:
     """`promtool check rules` accepts every rule."""
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 7 rules found" in result.stdout
 
 
 @needs_promtool
@@ -76,6 +76,7 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         "GatewayOutboxLag",
         "GatewayLedgerCritical",
         "GatewayBackfillRecoveredEvents",
+        "GatewayBackfillPageSkipped",
     }
     firing: set[str] = set()
     quiet: set[str] = set()
@@ -95,6 +96,8 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         ("for: 5m", "for: 15m"),
         ("offset 15m) > 0)", "offset 15m) > 5)"),
         ('{outcome="recovered"}[15m])) > 0', '{outcome="recovered"}[15m])) > 5'),
+        ("pages_skipped_total[1h])) > 0", "pages_skipped_total[1h])) > 5"),
+        ("pages_skipped_total offset 1h", "pages_skipped_total offset 5m"),
     ],
 )
 def test_the_rule_tests_catch_a_wrong_threshold(tmp_path: Path, original: str, mutant: str) -> None:

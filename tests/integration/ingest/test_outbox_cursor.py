@@ -217,7 +217,7 @@ async def test_rows_waiting_under_the_old_scheme_are_published_after_the_migrati
             )
     finally:
         await conn.close()
-    assert await migrate(empty_database_url) == ["010_outbox_cursor.sql"]
+    assert (await migrate(empty_database_url))[0] == "010_outbox_cursor.sql"
     assert await owed(empty_database_url) == 1
 
     async with relay_on(empty_database_url, nats_url) as relay:

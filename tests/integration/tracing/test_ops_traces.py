@@ -21,7 +21,7 @@ from tests.integration.dlq.test_dlq_cli import handlers, park, replay_in_process
 from tests.support.config_file import write_toml
 from tests.support.gateway import config, running_server
 from tests.support.otlp import STATUS_ERROR, running_receiver
-from tests.support.provider_apis import API_KEY, running_apis, stripe_event
+from tests.support.provider_apis import API_KEY, running_apis, stand_in_keys, stripe_event
 from tests.support.services import stream_messages, wait_until
 
 __all__ = ["handlers"]  # the fixture, imported for the replay test
@@ -34,7 +34,7 @@ def with_stripe_api(
     doc: dict[str, Any], api_url: str, schedule: dict[str, float] | None = None
 ) -> settings_mod.Settings:
     doc = copy.deepcopy(doc)
-    doc["providers"]["stripe"] |= {"api_key_env": "PROVIDER_API_KEY", "api_url": api_url}
+    doc["providers"]["stripe"] |= stand_in_keys(api_url)
     if schedule is not None:
         doc["providers"]["stripe"]["backfill"] = schedule
     return settings_mod.parse(doc, env={"PROVIDER_API_KEY": API_KEY})

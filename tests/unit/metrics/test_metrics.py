@@ -37,6 +37,7 @@ CONTRACT = {
     "gateway_storage_bytes": ("gauge", ("table",)),
     "gateway_backfill_events_total": ("counter", ("outcome", "provider")),
     "gateway_backfill_last_complete_timestamp_seconds": ("gauge", ("provider",)),
+    "gateway_backfill_pages_skipped_total": ("counter", ("provider",)),
 }
 
 
