@@ -16,11 +16,14 @@ deadline at every phase and one budget for what is not body:
    connection is closed; drained in time, it is kept alive;
 4. between requests: uvicorn's keep-alive timer (`keepalive_timeout_s`), re-armed here
    when a drained body ends after its answer (uvicorn's own was cancelled by that body);
-5. the budget (`max_header_bytes`): request line and headers, then a chunked body's
+   at most `MAX_PIPELINED` requests wait behind the one being answered;
+5. while the client takes none of its answer (writing paused): `WRITE_STALL_S`;
+6. the budget (`max_header_bytes`): request line and headers, then a chunked body's
    chunk-size lines and trailers, counted as they arrive, one addition per read; over
    it, `431` and the connection closed, having buffered at most the budget plus one read.
    A head that begins mid-read (pipelined behind the end of the previous request) is
-   charged that whole read, then measured when the charge crosses the budget.
+   charged that whole read until it ends, then what was parsed of it, and measured
+   once complete.
 
 A request line must have an origin-form target (`/path`) and HTTP/1.0 or 1.1: anything
 else (HTTP/0.9's version-less line, an absolute URL) is answered `400`.
@@ -61,6 +64,14 @@ REFUSALS_STATE_KEY = "gateway.http_refused_total"
 #: dropped for at most this long, or this many bytes, before the connection is closed.
 LINGER_S = 2.0
 LINGER_MAX_BYTES = 1 << 20
+#: Requests queued behind the one being answered (HTTP/1.1 pipelining). uvicorn queues
+#: every head in a read, and one 64 KiB read holds thousands of small ones: 13 MB of
+#: pipelined GETs on one connection took 750 MB in 20 s. Clients that pipeline at all
+#: keep a few requests in flight.
+MAX_PIPELINED = 16
+#: A client that takes none of its answer (the send buffer stays full) for this long is
+#: closed: otherwise the response, its task and the connection wait for ever.
+WRITE_STALL_S = 10.0
 #: The HTTP versions served; llhttp reports a request line without one as "0.9".
 _VERSIONS = frozenset({"1.1", "1.0"})
 
@@ -69,6 +80,8 @@ _ANSWERS: dict[str, tuple[int, str]] = {
     "header_timeout": (408, "the request head did not arrive in time"),
     "body_timeout": (408, "the request body did not arrive in time"),
     "bad_request_line": (400, "the request line needs a /path target and HTTP/1.0 or 1.1"),
+    # Never written (an answer would interleave with the ones owed): for the log.
+    "too_many_pipelined": (429, "too many requests pipelined on one connection"),
 }
 
 
@@ -106,6 +119,7 @@ class EdgeProtocol(HttpToolsProtocol):
         self._chunked = False  # the current message has a chunked body
         self._draining = False  # answered before its body was in: dropping the rest
         self._deadline: asyncio.TimerHandle | None = None  # the current phase's
+        self._write_deadline: asyncio.TimerHandle | None = None  # while writing is paused
         self._refusal: str | None = None  # set by on_headers_complete before it stops
         self._refused = False  # refusing this connection: drop input, close soon
         self._dropped_bytes = 0
@@ -118,6 +132,8 @@ class EdgeProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_deadline()
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -194,6 +210,9 @@ class EdgeProtocol(HttpToolsProtocol):
             self._refusal = "header_too_large"
         elif self.parser.get_http_version() not in _VERSIONS or self.url[:1] != b"/":
             self._refusal = "bad_request_line"
+        elif len(self.pipeline) >= MAX_PIPELINED:
+            # The queued requests are answered, then the connection is closed.
+            self._refusal = "too_many_pipelined"
         if self._refusal is not None:
             raise _Refused  # stops the parser; data_received answers
         self._head_open = False
@@ -239,6 +258,17 @@ class EdgeProtocol(HttpToolsProtocol):
             self._cancel_deadline()
             self._arm(LINGER_S, self._drain_timed_out)
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(WRITE_STALL_S, self._write_stalled)
+
+    def resume_writing(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+        super().resume_writing()
+
     # -- the deadlines ---------------------------------------------------------------
 
     def _answered(self) -> bool:
@@ -279,6 +309,13 @@ class EdgeProtocol(HttpToolsProtocol):
             self._arm(self._body_timeout_s, self._body_timed_out)
             return
         self._refuse("body_timeout")
+
+    def _write_stalled(self) -> None:
+        self._write_deadline = None
+        self._close("write_stalled")
+        # A close would wait for the send buffer to empty, which is what never happens.
+        # connection_lost then releases the response waiting to write.
+        self.transport.abort()
 
     def _drain_timed_out(self) -> None:
         self._deadline = None

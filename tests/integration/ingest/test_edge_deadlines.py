@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.ingest.edge import LINGER_S
+from gateway.ingest.edge import LINGER_S, MAX_PIPELINED
 from tests.integration.ingest.test_edge_limits import (
     SLACK_S,
     assert_refused,
@@ -221,6 +221,17 @@ async def test_pipelined_heads_under_the_budget_are_served(
     raw = await exchange(server.port, signed_request(first) + signed_request(second, near))
     assert statuses(raw) == [200, 200], raw[:300]
     assert await stored(database_url, second.event_id) == 1
+
+
+async def test_a_pipelined_flood_is_bounded(server: RunningServer, database_url: str) -> None:
+    """5,000 small requests in one write (uvicorn would queue every one, a few KiB each):
+    at most `MAX_PIPELINED` behind the first are answered, then the connection closed."""
+    flood = b"GET /healthz HTTP/1.1\r\nHost: gateway\r\n\r\n" * 5_000
+    raw = await exchange(server.port, flood)
+    answered = raw.count(b"HTTP/1.1 200 ")
+    assert 0 < answered <= 1 + MAX_PIPELINED, answered
+    assert server.parts.metrics.http_refused_total.get(reason="too_many_pipelined") == 1
+    await genuine_is_accepted(server, database_url)
 
 
 # -- the request line -----------------------------------------------------------------

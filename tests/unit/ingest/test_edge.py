@@ -44,6 +44,9 @@ class FakeTransport(asyncio.Transport):
     def close(self) -> None:
         self.closed = True
 
+    def abort(self) -> None:
+        self.closed = True
+
     def is_closing(self) -> bool:
         return self.closed
 
@@ -257,6 +260,18 @@ async def test_a_pipelined_partial_head_has_a_deadline() -> None:
     assert edge.refused.get(reason="header_timeout") == 1
 
 
+async def test_pipelined_requests_beyond_the_queue_bound_are_refused() -> None:
+    """Forty small requests in one read: the first and `MAX_PIPELINED` queued behind it
+    are answered, the rest refused unread, and the connection closed after the answers."""
+    edge = Edge()
+    await edge.feed(b"GET /healthz HTTP/1.1\r\nHost: g\r\n\r\n" * 40)
+    await asyncio.sleep(0.05)
+    assert edge.paths == ["/healthz"] * (1 + edge_module.MAX_PIPELINED)
+    assert edge.refused.get(reason="too_many_pipelined") == 1
+    assert bytes(edge.transport.written).count(b"HTTP/1.1 200 ") == 1 + edge_module.MAX_PIPELINED
+    assert edge.transport.is_closing()
+
+
 # -- trailers --------------------------------------------------------------------------
 
 
@@ -346,6 +361,23 @@ async def test_a_body_drained_after_an_early_answer_is_kept_alive_then_idles_out
     await edge.feed(request(10))
     assert edge.paths == ["/webhooks/stripe"] * 2
     assert edge.refused.values == {}
+
+
+async def test_a_client_that_takes_no_answer_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The send buffer stays full (writing paused) past `WRITE_STALL_S`: closed; paused
+    and resumed in time: kept."""
+    monkeypatch.setattr(edge_module, "WRITE_STALL_S", 0.05)
+    edge = Edge()
+    await edge.feed(request(10))  # past the head deadline: kept alive
+    edge.protocol.pause_writing()
+    await asyncio.sleep(0.01)
+    edge.protocol.resume_writing()
+    await asyncio.sleep(0.1)
+    assert not edge.transport.is_closing()
+    edge.protocol.pause_writing()
+    await asyncio.sleep(0.1)
+    assert edge.transport.is_closing()
+    assert edge.refused.get(reason="write_stalled") == 1
 
 
 # -- the request line ------------------------------------------------------------------
