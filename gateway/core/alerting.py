@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ class Rule(enum.StrEnum):
     DLQ_BURST = "dlq_burst"  # more than N rows parked within the window
     DLQ_STALE = "dlq_stale"  # an unresolved row older than the limit
     RETRY_STORM = "retry_storm"  # more than N retries a minute on one subject
+    BACKFILL_PAGE_SKIPPED = "backfill_page_skipped"  # a provider's backfill gave a page up
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class Reading:
     summary: str
 
 
+#: A skipped backfill page keeps its alert firing this long (as GatewayBackfillPageSkipped).
+BACKFILL_SKIP_WINDOW_S = 3600.0
+
+
 @dataclass(frozen=True)
 class Observation:
     """The figures one evaluation judges."""
@@ -61,6 +66,9 @@ class Observation:
     dlq_rows_in_window: int
     oldest_unresolved_s: float | None
     retries_per_minute: Mapping[str, float]  # only subjects this process saw retried
+    #: Backfill pages skipped in the last `BACKFILL_SKIP_WINDOW_S`, by provider (every
+    #: provider with a skipped progress row still kept, so a quiet one can resolve).
+    backfill_skipped: Mapping[str, int] = field(default_factory=dict)
 
 
 def readings(obs: Observation, s: AlertSettings) -> list[Reading]:
@@ -96,6 +104,19 @@ def readings(obs: Observation, s: AlertSettings) -> list[Reading]:
                 per_minute > s.retries_per_minute_max,
                 f"{per_minute:.0f} retries a minute on {subject} "
                 f"(threshold {s.retries_per_minute_max:g})",
+            )
+        )
+    for provider, skipped in sorted(obs.backfill_skipped.items()):
+        found.append(
+            Reading(
+                Rule.BACKFILL_PAGE_SKIPPED,
+                provider,
+                skipped,
+                0,
+                skipped > 0,
+                f"{skipped} {provider} backfill pages skipped in the last "
+                f"{BACKFILL_SKIP_WINDOW_S:g} s after failing every pass; part of their "
+                "windows was not read",
             )
         )
     return found

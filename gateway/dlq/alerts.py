@@ -4,7 +4,9 @@ thresholds sent to `[alerts] webhook_url` for teams without Prometheus.
 Each evaluation (every `interval_s`, 30 s by default):
 1. one query fetches the DLQ figures, which also refresh the gauges;
 2. the retry counter of this process is sampled into a one-minute window;
-3. each condition is compared with what the receiver was last told, stored in
+3. the backfill pages skipped in the last hour are counted by provider
+   (`backfill_progress.skipped_at`, sql/011);
+4. each condition is compared with what the receiver was last told, stored in
    `dlq_alert_state`; a difference is notified under that row's lock and recorded only
    once the receiver answered 2xx. Keeping the state in PostgreSQL is what makes it once
    per episode across several gateway processes and across restarts.
@@ -22,7 +24,9 @@ from typing import Any, Protocol
 
 from gateway.adapters.postgres import Pool, connection, dead_letters, transaction
 from gateway.adapters.postgres.alert_state import alert_states, lock_alert_state, save_alert_state
+from gateway.adapters.postgres.backfill import skipped_by_provider
 from gateway.core.alerting import (
+    BACKFILL_SKIP_WINDOW_S,
     AlertSettings,
     AlertState,
     Notice,
@@ -110,9 +114,10 @@ class DlqAlerts:
         self._retries.add(now.timestamp(), retries_by_subject(self._metrics))
         if self._receiver is None:
             return []
-        obs = Observation(added, oldest_s, self._retries.per_minute())
         async with connection(self._pool) as conn:
+            skipped = await skipped_by_provider(conn, now, BACKFILL_SKIP_WINDOW_S)
             stored = await alert_states(conn)
+        obs = Observation(added, oldest_s, self._retries.per_minute(), skipped)
         delivered = []
         for reading in readings(obs, self._settings):
             state, since = stored.get((reading.rule.value, reading.key), (AlertState.OK, None))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.backfill import PageState, Tally, Window
@@ -125,6 +126,20 @@ async def page_failed(conn: Conn, provider: str, window: Window, error: str, att
             attempts,
         )
     return int(count or 0)
+
+
+async def skipped_by_provider(conn: Conn, now: datetime, within_s: float) -> dict[str, int]:
+    """Progress rows skipped in the `within_s` before `now`, by provider; every provider
+    with a skipped row still kept is listed (0 when none is that recent)."""
+    with translate_errors():
+        rows = await conn.fetch(
+            "SELECT provider, count(*) FILTER ("
+            " WHERE skipped_at > $1::timestamptz - make_interval(secs => $2)) AS n "
+            "FROM backfill_progress WHERE skipped_at IS NOT NULL GROUP BY provider",
+            now,
+            within_s,
+        )
+    return {r["provider"]: int(r["n"]) for r in rows}
 
 
 async def recorded_ids(conn: Conn, provider: str, event_ids: Sequence[str]) -> set[str]:

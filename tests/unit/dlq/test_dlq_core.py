@@ -306,6 +306,18 @@ def test_readings_against_thresholds() -> None:
     assert burst.active and "11 rows parked" in burst.summary
 
 
+def test_a_skipped_backfill_page_is_one_reading_per_provider() -> None:
+    """Any skip in the window is active; a provider whose skips are older reads 0, so
+    its episode can end."""
+    obs = Observation(0, None, {}, {"paddle": 0, "stripe": 2})
+    found = [r for r in readings(obs, AlertSettings()) if r.rule is Rule.BACKFILL_PAGE_SKIPPED]
+    assert [(r.key, r.value, r.active) for r in found] == [
+        ("paddle", 0, False),
+        ("stripe", 2, True),
+    ]
+    assert found[1].summary.startswith("2 stripe backfill pages skipped in the last 3600 s")
+
+
 def test_one_notice_per_episode() -> None:
     """FIRING once when it starts, nothing while it holds, OK once when it clears."""
     s = AlertSettings()
