@@ -7,8 +7,10 @@
   fails, as before, unless this made `api_page_attempts` failed passes in a row: then
   the row is skipped (sql/011), the skip is logged at error level and counted in
   `gateway_backfill_pages_skipped_total` (the `GatewayBackfillPageSkipped` rule; the
-  in-process alerts read the row itself: `backfill_page_skipped`), and the pass goes on. A credentials failure (401/403) never counts: it is no page's fault,
-  and skipping would skip everything.
+  in-process alerts read the row itself: `backfill_page_skipped`), and the pass goes
+  on. A credentials failure (401/403) never counts: it is no page's fault, and
+  skipping would skip everything.
+- A fetch of one event that keeps failing (GitHub) fails its page the same way.
 - A bound of the pass reached (`api_max_pages`, `api_max_pass_s`) stops it between
   pages, its cursor saved: the next pass continues from there.
 """

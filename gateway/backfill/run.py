@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from gateway import tracing
 from gateway.adapters.postgres import backfill as progress
 from gateway.adapters.postgres import connection
+from gateway.adapters.provider_api import Listed, Page
 from gateway.backfill import pages, traced
 from gateway.backfill.offer import offer
 from gateway.backfill.parts import BackfillParts, BackfillReport
@@ -146,6 +147,8 @@ async def _segment(
             return
         await pace()
         report.pages += 1
+        # A page fails as a whole: its answer, or a fetch of one of its events that kept
+        # failing (GitHub); what it recorded first is found present when it is read again.
         try:
             page = await parts.source.page(cursor, window)
             next_cursor = page.next_cursor
@@ -154,20 +157,14 @@ async def _segment(
                     f"{name}: the API returned a page cursor it had already given "
                     f"({next_cursor[:64]!r}); stopping instead of reading the same pages again"
                 )
+            wanted = _wanted(page, window, seen)
+            seen.update(i.event_id for i in wanted if i.event_id)
+            tally = pages.unusable(parts, report, page.unusable)
+            tally.merge(await offer(parts, wanted, report, pace))
         except (ProviderApiRefused, ProviderApiUnavailable) as exc:
             if report.dry_run or not await pages.page_failed(parts, report, window, cursor, exc):
                 raise
             return  # skipped: the pass goes on with the rest of its window
-        wanted = [
-            i
-            for i in page.items
-            if (i.occurred_at is None or window.holds(i.occurred_at))
-            and (window.wants(i.event_type) or (i.failure is not None and i.event_type is None))
-            and (not i.event_id or i.event_id not in seen)
-        ]
-        seen.update(i.event_id for i in wanted if i.event_id)
-        tally = pages.unusable(parts, report, page.unusable)
-        tally.merge(await offer(parts, wanted, report, pace))
         cursors.add(next_cursor)
         occurred = [i.occurred_at for i in page.items if i.occurred_at is not None]
         done = next_cursor is None or passed_window(occurred, window)
@@ -182,3 +179,15 @@ async def _segment(
         if done:
             return
         cursor = next_cursor
+
+
+def _wanted(page: Page, window: Window, seen: set[str]) -> list[Listed]:
+    """The page's entries to offer: in the window and the type filter (an entry whose
+    time or type could not be read is kept: it is recorded and parked), not seen yet."""
+    return [
+        i
+        for i in page.items
+        if (i.occurred_at is None or window.holds(i.occurred_at))
+        and (window.wants(i.event_type) or (i.failure is not None and i.event_type is None))
+        and (not i.event_id or i.event_id not in seen)
+    ]

@@ -19,7 +19,7 @@ from gateway import settings as settings_mod
 from gateway.backfill.run import BackfillReport, backfill
 from gateway.compose.backfill import backfill_parts
 from gateway.core.backfill import Window
-from gateway.errors import ProviderApiAnswerInvalid
+from gateway.errors import ProviderApiAnswerInvalid, ProviderApiUnavailable
 from gateway.metrics import Metrics
 from tests.support import vectors
 from tests.support.gateway import SECRETS, config
@@ -241,3 +241,25 @@ async def test_a_page_that_keeps_failing_is_skipped_after_n_passes(
         report = await run(settings, "stripe", later, metrics)
         assert not report.continued  # the skipped run is not continued
         assert report.tally.recovered == 3
+
+
+async def test_a_delivery_that_cannot_be_fetched_fails_its_page_not_the_event(
+    database_url: str, nats_url: str, db: asyncpg.Connection
+) -> None:
+    """A GitHub delivery whose fetch keeps failing (500 until the pass's time is up) is
+    not counted away as failed: its page fails, is counted on the progress row, and is
+    read again by the next pass, which recovers it."""
+    when = NOW - timedelta(minutes=30)
+    delivery = gh_delivery(1, orjson.dumps({"action": "opened", "n": 1}), when)
+    async with running_apis() as apis:
+        apis.github = [delivery]
+        settings = with_api(config(database_url, nats_url), apis.url, api_max_pass_s=2)
+        apis.fail_from = (2, "500")  # the listing answers; every fetch after it fails
+        with pytest.raises(ProviderApiUnavailable):
+            await run(settings, "github")
+        assert await db.fetchval("SELECT failed_passes FROM backfill_progress") == 1
+        apis.fail_from = None
+        apis.faults.clear()
+        report = await run(settings, "github")
+    assert report.continued and report.tally.recovered == 1
+    assert await db.fetchval("SELECT failed_passes FROM backfill_progress") == 0
