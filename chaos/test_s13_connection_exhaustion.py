@@ -18,10 +18,10 @@ single flood added before the edge counted trailers.
 
 Measured on the 2-core machine (`CHAOS_FULL=1 .venv/bin/pytest -q -s
 chaos/test_s13_connection_exhaustion.py`, about 100 s for both variants; figures over
-four runs): fast, 200 events, 2-16 signed deliveries answered 503 and then accepted on a
+five runs): fast, 200 events, 1-16 signed deliveries answered 503 and then accepted on a
 retry, RSS 51.0 -> 52.3 MiB at most, holds closed after at most 2.1 s (the linger after
 their early 401), floods cut after at most 5.5 MiB had left the client (socket buffers
-included); full, 1,000 events, 17-40 deliveries answered 503, RSS 51.0 -> 52.8 MiB at
+included); full, 1,000 events, 11-40 deliveries answered 503, RSS 51.0 -> 52.8 MiB at
 most, holds at most 2.2 s, 20 of 20 floods cut. The second pipelined head is never
 answered: the gateway closes the connection behind the first answer. Before the edge had
 deadlines after an early answer and counted trailers and pipelined heads (the same
