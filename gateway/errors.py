@@ -213,6 +213,29 @@ class MigrationsMissing(GatewayError):
     error_class = "MIGRATIONS_MISSING"
 
 
+class StreamMismatch(ConfigError):
+    """The stream on the NATS server is not the one configured (subjects, retention,
+    storage, duplicate window, replicas); only `gateway migrate` changes it."""
+
+    error_class = "STREAM_MISMATCH"
+
+    def __init__(self, stream: str, differences: Sequence[object]) -> None:
+        super().__init__(
+            "nats.stream",
+            f"stream {stream} exists on the NATS server with another configuration: "
+            f"{'; '.join(map(str, differences))}; run 'gateway migrate' to update it, or "
+            "name another stream",
+        )
+        self.differences = tuple(differences)
+
+
+class StreamUpdateRefused(GatewayError):
+    """The NATS server refused `gateway migrate`'s update of the stream (some fields,
+    such as the storage type, are fixed once a stream exists)."""
+
+    error_class = "STREAM_UPDATE_REFUSED"
+
+
 class OutboxCursorAhead(GatewayError):
     """The outbox cursor names transactions this database has not reached: it was
     restored into another cluster. The relay stops rather than skip rows (README,

@@ -41,10 +41,33 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(doc, default=str).decode()
 
 
+#: Loggers whose records are the gateway's own: ours, and uvicorn's, the server that
+#: `gateway serve` is (its start and stop lines are the process's own).
+OWN_LOGGERS = ("gateway", "uvicorn")
+
+
+class LibraryFilter(logging.Filter):
+    """Lets a third-party library's records through only from `warning` up.
+
+    At `info` an HTTP client logs every request it makes, and a provider SDK its own
+    account of an error the command already reports in one line; only `--log-level
+    debug` shows them. Filtering at the handler (rather than setting each library's
+    level) covers libraries nobody listed.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return record.name.partition(".")[0] in OWN_LOGGERS
+
+
 def configure(level: str = "INFO") -> None:
-    """Send every logger (ours, uvicorn's, the libraries') through the JSON formatter."""
+    """Send every logger (ours, uvicorn's, the libraries') through the JSON formatter;
+    libraries below `warning` only at `debug`."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    if level.upper() != "DEBUG":
+        handler.addFilter(LibraryFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -145,6 +145,17 @@ class RateCache:
             log.warning("rate cache unavailable (write %s): %r", key, exc)
 
 
+class NoRateCache:
+    """No cache at all (no `[redis] url`): every rate comes from the currency-service, so
+    while it is down payments wait in their retries and then in the dead-letter table."""
+
+    async def get(self, base: str, quote: str) -> Rate | None:
+        return None
+
+    async def put(self, rate: Rate) -> None:
+        return None
+
+
 def _text(value: str | bytes) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
@@ -155,7 +166,7 @@ class RateSource:
     def __init__(
         self,
         client: CurrencyClient,
-        cache: RateCache,
+        cache: RateCache | NoRateCache,
         *,
         max_age_s: float = DEFAULT_MAX_AGE_S,
         policy: RetryPolicy = CURRENCY,

@@ -21,6 +21,7 @@ from gateway.cli.common import (
     OneLineParser,
     common_parser,
     help_texts,
+    outage_line,
 )
 from gateway.errors import ConfigError, GatewayError, UsageError
 
@@ -96,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gateway: error: {exc}", file=sys.stderr)
         return 2
     except GatewayError as exc:
-        print(f"gateway: {type(exc).__name__}: {exc}", file=sys.stderr)
+        line = outage_line(exc, getattr(args, "loaded_settings", None), os.environ)
+        print(line or f"gateway: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"gateway: {exc}", file=sys.stderr)

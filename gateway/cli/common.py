@@ -9,14 +9,21 @@ import logging
 import math
 import sys
 import textwrap
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import orjson
 
 from gateway import settings as settings_mod
-from gateway.errors import RowNotFound, UsageError
+from gateway.errors import (
+    BrokerUnavailable,
+    DatabaseError,
+    DatabaseUnavailable,
+    RowNotFound,
+    UsageError,
+)
+from gateway.settings.values import url_hosts
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_LEVEL_ENV = "GATEWAY_LOG_LEVEL"
@@ -75,8 +82,46 @@ def print_json(doc: object) -> None:
 
 
 def load_settings(args: argparse.Namespace) -> settings_mod.Settings:
-    """The configuration named by `--config` (or `$GATEWAY_CONFIG`), validated."""
-    return settings_mod.load(getattr(args, "config", None))
+    """The configuration named by `--config` (or `$GATEWAY_CONFIG`), validated; kept on
+    `args`, so an outage later in the command can be reported with its address."""
+    settings = settings_mod.load(getattr(args, "config", None))
+    args.loaded_settings = settings
+    return settings
+
+
+#: SQLSTATE classes of a database that cannot be used at all: 28 (the user or password
+#: is refused) and 3D (no such database). Any other `DatabaseError` is a statement's.
+_UNUSABLE_SQLSTATE_CLASSES = ("28", "3D")
+
+
+def _is_outage(exc: BaseException) -> bool:
+    if isinstance(exc, DatabaseError):
+        return (exc.sqlstate or "")[:2] in _UNUSABLE_SQLSTATE_CLASSES
+    return isinstance(exc, DatabaseUnavailable | BrokerUnavailable)
+
+
+def outage_line(
+    exc: BaseException, settings: settings_mod.Settings | None, env: Mapping[str, str]
+) -> str | None:
+    """The one line every command prints when the database or NATS cannot be used:
+    which server (host and port, never the credentials) and the setting that chose it,
+    the same from `migrate`, `dlq`, `events` or any other command. None for anything
+    else, or before the configuration was read."""
+    if settings is None:
+        return None
+    # The outage itself, or what it caused (the PostgreSQL ledger's `LedgerUnavailable`).
+    cause: BaseException | None = exc
+    while cause is not None and not _is_outage(cause):
+        cause = cause.__cause__
+    if cause is None:
+        return None
+    if isinstance(cause, BrokerUnavailable):
+        what, url, section, port = "NATS", settings.nats.url, "nats", 4222
+    else:
+        what, url, section, port = "the database", settings.database_url, "database", 5432
+    var = f"GATEWAY_{section.upper()}_URL"
+    setting = var if env.get(var) else f"{section}.url"
+    return f"gateway: cannot use {what} at {url_hosts(url, port)} (set by {setting}): {cause}"
 
 
 #: The most characters of a refused number the error repeats (a pasted 5,000-digit one

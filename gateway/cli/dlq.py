@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gateway import settings as settings_mod
-from gateway.adapters.postgres import dead_letters
+from gateway.adapters.postgres import connection, dead_letters
 from gateway.cli.common import (
     RATE_PER_S,
     ROWS_REPLAYED,
@@ -76,7 +76,7 @@ def _out(text: str) -> None:
 
 async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
     now = datetime.now(UTC)
-    async with ops.database(settings) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, connection(pool) as conn:
         rows, total = await dead_letters.list_rows(conn, f, args.limit)
     if args.json:
         _out(fmt.dumps([fmt.brief_doc(r, now) for r in rows]))
@@ -89,7 +89,7 @@ async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) 
 
 async def show_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
     (row_id,) = parse_ids([args.id], "ID")
-    async with ops.database(settings) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, connection(pool) as conn:
         row = await dead_letters.get_row(conn, row_id)
     if row is None:
         raise DlqRowNotFound([row_id])
@@ -105,7 +105,7 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
     user: str | None = None
     with contextlib.suppress(OSError, KeyError):  # no login name in some containers
         user = getpass.getuser()
-    async with ops.database(settings) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, connection(pool) as conn:
         done = await dead_letters.resolve_by_hand(conn, row_id, note, user)
         row = await dead_letters.get_row(conn, row_id)
     if row is None:
@@ -124,7 +124,7 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
 
 async def stats_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
     now = datetime.now(UTC)
-    async with ops.database(settings) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, connection(pool) as conn:
         stats = await dead_letters.stats(conn, now)
     _out(fmt.dumps(fmt.stats_doc(stats, now)) if args.json else fmt.stats_page(stats, now))
     return 0

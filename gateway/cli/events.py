@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway import settings as settings_mod
+from gateway.adapters.postgres import connection
 from gateway.adapters.postgres import events as store
 from gateway.cli.common import (
     RATE_PER_S,
@@ -70,7 +71,7 @@ def _out(text: str) -> None:
 
 async def list_body(settings: Settings, args: argparse.Namespace, f: EventFilter) -> int:
     limit = check_limit(args.limit) or 50
-    async with ops.database(settings) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, connection(pool) as conn:
         rows, more = await store.list_events(conn, f, limit)
     if args.json:
         _out(dlq_fmt.dumps([fmt.brief_doc(r) for r in rows]))
@@ -86,7 +87,7 @@ async def show_body(settings: Settings, args: argparse.Namespace, _: EventFilter
         (row_id,) = parse_ids([args.row_id], "ID")
     except DlqUsageError as exc:
         raise EventsUsageError(str(exc)) from None
-    async with ops.database(settings) as pool, pool.acquire() as conn:
+    async with ops.database(settings) as pool, connection(pool) as conn:
         row = await store.get_event(conn, row_id)
     if row is None:
         raise EventRowNotFound(f"no accepted event with id {row_id}")

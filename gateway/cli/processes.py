@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,50 +24,86 @@ from gateway.cli.common import (
 if TYPE_CHECKING:
     from gateway.metrics import ListenAddress
 
+log = logging.getLogger("gateway")
+
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from gateway.adapters.jetstream import stream
     from gateway.adapters.postgres import migrate
 
-    applied = asyncio.run(migrate(load_settings(args).database_url))
-    if args.json:
-        print_json({"applied": applied})
-    else:
+    settings = load_settings(args)
+    applied = asyncio.run(migrate(settings.database_url))
+    if not args.json:  # said before the stream is tried: these are applied either way
         print(f"applied {len(applied)} migration(s){': ' + ', '.join(applied) if applied else ''}")
+    # The one command that creates or changes the stream; every other process only checks.
+    change = asyncio.run(stream.migrate(settings.nats))
+    if args.json:
+        print_json({"applied": applied, "stream": change.to_json()})
+    else:
+        print(change.line())
     return 0
+
+
+#: uvicorn's exit status when the application's start-up failed.
+STARTUP_FAILURE = 3
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
+    from gateway.adapters.jetstream import stream
+    from gateway.compose.sockets import bound_socket, check_free
     from gateway.ingest.app import server_options
     from gateway.ingest.edge import raise_file_limit
 
     settings = load_settings(args)  # validate before forking anything
-    host = args.host or settings.http.host
-    port = args.port or settings.http.port
-    raise_file_limit(settings.http)  # before forking: workers inherit it
-    options: dict[str, Any] = dict(host=host, port=port, **server_options(settings.http))
-    if args.workers > 1:
-        from gateway.metrics import multiprocess_dir
-
-        # Each worker process builds its own app from the same file.
-        config = getattr(args, "config", None)
-        os.environ[settings_mod.CONFIG_ENV] = (
-            str(Path(config).resolve()) if config else os.environ[settings_mod.CONFIG_ENV]
-        )
-        # The workers write their metrics to one private directory of this run, so a
-        # scrape of any of them sees the figures of all (removed when serving ends).
-        with multiprocess_dir():
-            uvicorn.run(
-                "gateway.compose.ingest:app_from_env",
-                factory=True,
-                workers=args.workers,
-                **options,
-            )
-    else:
+    http = settings.http
+    host = args.host or http.host
+    port = args.port or http.port
+    # 1. The ports, before anything starts: a taken one is one line naming its setting.
+    # The public socket is bound here and handed to uvicorn (and shared by the workers);
+    # the admin port, which each worker binds for itself, is only checked.
+    sock = bound_socket(host, port, "--port" if args.port else "http.port")
+    try:
+        if http.admin_port:
+            check_free(http.admin_host, http.admin_port, "http.admin_port")
+        # 2. The stream: created when missing; one that differs stops start-up here.
+        asyncio.run(stream.check(settings.nats))
+        raise_file_limit(http)  # before forking: workers inherit it
+        options: dict[str, Any] = dict(host=host, port=port, **server_options(http))
+        log.info("listening", extra={"host": host, "port": sock.getsockname()[1]})
+        if args.workers > 1:
+            return _serve_workers(args, options, sock, Multiprocess)
         from gateway.compose.ingest import create_app
 
-        uvicorn.run(create_app(settings), **options)
+        server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
+        server.run(sockets=[sock])
+        return 0 if server.started else STARTUP_FAILURE
+    finally:
+        sock.close()
+
+
+def _serve_workers(
+    args: argparse.Namespace, options: dict[str, Any], sock: socket.socket, supervisor: Any
+) -> int:
+    """`--workers N`: uvicorn's supervisor, each worker serving on the one bound socket."""
+    import uvicorn
+
+    from gateway.metrics import multiprocess_dir
+
+    # Each worker process builds its own app from the same file.
+    config = getattr(args, "config", None)
+    os.environ[settings_mod.CONFIG_ENV] = (
+        str(Path(config).resolve()) if config else os.environ[settings_mod.CONFIG_ENV]
+    )
+    # The workers write their metrics to one private directory of this run, so a
+    # scrape of any of them sees the figures of all (removed when serving ends).
+    with multiprocess_dir():
+        uv_config = uvicorn.Config(
+            "gateway.compose.ingest:app_from_env", factory=True, workers=args.workers, **options
+        )
+        supervisor(uv_config, sockets=[sock]).run()
     return 0
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
 
 from gateway import tracing
 from gateway.adapters.alert_webhook import AlertWebhook
-from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
+from gateway.adapters.currency import CurrencyClient, NoRateCache, RateCache, RateSource
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer
 from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
@@ -33,6 +34,8 @@ from gateway.settlement.reconcile import (
 )
 from gateway.settlement.settler import Settler
 from gateway.settlement.worker import SettlementWorker
+
+log = logging.getLogger("gateway.settlement")
 
 
 @contextlib.asynccontextmanager
@@ -60,6 +63,16 @@ SETTLEMENT_SESSION = {"plan_cache_mode": "force_custom_plan"}
 
 
 @contextlib.asynccontextmanager
+async def rate_cache(settings: Settings) -> AsyncIterator[RateCache | NoRateCache]:
+    """The Redis rate cache, or none without `[redis] url` (Redis is optional)."""
+    if not settings.redis_url:
+        yield NoRateCache()
+        return
+    async with open_redis(settings.redis_url, timeout_s=0.5) as redis_client:
+        yield RateCache(redis_client, key_prefix=settings.currency.cache_key_prefix)
+
+
+@contextlib.asynccontextmanager
 async def settlement_parts(
     settings: Settings, metrics: Metrics | None = None
 ) -> AsyncIterator[SettlementParts]:
@@ -72,16 +85,21 @@ async def settlement_parts(
         ) as pool,
         open_ledger(settings, pool) as ledger,
         httpx.AsyncClient() as http_client,
-        open_redis(settings.redis_url, timeout_s=0.5) as redis_client,
+        rate_cache(settings) as cache,
     ):
         broker = JetStreamBroker(settings.nats, name="gateway-settle")
         await broker.start()
+        if not settings.redis_url:  # said once the stream was found usable
+            log.warning(
+                "no rate cache: redis.url (or GATEWAY_REDIS_URL) is not set; every rate "
+                "comes from the currency-service"
+            )
         try:
             rates = RateSource(
                 CurrencyClient(
                     http_client, settings.currency.url, timeout_s=settings.currency.timeout_s
                 ),
-                RateCache(redis_client, key_prefix=settings.currency.cache_key_prefix),
+                cache,
                 max_age_s=settings.currency.max_age_s,
                 policy=RetryPolicy(settings.currency.retry_delays_s),
             )

@@ -84,7 +84,7 @@ class Settings:
 
     database_url: str
     nats: NatsSettings
-    redis_url: str
+    redis_url: str  # "" = no rate cache (Redis is optional)
     http: HttpSettings = field(default_factory=HttpSettings)
     ingest: IngestSettings = field(default_factory=IngestSettings)
     outbox: OutboxSettings = field(default_factory=OutboxSettings)
@@ -188,7 +188,12 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     refuse_unknown(data, "", SECTIONS)
     for url_only in ("database", "redis"):
         refuse_unknown(read_table(data, url_only, ""), f"{url_only}.", ("url",))
-    nats_url = read_url(data, env, "nats", NatsSettings.url, ("nats", "tls"))
+    # The connection URLs first: without them nothing else can be tried.
+    database_url = read_url(data, env, "database", ("postgresql", "postgres"))
+    nats_url = read_url(data, env, "nats", ("nats", "tls"))
+    # Redis only holds the rate cache, a fallback of `gateway settle`: without it the
+    # worker asks the currency-service alone (and logs so at start-up).
+    redis_url = read_url(data, env, "redis", ("redis", "rediss", "unix"), required=False)
     nats = replace(_read(NatsSettings, data, "nats", skip=("url",)), url=nats_url)
     if not all(u.startswith(("nats://", "tls://")) for u in nats.servers):
         raise ConfigError("nats.url", "every server must be a nats:// or tls:// URL")
@@ -223,21 +228,9 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     providers = parse_providers(data, env)
     services = parse_services(data, env)
     return Settings(
-        database_url=read_url(
-            data,
-            env,
-            "database",
-            "postgresql://127.0.0.1:5432/test",
-            ("postgresql", "postgres"),
-        ),
+        database_url=database_url,
         nats=nats,
-        redis_url=read_url(
-            data,
-            env,
-            "redis",
-            "redis://127.0.0.1:6379/0",
-            ("redis", "rediss", "unix"),
-        ),
+        redis_url=redis_url,
         http=http,
         ingest=_read(IngestSettings, data, "ingest"),
         outbox=outbox,

@@ -29,6 +29,38 @@ def redact_url(url: str) -> str:
     return _USERINFO.sub("://***@", url)
 
 
+def url_hosts(url: str, default_port: int) -> str:
+    """Where a connection URL leads, without its credentials: `db.internal:5432`, or
+    `a:4222, b:4222` for a list of servers (NATS) or of hosts (`postgresql://a,b/db`).
+
+    For an operator's error line: the user name, password, path and query stay out, so
+    nothing secret is printed and the line still says which server did not answer.
+    """
+    hosts: list[str] = []
+    for one in url.split(",") if url.count("://") > 1 else [url]:
+        rest = one.strip().partition("://")[2] if "://" in one else one.strip()
+        before_query, _, query = rest.partition("?")
+        # Past the last `@` before the query: a password with an unescaped `/` in it
+        # must not be mistaken for the host.
+        netloc = re.split(r"[/#]", before_query.rpartition("@")[2], maxsplit=1)[0]
+        if not netloc:  # libpq's `?host=/run/postgresql` (a socket directory)
+            netloc = next((v for k, _, v in _params(query) if k == "host"), "")
+        for host in netloc.split(",") if netloc else [""]:
+            if not host:
+                hosts.append("the default host")  # PGHOST, or the local socket
+            elif host.startswith("/"):
+                hosts.append(host)
+            elif host.endswith("]") or ":" not in host:  # [::1] or no port
+                hosts.append(f"{host}:{default_port}")
+            else:
+                hosts.append(host)
+    return ", ".join(hosts)
+
+
+def _params(query: str) -> list[tuple[str, str, str]]:
+    return [part.partition("=") for part in query.split("&")]
+
+
 def redacted_repr(self: Any) -> str:
     """A settings dataclass's repr with credentials kept out.
 
@@ -133,14 +165,26 @@ def read_url(
     data: Mapping[str, Any],
     env: Mapping[str, str],
     section: str,
-    default: str,
     schemes: tuple[str, ...],
+    *,
+    required: bool = True,
 ) -> str:
-    """`{section}.url`, unless `GATEWAY_{SECTION}_URL` overrides it."""
+    """`{section}.url`, unless `GATEWAY_{SECTION}_URL` overrides it.
+
+    There is no default address: a gateway that quietly used whatever listens on
+    127.0.0.1 could record events in, or create its stream on, someone else's server. A
+    required URL that is set in neither place stops start-up naming both; an optional
+    one is "" (the feature it serves is off).
+    """
     var = f"GATEWAY_{section.upper()}_URL"
-    url = env.get(var) or read_value(
-        read_table(data, section, ""), "url", f"{section}.", str, default
-    )
+    url = env.get(var) or read_value(read_table(data, section, ""), "url", f"{section}.", str, "")
+    if not url:
+        if not required:
+            return ""
+        raise ConfigError(
+            f"{section}.url",
+            f"not set: give url under [{section}] in the config file, or {var} in the environment",
+        )
     if url.split("://", 1)[0] not in schemes or "://" not in url:
         # Name the key that held the bad value; never echo it, a URL may carry a password.
         raise ConfigError(

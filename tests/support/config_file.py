@@ -4,6 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+#: The two settings every config must name (there is no default database or NATS):
+#: nothing listens on port 1, so a test that only parses reaches nothing by mistake.
+REQUIRED_URLS: dict[str, dict[str, object]] = {
+    "database": {"url": "postgresql://127.0.0.1:1/unused"},
+    "nats": {"url": "nats://127.0.0.1:1"},
+}
+
+
+def with_urls(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with the required URLs added where it does not set its own."""
+    return {**{k: dict(v) for k, v in REQUIRED_URLS.items()}, **doc}
 
 
 def toml_value(value: object) -> str:

@@ -14,7 +14,7 @@ from gateway import settings as settings_mod
 from gateway.compose.ingest import create_app
 from gateway.ingest.edge import edge_options
 from gateway.ingest.parts import IngestParts
-from tests.support.services import free_port
+from tests.support.services import REDIS_URL, free_port
 
 SECRETS = {
     "stripe": "whsec_test_stripe_secret",
@@ -48,6 +48,7 @@ def config(database_url: str, nats_url: str, **sections: Mapping[str, Any]) -> d
     doc: dict[str, Any] = {
         "database": {"url": database_url},
         "nats": {"url": nats_url},
+        "redis": {"url": REDIS_URL},  # the rate cache (optional; tests of settling use it)
         "http": {"max_body_bytes": 65536},
         # Relay processes serve /metrics only where a test asks (a fixed port could be
         # taken by another test run on the machine).

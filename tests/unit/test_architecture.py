@@ -164,8 +164,10 @@ def test_the_serving_path_loads_no_settlement_redis_or_tigerbeetle() -> None:
         from gateway import cli
         from gateway.compose.ingest import create_app
         from gateway.settings import parse
+        from tests.support.config_file import with_urls
         cli.build_parser().parse_args(["serve"])
-        create_app(parse({"providers": {"s": {"scheme": "stripe", "secrets": ["x"]}}}, env={}))
+        doc = {"providers": {"s": {"scheme": "stripe", "secrets": ["x"]}}}
+        create_app(parse(with_urls(doc), env={}))
         print("\\n".join(sorted(sys.modules)))
         """
     )

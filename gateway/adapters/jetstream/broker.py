@@ -16,22 +16,23 @@ from dataclasses import dataclass, field
 
 import nats
 import nats.errors
-import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import StorageType, StreamConfig
 
+from gateway.adapters.jetstream import stream
 from gateway.adapters.jetstream.publish import NATS_ERRORS, PipelinedPublisher
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.content import printable
 from gateway.core.model import Source
 from gateway.core.trace_context import HEADER as TRACEPARENT
-from gateway.errors import BrokerUnavailable
+from gateway.errors import BrokerUnavailable, StreamMismatch
 from gateway.settings import NatsSettings
 
 log = logging.getLogger("gateway.nats")
 
-STREAM_SUBJECTS = ["webhooks.>", "events.>"]
+#: How often a stream that differs from the configuration is looked at again: `gateway
+#: migrate` may have updated it meanwhile.
+MISMATCH_RECHECK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ class JetStreamBroker:
         self._js: JetStreamContext | None = None
         self._connector: asyncio.Task[None] | None = None
         self._stream_ready = asyncio.Event()
+        # Set once the stream was found as configured, or found different (`_mismatch`).
+        self._stream_checked = asyncio.Event()
+        self._mismatch: StreamMismatch | None = None
+        self._started = False  # `start` has returned: what is found now is logged
         self._publisher: PipelinedPublisher | None = None
         # Set by `close`. nats-py can swallow a task's cancellation (inside `connect` and
         # its requests), so the connector's loops also check this flag and the task's
@@ -87,10 +92,15 @@ class JetStreamBroker:
         return self._nc is not None and self._nc.is_connected and self._stream_ready.is_set()
 
     async def start(self, wait_s: float = 2.0) -> None:
-        """Begin connecting; wait up to `wait_s` for the first connection, then go on."""
+        """Begin connecting; wait up to `wait_s` for the first connection, then go on.
+
+        A stream found different from the configuration within that time raises
+        `StreamMismatch` (the process must not start); one found later is logged as an
+        error and keeps the broker not ready until it matches.
+        """
         self._connector = asyncio.create_task(self._connect_forever(), name="nats-connect")
         try:
-            await asyncio.wait_for(self._stream_ready.wait(), wait_s)
+            await asyncio.wait_for(self._stream_checked.wait(), wait_s)
         except TimeoutError:
             pass
         except asyncio.CancelledError:
@@ -98,6 +108,10 @@ class JetStreamBroker:
             self._closing = True
             self._connector.cancel()
             raise
+        if self._mismatch is not None:
+            await self.close()  # the caller never reaches its own `close`
+            raise self._mismatch
+        self._started = True
 
     def _stop_if_asked(self) -> None:
         """Raise `CancelledError` when `close` was called or this task was cancelled,
@@ -176,12 +190,23 @@ class JetStreamBroker:
             self._stop_if_asked()
             try:
                 await self.ensure_stream()
+                self._mismatch = None
                 self._stream_ready.set()
+                self._stream_checked.set()
                 log.info("jetstream ready", extra={"stream": self._settings.stream})
                 return
             except BrokerUnavailable as exc:
                 log.warning("stream not ready, retrying", extra={"error": str(exc)})
                 await asyncio.sleep(1.0)
+            except StreamMismatch as exc:
+                # Found while starting, it is the error `start` raises; later (NATS came
+                # back, or was down at start), the process runs on without publishing.
+                new = self._mismatch is None or self._mismatch.differences != exc.differences
+                if self._started and new:
+                    log.error(str(exc), extra={"stream": self._settings.stream})
+                self._mismatch = exc
+                self._stream_checked.set()
+                await asyncio.sleep(MISMATCH_RECHECK_S)
 
     async def jetstream(self, timeout_s: float | None = None) -> JetStreamContext:
         """The JetStream context, once connected and the stream is in place."""
@@ -191,25 +216,12 @@ class JetStreamBroker:
         return self._js
 
     async def ensure_stream(self) -> None:
-        """Create the stream, or update it to the configured settings."""
+        """Create the stream when it is missing; `StreamMismatch` if it differs from the
+        configuration (`gateway migrate` is the one command that changes a stream)."""
         if self._js is None:
             raise BrokerUnavailable("not connected to NATS")
-        config = StreamConfig(
-            name=self._settings.stream,
-            subjects=STREAM_SUBJECTS,
-            storage=StorageType.FILE,
-            num_replicas=self._settings.replicas,
-            duplicate_window=float(self._settings.duplicate_window_s),
-        )
-        try:
-            try:
-                await self._js.stream_info(self._settings.stream)
-            except nats.js.errors.NotFoundError:
-                await self._js.add_stream(config)
-            else:
-                await self._js.update_stream(config)
-        except NATS_ERRORS as exc:
-            raise BrokerUnavailable(f"cannot create stream: {type(exc).__name__}") from exc
+        if await stream.ensure_stream(self._js, self._settings):
+            log.info("stream created", extra={"stream": self._settings.stream})
 
     async def _on_reconnected(self) -> None:
         log.info("nats reconnected")
@@ -218,7 +230,8 @@ class JetStreamBroker:
         asyncio.get_running_loop().create_task(self._ensure_stream_until_ready(self._nc))
 
     async def _on_disconnected(self) -> None:
-        log.warning("nats disconnected")
+        if not self._closing:  # our own close is not news
+            log.warning("nats disconnected")
 
     async def _on_error(self, exc: Exception) -> None:
         log.warning("nats error", extra={"error": type(exc).__name__})

@@ -77,13 +77,15 @@ def test_help_on_every_level() -> None:
         ('[providers.x]\nscheme = "nope"\nsecrets = ["s"]\n', "providers.x.scheme"),
         ('[http]\nport = "eighty"\n', "http.port"),
         ("[database\n", "--config"),
+        ("", "database.url"),
     ],
 )
 def test_bad_config_stops_with_one_line_naming_the_key(
     tmp_path: Path, content: str, key: str
 ) -> None:
     path = tmp_path / "gateway.toml"
-    path.write_text(content, encoding="utf-8")
+    urls = '[database]\nurl = "postgresql://127.0.0.1:1/x"\n[nats]\nurl = "nats://127.0.0.1:1"\n'
+    path.write_text(content and urls + content, encoding="utf-8")
     result = run("migrate", "--config", str(path))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -100,8 +102,12 @@ def test_serve_sign_send_and_graceful_stop(
     migrated = run("migrate", "--config", str(cfg))
     assert migrated.returncode == 0, migrated.stderr
     assert "001_ingest.sql" in migrated.stdout
+    assert migrated.stdout.splitlines()[-1] == "stream WEBHOOKS created"
     assert "applied 0 migration(s)" in run("migrate", "--config", str(cfg)).stdout
-    assert orjson.loads(run("--json", "migrate", "--config", str(cfg)).stdout) == {"applied": []}
+    assert orjson.loads(run("--json", "migrate", "--config", str(cfg)).stdout) == {
+        "applied": [],
+        "stream": {"name": "WEBHOOKS", "action": "unchanged", "changes": []},
+    }
 
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     server = subprocess.Popen(

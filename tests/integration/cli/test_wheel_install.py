@@ -77,7 +77,9 @@ async def _tables(dsn: str) -> set[str]:
     return {r["table_name"] for r in rows}
 
 
-def test_installed_wheel_migrates_a_fresh_database(tmp_path: Path, empty_database_url: str) -> None:
+def test_installed_wheel_migrates_a_fresh_database(
+    tmp_path: Path, empty_database_url: str, nats_url: str
+) -> None:
     src = _copy_release_tree(tmp_path / "src")
     dist = tmp_path / "dist"
     # With build isolation: the build back end comes from the configured index (the
@@ -93,7 +95,9 @@ def test_installed_wheel_migrates_a_fresh_database(tmp_path: Path, empty_databas
     run_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "PYTHON"))}
     config = run_dir / "gateway.toml"
-    config.write_text(f'[database]\nurl = "{empty_database_url}"\n', encoding="utf-8")
+    config.write_text(
+        f'[database]\nurl = "{empty_database_url}"\n[nats]\nurl = "{nats_url}"\n', encoding="utf-8"
+    )
     # The package and its migrations come from the venv, not from the checkout.
     where = _run(
         python,
@@ -119,7 +123,10 @@ def test_installed_wheel_migrates_a_fresh_database(tmp_path: Path, empty_databas
         tmp_path / "venv" / "bin" / "gateway", "migrate", "--config", config, cwd=run_dir, env=env
     )
     expected = sorted(p.name for p in (REPO / "sql").glob("[0-9][0-9][0-9]_*.sql"))
-    assert out.strip() == f"applied {len(expected)} migration(s): {', '.join(expected)}"
+    assert out.strip().splitlines() == [
+        f"applied {len(expected)} migration(s): {', '.join(expected)}",
+        "stream WEBHOOKS created",
+    ]
 
     tables = asyncio.run(_tables(empty_database_url))
     assert {"processed_webhooks", "dlq_webhooks", "settlements", "schema_migrations"} <= tables

@@ -24,6 +24,7 @@ from gateway.core.alerting import AlertSettings
 from gateway.dlq.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
 from gateway.metrics import Metrics
 from gateway.settings import parse
+from tests.support.config_file import with_urls
 from tests.support.receiver import Receiver
 from tests.support.services import wait_until
 
@@ -299,7 +300,8 @@ async def _async(value: T) -> T:
 async def test_bad_alert_config_stops_with_the_key_named(tmp_path: Path) -> None:
     """`gateway settle` refuses a bad [alerts] table before doing anything."""
     config = tmp_path / "gateway.toml"
-    config.write_text('[alerts]\nwebhook_url = "hooks.slack.com/services/T0/B0/XYZ"\n')
+    urls = '[database]\nurl = "postgresql://127.0.0.1:1/x"\n[nats]\nurl = "nats://127.0.0.1:1"\n'
+    config.write_text(urls + '[alerts]\nwebhook_url = "hooks.slack.com/services/T0/B0/XYZ"\n')
     done = subprocess.run(
         [GATEWAY, "settle", "--config", str(config)], capture_output=True, text=True, timeout=60
     )
@@ -314,7 +316,8 @@ async def test_run_alerts_runs_until_cancelled(
     """The coroutine compose.py starts sends alerts and stops cleanly when cancelled."""
     for i in range(11):
         await park(db, f"evt_{i}", datetime.now(UTC))
-    settings = parse({"alerts": {"webhook_url": receiver.url, "interval_s": 0.05}}, env={})
+    doc = {"alerts": {"webhook_url": receiver.url, "interval_s": 0.05}}
+    settings = parse(with_urls(doc), env={})
     webhook = AlertWebhook(client, receiver.url)
     task = asyncio.create_task(run_alerts(pool, settings, Metrics(), webhook))
     try:

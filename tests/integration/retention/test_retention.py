@@ -30,6 +30,7 @@ from gateway.retention.task import RetentionTask, refresh_storage_gauges
 from gateway.settings import RetentionSettings, parse
 from gateway.settlement.parts import ReconcileParts
 from gateway.settlement.reconcile import reconcile
+from tests.support.config_file import with_urls
 from tests.support.outbox import pass_cursor
 
 PAYLOADS_1S = RetentionSettings(payload_max_age_s=1, key_max_age_s=0, batch_size=10, pause_s=0)
@@ -349,7 +350,7 @@ async def test_reconcile_reports_settling_events_whose_payload_is_gone(
         ids["evt_other"],
     )
     await run(pool, PAYLOADS_1S)
-    settings = parse({"database": {"url": database_url}}, env={})
+    settings = parse(with_urls({"database": {"url": database_url}}), env={})
     parts = ReconcileParts(settings, pool, publisher=None)  # type: ignore[arg-type]
 
     report = await reconcile(parts, older_than_s=1, dry_run=True)

@@ -18,6 +18,7 @@ from gateway.cli import reconcile as cli_reconcile
 from gateway.errors import BrokerUnavailable
 from gateway.settings import Settings
 from gateway.settlement import reconcile
+from tests.support.config_file import with_urls
 from tests.support.services import NatsServer
 
 SUBJECT = "webhooks.stripe.payment_intent.succeeded"
@@ -25,7 +26,7 @@ SUBJECT = "webhooks.stripe.payment_intent.succeeded"
 
 @pytest.fixture
 def settings(nats_url: str) -> Settings:
-    doc = {"nats": {"url": nats_url}, "settlement": {"consumer": "edge-test"}}
+    doc = {**with_urls({"nats": {"url": nats_url}}), "settlement": {"consumer": "edge-test"}}
     return settings_mod.parse(doc, env={})
 
 

@@ -129,7 +129,11 @@ async def test_cli_balances_by_merchant_as_table_and_json(
 ) -> None:
     """`gateway ledger balances` prints kind, owner and currency; `--json` the same fields."""
     config = tmp_path / "gateway.toml"
-    config.write_text(f'[database]\nurl = "{database_url}"\n', encoding="utf-8")
+    # NATS is never reached by the ledger commands; the config must still name it.
+    config.write_text(
+        f'[database]\nurl = "{database_url}"\n[nats]\nurl = "nats://127.0.0.1:1"\n',
+        encoding="utf-8",
+    )
     cfg = ("--config", str(config))
     for merchant, currency in (("m_1", "USD"), ("m_1", "EUR"), ("m_2", "USD")):
         opened = _gateway("ledger", "open-account", merchant, "--currency", currency, *cfg)

@@ -30,6 +30,7 @@ from gateway.ingest.parts import IngestParts
 from gateway.metrics import Metrics
 from gateway.settings import Settings, parse
 from tests.support import vectors
+from tests.support.config_file import REQUIRED_URLS
 from tests.support.fakes import MemoryInbox, StaticProbe
 
 STRIPE_SECRET = "whsec_unit_stripe_secret"
@@ -45,6 +46,7 @@ SHORT_S = 0.05
 def make_settings(request_timeout_s: float = 10.0, commit_timeout_s: float = 5.0) -> Settings:
     return parse(
         {
+            **REQUIRED_URLS,
             "http": {
                 "max_body_bytes": MAX_BODY_BYTES,
                 "retry_after_s": RETRY_AFTER_S,

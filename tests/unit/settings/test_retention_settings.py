@@ -9,14 +9,15 @@ import pytest
 from gateway import settings
 from gateway.errors import ConfigError
 from gateway.settings import RetentionSettings
+from tests.support.config_file import with_urls
 
 
 def parse(retention: dict[str, Any]) -> RetentionSettings:
-    return settings.parse({"retention": retention}, env={}).retention
+    return settings.parse(with_urls({"retention": retention}), env={}).retention
 
 
 def test_defaults_keep_payloads_30_days_and_keys_for_ever() -> None:
-    assert settings.parse({}, env={}).retention == RetentionSettings(
+    assert settings.parse(with_urls({}), env={}).retention == RetentionSettings(
         payload_max_age_s=30 * 86_400.0, key_max_age_s=0.0
     )
 
@@ -59,4 +60,4 @@ def test_bad_values_name_their_key(retention: dict[str, Any], key: str, says: st
 
 def test_retention_is_a_known_section() -> None:
     with pytest.raises(ConfigError, match="did you mean retention"):
-        settings.parse({"retension": {}}, env={})
+        settings.parse(with_urls({"retension": {}}), env={})

@@ -11,6 +11,7 @@ import pytest
 from gateway import settings
 from gateway.errors import ConfigError
 from gateway.settings.sections import HEADER_BUDGET_BYTES
+from tests.support.config_file import with_urls
 
 GOOD: dict[str, Any] = {
     "database": {"url": "postgresql://127.0.0.1:5432/test"},
@@ -283,7 +284,7 @@ def test_an_unset_variable_with_a_conventional_name_is_named() -> None:
 def test_defaults_accept_only_what_nats_can_publish() -> None:
     """The shipped defaults are consistent: the largest accepted body plus the header
     budget fits NATS's default 1 MiB max_payload."""
-    s = settings.parse({}, {})
+    s = settings.parse(with_urls({}), {})
     assert s.nats.max_payload_bytes == 1_048_576
     assert s.http.max_body_bytes + HEADER_BUDGET_BYTES <= s.nats.max_payload_bytes
     assert s.outbox.max_publish_attempts > 0
