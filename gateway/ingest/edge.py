@@ -117,6 +117,7 @@ class EdgeProtocol(HttpToolsProtocol):
         self._head_charged = False
         self._read_bytes = 0  # the size of the read being parsed
         self._chunked = False  # the current message has a chunked body
+        self._head_measured = 0  # a chunked message's head, measured at its first chunk
         self._draining = False  # answered before its body was in: dropping the rest
         self._deadline: asyncio.TimerHandle | None = None  # the current phase's
         self._write_deadline: asyncio.TimerHandle | None = None  # while writing is paused
@@ -225,7 +226,13 @@ class EdgeProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_chunk_header(self) -> None:
-        self._chunked = True
+        if not self._chunked:
+            # The first chunk. Trailers are not headers: uvicorn would add them to this
+            # request's (which the application may not have read yet), where one could
+            # stand in for a header a proxy vetted. They get a list of their own.
+            self._chunked = True
+            self._head_measured = self._head_size()
+            self.headers = []
 
     def on_body(self, body: bytes) -> None:
         if self._chunked:
@@ -234,9 +241,13 @@ class EdgeProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         limit = self._max_header_bytes
-        if self._chunked and self._head_bytes > limit and self._head_size() > limit:
-            # Ended in the read that crossed the budget: measured (uvicorn adds trailers to
-            # the headers), and refused before the application sees the body complete.
+        if (
+            self._chunked
+            and self._head_bytes > limit
+            and self._head_measured + _fields_bytes(self.headers) > limit
+        ):
+            # Ended in the read that crossed the budget: the head and trailers measured,
+            # and refused before the application sees the body complete.
             self._refusal = "header_too_large"
             raise _Refused
         super().on_message_complete()
@@ -328,7 +339,7 @@ class EdgeProtocol(HttpToolsProtocol):
         """The head's size as sent (up to optional whitespace), or of as much of it as
         the parser has passed on."""
         line = len(self.parser.get_method()) + len(self.url) + len(" HTTP/1.1\r\n") + 1
-        return line + sum(len(n) + len(v) + 4 for n, v in self.headers) + 2
+        return line + _fields_bytes(self.headers)
 
     def _over_budget(self) -> bool:
         """Whether the open head, incomplete at the end of a read, is over budget."""
@@ -414,6 +425,11 @@ class EdgeProtocol(HttpToolsProtocol):
 
     def _where(self) -> dict[str, object]:
         return {"client": self.client[0] if self.client else None}
+
+
+def _fields_bytes(fields: list[tuple[bytes, bytes]]) -> int:
+    """Header (or trailer) lines as sent, `name: value\r\n` each, and the blank line."""
+    return sum(len(n) + len(v) + 4 for n, v in fields) + 2
 
 
 def edge_options(http: HttpSettings) -> dict[str, Any]:

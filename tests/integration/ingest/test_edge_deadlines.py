@@ -1,8 +1,9 @@
 """The edge's deadlines after the head and its budget beyond it, against a real gateway on
 loopback with raw sockets: bodies that never finish (before or after an early answer)
 are cut off, so they cannot hold `max_connections` against genuine webhooks; trailers
-and pipelined heads count against `max_header_bytes`; a request line that is not
-origin-form HTTP/1.x is 400.
+and pipelined heads count against `max_header_bytes`, trailers never pass for headers,
+and the pipelined queue is bounded; a request line that is not origin-form HTTP/1.x is
+400.
 
 Deadlines are short in these configs so the tests run fast; every wait has a generous
 upper bound (the machine is shared) and no lower bound is asserted."""
@@ -262,7 +263,25 @@ async def test_a_request_line_that_is_not_origin_form_http_1_is_400(
     await genuine_is_accepted(server, database_url)
 
 
-# -- trailers, against a separate `gateway serve` whose memory can be read -------------
+# -- trailers -------------------------------------------------------------------------
+
+
+async def test_a_trailer_cannot_replace_the_signature_header(
+    server: RunningServer, database_url: str
+) -> None:
+    """A signed webhook sent chunked, in one write, with a trailer holding another
+    Stripe-Signature: trailers are not headers, so the signed head stands (200)."""
+    sent = deliver("stripe", "evt_edge_trailer_sig", "payment_intent.succeeded")
+    lines = ["POST /webhooks/stripe HTTP/1.1", "Host: gateway", "Transfer-Encoding: chunked"]
+    lines += [f"{k}: {v}" for k, v in sent.headers.items()] + ["Connection: close"]
+    body = b"%x\r\n%s\r\n0\r\n" % (len(sent.body), sent.body)
+    trailer = b"Stripe-Signature: t=1,v1=" + b"0" * 64 + b"\r\n\r\n"
+    raw = await exchange(server.port, ("\r\n".join(lines) + "\r\n\r\n").encode() + body + trailer)
+    assert statuses(raw) == [200], raw[:300]
+    assert await stored(database_url, sent.event_id) == 1
+
+
+# -- trailers, against a separate `gateway serve` whose memory can be read ------------
 
 
 @contextlib.contextmanager

@@ -64,9 +64,11 @@ class Edge:
         """`early`: the app answers without reading the body, as a 401 or 404 does."""
         self.paths: list[str] = []
         self.received: list[str] = []  # the type of the app's last `receive()` message
+        self.headers: list[tuple[bytes, bytes]] = []  # the last request's, as the app saw them
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             self.paths.append(scope["path"])
+            self.headers = scope["headers"]
             while not early:
                 message = await receive()
                 self.received.append(message["type"])
@@ -308,6 +310,16 @@ async def test_a_chunked_body_with_small_trailers_is_served() -> None:
     await edge.feed(*split(chunked(body, b"X-Checksum: abc\r\n"), 1500))
     assert edge.status() == 200
     assert edge.refused.values == {}
+
+
+@pytest.mark.parametrize("read_bytes", [1 << 20, 7])
+async def test_trailers_never_reach_the_request_headers(read_bytes: int) -> None:
+    """A trailer is not a header: it cannot add one, or stand in for one the head had."""
+    edge = Edge()
+    data = chunked([b"{}"], b"X-Forwarded-For: 10.0.0.1\r\nHost: evil\r\n")
+    await edge.feed(*split(data, read_bytes))
+    assert edge.status() == 200
+    assert edge.headers == [(b"host", b"g"), (b"transfer-encoding", b"chunked")]
 
 
 # -- body deadline, early answers, keep-alive ------------------------------------------
