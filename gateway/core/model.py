@@ -306,7 +306,7 @@ def service_event(
     Internal publishers are our own code, so a malformed request is refused (400) for
     the caller to fix, and a subject outside its scope is refused (403).
     """
-    event_id = check_event_id((idempotency_key or "").strip() or None)
+    event_id = check_event_id(as_text(idempotency_key))
     try:
         doc = ParsedBody(body).json()
     except PayloadNotJson as exc:

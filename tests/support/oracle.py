@@ -148,7 +148,7 @@ def _subject_tokens(event_type: str) -> list[str]:
 def expect_internal_event(service: str, request: Request) -> list[Verdict]:
     """The answers allowed for a publish with `service`'s valid token."""
     headers = request.seen_headers()
-    key = (headers.get("idempotency-key") or "").strip()
+    key = as_text(headers.get("idempotency-key")) or ""  # the same rule as a webhook's id
     if not key or len(key) > MAX_ID_CHARS or not control_free(key):
         return [Verdict(400, why="bad idempotency key")]
     doc = parse(request.body)

@@ -76,12 +76,20 @@ def _operations() -> list[tuple[str, str]]:
 
 
 async def _edge_head_answers(server: RunningServer, answers: Answers) -> None:
-    """408 and 431 for every operation: the server writes them before any routing."""
+    """400, 408 and 431 for every operation: the server writes them before any routing."""
 
-    async def one(path: str, method: str, status: int, data: bytes) -> None:
-        answers[(path, method, status, "application/json")] = await _raw(server.port, data)
+    async def one(
+        path: str, method: str, status: int, data: bytes, media: str = "application/json"
+    ) -> None:
+        answers[(path, method, status, media)] = await _raw(server.port, data)
 
     big = "X-Padding: " + "a" * (server.settings.http.max_header_bytes + 1)
+    for path, method in _operations():
+        absolute = f"{method} http://gateway{_concrete(path)} HTTP/1.1\r\nHost: gateway"
+        if method == "GET":  # the ingestion routes' JSON 400 examples are their own
+            await one(path, method, 400, absolute.encode() + b"\r\n\r\n")
+        control = _head(method, _concrete(path), "X-Note: a\x01b") + b"\r\n\r\n"
+        await one(path, method, 400, control, "text/plain")  # not HTTP the parser takes
     await asyncio.gather(
         *(
             one(path, method, 408, _head(method, _concrete(path)) + b"\r\n")  # head unfinished
@@ -100,9 +108,15 @@ async def _served_answers(server: RunningServer, proxy: FaultProxy, answers: Ans
     answers[(WEBHOOKS, "POST", 200, json)] = await _http(
         server, "POST", signed.path, content=signed.body, headers=signed.headers
     )
-    no_id = deliver("stripe", "evt_oa_no_id", body=b'{"type": "payment.succeeded"}')
-    answers[(WEBHOOKS, "POST", 400, json)] = await _http(
-        server, "POST", no_id.path, content=no_id.body, headers=no_id.headers
+    # A verified body is never refused for its content: the webhook's 400 is a body
+    # that stopped coming (here: its first 10 bytes, then nothing for `request_timeout_s`).
+    stalled = deliver("stripe", "evt_oa_stalled")
+    head = [f"{name}: {value}" for name, value in stalled.headers.items()]
+    answers[(WEBHOOKS, "POST", 400, json)] = await _raw(
+        server.port,
+        _head("POST", stalled.path, *head, f"Content-Length: {len(stalled.body)}")
+        + b"\r\n\r\n"
+        + stalled.body[:10],
     )
     answers[(WEBHOOKS, "POST", 401, json)] = await _http(
         server, "POST", signed.path, content=signed.body, headers={"Stripe-Signature": "t=1,v1=00"}
@@ -198,7 +212,7 @@ async def test_every_documented_answer_is_produced_and_matches_the_document(
         doc = config(
             proxied,
             nats_url,
-            http={"header_timeout_s": HEADER_TIMEOUT_S},
+            http={"header_timeout_s": HEADER_TIMEOUT_S, "request_timeout_s": 0.5},
             ingest={"commit_timeout_s": 1.0},
             services=services,
         )

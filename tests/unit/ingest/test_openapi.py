@@ -5,13 +5,21 @@ checked in tests/integration/ingest/test_openapi_*.py.)"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime
+from typing import Any
 
+import jsonschema_rs
+import orjson
 import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator
 from starlette.routing import Route
 
 from gateway import errors
+from gateway.core.content import has_control_chars
+from gateway.core.model import service_event
 from gateway.core.signatures import SCHEMES, SchemeParams
 from gateway.ingest.app import GatewayApp
 from gateway.ingest.endpoints import EVENTS_PATH, WEBHOOKS_PREFIX
@@ -21,6 +29,7 @@ from tests.support import openapi
 from tests.support.gateway import config
 
 DOC = openapi.load()
+AT = datetime(2026, 1, 1, tzinfo=UTC)
 WEBHOOKS = f"{WEBHOOKS_PREFIX}{{provider}}"
 
 
@@ -105,3 +114,92 @@ def test_every_refusal_the_code_can_raise_is_documented(
         schema = openapi.resolve(DOC, response["content"]["application/json"]["schema"])
         allowed |= set(schema["properties"]["error"]["enum"])
     assert name in allowed, f"{refusal.__name__}: {refusal.status_code} {name!r} undocumented"
+
+
+# --- the request constraints: the document states exactly what the server enforces --------
+
+
+def _schema_accepts(schema: Mapping[str, Any], value: object) -> bool:
+    """jsonschema-rs's reading (schemathesis validates with it): ECMA-262 patterns, where
+    `$` is the end of the text (Python's `re.search` also lets it match before a final
+    newline)."""
+    root = {"allOf": [schema], "components": DOC["components"]}
+    return bool(jsonschema_rs.validator_for(root).is_valid(value))
+
+
+def test_the_printable_pattern_is_the_servers_rule_for_every_code_point() -> None:
+    """`PrintableText` is generated from `str.isprintable`, the test the server applies
+    (`content.has_control_chars`), and both engines that read it here agree with the
+    server on every code point: Python's `re` (schemathesis draws values with it) and
+    jsonschema-rs. After a Python upgrade, regenerate it: `python -m tests.support.openapi`."""
+    pattern = DOC["components"]["schemas"][openapi.PRINTABLE_SCHEMA]["pattern"]
+    assert pattern == openapi.printable_pattern()
+    every = "".join(map(chr, range(0x110000)))
+    refused = {c for c in every if has_control_chars(c)}
+    # `^[...]*$` takes a text made of its class's characters only: the class, found.
+    python_class = re.compile(pattern.removeprefix("^").removesuffix("*$"))
+    assert set(every) - set(python_class.findall(every)) == refused
+    rust = jsonschema_rs.validator_for({"type": "string", "pattern": pattern})
+    # No Python str passed to jsonschema-rs may hold a surrogate.
+    wrong = [hex(ord(c)) for c in every if not "\ud800" <= c <= "\udfff"
+             and rust.is_valid(c) == (c in refused)]  # fmt: skip
+    assert wrong == []
+
+
+TYPES = ["a", "invoice.paid", " a ", "a b", "a" * 200, "a" * 201, "", " ", "   ", "a\tb",
+         "a\nb", "a\n", "\x00", "a\x7f", "\x85", "\u00a0", "\u00ad", "\u200b", "\u202e",
+         "\u2028", "\u3000", "\ue000", "\U000906fb", "\U000e0001", "é", "日本", "😀",
+         "\u017f", "a/b.c*>"]  # fmt: skip
+
+
+@pytest.mark.parametrize("event_type", TYPES, ids=repr)
+def test_an_event_type_is_valid_in_the_document_exactly_when_the_server_takes_it(
+    event_type: str,
+) -> None:
+    body = orjson.dumps({"type": event_type, "data": {}})
+    try:
+        service_event("svc", ("events.svc.>",), "k", {}, body, AT)
+        taken = True
+    except errors.BadRequest:
+        taken = False
+    schema = DOC["components"]["schemas"]["InternalEvent"]
+    assert _schema_accepts(schema, {"type": event_type, "data": {}}) is taken
+
+
+KEYS = ["k", "evt-1", "a b", "k" * 255, "k" * 256, "a\tb", "\xa0k", "k\x85", "\x7f", "\xad",
+        "é", "ÿ", "Ã©", "k\x00", "\x1b[2J"]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", KEYS, ids=repr)
+def test_an_idempotency_key_is_valid_in_the_document_exactly_when_the_server_takes_it(
+    key: str,
+) -> None:
+    """The header as the server reads it: octets as ISO-8859-1, the spaces and tabs around
+    the value already removed by HTTP."""
+    try:
+        service_event("svc", ("events.svc.>",), key, {}, b'{"type": "a", "data": {}}', AT)
+        taken = True
+    except errors.BadRequest:
+        taken = False
+    schema = DOC["components"]["parameters"]["IdempotencyKey"]["schema"]
+    assert _schema_accepts(schema, key) is taken
+
+
+NAMES = ["stripe", "a-b_c", "A1", "_", "-", "_-", "service", "services", "a.b", "a:b", "é",
+         "a b", "x" * 300]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES, ids=repr)
+def test_a_provider_name_is_valid_in_the_document_exactly_when_it_can_be_configured(
+    name: str,
+) -> None:
+    """A name the document refuses can never be configured (so it is always a 404)."""
+    doc = config("postgresql://127.0.0.1/unused", "nats://127.0.0.1:1")
+    doc["providers"] = {name: {"scheme": "stripe", "secrets": ["x"]}}
+    try:
+        parse(doc, env={})
+        configurable = True
+    except errors.ConfigError:
+        configurable = False
+    schema = DOC["paths"][WEBHOOKS]["post"]["parameters"][0]["schema"]
+    assert _schema_accepts(schema, name) is configurable
