@@ -50,6 +50,10 @@ class HttpSettings:
     # first byte of a later request on a kept-alive connection (408, or a plain close
     # when nothing was sent), so idle sockets cannot pile up.
     header_timeout_s: float = 10.0
+    # The whole body must follow its head within this long, on every route (408, or a
+    # close once answered). Above `request_timeout_s`, so on the ingestion routes that
+    # deadline's 400 comes first; this one bounds everything else.
+    body_timeout_s: float = 20.0
     # A kept-alive connection with no new request is closed after this long (uvicorn's
     # `timeout_keep_alive`); behind a proxy, keep it above the proxy's own idle timeout.
     keepalive_timeout_s: float = 5.0
@@ -227,7 +231,3 @@ class TracingSettings:
         if self.endpoint.rstrip("/").endswith("/v1/traces"):
             return self.endpoint
         return self.endpoint.rstrip("/") + "/v1/traces"
-    # The whole body must follow its head within this long, on every route (408, or a
-    # close once answered). Above `request_timeout_s`, so on the ingestion routes that
-    # deadline's 400 comes first; this one bounds everything else.
-    body_timeout_s: float = 20.0
