@@ -178,11 +178,15 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
 
     command(
         "migrate",
-        "Create or upgrade the database tables (safe to run again).",
+        "Create or upgrade the database tables and the stream (safe to run again).",
         """Apply the SQL migrations shipped with the gateway that the database has not
         seen yet, in order, each in its own transaction, and print their names. Running it
         again applies nothing; several processes may run it at once. Exits 1 when the
-        installation carries no migrations at all. With --json: {"applied": [names]}.""",
+        installation carries no migrations at all. Then create the NATS stream
+        ([nats] stream), or bring its subjects, retention, storage, duplicate window and
+        replicas to the configured values, and say what changed: the one command that
+        changes a stream (serve, relay and settle refuse one that differs). With --json:
+        {"applied": [names], "stream": {"name", "action", "changes"}}.""",
         (
             "gateway migrate --config /etc/gateway/gateway.toml",
             "GATEWAY_DATABASE_URL=postgresql://db.internal/gateway gateway migrate "
