@@ -358,6 +358,8 @@ write_demo_config() {
     cat >gateway.toml <<'EOF'
 # DEMO configuration written by scripts/setup.sh for local development and CI.
 # Every secret and token below is a publicly known demo value: NOT FOR PRODUCTION.
+# The database and NATS URLs are required (there are no default addresses); Redis is
+# optional (the settlement worker's rate cache).
 [database]
 url = "postgresql://127.0.0.1:5432/test"
 [nats]
