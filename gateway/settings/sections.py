@@ -111,7 +111,7 @@ class OutboxSettings:
 class NatsSettings:
     """The JetStream connection and stream."""
 
-    url: str = "nats://127.0.0.1:4222"
+    url: str = ""  # no default server: `[nats] url` or GATEWAY_NATS_URL (required)
     stream: str = "WEBHOOKS"
     duplicate_window_s: int = 120
     replicas: int = 1
