@@ -10,18 +10,30 @@ import pytest
 
 from gateway import logs
 
+NAMES = ("gateway.ingest", "uvicorn.error", "httpx", "stripe", "asyncpg.pool")
+
 
 @pytest.fixture
 def restore_root() -> Iterator[None]:
+    """The root's handlers, and the named loggers as a fresh process has them: earlier
+    tests in the same run (uvicorn's own logging set-up, for one) leave levels set and
+    loggers disabled."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    saved = [(lg, lg.level, lg.disabled, lg.propagate) for lg in map(logging.getLogger, NAMES)]
+    for lg, *_ in saved:
+        lg.setLevel(logging.NOTSET)
+        lg.disabled, lg.propagate = False, True
     yield
     root.handlers[:], root.level = handlers, level
+    for lg, lg_level, disabled, propagate in saved:
+        lg.setLevel(lg_level)
+        lg.disabled, lg.propagate = disabled, propagate
 
 
 def emitted(level: str, capsys: pytest.CaptureFixture[str]) -> list[tuple[str, str]]:
     logs.configure(level)
-    for name in ("gateway.ingest", "uvicorn.error", "httpx", "stripe", "asyncpg.pool"):
+    for name in NAMES:
         logger = logging.getLogger(name)
         logger.debug("d")
         logger.info("i")

@@ -138,7 +138,7 @@ async def test_unsupported_pair_fails_at_once(stub: Stub, cache: RateCache) -> N
     """A 404 is UNSUPPORTED_PAIR on the first try: no waiting, one request."""
     sleeps = Sleeps()
     with pytest.raises(UnsupportedPair):
-        await source(stub, cache, sleeps).rate("IRR", "USDT")
+        await source(stub, cache, sleeps).rate("IRR", "XTS")
     assert sleeps.delays_s == []
     assert stub.state.requests == 1
 

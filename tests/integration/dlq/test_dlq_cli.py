@@ -16,6 +16,7 @@ import pty
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime, timedelta
@@ -517,15 +518,36 @@ async def test_two_concurrent_replays_process_each_row_exactly_once(
 async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(
     capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
 ) -> None:
-    """Rows that fail are not tried again by an overlapping replay in the same moment."""
+    """Rows that fail are not tried again by an overlapping replay in the same moment.
+
+    "The same moment": both runs have begun before either marks a failure. A run that
+    begins after another has already marked a row tries that row again, as a replay
+    started later should; without the barrier a busy machine starts the second thread
+    late and the test measures the scheduler instead.
+    """
     await db.executemany(
         "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message, payload)"
         " VALUES ('settlement', 'stripe', $1, 'UNKNOWN_MERCHANT', 'x', '\\x7b7d')",
         [(f"fail_{i}",) for i in range(200)],
     )
+    both_started = threading.Barrier(2, timeout=30)
+    first_call = threading.local()
+
+    async def factory(ctx: ReplayContext) -> StageHandler:
+        inner = await handlers["settlement"](ctx)
+
+        async def handle(row: DlqRow) -> None:
+            if not getattr(first_call, "done", False):
+                first_call.done = True
+                both_started.wait()  # this run's own loop: blocking it is the point
+            await inner(row)
+
+        return handle
+
+    together = {**handlers, "settlement": factory}
     results = await asyncio.gather(
-        asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
-        asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
+        asyncio.to_thread(replay_in_process, together, "--all", "--config", cfg),
+        asyncio.to_thread(replay_in_process, together, "--all", "--config", cfg),
     )
     assert list(results) == [1, 1]  # gather() gives a list; typeshed says tuple
     capsys.readouterr()
