@@ -11,6 +11,8 @@ import pytest
 from gateway import logs
 
 NAMES = ("gateway.ingest", "uvicorn.error", "httpx", "stripe", "asyncpg.pool")
+#: The loggers that decide the named ones' effective level: they and their parents.
+RESET = (*NAMES, "gateway", "uvicorn", "asyncpg")
 
 
 @pytest.fixture
@@ -20,7 +22,7 @@ def restore_root() -> Iterator[None]:
     loggers disabled."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    saved = [(lg, lg.level, lg.disabled, lg.propagate) for lg in map(logging.getLogger, NAMES)]
+    saved = [(lg, lg.level, lg.disabled, lg.propagate) for lg in map(logging.getLogger, RESET)]
     for lg, *_ in saved:
         lg.setLevel(logging.NOTSET)
         lg.disabled, lg.propagate = False, True
