@@ -7,7 +7,9 @@ so several runs can share a database without reading each other's rows.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,9 +17,13 @@ from pathlib import Path
 import asyncpg
 import nats
 import nats.errors
+import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from chaos.procs import GATEWAY, clean_env
+
+#: How long the stream's reader waits for its consumer to get a leader (see read_stream).
+LEADERLESS_WAIT_S = 30.0
 
 Key = tuple[str, str]  # (provider, event_id)
 
@@ -82,11 +88,19 @@ async def read_stream(nats_url: str, stream: str, run: str) -> Counter[Key]:
         )
         sub = await js.pull_subscribe(">", stream=stream, config=config)
         seen = 0
+        # A replicated consumer made just after a node restarted may have no leader yet:
+        # its fetches get "no responders" (503) until one is elected, within seconds.
+        leaderless_until = time.monotonic() + LEADERLESS_WAIT_S
         while seen < expected:
             try:
                 batch = await sub.fetch(1000, timeout=3)
             except (nats.errors.TimeoutError, TimeoutError):
                 break  # messages removed since stream_info: what we have is all there is
+            except nats.js.errors.ServiceUnavailableError:
+                if time.monotonic() > leaderless_until:
+                    raise
+                await asyncio.sleep(0.5)
+                continue
             for msg in batch:
                 seen += 1
                 headers = msg.headers or {}

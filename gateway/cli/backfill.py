@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -58,8 +57,6 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         until = parse_instant(args.until, now, "--until") if args.until else None
     except DlqUsageError as exc:
         raise BackfillUsageError(str(exc)) from None
-    if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
-        raise BackfillUsageError("--rate: must be positive")
     report = asyncio.run(
         run_backfill(
             settings,
