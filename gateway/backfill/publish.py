@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool, transaction
-from gateway.adapters.postgres.parking import park
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.model import Failure, Stage
-from gateway.errors import BrokerUnavailable, PayloadTooLarge
+from gateway.errors import BrokerUnavailable
+from gateway.ingest.parking import park_unpublishable, too_large_error
 from gateway.metrics import Metrics
 
 log = logging.getLogger("gateway.backfill")
@@ -57,21 +56,5 @@ async def publish_recovered(
 
 async def _park_too_large(pool: Pool, rows: Sequence[StoredEvent], metrics: Metrics) -> None:
     for stored in rows:
-        error = PayloadTooLarge(
-            f"{len(stored.event.body)}-byte body with its headers exceeds the broker's "
-            "max_payload; it can never be published"
-        )
         async with transaction(pool) as conn:
-            if await park(conn, stored, Failure(error.error_class, str(error))) is None:
-                continue  # the relay parked it meanwhile
-        metrics.dlq_total.inc(stage=Stage.PUBLISH.value, error_class=error.error_class)
-        log.warning(
-            "event parked: it will not be published",
-            extra={
-                "webhook_id": stored.webhook_id,
-                "provider": stored.event.provider,
-                "event_id": stored.event.event_id,
-                "error_class": error.error_class,
-                "body_bytes": len(stored.event.body),
-            },
-        )
+            await park_unpublishable(conn, stored, too_large_error(stored), metrics, log)

@@ -36,27 +36,44 @@ async def park_failed(
     for stored in batch:
         error: PublishRefused | PublishAttemptsExhausted
         if stored.webhook_id in too_large:
-            error = PayloadTooLarge(
-                f"{len(stored.event.body)}-byte body with its headers exceeds the broker's "
-                "max_payload; it can never be published"
-            )
+            error = too_large_error(stored)
         elif attempts.get(stored.webhook_id, 0) >= limit:
             error = PublishAttemptsExhausted(f"not acknowledged by the stream after {limit} tries")
         else:
             continue
-        failure = Failure(error.error_class, str(error))
         parked.add(stored.webhook_id)
-        if await park(conn, stored, failure) is None:
-            continue  # parked by someone else meanwhile
-        metrics.dlq_total.inc(stage=Stage.PUBLISH.value, error_class=error.error_class)
-        log.warning(
-            "event parked: it will not be published",
-            extra={
-                "webhook_id": stored.webhook_id,
-                "provider": stored.event.provider,
-                "event_id": stored.event.event_id,
-                "error_class": error.error_class,
-                "body_bytes": len(stored.event.body),
-            },
-        )
+        await park_unpublishable(conn, stored, error, metrics, log)
     return parked
+
+
+def too_large_error(stored: StoredEvent) -> PayloadTooLarge:
+    """The failure of a row the broker's `max_payload` will never take."""
+    return PayloadTooLarge(
+        f"{len(stored.event.body)}-byte body with its headers exceeds the broker's "
+        "max_payload; it can never be published"
+    )
+
+
+async def park_unpublishable(
+    conn: Conn,
+    stored: StoredEvent,
+    error: PublishRefused | PublishAttemptsExhausted,
+    metrics: Metrics,
+    logger: logging.Logger,
+) -> bool:
+    """Park one row at stage `publish`, counted and logged on `logger` (the caller's);
+    False when someone else parked it meanwhile."""
+    if await park(conn, stored, Failure(error.error_class, str(error))) is None:
+        return False
+    metrics.dlq_total.inc(stage=Stage.PUBLISH.value, error_class=error.error_class)
+    logger.warning(
+        "event parked: it will not be published",
+        extra={
+            "webhook_id": stored.webhook_id,
+            "provider": stored.event.provider,
+            "event_id": stored.event.event_id,
+            "error_class": error.error_class,
+            "body_bytes": len(stored.event.body),
+        },
+    )
+    return True
