@@ -19,7 +19,7 @@ from gateway.adapters.provider_api import Fetched, Listed
 from gateway.core.backfill import exact_github_body, github_bodies
 from gateway.core.backfill_items import encode
 from gateway.core.content import body_digest_id, nul_free, storable_headers
-from gateway.core.model import Event, Failure, Source, webhook_event
+from gateway.core.model import MAX_EVENT_TYPE_CHARS, Event, Failure, Source, webhook_event
 from gateway.core.signatures import get_scheme
 from gateway.errors import BackfillItemIdInvalid, BackfillItemTooLarge, ProviderApiAnswerInvalid
 from gateway.settings import ProviderSettings
@@ -109,7 +109,7 @@ def _parked(
     return Event(
         provider.name,
         event_id,
-        event_type[:200] if event_type else None,
+        event_type[:MAX_EVENT_TYPE_CHARS] if event_type else None,
         None,
         kept,
         body,

@@ -30,8 +30,6 @@ from gateway.core.dlq_filters import parse_ids
 from gateway.core.event_filters import (
     EventFilter,
     build_event_filter,
-    check_limit,
-    check_rate,
     check_replay_choice,
 )
 from gateway.dlq import format as dlq_fmt
@@ -70,7 +68,7 @@ def _out(text: str) -> None:
 
 
 async def list_body(settings: Settings, args: argparse.Namespace, f: EventFilter) -> int:
-    limit = check_limit(args.limit) or 50
+    limit: int = args.limit
     async with ops.database(settings) as pool, connection(pool) as conn:
         rows, more = await store.list_events(conn, f, limit)
     if args.json:
@@ -100,9 +98,7 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: EventFilt
     from gateway.events.replay import EventResult, Outcome, ReplayRun, replay_events
 
     check_replay_choice(f, args.all)
-    run = ReplayRun(
-        limit=check_limit(args.limit), rate_per_s=check_rate(args.rate), dry_run=args.dry_run
-    )
+    run = ReplayRun(limit=args.limit, rate_per_s=args.rate, dry_run=args.dry_run)
     bar: Progress | None = None
     would: list[store.EventBrief] = []
 

@@ -51,9 +51,4 @@ def check_free(host: str, port: int, setting: str) -> None:
     it): the probe binds without `SO_REUSEPORT`, so that another process's listener
     counts as taken even when it shares ports too.
     """
-    with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise _refusal(host, port, setting, exc) from None
+    bound_socket(host, port, setting).close()

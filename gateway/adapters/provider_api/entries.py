@@ -34,7 +34,38 @@ def listing_data(doc: Any, what: str) -> list[Any]:
     return data
 
 
-def body_entry(
+def body_entries(
+    data: list[Any],
+    *,
+    id_field: str,
+    type_field: str,
+    time_field: str,
+    read_time: TimeReader,
+    indent: bool,
+    headers: Mapping[str, str],
+) -> tuple[list[Listed], list[str]]:
+    """A listing's entries that are the events themselves (Stripe, Paddle): the items,
+    and a line for each entry of which not even the bytes can be had."""
+    items: list[Listed] = []
+    unusable: list[str] = []
+    for entry in data:
+        listed = _body_entry(
+            entry,
+            id_field=id_field,
+            type_field=type_field,
+            time_field=time_field,
+            read_time=read_time,
+            indent=indent,
+            headers=headers,
+        )
+        if isinstance(listed, str):
+            unusable.append(listed)
+        else:
+            items.append(listed)
+    return items, unusable
+
+
+def _body_entry(
     entry: Any,
     *,
     id_field: str,
@@ -44,8 +75,7 @@ def body_entry(
     indent: bool,
     headers: Mapping[str, str],
 ) -> Listed | str:
-    """A listing entry that is the event itself (Stripe, Paddle); a line saying why
-    when not even its bytes can be had."""
+    """One entry of `body_entries`; a line saying why when not even its bytes can be had."""
     body, encoding = encode(entry, indent=indent)
     if body is None:
         return f"an entry that cannot be encoded: {encoding.message if encoding else ''}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 from gateway.adapters.provider_api import Fetched, Listed, Page
-from gateway.adapters.provider_api.entries import body_entry, last_id_cursor, listing_data
+from gateway.adapters.provider_api.entries import body_entries, last_id_cursor, listing_data
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.core.backfill import Window
@@ -41,22 +41,15 @@ class PaddleEvents:
         what = "GET /events"
         doc, _ = await self._calls.get(self._url, params, what)
         data = listing_data(doc, what)
-        items: list[Listed] = []
-        unusable: list[str] = []
-        for entry in data:
-            listed = body_entry(
-                entry,
-                id_field="event_id",
-                type_field="event_type",
-                time_field="occurred_at",
-                read_time=iso_time,
-                indent=False,  # Paddle sends notifications as compact JSON
-                headers=HEADERS,
-            )
-            if isinstance(listed, str):
-                unusable.append(listed)
-            else:
-                items.append(listed)
+        items, unusable = body_entries(
+            data,
+            id_field="event_id",
+            type_field="event_type",
+            time_field="occurred_at",
+            read_time=iso_time,
+            indent=False,  # Paddle sends notifications as compact JSON
+            headers=HEADERS,
+        )
         meta = doc.get("meta")
         pagination = meta.get("pagination") if isinstance(meta, dict) else None
         if not isinstance(pagination, dict) or pagination.get("has_more") is not True or not data:

@@ -14,12 +14,8 @@ parameters, and no `Stripe-Version`, so events render in the account's default v
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
-
 from gateway.adapters.provider_api import Fetched, Listed, Page
-from gateway.adapters.provider_api.entries import body_entry, last_id_cursor, listing_data
+from gateway.adapters.provider_api.entries import body_entries, last_id_cursor, listing_data
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.core.backfill import Window
@@ -33,12 +29,6 @@ MAX_TYPES = 20
 #: The headers a Stripe webhook carries that the gateway keeps (the signature is not
 #: kept, and an event fetched over the API has none).
 HEADERS = {"content-type": "application/json; charset=utf-8"}
-
-
-def stripe_body(event: Any) -> bytes:
-    """The event as a webhook body: Stripe sends the event object pretty-printed with
-    two-space indents, keys in the API's order."""
-    return orjson.dumps(event, option=orjson.OPT_INDENT_2)
 
 
 class StripeEvents:
@@ -74,22 +64,15 @@ class StripeEvents:
         what = "GET /v1/events"
         doc, _ = await self._calls.get(self._url, params, what)
         data = listing_data(doc, what)
-        items: list[Listed] = []
-        unusable: list[str] = []
-        for entry in data:
-            listed = body_entry(
-                entry,
-                id_field="id",
-                type_field="type",
-                time_field="created",
-                read_time=unix_time,
-                indent=True,
-                headers=HEADERS,
-            )
-            if isinstance(listed, str):
-                unusable.append(listed)
-            else:
-                items.append(listed)
+        items, unusable = body_entries(
+            data,
+            id_field="id",
+            type_field="type",
+            time_field="created",
+            read_time=unix_time,
+            indent=True,
+            headers=HEADERS,
+        )
         if doc.get("has_more") is not True or not data:
             return Page(items, None, unusable)
         # The cursor is the last entry's own id.
