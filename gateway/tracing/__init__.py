@@ -6,6 +6,12 @@ before anything else (no span objects, no context look-ups), and the SDK is not 
 imported (`gateway serve`'s start-up cost stays as it was). `configured(...)`, entered
 once per process by the composition root, turns it on.
 
+Everywhere else a span is `Span | None`, None meaning "not tracing this" (tracing off, or
+a trace not sampled): every helper that takes a span takes None and then does nothing
+(`failed`, `end`, `set_attributes`, `deactivate`), returns None (`traceparent`,
+`start_child`, `activate`) or a null context (`child`, `activated`), so callers have one
+call path and never ask which case they are in.
+
 On, an unsampled event is nearly free too: sampling is decided here (`new_trace`, at
 `sample_ratio`) or by the parent's flags before any SDK call, so no span object is made
 for it (the SDK's own sampler runs inside `start_span`, after the span's allocation, and
@@ -26,7 +32,7 @@ import random
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast, overload
 
 from gateway.core import trace_context
 from gateway.core.trace_context import TraceParent
@@ -101,6 +107,13 @@ def unsampled(trace_id: int | None = None) -> TraceParent:
     return TraceParent(trace_id, random.getrandbits(64) or 1, 0)
 
 
+def unsampled_traceparent() -> str | None:
+    """The `traceparent` to carry with work that belongs to no sampled trace, so that
+    the processes downstream skip it too; None while tracing is off (the work carries
+    none, and whichever process traces it later draws its own sampling)."""
+    return str(unsampled()) if ENABLED else None
+
+
 def current() -> Span | None:
     """The span made current by `activate`, `activated` or `child`, if any."""
     return _current.get()
@@ -131,27 +144,79 @@ def start_root(name: str, *, kind: str = "internal", attributes: Attributes | No
     return _on().start(name, kind, attributes, None, links, start_ns, root=True)
 
 
-def traceparent(span: Span) -> str:
-    """The span's `traceparent` value, to carry it to another process."""
-    return _on().traceparent(span)
+def sampled_root(name: str, *, kind: str = "internal", attributes: Attributes | None = None,
+                 links: Sequence[TraceParent] = ()) -> Span | None:  # fmt: skip
+    """The root span of a new trace drawn at `sample_ratio` (`new_trace`), for work that
+    is nobody's child (a backfill pass, a replay); None, with no SDK call, when that
+    trace is not sampled or tracing is off."""
+    if not ENABLED or not new_trace().sampled:
+        return None
+    return _on().start(name, kind, attributes, None, links, None, root=True)
 
 
-def activate(span: Span) -> object:
+def start_child(
+    parent: Span | None,
+    name: str,
+    *,
+    kind: str = "internal",
+    attributes: Attributes | None = None,
+    start_ns: int | None = None,
+) -> Span | None:
+    """A started child of `parent`, not made current (`child` for a `with` block); None
+    when `parent` is None. With `end(..., end_ns)`, a step timed before its span."""
+    if parent is None:
+        return None
+    return _on().start(name, kind, attributes, parent, (), start_ns)
+
+
+@overload
+def traceparent(span: Span) -> str: ...
+@overload
+def traceparent(span: None) -> None: ...
+@overload
+def traceparent(span: Span | None) -> str | None: ...
+def traceparent(span: Span | None) -> str | None:
+    """The span's `traceparent` value, to carry it to another process (None: None)."""
+    return None if span is None else _on().traceparent(span)
+
+
+def activate(span: Span | None) -> object:
     """Make `span` current (child spans and log lines join it); returns the token for
-    `deactivate`."""
+    `deactivate` (None for a None span)."""
+    if span is None:
+        return None
     return _on().activate(span), _current.set(span)
 
 
 def deactivate(token: object) -> None:
+    """Undo `activate` (a None token: nothing)."""
+    if token is None:
+        return
     sdk_token, ours = cast("tuple[object, Token[Span | None]]", token)  # activate's pair
     _current.reset(ours)
     _on().deactivate(sdk_token)
 
 
-def failed(span: Span, error_class: str) -> None:
-    """Mark the span as failed with the gateway's stable error class."""
+def failed(span: Span | None, error_class: str) -> None:
+    """Mark the span as failed with the gateway's stable error class (None: nothing)."""
+    if span is None:
+        return
     span.set_attribute("gateway.error_class", error_class)
     _on().set_error(span, error_class)
+
+
+def set_attributes(span: Span | None, attributes: Attributes) -> None:
+    """Set each of `attributes` on the span (None: nothing)."""
+    if span is None:
+        return
+    for key, value in attributes.items():
+        span.set_attribute(key, value)
+
+
+def end(span: Span | None, end_ns: int | None = None) -> None:
+    """End the span, now or at `end_ns` (None: nothing)."""
+    if span is not None:
+        span.end(end_ns)
 
 
 def current_ids() -> tuple[str, str] | None:
@@ -262,11 +327,16 @@ __all__ = [
     "current_child",
     "current_ids",
     "deactivate",
+    "end",
     "failed",
     "new_span_id",
     "new_trace",
+    "sampled_root",
+    "set_attributes",
     "start",
+    "start_child",
     "start_root",
     "traceparent",
     "unsampled",
+    "unsampled_traceparent",
 ]
