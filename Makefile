@@ -5,17 +5,18 @@ SHELL := /bin/bash
 VENV := .venv
 BIN  := $(VENV)/bin
 
-.PHONY: help setup setup-run setup-nodeps run test lint _lint bench chaos lock clean
+.PHONY: help setup setup-run setup-nodeps run test lint _lint docs _docs bench chaos lock clean
 
 help:
 	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations, wrk, promtool"
 	@echo "make run     - setup without wrk/promtool, then run the gateway (serve + settle + currency-stub)"
-	@echo "make test    - setup, then ruff, ruff format --check, mypy, pytest"
+	@echo "make test    - setup, then ruff, ruff format --check, mypy, the docs site, pytest"
+	@echo "make docs    - build the documentation site into site/ (mkdocs, strict)"
 	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
 	@echo "make bench   - setup, then python -m bench.run"
 	@echo "make chaos   - setup, then pytest chaos"
 	@echo "make lock    - re-pin requirements.lock / requirements-dev.lock (needs uv; LOCK_ARGS=--upgrade)"
-	@echo "make clean   - stop the repo's own NATS (if started here), remove .venv .data caches"
+	@echo "make clean   - stop the repo's own NATS (if started here), remove .venv .data site/ caches"
 
 setup:
 	bash scripts/setup.sh
@@ -39,8 +40,17 @@ _lint:
 lint: setup-nodeps
 	$(MAKE) --no-print-directory _lint
 
+# The site's pages under docs/reference/ are generated from the code; a unit test fails
+# when they are stale (`python -m gateway.devtools.docs_reference` rewrites them).
+_docs:
+	$(BIN)/mkdocs build --strict --quiet
+
+docs: setup-nodeps
+	$(MAKE) --no-print-directory _docs
+
 test: setup
 	$(MAKE) --no-print-directory _lint
+	$(MAKE) --no-print-directory _docs
 	$(BIN)/pytest -q
 
 bench: setup
@@ -69,5 +79,5 @@ clean:
 			for _ in $$(seq 50); do kill -0 "$$pid" 2>/dev/null || break; sleep 0.1; done; \
 		fi; \
 	fi
-	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache build dist site
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
