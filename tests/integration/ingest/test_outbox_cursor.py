@@ -226,10 +226,15 @@ async def test_rows_waiting_under_the_old_scheme_are_published_after_the_migrati
     assert await owed(empty_database_url) == 0
 
 
-def readme_rebase_sql() -> str:
-    readme = (SQL_DIR.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("**Restoring a dump into another cluster.**", 1)[1]
-    return section.split("```sql\n", 1)[1].split("```", 1)[0]
+def documented_rebase_sql() -> str:
+    """The documented re-base: the SQL block of the docs that moves `outbox_cursor`."""
+    root = SQL_DIR.parent
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        for block in page.read_text(encoding="utf-8").split("```sql\n")[1:]:
+            sql = block.split("```", 1)[0]
+            if "UPDATE outbox_cursor SET done_snapshot" in sql:
+                return sql
+    raise AssertionError("no page documents the re-base after restoring a dump")
 
 
 async def test_a_cursor_ahead_of_the_database_stops_the_relay_until_re_based(
@@ -256,7 +261,7 @@ async def test_a_cursor_ahead_of_the_database_stops_the_relay_until_re_based(
             await relay.sweep()
         rebase = await asyncpg.connect(database_url)
         try:
-            await rebase.execute(readme_rebase_sql())
+            await rebase.execute(documented_rebase_sql())
         finally:
             await rebase.close()
         await sweep_until_still(relay)
