@@ -192,8 +192,8 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         list_body,
         "List accepted events (newest first).",
         """List accepted events matching the filters, newest first: row id, provider,
-        event id, type, source (live or backfill), when it was received and when the
-        stream acknowledged it.""",
+        event id, type, source (live or backfill), when it was received and whether it
+        is on the stream yet (yes, waiting in the outbox, parked, or never: no subject).""",
         (
             f"gateway events list --provider stripe --type 'invoice.*' --since 1d {CFG}",
             f"gateway events list --source backfill --json {CFG}",

@@ -219,7 +219,7 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         "Publish recorded events that have not reached NATS yet.",
         """Run only the outbox relay until stopped: publish every recorded event whose
         publish was not confirmed (with [outbox] inline = false, every recorded event).
-        Any number of relays may run at once; each row is claimed by one of them. Serves
+        Any number of relays may run at once; they share one cursor and sweep in turn. Serves
         /metrics on [outbox] relay_metrics_host:relay_metrics_port (127.0.0.1:9103; 0 =
         off): give a second relay on the same host its own --metrics-port.""",
         (

@@ -61,8 +61,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `gateway reconcile`."""
     about = """One pass over recently accepted events that should settle: re-publish those
-    with no settlement outcome yet (no settled settlement, no open dead letter) whose
-    publish was acknowledged at least --older-than-s ago, then exit. The settlement worker
+    with no settlement outcome yet (no settled settlement, no open dead letter), received
+    at least --older-than-s ago and already published, then exit. The settlement worker
     is idempotent, so a re-published event that did settle meanwhile changes nothing. Run
     it from cron or a timer; exit 1 if some re-publish was not acknowledged."""
     parser = sub.add_parser(
@@ -82,7 +82,7 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         "--older-than-s",
         type=Number(0, _TEN_YEARS_S, whole=False),
         default=DEFAULT_OLDER_THAN_S,
-        help=f"events acknowledged by the stream at least this long ago "
+        help=f"events received at least this long ago and already published "
         f"(default {DEFAULT_OLDER_THAN_S:g}, past the worker's own retries)",
     )
     add(

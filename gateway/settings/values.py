@@ -89,8 +89,8 @@ _KEY_SHOWN_CHARS = 64
 
 # Settings that existed once: a file that still sets one learns why it is gone.
 REMOVED = {
-    "outbox.relay_after_s": "removed: the relay now follows every commit (sql/010), so "
-    "there is no confirmation to wait for; delete the line",
+    "outbox.relay_after_s": "removed: the relay now follows every commit through the outbox "
+    "cursor, so there is no confirmation to wait for; delete the line",
 }
 
 
