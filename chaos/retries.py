@@ -3,7 +3,7 @@
 Every `settlement will be retried` line names the error class, the delivery that failed
 and the delay chosen; the delay must be the schedule's entry for that delivery ±20 %
 (the policy's jitter band). Every `settlement dead-lettered` line for a transient class
-must come after its schedule was spent. Unexpected errors (`UNEXPECTED_*`) are retried
+must come after its schedule was spent. Unexpected errors (`UNEXPECTED_ERROR`) are retried
 like transient ones, on the consumer schedule.
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from gateway.errors import ErrorClass
 
 RATE_CLASSES = frozenset({"RATE_UNAVAILABLE", "RATE_STALE", "RATE_SERVICE_UNAVAILABLE"})
 TRANSIENT_CLASSES = RATE_CLASSES | {
@@ -59,7 +61,9 @@ def check_schedule(lines: Iterable[Mapping[str, Any]], doc: Mapping[str, Any]) -
                 )
         elif line.get("msg") == "settlement dead-lettered":
             check.dead_letters[error_class] = check.dead_letters.get(error_class, 0) + 1
-            transient = error_class in TRANSIENT_CLASSES or error_class.startswith("UNEXPECTED_")
+            transient = (
+                error_class in TRANSIENT_CLASSES or error_class == ErrorClass.UNEXPECTED_ERROR
+            )
             if transient and deliveries <= len(schedule_for(error_class, doc)):
                 check.violations.append(
                     f"{error_class}: dead-lettered after only {deliveries} deliveries"

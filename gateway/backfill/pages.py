@@ -24,7 +24,7 @@ from gateway.adapters.postgres import connection
 from gateway.backfill.parts import BackfillParts, BackfillReport
 from gateway.core.backfill import Outcome, Tally, Window
 from gateway.core.model import Event, Stage
-from gateway.errors import BackfillPageSkipped, GatewayError
+from gateway.errors import ErrorClass, GatewayError
 
 log = logging.getLogger("gateway.backfill")
 
@@ -93,7 +93,7 @@ async def page_failed(
         "backfill page skipped after failing every pass",
         extra={
             "provider": name,
-            "error_class": BackfillPageSkipped.error_class,
+            "error_class": ErrorClass.BACKFILL_PAGE_SKIPPED,
             "since": window.since.isoformat(),
             "until": window.until.isoformat(),
             "cursor": cursor,

@@ -34,7 +34,7 @@ from gateway.backfill.offer import offer
 from gateway.backfill.parts import BackfillParts, BackfillReport
 from gateway.core.backfill import Outcome, PageState, Window, passed_window
 from gateway.core.dlq_filters import pace_delay_s
-from gateway.errors import GatewayError, ProviderApiRefused, ProviderApiUnavailable
+from gateway.errors import ProviderApiRefused, ProviderApiUnavailable, error_class_of
 
 __all__ = ["BackfillParts", "BackfillReport", "backfill"]
 
@@ -73,7 +73,7 @@ async def backfill(
         with tracing.activated(span):  # its log lines and each recovered event join it
             await _run(parts, report, rate_per_s)
     except BaseException as exc:
-        error = exc.error_class if isinstance(exc, GatewayError) else type(exc).__name__
+        error = error_class_of(exc)
         traced.pass_done(span, report.tally.to_json(), report.unpublished, error)
         raise
     traced.pass_done(span, report.tally.to_json(), report.unpublished, None)

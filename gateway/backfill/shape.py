@@ -21,7 +21,7 @@ from gateway.core.backfill_items import encode
 from gateway.core.content import body_digest_id, nul_free, storable_headers
 from gateway.core.model import MAX_EVENT_TYPE_CHARS, Event, Failure, Source, webhook_event
 from gateway.core.signatures import get_scheme
-from gateway.errors import BackfillItemIdInvalid, BackfillItemTooLarge, ProviderApiAnswerInvalid
+from gateway.errors import ErrorClass, ProviderApiAnswerInvalid
 from gateway.settings import ProviderSettings
 
 
@@ -64,7 +64,7 @@ def shape(
             body, exact = (found, True) if found is not None else (candidates[0], False)
     if failure is None and len(body) > max_body_bytes:
         failure = Failure(
-            BackfillItemTooLarge.error_class,
+            ErrorClass.BACKFILL_ITEM_TOO_LARGE,
             f"the {len(body)}-byte body is over http.max_body_bytes ({max_body_bytes})",
         )
     if failure is not None:
@@ -102,7 +102,7 @@ def _parked(
 ) -> Event:
     """A malformed entry as the gate records it: kept, never published."""
     event_id = item.event_id
-    if not event_id or failure.error_class == BackfillItemIdInvalid.error_class:
+    if not event_id or failure.error_class == ErrorClass.BACKFILL_ITEM_ID_INVALID:
         event_id = body_digest_id(body)
     kept, _ = storable_headers(headers, provider.headers)
     event_type = nul_free(item.event_type) if item.event_type else None

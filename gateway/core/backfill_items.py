@@ -21,12 +21,7 @@ import orjson
 
 from gateway.core.content import has_control_chars
 from gateway.core.model import MAX_EVENT_ID_CHARS, Failure
-from gateway.errors import (
-    BackfillItemIdInvalid,
-    BackfillItemNotObject,
-    BackfillItemTimeInvalid,
-    BackfillItemUnencodable,
-)
+from gateway.errors import ErrorClass
 
 #: How much of a bad value a failure's message repeats.
 _SHOWN_CHARS = 64
@@ -44,7 +39,7 @@ def not_object(entry: Any) -> Failure | None:
     kinds: dict[type, str] = {str: "a string", list: "a list"}
     kind = kinds.get(type(entry), f"a {type(entry).__name__}")
     return Failure(
-        BackfillItemNotObject.error_class, f"the listing's entry is {kind}, not an object"
+        ErrorClass.BACKFILL_ITEM_NOT_OBJECT, f"the listing's entry is {kind}, not an object"
     )
 
 
@@ -52,15 +47,15 @@ def entry_id(value: Any, field: str) -> tuple[str, Failure | None]:
     """The entry's id, or "" with the failure that makes it unusable."""
     if not isinstance(value, str) or not value.strip(" \t"):
         what = "missing" if value is None else f"not a non-empty string ({_shown(value)})"
-        return "", Failure(BackfillItemIdInvalid.error_class, f"{field} is {what}")
+        return "", Failure(ErrorClass.BACKFILL_ITEM_ID_INVALID, f"{field} is {what}")
     if len(value) > MAX_EVENT_ID_CHARS:
         return "", Failure(
-            BackfillItemIdInvalid.error_class,
+            ErrorClass.BACKFILL_ITEM_ID_INVALID,
             f"{field} is longer than {MAX_EVENT_ID_CHARS} characters",
         )
     if has_control_chars(value):
         return "", Failure(
-            BackfillItemIdInvalid.error_class, f"{field} holds a control character (a NUL, ...)"
+            ErrorClass.BACKFILL_ITEM_ID_INVALID, f"{field} holds a control character (a NUL, ...)"
         )
     return value, None
 
@@ -74,12 +69,12 @@ def unix_time(value: Any, field: str) -> tuple[datetime | None, Failure | None]:
     """A time given as whole Unix seconds (Stripe's `created`)."""
     if not isinstance(value, int) or isinstance(value, bool):
         what = "missing" if value is None else f"not an integer ({_shown(value)})"
-        return None, Failure(BackfillItemTimeInvalid.error_class, f"{field} is {what}")
+        return None, Failure(ErrorClass.BACKFILL_ITEM_TIME_INVALID, f"{field} is {what}")
     try:
         return datetime.fromtimestamp(value, UTC), None
     except (OverflowError, OSError, ValueError):
         return None, Failure(
-            BackfillItemTimeInvalid.error_class, f"{field} is out of range ({_shown(value)})"
+            ErrorClass.BACKFILL_ITEM_TIME_INVALID, f"{field} is out of range ({_shown(value)})"
         )
 
 
@@ -87,17 +82,17 @@ def iso_time(value: Any, field: str) -> tuple[datetime | None, Failure | None]:
     """A time given as ISO 8601 text with its zone (`Z` or an offset)."""
     if not isinstance(value, str):
         what = "missing" if value is None else f"not a string ({_shown(value)})"
-        return None, Failure(BackfillItemTimeInvalid.error_class, f"{field} is {what}")
+        return None, Failure(ErrorClass.BACKFILL_ITEM_TIME_INVALID, f"{field} is {what}")
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None, Failure(
-            BackfillItemTimeInvalid.error_class,
+            ErrorClass.BACKFILL_ITEM_TIME_INVALID,
             f"{field} is not an ISO 8601 time ({_shown(value)})",
         )
     if when.tzinfo is None:
         return None, Failure(
-            BackfillItemTimeInvalid.error_class, f"{field} has no time zone ({_shown(value)})"
+            ErrorClass.BACKFILL_ITEM_TIME_INVALID, f"{field} has no time zone ({_shown(value)})"
         )
     return when, None
 
@@ -114,7 +109,7 @@ def encode(doc: Any, *, indent: bool) -> tuple[bytes | None, Failure | None]:
     except (orjson.JSONEncodeError, orjson.JSONDecodeError):
         pass
     failure = Failure(
-        BackfillItemUnencodable.error_class,
+        ErrorClass.BACKFILL_ITEM_UNENCODABLE,
         "the entry cannot be written as its webhook was (nesting deeper than 254, an "
         "integer wider than 64 bits, a non-finite number or a lone surrogate); kept as "
         "the standard JSON encoder writes it",

@@ -1,5 +1,6 @@
 """What a consumer does with a message whose processing failed: retry it after a delay,
-or park it in the dead-letter table. Pure: the delivery count and randomness come in."""
+or park it in the dead-letter table, and what the dead-letter row records. Pure: the
+delivery count and randomness come in."""
 
 from __future__ import annotations
 
@@ -8,8 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.core.classify import is_transient
+from gateway.core.model import Failure
 from gateway.core.retry import CONSUMER_DEFAULT, LEDGER, RetryPolicy, next_delay_s
-from gateway.errors import GatewayError, LedgerUnavailable, RetryScheduled
+from gateway.errors import (
+    ErrorClass,
+    GatewayError,
+    LedgerUnavailable,
+    PermanentError,
+    RetryScheduled,
+    error_class_of,
+)
+
+__all__ = ["Action", "Disposition", "Policies", "dispose", "error_class_of", "failure_of"]
 
 
 class Action(enum.StrEnum):
@@ -24,16 +35,26 @@ class Disposition:
     """The decision, with what the DLQ row and the alert need to know."""
 
     action: Action
-    error_class: str
+    error_class: ErrorClass
     delay_s: float | None = None
     critical: bool = False
 
 
-def error_class_of(exc: BaseException) -> str:
-    """The stable class name stored in the DLQ; unexpected errors use their type name."""
+def failure_of(exc: BaseException, stack: str, *, permanent_stack: bool = True) -> Failure:
+    """How `exc` is recorded in a dead-letter row, by the worker and by replay alike;
+    `stack` is its formatted traceback (`traceback.format_exception`, which ends with the
+    exception's type and text), read by the caller since formatting reads source files.
+
+    Our errors keep their code and message. Every other exception is stored under the one
+    code `UNEXPECTED_ERROR`, its type leading the message ("KeyError: 'x'") and closing
+    the stack in `error_detail`, so a replay that fails the way the worker did keeps the
+    row's code. `permanent_stack=False` leaves the stack out for permanent errors, whose
+    message says it all.
+    """
     if isinstance(exc, GatewayError):
-        return exc.error_class
-    return f"UNEXPECTED_{type(exc).__name__.upper()}"
+        keep = permanent_stack or not isinstance(exc, PermanentError)
+        return Failure(exc.error_class, str(exc) or type(exc).__name__, stack if keep else None)
+    return Failure(ErrorClass.UNEXPECTED_ERROR, f"{type(exc).__name__}: {exc}", stack)
 
 
 @dataclass(frozen=True)

@@ -28,16 +28,7 @@ from gateway.core.event_ids import MAX_EVENT_ID_CHARS as MAX_EVENT_ID_CHARS
 from gateway.core.event_ids import as_text, check_event_id, read_event_id
 from gateway.core.event_types import type_allowed
 from gateway.core.signatures.base import FieldRef
-from gateway.errors import (
-    BadRequest,
-    EventIdInvalid,
-    EventTypeInvalid,
-    EventTypeMissing,
-    EventTypeNotAllowed,
-    Forbidden,
-    HeadersInvalid,
-    PayloadNotJson,
-)
+from gateway.errors import BadRequest, ErrorClass, Forbidden, PayloadNotJson
 
 MAX_EVENT_TYPE_CHARS = 200
 _SUBJECT_TOKEN_BAD = re.compile(r"[^A-Za-z0-9_\-]")
@@ -69,7 +60,7 @@ class Stage(enum.StrEnum):
 class Failure:
     """Why a verified event cannot go further, recorded in the dead-letter table."""
 
-    error_class: str
+    error_class: ErrorClass
     message: str
     detail: str | None = None
 
@@ -196,16 +187,16 @@ def subject_allowed(subject: str, patterns: tuple[str, ...]) -> bool:
 def type_failure(event_type: str | None) -> Failure | None:
     """Why an event type cannot make a subject, or None when it can."""
     if event_type is None:
-        return Failure(EventTypeMissing.error_class, "the event carries no event type")
+        return Failure(ErrorClass.EVENT_TYPE_MISSING, "the event carries no event type")
     if len(event_type) > MAX_EVENT_TYPE_CHARS:
         return Failure(
-            EventTypeInvalid.error_class,
+            ErrorClass.EVENT_TYPE_INVALID,
             f"event type longer than {MAX_EVENT_TYPE_CHARS} characters",
         )
     # Checked after the length, so it only ever scans a short string. A control character
     # must never reach a NATS subject or the `Gateway-Event-Type` header.
     if has_control_chars(event_type):
-        return Failure(EventTypeInvalid.error_class, "event type contains control characters")
+        return Failure(ErrorClass.EVENT_TYPE_INVALID, "event type contains control characters")
     return None
 
 
@@ -225,7 +216,7 @@ def _webhook_id(
         return body_digest_id(parsed.raw), Failure(exc.error_class, str(exc))
     event_id, problem = read_event_id(id_ref, found, is_object)
     if event_id is None:
-        return body_digest_id(parsed.raw), Failure(EventIdInvalid.error_class, problem)
+        return body_digest_id(parsed.raw), Failure(ErrorClass.EVENT_ID_INVALID, problem)
     return event_id, None
 
 
@@ -262,12 +253,14 @@ def webhook_event(
             if failure is None and event_types is not None and event_type is not None:
                 failure = _not_allowed(event_type, event_types)
         else:
-            failure = failure or Failure("PAYLOAD_NOT_OBJECT", "the body is JSON but not an object")
+            failure = failure or Failure(
+                ErrorClass.PAYLOAD_NOT_OBJECT, "the body is JSON but not an object"
+            )
     except PayloadNotJson as exc:
         failure = failure or Failure(exc.error_class, str(exc))
     kept_headers, had_nul = storable_headers(headers, header_policy)
     if had_nul:
-        failure = failure or Failure(HeadersInvalid.error_class, "a header holds a NUL character")
+        failure = failure or Failure(ErrorClass.HEADERS_INVALID, "a header holds a NUL character")
     subject = webhook_subject(provider, event_type) if failure is None and event_type else None
     return Event(
         provider,
@@ -288,7 +281,7 @@ def _not_allowed(event_type: str, patterns: tuple[str, ...]) -> Failure | None:
     if type_allowed(event_type, patterns):
         return None
     return Failure(
-        EventTypeNotAllowed.error_class,
+        ErrorClass.EVENT_TYPE_NOT_ALLOWED,
         f"event type {event_type!r} matches none of the provider's event_types",
     )
 

@@ -21,8 +21,8 @@ from gateway.core.model import Failure, webhook_event
 from gateway.core.signatures import get_scheme
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import (
+    ErrorClass,
     EventIdChanged,
-    EventIdInvalid,
     EventNotRecorded,
     GatewayError,
     ProviderNotConfigured,
@@ -76,9 +76,9 @@ class IngestReplay:
                 f"but the event was recorded as {row.event_id!r}{_digest_note(row.event_id)}"
             )
         if event.failure is not None or event.event_type is None or event.subject is None:
-            failure = event.failure or Failure("PAYLOAD_INVALID", "no subject")
+            failure = event.failure or Failure(ErrorClass.PAYLOAD_INVALID, "no subject")
             message = failure.message
-            if failure.error_class == EventIdInvalid.error_class:
+            if failure.error_class == ErrorClass.EVENT_ID_INVALID:
                 # The id its body digest stands in for can only come from the provider.
                 message += (
                     "; an event without a usable id stays parked: have the provider "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from gateway.core.dlq_filters import ReplayOptions
 from gateway.core.dlq_model import RowBrief
+from gateway.errors import ErrorClass
 
 
 class RowOutcome(enum.StrEnum):
@@ -68,7 +69,7 @@ def plan(briefs: list[RowBrief], stages: Collection[str], options: ReplayOptions
             results.append(RowResult(brief, RowOutcome.SKIPPED, None, why))
         elif brief.stage not in stages:
             why = f"no handler for stage {brief.stage}; row left unchanged"
-            results.append(RowResult(brief, RowOutcome.FAILED, "NO_HANDLER", why))
+            results.append(RowResult(brief, RowOutcome.FAILED, ErrorClass.NO_HANDLER, why))
         elif brief.attempts >= options.max_attempts and not options.force:
             why = f"{brief.attempts} attempts reached --max-attempts {options.max_attempts}"
             results.append(RowResult(brief, RowOutcome.SKIPPED, None, why + "; --force to include"))

@@ -21,6 +21,7 @@ from types import MappingProxyType
 
 from gateway import tracing
 from gateway.adapters.postgres import Conn, Pool, connection, dead_letters, transaction
+from gateway.core import disposition
 from gateway.core.dlq_filters import DlqFilter, ReplayOptions, pace_delay_s
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.core.model import Failure, Stage
@@ -30,7 +31,7 @@ from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowOutcome, RowResult, p
 from gateway.dlq.publish_handler import publish_handler
 from gateway.dlq.settlement_handler import settlement_handler
 from gateway.dlq.traced import replay_done, replay_span
-from gateway.errors import DlqRowNotFound, GatewayError, PayloadRemoved, PermanentError
+from gateway.errors import DlqRowNotFound, PayloadRemoved
 
 #: The stages a replay can run again, and the factory of each one's handler. Read-only:
 #: a stage is replayable because it is named here, where a reader can see it, not because
@@ -59,13 +60,10 @@ class Handlers:
 
 
 def failure_of(exc: BaseException) -> Failure:
-    """How a handler's exception is recorded: its class name in our tree, else unexpected."""
+    """How a handler's exception is recorded: as the worker records it, so a replay that
+    fails the same way keeps the row's code; a permanent error's message says it all."""
     stack = "".join(traceback.format_exception(exc))
-    if isinstance(exc, PermanentError):  # the message says it all; no stack needed
-        return Failure(exc.error_class, str(exc) or type(exc).__name__)
-    if isinstance(exc, GatewayError):
-        return Failure(exc.error_class, str(exc) or type(exc).__name__, stack)
-    return Failure("UNEXPECTED_ERROR", f"{type(exc).__name__}: {exc}", stack)
+    return disposition.failure_of(exc, stack, permanent_stack=False)
 
 
 async def replay(

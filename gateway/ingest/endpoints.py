@@ -38,6 +38,7 @@ from gateway.errors import (
     RequestRejected,
     TransientError,
     Unauthorized,
+    error_class_of,
     UnknownProvider,
 )
 from gateway.ingest import traced
@@ -282,7 +283,7 @@ async def ingest(
     except ClientGone:
         result, status = "client_disconnect", None  # nobody is left to answer
     except Exception as exc:
-        result, status, error_class = "error", 500, type(exc).__name__
+        result, status, error_class = "error", 500, error_class_of(exc)
         log.exception("ingestion request failed unexpectedly", extra={"provider": label})
         await send_json(send, 500, {"error": "internal", "detail": "unexpected error"})
     parts.metrics.webhooks_total.inc(provider=label, outcome=result)

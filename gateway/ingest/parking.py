@@ -12,7 +12,7 @@ from gateway.adapters.postgres import Conn
 from gateway.adapters.postgres.parking import park
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.model import Failure, Stage
-from gateway.errors import PayloadTooLarge, PublishAttemptsExhausted, PublishRefused
+from gateway.errors import PayloadTooLarge, PublishAttemptsExhausted
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings
 
@@ -34,7 +34,7 @@ async def park_failed(
     parked: set[int] = set()
     limit = settings.max_publish_attempts
     for stored in batch:
-        error: PublishRefused | PublishAttemptsExhausted
+        error: PayloadTooLarge | PublishAttemptsExhausted
         if stored.webhook_id in too_large:
             error = too_large_error(stored)
         elif attempts.get(stored.webhook_id, 0) >= limit:
@@ -57,7 +57,7 @@ def too_large_error(stored: StoredEvent) -> PayloadTooLarge:
 async def park_unpublishable(
     conn: Conn,
     stored: StoredEvent,
-    error: PublishRefused | PublishAttemptsExhausted,
+    error: PayloadTooLarge | PublishAttemptsExhausted,
     metrics: Metrics,
     logger: logging.Logger,
 ) -> bool:

@@ -44,6 +44,7 @@ from gateway.errors import (
     RetryScheduled,
     TransientError,
     UnknownMerchant,
+    error_class_of,
 )
 from gateway.settings import Settings
 from gateway.settlement import traced
@@ -226,7 +227,7 @@ class Settler:
             return  # the payload itself is bad: there is no settlement row to update
         if instruction is None:
             return
-        error_class = getattr(error, "error_class", type(error).__name__)
+        error_class = error_class_of(error)
         async with connection(self._pool) as conn:
             if final:
                 await store.set_state(

@@ -20,9 +20,9 @@ from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
 from gateway.adapters.postgres import connection
 from gateway.adapters.postgres.webhooks import record_failure
-from gateway.core.disposition import Action, Disposition, Policies, dispose
+from gateway.core.disposition import Action, Disposition, Policies, dispose, failure_of
 from gateway.core.excerpt import capped
-from gateway.core.model import Event, Failure, Stage
+from gateway.core.model import Event, Stage
 from gateway.core.retry import RetryPolicy
 from gateway.errors import AlertNotDelivered, BrokerUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
@@ -218,8 +218,7 @@ class SettlementWorker:
     async def _dead_letter(
         self, event: Event, exc: BaseException, decision: Disposition, deliveries: int
     ) -> None:
-        detail = "".join(traceback.format_exception(exc))
-        failure = Failure(decision.error_class, str(exc) or type(exc).__name__, detail)
+        failure = failure_of(exc, "".join(traceback.format_exception(exc)))
         async with connection(self.parts.pool) as conn:
             await record_failure(conn, None, Stage.SETTLEMENT, event, failure, attempts=deliveries)
         with contextlib.suppress(GatewayError):

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Protocol, cast, overload
 
 from gateway.core import trace_context
 from gateway.core.trace_context import TraceParent
+from gateway.errors import error_class_of
 from gateway.settings import TracingSettings
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ class _Child:
         if span is None:
             return
         if exc is not None and _backend is not None:
-            failed(span, str(getattr(exc, "error_class", type(exc).__name__)))
+            failed(span, error_class_of(exc))
         if _backend is not None:
             deactivate(self._token)
         span.end()

@@ -16,6 +16,7 @@ import pytest
 
 from gateway.adapters.postgres.webhooks import insert_events
 from gateway.core.model import Event, Failure, Source
+from gateway.errors import ErrorClass
 from tests.integration.dlq.test_dlq_cli import arun, toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
@@ -67,7 +68,7 @@ async def _seed(database_url: str, nats_url: str) -> dict[str, int]:
                 {},
                 b"not json",
                 now,
-                failure=Failure("PAYLOAD_NOT_JSON", "not JSON"),
+                failure=Failure(ErrorClass.PAYLOAD_NOT_JSON, "not JSON"),
                 source=Source.BACKFILL,
             ),
             Event(

@@ -24,6 +24,7 @@ from gateway.adapters.postgres.webhooks import insert_events, record_failure
 from gateway.cli.reconcile import _print as print_reconcile
 from gateway.core.model import Event, Failure, Stage
 from gateway.core.retention import DEAD_LETTERS, WEBHOOKS, Removed, RetentionReport
+from gateway.errors import ErrorClass
 from gateway.metrics import Metrics
 from gateway.retention.passes import RetentionPass
 from gateway.retention.task import RetentionTask, refresh_storage_gauges
@@ -92,7 +93,11 @@ async def park(pool: Pool, webhook_id: int, e: Event) -> int:
     """An open settlement dead letter for the event."""
     async with pool.acquire() as conn:
         return await record_failure(
-            conn, webhook_id, Stage.SETTLEMENT, e, Failure("UNKNOWN_MERCHANT", "no account")
+            conn,
+            webhook_id,
+            Stage.SETTLEMENT,
+            e,
+            Failure(ErrorClass.UNKNOWN_MERCHANT, "no account"),
         )
 
 

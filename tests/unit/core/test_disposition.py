@@ -88,7 +88,7 @@ def test_error_class_is_the_causes_for_wrapped_errors() -> None:
         dispose(RetriesExhausted(RateUnavailable("x")), 4, no_jitter).error_class
         == "RATE_UNAVAILABLE"
     )
-    assert dispose(KeyError("k"), 1, no_jitter).error_class == "UNEXPECTED_KEYERROR"
+    assert dispose(KeyError("k"), 1, no_jitter).error_class == "UNEXPECTED_ERROR"
 
 
 def test_configured_tables_replace_the_defaults() -> None:

@@ -1,0 +1,195 @@
+"""The gateway's one exception tree, and the codes it stores.
+
+Two roots carry the retry decision: anything under `TransientError` may succeed if
+tried again later; anything under `PermanentError` never will, so it goes straight to
+the dead-letter table. Classification is an `isinstance` check, never a look at the
+message text. Adapters translate their library's errors into these with `raise ... from`.
+
+Every class carries an `ErrorClass` member, the stable code stored in
+`dlq_webhooks.error_class`; an exception outside the tree is stored as
+`ErrorClass.UNEXPECTED_ERROR` (`error_class_of`). One module per family:
+
+- `codes`: `ErrorClass` and its `Family`, the vocabulary itself;
+- `base`: the roots and the retry wrappers;
+- `request`: requests refused before anything is stored (4xx);
+- `startup`: configuration and installation problems that stop a process;
+- `pipeline`: a verified event's body, PostgreSQL and NATS;
+- `settlement`: fields, amounts, currencies and the ledger;
+- `replay`: why a dead letter's stage cannot run again;
+- `commands`: operator commands' flags and ids;
+- `backfill`: the providers' APIs;
+- `outbound`: the alert webhook, the publishing client and `gateway sign --send`.
+"""
+
+from gateway.errors.backfill import (
+    ProviderApiAnswerInvalid,
+    ProviderApiAnswerTooLarge,
+    ProviderApiAuth,
+    ProviderApiCertificate,
+    ProviderApiRedirected,
+    ProviderApiRefused,
+    ProviderApiUnavailable,
+)
+from gateway.errors.base import (
+    GatewayError,
+    PermanentError,
+    RetriesExhausted,
+    RetryScheduled,
+    TransientError,
+    error_class_of,
+)
+from gateway.errors.codes import ErrorClass, Family
+from gateway.errors.commands import (
+    BackfillUsageError,
+    DlqRowNotFound,
+    DlqUsageError,
+    EventRowNotFound,
+    EventsUsageError,
+    RowNotFound,
+    UsageError,
+)
+from gateway.errors.outbound import (
+    AlertNotDelivered,
+    PublishRejected,
+    PublishUnavailable,
+    SendFailed,
+)
+from gateway.errors.pipeline import (
+    BrokerUnavailable,
+    DatabaseError,
+    DatabaseUnavailable,
+    Overloaded,
+    PayloadInvalid,
+    PayloadNotJson,
+    PayloadTooLarge,
+    PublishAttemptsExhausted,
+)
+from gateway.errors.replay import (
+    EventIdChanged,
+    EventNotRecorded,
+    PayloadRemoved,
+    ProviderNotConfigured,
+    StillInvalid,
+)
+from gateway.errors.request import (
+    BadRequest,
+    BodyTooLarge,
+    ClientGone,
+    EventIdMissing,
+    Forbidden,
+    RequestRejected,
+    SignatureError,
+    SignatureMalformed,
+    SignatureMismatch,
+    SignatureMissing,
+    TimestampOutOfWindow,
+    Unauthorized,
+    UnknownProvider,
+)
+from gateway.errors.settlement import (
+    FieldError,
+    FieldTypeInvalid,
+    InsufficientFunds,
+    InvalidAmount,
+    LedgerBatchRaced,
+    LedgerIdAlreadyFailed,
+    LedgerIdCollision,
+    LedgerImbalance,
+    LedgerRejected,
+    LedgerUnavailable,
+    MissingField,
+    PaymentNotSettled,
+    ProviderAmountInvalid,
+    RateServiceUnavailable,
+    RateStale,
+    RateUnavailable,
+    UnknownAccount,
+    UnknownMerchant,
+    UnsupportedPair,
+)
+from gateway.errors.startup import (
+    ConfigError,
+    MigrationsMissing,
+    OutboxCursorAhead,
+    StreamMismatch,
+    StreamUpdateRefused,
+)
+
+__all__ = [
+    "AlertNotDelivered",
+    "BackfillUsageError",
+    "BadRequest",
+    "BodyTooLarge",
+    "BrokerUnavailable",
+    "ClientGone",
+    "ConfigError",
+    "DatabaseError",
+    "DatabaseUnavailable",
+    "DlqRowNotFound",
+    "DlqUsageError",
+    "ErrorClass",
+    "EventIdChanged",
+    "EventIdMissing",
+    "EventNotRecorded",
+    "EventRowNotFound",
+    "EventsUsageError",
+    "Family",
+    "FieldError",
+    "FieldTypeInvalid",
+    "Forbidden",
+    "GatewayError",
+    "InsufficientFunds",
+    "InvalidAmount",
+    "LedgerBatchRaced",
+    "LedgerIdAlreadyFailed",
+    "LedgerIdCollision",
+    "LedgerImbalance",
+    "LedgerRejected",
+    "LedgerUnavailable",
+    "MigrationsMissing",
+    "MissingField",
+    "OutboxCursorAhead",
+    "Overloaded",
+    "PayloadInvalid",
+    "PayloadNotJson",
+    "PayloadRemoved",
+    "PayloadTooLarge",
+    "PaymentNotSettled",
+    "PermanentError",
+    "ProviderAmountInvalid",
+    "ProviderApiAnswerInvalid",
+    "ProviderApiAnswerTooLarge",
+    "ProviderApiAuth",
+    "ProviderApiCertificate",
+    "ProviderApiRedirected",
+    "ProviderApiRefused",
+    "ProviderApiUnavailable",
+    "ProviderNotConfigured",
+    "PublishAttemptsExhausted",
+    "PublishRejected",
+    "PublishUnavailable",
+    "RateServiceUnavailable",
+    "RateStale",
+    "RateUnavailable",
+    "RequestRejected",
+    "RetriesExhausted",
+    "RetryScheduled",
+    "RowNotFound",
+    "SendFailed",
+    "SignatureError",
+    "SignatureMalformed",
+    "SignatureMismatch",
+    "SignatureMissing",
+    "StillInvalid",
+    "StreamMismatch",
+    "StreamUpdateRefused",
+    "TimestampOutOfWindow",
+    "TransientError",
+    "Unauthorized",
+    "UnknownAccount",
+    "UnknownMerchant",
+    "UnknownProvider",
+    "UnsupportedPair",
+    "UsageError",
+    "error_class_of",
+]

@@ -1,0 +1,59 @@
+"""Ingest, storage and publishing: a verified event's body, PostgreSQL and NATS."""
+
+from __future__ import annotations
+
+from gateway.errors.base import GatewayError, PermanentError, TransientError
+from gateway.errors.codes import ErrorClass
+
+
+class PayloadInvalid(PermanentError):
+    """A verified event's body fails validation (not JSON, wrong shape)."""
+
+    error_class = ErrorClass.PAYLOAD_INVALID
+
+
+class PayloadNotJson(PayloadInvalid):
+    """The body of a verified event is not valid JSON where JSON is required."""
+
+    error_class = ErrorClass.PAYLOAD_NOT_JSON
+
+
+class DatabaseError(GatewayError):
+    """PostgreSQL refused a statement for a reason retrying will not fix."""
+
+    error_class = ErrorClass.DATABASE_ERROR
+
+    def __init__(self, message: str, sqlstate: str | None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+class DatabaseUnavailable(TransientError):
+    """PostgreSQL cannot be reached or cannot commit right now."""
+
+    error_class = ErrorClass.DATABASE_UNAVAILABLE
+
+
+class Overloaded(TransientError):
+    """The acceptance queue is full; the sender should retry shortly (503)."""
+
+    error_class = ErrorClass.OVERLOADED
+
+
+class BrokerUnavailable(TransientError):
+    """NATS cannot be reached right now."""
+
+    error_class = ErrorClass.BROKER_UNAVAILABLE
+
+
+class PayloadTooLarge(PermanentError):
+    """The event with its NATS headers exceeds the broker's `max_payload`; it is parked at
+    stage `publish`."""
+
+    error_class = ErrorClass.PAYLOAD_TOO_LARGE
+
+
+class PublishAttemptsExhausted(PermanentError):
+    """The event failed to publish `outbox.max_publish_attempts` times; it is parked."""
+
+    error_class = ErrorClass.PUBLISH_ATTEMPTS_EXHAUSTED
