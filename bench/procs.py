@@ -109,11 +109,11 @@ def all_cpu_s() -> dict[int, tuple[str, float]]:
 @dataclass
 class CpuMeter:
     """CPU used between `start()` and `stop()`, in percent of one core (200 % = both
-    cores of a 2-core box): by the server (with its workers), `gateway relay` processes,
+    cores of a 2-vCPU VM): by the server (with its workers), `gateway relay` processes,
     NATS, the whole PostgreSQL cluster, wrk, the machine as a whole, and the busiest
     other processes.
 
-    On a 2-core machine the load generator, the server, PostgreSQL and NATS all compete
+    On a small VM (2 vCPUs) the load generator, the server, PostgreSQL and NATS all compete
     for the same cores, and so does anything else running (a test suite, a build): the
     `others` list says when a figure was taken on a busy machine. wrk's share comes from
     RUSAGE_CHILDREN, so call `stop()` after wrk has been waited for. Processes that exit

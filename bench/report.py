@@ -63,7 +63,7 @@ def ratios(runs: dict[str, Any]) -> dict[str, float | None]:
         b = _rps(runs, "batching", pass_name)
         for other, key in (("bare", "b_over_a"), ("no_batching", "b_over_c")):
             out[f"{key}_{pass_name}"] = _ratio(b, _rps(runs, other, pass_name))
-    # Issue 14: the same server on a large table against an empty one, and p99 while
+    # The same server on a large table against an empty one, and p99 while
     # retention removes against the same server's pass just before (and against (b)).
     for pass_name in ("new", "duplicates"):
         out[f"prefilled_over_empty_{pass_name}"] = _ratio(
@@ -89,7 +89,7 @@ def _at_most(name: str, value: float | None, goal: float) -> Target:
 
 
 def storage_targets(runs: dict[str, Any]) -> list[Target]:
-    """Issue 14's figures that come from the prefilled and retention runs."""
+    """The storage figures that come from the prefilled and retention runs."""
     ratio = ratios(runs)
     rows = runs.get("prefilled", {}).get("prefill", {}).get("rows")
     within = ratio["prefilled_over_empty_new"]

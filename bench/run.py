@@ -1,4 +1,4 @@
-"""`make bench`: the gateway side by side with a bare endpoint (issue 6).
+"""`make bench`: the gateway side by side with a bare endpoint.
 
 One after another on this machine, under the same uvicorn settings and the same wrk load
 (64 connections, 2 threads, the same duration):
@@ -22,7 +22,7 @@ per row a new-events pass recorded is reported beside each server's. Then a soak
     .venv/bin/python -m bench.run --duration 10 --soak-s 30
     .venv/bin/python -m bench.run --duration 2 --soak-s 0 --quick   # self-check
     .venv/bin/python -m bench.run --tracing   # the same with traces exported (ratio 1.0)
-    .venv/bin/python -m bench.run --prefill 0 --retention-rows 0   # without issue 14's runs
+    .venv/bin/python -m bench.run --prefill 0 --retention-rows 0   # without the storage runs
     .venv/bin/python -m bench.run --quick --prefill 20000 --retention-rows 20000
 
 `--tracing` turns `[tracing]` on for (b), (c) and the soak at `sample_ratio = 1.0`,
@@ -85,8 +85,8 @@ from tests.support.services import nats_server_binary
 
 DEFAULT_OUTPUT = Path(__file__).with_name("results.json")
 PASSES = tuple(report.PASS_TITLES)
-DEFAULT_PREFILL = 10_000_000  # issue 14: acceptance with 10 M rows stored
-DEFAULT_RETENTION_ROWS = 1_000_000  # issue 14: p99 while retention removes 1 M payloads
+DEFAULT_PREFILL = 10_000_000  # acceptance with 10 M rows stored
+DEFAULT_RETENTION_ROWS = 1_000_000  # p99 while retention removes 1 M payloads
 SOAK_CHUNK_S = 60  # pre-signed pools are regenerated per chunk: fresh timestamps, bounded files
 
 
@@ -518,7 +518,7 @@ def _git_state() -> dict[str, Any]:
 
 
 def environment(args: argparse.Namespace) -> dict[str, Any]:
-    # Anything else busy on a 2-core box (a test suite, a build) lowers every figure:
+    # Anything else busy on a small VM (a test suite, a build) lowers every figure:
     # record how busy the machine was just before the run.
     busy0, t0 = machine_busy_s(), time.monotonic()
     time.sleep(2.0)

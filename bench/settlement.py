@@ -1,5 +1,5 @@
-"""Settlement throughput (issue 6): how fast `gateway settle` drains a backlog of payment
-events into the PostgreSQL ledger. Target: >= 3,000 events/s on the 2-core machine.
+"""Settlement throughput: how fast `gateway settle` drains a backlog of payment
+events into the PostgreSQL ledger (figures: docs/performance.md).
 
 One run: a fresh database and private nats-server (`bench.servers.fresh_backend`),
 the merchants' accounts opened, `gateway currency-stub` running and a fresh Redis key

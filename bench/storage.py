@@ -1,4 +1,4 @@
-"""The retention run of `make bench` (issue 14): acceptance while `gateway retention run`
+"""The retention run of `make bench`: acceptance while `gateway retention run`
 empties expired payloads, and what the table costs on disk before and after.
 
 One fresh database is prefilled with `--retention-rows` published Stripe rows received

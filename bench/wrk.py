@@ -13,7 +13,7 @@ from bench.events import PATH, RequestSet
 
 SCRIPT = Path(__file__).with_name("post_events.lua")
 _MARKER = "BENCH_RESULT "
-# Providers give up after about 5 s (issue 6); an answer slower than that is an error.
+# Providers give up after about 5 s; an answer slower than that is an error.
 TIMEOUT = "5s"
 
 

@@ -16,7 +16,7 @@ children, sampled every 0.2 s) stays within `RSS_GROWTH_BOUND` (32 MiB) of its v
 before the load. The bound is about 20 times the growth measured, and below what a
 single flood added before the edge counted trailers.
 
-Measured on the 2-core machine (`CHAOS_FULL=1 .venv/bin/pytest -q -s
+Measured on a 2-vCPU VM (`CHAOS_FULL=1 .venv/bin/pytest -q -s
 chaos/test_s13_connection_exhaustion.py`, about 100 s for both variants; figures over
 five runs): fast, 200 events, 1-16 signed deliveries answered 503 and then accepted on a
 retry, RSS 51.0 -> 52.3 MiB at most, holds closed after at most 2.1 s (the linger after

@@ -4,8 +4,8 @@ The outbox makes sure JetStream acknowledged every recorded event once; a stream
 still lose acknowledged messages later (a purge by mistake, a store lost with its
 replicas). Reconciliation closes that gap from the database side:
 
-1. recorded events acknowledged at least `--older-than-s` ago whose subject the
-   settlement worker consumes, and whose payload settles (or cannot be read);
+1. recorded events received at least `--older-than-s` ago and already published, whose
+   subject the settlement worker consumes, and whose payload settles (or cannot be read);
 2. with no settlement outcome: no `settled` row for the transfer the event would post,
    and no dead letter still open or closed by an operator (`resolution = 'manual'`);
 3. are published again as `Nats-Msg-Id = "{provider}:{event_id}:reconcile-{run}"`, a new
