@@ -14,6 +14,7 @@ import pytest
 
 from gateway import errors
 from gateway.core.disposition import dispose, failure_of
+from gateway.devtools.docs_reference import error_codes
 from gateway.dlq import replay
 from gateway.errors import ErrorClass, Family, GatewayError
 
@@ -187,3 +188,13 @@ def test_our_errors_keep_their_code_in_the_worker_and_in_replay() -> None:
         assert worker.message == replayed.message == str(exc)
         assert worker.detail is not None
         assert (replayed.detail is not None) is stack_in_replay
+
+
+def test_the_error_code_page_has_a_row_and_advice_for_every_member() -> None:
+    """The documentation's table comes from the enum: one row per code, none without
+    advice (whether the committed page is current is the reference pages' own test)."""
+    assert set(error_codes.ACTIONS) == set(ErrorClass)
+    page = error_codes.render()
+    assert page.count("\n| `") == len(ErrorClass)
+    for member in ErrorClass:
+        assert f"| `{member.value}` | {member.family.value} |" in page
