@@ -21,7 +21,7 @@ from gateway.core.backfill import Outcome, Tally
 from gateway.core.model import Event
 from gateway.errors import ProviderApiRefused, RequestRejected
 
-log = logging.getLogger("gateway.backfill")
+log = logging.getLogger(__name__)
 
 
 async def offer(

@@ -26,7 +26,7 @@ from gateway.core.backfill import Outcome, Tally, Window
 from gateway.core.model import Event, Stage
 from gateway.errors import ErrorClass, GatewayError
 
-log = logging.getLogger("gateway.backfill")
+log = logging.getLogger(__name__)
 
 
 def unusable(parts: BackfillParts, report: BackfillReport, lines: list[str]) -> Tally:

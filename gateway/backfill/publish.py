@@ -21,7 +21,7 @@ from gateway.errors import BrokerUnavailable
 from gateway.ingest.parking import park_unpublishable, too_large_error
 from gateway.metrics import Metrics
 
-log = logging.getLogger("gateway.backfill")
+log = logging.getLogger(__name__)
 
 
 async def publish_recovered(

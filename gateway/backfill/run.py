@@ -33,12 +33,12 @@ from gateway.backfill import pages, traced
 from gateway.backfill.offer import offer
 from gateway.backfill.parts import BackfillParts, BackfillReport
 from gateway.core.backfill import Outcome, PageState, Window, passed_window
-from gateway.core.dlq_filters import pace_delay_s
+from gateway.core.operator_input import pace_delay_s
 from gateway.errors import ProviderApiRefused, ProviderApiUnavailable, error_class_of
 
 __all__ = ["BackfillParts", "BackfillReport", "backfill"]
 
-log = logging.getLogger("gateway.backfill")
+log = logging.getLogger(__name__)
 
 
 class _Pacer:

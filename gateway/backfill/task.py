@@ -25,7 +25,7 @@ from gateway.errors import GatewayError
 from gateway.settings import ProviderSettings
 from gateway.settings.provider_api import BackfillSchedule
 
-log = logging.getLogger("gateway.backfill")
+log = logging.getLogger(__name__)
 
 #: The first pass waits this long (at most) after start-up, away from the start's load.
 FIRST_PASS_DELAY_S = 10.0

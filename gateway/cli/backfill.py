@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gateway.cli.common import RATE_PER_S, SubParsers, help_texts, load_settings, print_json
-from gateway.core.dlq_filters import parse_instant
-from gateway.errors import BackfillUsageError, DlqUsageError
+from gateway.core.operator_input import parse_instant
+from gateway.errors import BackfillUsageError, UsageError
 
 if TYPE_CHECKING:
     from gateway.backfill.run import BackfillReport
@@ -55,7 +55,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     try:
         since = parse_instant(args.since, now, "--since")
         until = parse_instant(args.until, now, "--until") if args.until else None
-    except DlqUsageError as exc:
+    except UsageError as exc:
         raise BackfillUsageError(str(exc)) from None
     report = asyncio.run(
         run_backfill(

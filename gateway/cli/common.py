@@ -217,7 +217,7 @@ def operator_command(
         name = f"gateway {family} {getattr(args, dest)}"
         # A short-lived NATS connection would log its connect and disconnect; for an
         # operator that is noise next to the per-row report.
-        logging.getLogger("gateway.nats").setLevel(logging.ERROR)
+        logging.getLogger("gateway.adapters.jetstream").setLevel(logging.ERROR)
         try:
             return asyncio.run(start(args))
         except UsageError as exc:

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import getpass
 import sys
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway import settings as settings_mod
-from gateway.adapters.postgres import connection, dead_letters
+from gateway.cli import pages
 from gateway.cli.common import (
     RATE_PER_S,
     ROWS_REPLAYED,
@@ -29,19 +28,12 @@ from gateway.cli.common import (
     operator_command,
     operator_family,
 )
+from gateway.cli.format import dumps, safe, when
 from gateway.compose import ops
-from gateway.core.dlq_filters import (
-    DlqFilter,
-    build_filter,
-    check_replay_flags,
-    parse_ids,
-)
-from gateway.dlq import format as fmt
+from gateway.core.dlq_filters import DlqFilter, build_filter, check_replay_flags
+from gateway.core.operator_input import parse_ids
 from gateway.dlq.progress import ReplayReport
-from gateway.errors import DlqRowNotFound, DlqUsageError
-
-if TYPE_CHECKING:
-    from gateway.dlq.parts import StageHandlers
+from gateway.errors import DlqRowNotFound, DlqUsageError, UsageError
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace, DlqFilter], Coroutine[Any, Any, int]]
@@ -74,69 +66,69 @@ def _out(text: str) -> None:
     print(text, flush=True)
 
 
+def _row_id(text: str) -> int:
+    try:
+        (row_id,) = parse_ids([text], "ID")
+    except UsageError as exc:  # the shared syntax, reported as this command's mistake
+        raise DlqUsageError(str(exc)) from None
+    return row_id
+
+
 async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
     now = datetime.now(UTC)
-    async with ops.database(settings) as pool, connection(pool) as conn:
-        rows, total = await dead_letters.list_rows(conn, f, args.limit)
+    rows, total = await ops.dead_letter_rows(settings, f, args.limit)
     if args.json:
-        _out(fmt.dumps([fmt.brief_doc(r, now) for r in rows]))
+        _out(dumps([pages.dead_letter_doc(r, now) for r in rows]))
         return 0
-    _out(fmt.brief_table(rows, now) if rows else "no matching dead letters")
+    _out(pages.dead_letter_table(rows, now) if rows else "no matching dead letters")
     if total > len(rows):
         _out(f"showing {len(rows)} of {total} matching rows (raise --limit to see more)")
     return 0
 
 
 async def show_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
-    (row_id,) = parse_ids([args.id], "ID")
-    async with ops.database(settings) as pool, connection(pool) as conn:
-        row = await dead_letters.get_row(conn, row_id)
+    row_id = _row_id(args.id)
+    row = await ops.dead_letter(settings, row_id)
     if row is None:
         raise DlqRowNotFound([row_id])
-    _out(fmt.dumps(fmt.row_doc(row)) if args.json else fmt.show_page(row, datetime.now(UTC)))
+    if args.json:
+        _out(dumps(pages.dead_letter_row_doc(row)))
+    else:
+        _out(pages.dead_letter_page(row, datetime.now(UTC)))
     return 0
 
 
 async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
-    (row_id,) = parse_ids([args.id], "ID")
+    row_id = _row_id(args.id)
     note = args.note.strip()
     if not note:
         raise DlqUsageError("--note must say what was done (it is kept as the cause)")
     user: str | None = None
     with contextlib.suppress(OSError, KeyError):  # no login name in some containers
         user = getpass.getuser()
-    async with ops.database(settings) as pool, connection(pool) as conn:
-        done = await dead_letters.resolve_by_hand(conn, row_id, note, user)
-        row = await dead_letters.get_row(conn, row_id)
+    done, row = await ops.resolve_dead_letter(settings, row_id, note, user)
     if row is None:
         raise DlqRowNotFound([row_id])
     if not done:
         print(
             f"gateway dlq resolve: row {row_id} was already resolved "
-            f"({row.resolution} at {fmt.when(row.resolved_at)}); left as it was",
+            f"({row.resolution} at {when(row.resolved_at)}); left as it was",
             file=sys.stderr,
         )
         return 1
     doc = {"id": row_id, "resolution": row.resolution, "note": note, "resolved_by": user}
-    _out(fmt.dumps(doc) if args.json else f"resolved {row_id} by hand: {fmt.safe(note)}")
+    _out(dumps(doc) if args.json else f"resolved {row_id} by hand: {safe(note)}")
     return 0
 
 
 async def stats_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
     now = datetime.now(UTC)
-    async with ops.database(settings) as pool, connection(pool) as conn:
-        stats = await dead_letters.stats(conn, now)
-    _out(fmt.dumps(fmt.stats_doc(stats, now)) if args.json else fmt.stats_page(stats, now))
+    stats = await ops.dead_letter_stats(settings, now)
+    _out(dumps(pages.stats_doc(stats, now)) if args.json else pages.stats_page(stats, now))
     return 0
 
 
-async def replay_body(
-    settings: Settings,
-    args: argparse.Namespace,
-    f: DlqFilter,
-    handlers: StageHandlers | None = None,
-) -> int:
-    """`gateway dlq replay`, with the static stage table unless `handlers` says otherwise."""
+async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
     # Imported here: the replayer names every stage's handler and so loads the settlement
     # side, which `gateway serve` (parsing this same CLI) must not.
     from gateway.dlq.replay import STAGE_HANDLERS, replay
@@ -152,19 +144,18 @@ async def replay_body(
         dry_run=args.dry_run,
     )
     report = ReplayReport(quiet=args.json, dry_run=options.dry_run)
-    stage_handlers = STAGE_HANDLERS if handlers is None else handlers
     async with ops.replay_resources(settings) as ctx:
         try:
             summary = await replay(
-                ctx, f, options, report.row, report.planned, handlers=stage_handlers
+                ctx, f, options, report.row, report.planned, handlers=STAGE_HANDLERS
             )
         finally:
             report.finish()
     if args.json:
-        _out(fmt.dumps(fmt.replay_doc(summary.results, options.dry_run)))
+        _out(dumps(pages.replay_doc(summary.results, options.dry_run)))
     elif options.dry_run:
         if report.would:
-            _out(fmt.brief_table(report.would, datetime.now(UTC)))
+            _out(pages.dead_letter_table(report.would, datetime.now(UTC)))
         _out(
             f"dry run: would replay {summary.would_replay}, skip {summary.skipped}, "
             f"fail {summary.failed}; nothing was changed"
@@ -172,12 +163,6 @@ async def replay_body(
     else:
         _out(f"replayed {summary.replayed}, failed {summary.failed}, skipped {summary.skipped}")
     return 1 if summary.failed and not options.dry_run else 0
-
-
-def replay_command(handlers: StageHandlers) -> Callable[[argparse.Namespace], int]:
-    """`gateway dlq replay` replaying with another stage table (tests stand in handlers
-    this way; operators always get the static one)."""
-    return _command(functools.partial(replay_body, handlers=handlers))
 
 
 def _parser(

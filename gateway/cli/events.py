@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway import settings as settings_mod
-from gateway.adapters.postgres import connection
-from gateway.adapters.postgres import events as store
+from gateway.cli import pages
 from gateway.cli.common import (
     RATE_PER_S,
     ROWS_REPLAYED,
@@ -25,17 +24,13 @@ from gateway.cli.common import (
     operator_command,
     operator_family,
 )
-from gateway.compose import ops
-from gateway.core.dlq_filters import parse_ids
-from gateway.core.event_filters import (
-    EventFilter,
-    build_event_filter,
-    check_replay_choice,
-)
-from gateway.dlq import format as dlq_fmt
+from gateway.cli.format import dumps
+from gateway.compose import events as compose
+from gateway.core.event_filters import EventFilter, build_event_filter, check_replay_choice
+from gateway.core.event_rows import EventBrief
+from gateway.core.operator_input import parse_ids
 from gateway.dlq.progress import Progress
-from gateway.errors import DlqUsageError, EventRowNotFound, EventsUsageError
-from gateway.events import format as fmt
+from gateway.errors import EventRowNotFound, EventsUsageError, UsageError
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace, EventFilter], Coroutine[Any, Any, int]]
@@ -69,12 +64,11 @@ def _out(text: str) -> None:
 
 async def list_body(settings: Settings, args: argparse.Namespace, f: EventFilter) -> int:
     limit: int = args.limit
-    async with ops.database(settings) as pool, connection(pool) as conn:
-        rows, more = await store.list_events(conn, f, limit)
+    rows, more = await compose.event_rows(settings, f, limit)
     if args.json:
-        _out(dlq_fmt.dumps([fmt.brief_doc(r) for r in rows]))
+        _out(dumps([pages.event_doc(r) for r in rows]))
         return 0
-    _out(fmt.brief_table(rows) if rows else "no matching events")
+    _out(pages.event_table(rows) if rows else "no matching events")
     if more:
         _out(f"showing the newest {len(rows)} matching events (raise --limit to see more)")
     return 0
@@ -83,24 +77,22 @@ async def list_body(settings: Settings, args: argparse.Namespace, f: EventFilter
 async def show_body(settings: Settings, args: argparse.Namespace, _: EventFilter) -> int:
     try:
         (row_id,) = parse_ids([args.row_id], "ID")
-    except DlqUsageError as exc:
+    except UsageError as exc:  # the shared syntax, reported as this command's mistake
         raise EventsUsageError(str(exc)) from None
-    async with ops.database(settings) as pool, connection(pool) as conn:
-        row = await store.get_event(conn, row_id)
+    row = await compose.event_row(settings, row_id)
     if row is None:
         raise EventRowNotFound(f"no accepted event with id {row_id}")
-    _out(dlq_fmt.dumps(fmt.row_doc(row)) if args.json else fmt.show_page(row))
+    _out(dumps(pages.event_row_doc(row)) if args.json else pages.event_page(row))
     return 0
 
 
 async def replay_body(settings: Settings, args: argparse.Namespace, f: EventFilter) -> int:
-    from gateway.compose.events import replay_parts
     from gateway.events.replay import EventResult, Outcome, ReplayRun, replay_events
 
     check_replay_choice(f, args.all)
     run = ReplayRun(limit=args.limit, rate_per_s=args.rate, dry_run=args.dry_run)
     bar: Progress | None = None
-    would: list[store.EventBrief] = []
+    would: list[EventBrief] = []
 
     def on_total(total: int) -> None:
         nonlocal bar
@@ -118,17 +110,17 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: EventFilt
         if bar is not None:
             bar.advance()
 
-    async with replay_parts(settings) as (pool, publisher):
+    async with compose.replay_parts(settings) as (pool, publisher):
         try:
             summary = await replay_events(pool, publisher, f, run, on_total, on_result)
         finally:
             if bar is not None:
                 bar.finish()
     if args.json:
-        _out(dlq_fmt.dumps(summary.to_json(args.dry_run)))
+        _out(dumps(summary.to_json(args.dry_run)))
     elif args.dry_run:
         if would:
-            _out(fmt.brief_table(would))
+            _out(pages.event_table(would))
         _out(
             f"dry run: would replay {summary.would_replay}, skip {summary.skipped}; "
             "nothing was published"

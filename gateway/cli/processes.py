@@ -24,19 +24,18 @@ from gateway.cli.common import (
 if TYPE_CHECKING:
     from gateway.metrics import ListenAddress
 
-log = logging.getLogger("gateway")
+log = logging.getLogger(__name__)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from gateway.adapters.jetstream import stream
-    from gateway.adapters.postgres import migrate
+    from gateway.compose.schema import migrate_database, migrate_stream
 
     settings = load_settings(args)
-    applied = asyncio.run(migrate(settings.database_url))
+    applied = asyncio.run(migrate_database(settings))
     if not args.json:  # said before the stream is tried: these are applied either way
         print(f"applied {len(applied)} migration(s){': ' + ', '.join(applied) if applied else ''}")
     # The one command that creates or changes the stream; every other process only checks.
-    change = asyncio.run(stream.migrate(settings.nats))
+    change = asyncio.run(migrate_stream(settings))
     if args.json:
         print_json({"applied": applied, "stream": change.to_json()})
     else:
@@ -52,7 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from gateway.adapters.jetstream import stream
+    from gateway.compose.schema import check_stream
     from gateway.compose.sockets import bound_socket, check_free
     from gateway.ingest.app import server_options
     from gateway.ingest.edge import raise_file_limit
@@ -69,7 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if http.admin_port:
             check_free(http.admin_host, http.admin_port, "http.admin_port")
         # 2. The stream: created when missing; one that differs stops start-up here.
-        asyncio.run(stream.check(settings.nats))
+        asyncio.run(check_stream(settings))
         raise_file_limit(http)  # before forking: workers inherit it
         options: dict[str, Any] = dict(host=host, port=port, **server_options(http))
         log.info("listening", extra={"host": host, "port": sock.getsockname()[1]})

@@ -13,7 +13,7 @@ from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
 if TYPE_CHECKING:
     from gateway.core.retention import RetentionReport
 
-log = logging.getLogger("gateway.retention")
+log = logging.getLogger(__name__)
 
 
 def _before(cutoff: datetime | None, what: str) -> str:

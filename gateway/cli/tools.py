@@ -15,7 +15,7 @@ from gateway.settings import SCHEME_NAMES
 def cmd_sign(args: argparse.Namespace) -> int:
     import uuid
 
-    from gateway.adapters.webhook_sender import post_webhook
+    from gateway.compose.ops import post_signed
     from gateway.core.signatures import SchemeParams, get_scheme
 
     body = sys.stdin.buffer.read() if args.body == "-" else Path(args.body).read_bytes()
@@ -41,7 +41,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
                 print(f"{name}: {value}")
         return 0
     headers["Content-Type"] = "application/json"
-    status, text = post_webhook(args.send, body, headers)
+    status, text = post_signed(args.send, body, headers)
     if args.json:
         print_json({"headers": headers, "status": status, "response": text})
     else:

@@ -20,7 +20,7 @@ from gateway.errors import BackfillUsageError
 from gateway.metrics import Metrics
 from gateway.settings import ProviderSettings, Settings
 
-log = logging.getLogger("gateway.backfill")
+log = logging.getLogger(__name__)
 
 
 def warn_if_insecure(provider: ProviderSettings) -> None:

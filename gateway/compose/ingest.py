@@ -34,7 +34,7 @@ from gateway.metrics import ListenAddress, Metrics, metrics_listener
 from gateway.retention.task import RetentionTask
 from gateway.settings import RETRY_HORIZON_S, Settings
 
-log = logging.getLogger("gateway")
+log = logging.getLogger(__name__)
 
 
 def _left_to_relay(stored: Sequence[StoredEvent]) -> None:

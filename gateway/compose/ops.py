@@ -1,5 +1,6 @@
-"""The composition root of the operator commands (`dlq`, `ledger`): each
-opens what it needs here, for the length of one command.
+"""The composition root of the operator commands (`dlq`, `ledger`, `sign --send`): each
+opens what it needs here, for the length of one command, so the CLI itself never opens
+a connection.
 
 The settlement side (ledger, Redis, currency client) is imported where a command first
 needs it: `gateway serve` parses the same CLI, which imports this module, and must not
@@ -9,12 +10,16 @@ load it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gateway import tracing
 from gateway.adapters.jetstream.broker import JetStreamBroker
-from gateway.adapters.postgres import Pool, open_pool
+from gateway.adapters.postgres import Pool, connection, dead_letters, open_pool
+from gateway.adapters.webhook_sender import post_webhook
+from gateway.core.dlq_filters import DlqFilter
+from gateway.core.dlq_model import DlqRow, DlqStats, RowBrief
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 
@@ -97,3 +102,40 @@ async def replay_resources(settings: Settings) -> AsyncIterator[ReplayResources]
         contextlib.AsyncExitStack() as opened,
     ):
         yield ReplayResources(settings, pool, Metrics(), opened)
+
+
+# --- one short connection per inspecting command ---------------------------------------
+
+
+async def dead_letter_rows(
+    settings: Settings, f: DlqFilter, limit: int
+) -> tuple[list[RowBrief], int]:
+    """`dlq list`: the matching rows, oldest failure first, and how many match in all."""
+    async with database(settings) as pool, connection(pool) as conn:
+        return await dead_letters.list_rows(conn, f, limit)
+
+
+async def dead_letter(settings: Settings, row_id: int) -> DlqRow | None:
+    """`dlq show`: one row, or None when there is no such row."""
+    async with database(settings) as pool, connection(pool) as conn:
+        return await dead_letters.get_row(conn, row_id)
+
+
+async def resolve_dead_letter(
+    settings: Settings, row_id: int, note: str, user: str | None
+) -> tuple[bool, DlqRow | None]:
+    """`dlq resolve`: whether this call resolved the row, and the row as it now is."""
+    async with database(settings) as pool, connection(pool) as conn:
+        done = await dead_letters.resolve_by_hand(conn, row_id, note, user)
+        return done, await dead_letters.get_row(conn, row_id)
+
+
+async def dead_letter_stats(settings: Settings, now: datetime) -> DlqStats:
+    """`dlq stats`: the table's health at `now`."""
+    async with database(settings) as pool, connection(pool) as conn:
+        return await dead_letters.stats(conn, now)
+
+
+def post_signed(url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, str]:
+    """`gateway sign --send`: one POST, as the provider would send it; (status, text)."""
+    return post_webhook(url, body, headers)

@@ -35,7 +35,7 @@ from gateway.settlement.reconcile import (
 from gateway.settlement.settler import Settler
 from gateway.settlement.worker import SettlementWorker
 
-log = logging.getLogger("gateway.settlement")
+log = logging.getLogger(__name__)
 
 
 @contextlib.asynccontextmanager

@@ -9,7 +9,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 
-log = logging.getLogger("gateway")
+log = logging.getLogger(__name__)
 
 #: A stop that has not finished this long after the signal is asked again: a library
 #: that swallows a cancellation (nats-py's pull `fetch` has been seen to) must not keep

@@ -1,4 +1,5 @@
-"""A dead-letter row as the DLQ commands and replay handlers see it: plain values."""
+"""A dead-letter row, and the table's health, as the DLQ commands and replay handlers see
+them: plain values."""
 
 from __future__ import annotations
 
@@ -60,3 +61,14 @@ class DlqRow:
             f"DlqRow(id={self.id}, stage={self.stage!r}, provider={self.provider!r}, "
             f"event_id={self.event_id!r}, error_class={self.error_class!r})"
         )
+
+
+@dataclass(frozen=True)
+class DlqStats:
+    """The DLQ's health at one moment."""
+
+    unresolved: int
+    by_class: list[tuple[str, str, int]]  # (stage, error_class, unresolved rows)
+    added_in_window: int
+    window_s: float
+    oldest_unresolved_at: datetime | None

@@ -7,40 +7,14 @@ whose message is the one line the operator sees.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from gateway.core.dlq_filters import parse_ids, parse_instant
 from gateway.core.model import Source
-from gateway.errors import DlqUsageError, EventsUsageError
-
-#: A type pattern: an exact type, or a prefix ending in one `*` (`invoice.*`).
-_TYPE_CHARS = re.compile(r"[^*]*\*?")
-
-
-@dataclass(frozen=True)
-class TypePattern:
-    """`--type`: the exact type, or everything starting with `prefix` (a trailing `*`)."""
-
-    text: str
-
-    @property
-    def is_prefix(self) -> bool:
-        return self.text.endswith("*")
-
-    @property
-    def prefix(self) -> str:
-        return self.text[:-1] if self.is_prefix else self.text
-
-    def matches(self, event_type: str | None) -> bool:
-        if event_type is None:
-            return False
-        if self.is_prefix:
-            return event_type.startswith(self.prefix)
-        return event_type == self.text
+from gateway.core.operator_input import parse_ids, parse_instant
+from gateway.core.type_patterns import TypePattern, parse_pattern
+from gateway.errors import EventsUsageError, UsageError
 
 
 @dataclass(frozen=True)
@@ -70,14 +44,14 @@ class EventFilter:
 
 
 def parse_type(text: str) -> TypePattern:
-    """An exact event type or a prefix with one trailing `*`; a `*` elsewhere is refused."""
-    value = text.strip()
-    if not value or not _TYPE_CHARS.fullmatch(value) or value == "*":
+    """`--type`: a pattern of `core.type_patterns`, the language of `event_types`, with
+    the spaces an operator typed around it trimmed."""
+    try:
+        return parse_pattern(text.strip())
+    except ValueError as exc:
         raise EventsUsageError(
-            f"--type: {text!r} is not a type; give one exactly (invoice.paid) or a prefix "
-            "ending in * (invoice.*)"
-        )
-    return TypePattern(value)
+            f"--type: {exc}; give a type exactly (invoice.paid) or a prefix ending in * (invoice.*)"
+        ) from None
 
 
 def build_event_filter(
@@ -96,7 +70,7 @@ def build_event_filter(
         start = parse_instant(since, now, "--since") if since else None
         end = parse_instant(until, now, "--until") if until else None
         row_ids = parse_ids(ids, "--id")
-    except DlqUsageError as exc:  # the same syntax as `gateway dlq`: its message as ours
+    except UsageError as exc:  # the shared syntax, reported as this command's mistake
         raise EventsUsageError(str(exc)) from None
     if start is not None and end is not None and start >= end:
         raise EventsUsageError("--since must be earlier than --until")
@@ -112,20 +86,6 @@ def build_event_filter(
         event_ids=tuple(dict.fromkeys(e.strip() for e in event_ids if e.strip())),
         source=source,
     )
-
-
-def check_limit(limit: int | None) -> int | None:
-    if limit is not None and limit <= 0:
-        raise EventsUsageError(f"--limit must be a positive number, got {limit}")
-    return limit
-
-
-def check_rate(rate_per_s: float | None) -> float | None:
-    if rate_per_s is not None and not (rate_per_s > 0 and math.isfinite(rate_per_s)):
-        raise EventsUsageError(
-            f"--rate must be a positive number of events per second, got {rate_per_s}"
-        )
-    return rate_per_s
 
 
 def check_replay_choice(f: EventFilter, replay_all: bool) -> None:

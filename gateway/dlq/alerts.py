@@ -40,7 +40,7 @@ from gateway.errors import AlertNotDelivered, GatewayError
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 
-log = logging.getLogger("gateway.dlq.alerts")
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 

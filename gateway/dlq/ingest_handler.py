@@ -32,7 +32,7 @@ from gateway.ingest.relay import publish_now
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 
-log = logging.getLogger("gateway.dlq.replay")
+log = logging.getLogger(__name__)
 
 
 class IngestReplay:

@@ -22,9 +22,10 @@ from types import MappingProxyType
 from gateway import tracing
 from gateway.adapters.postgres import Conn, Pool, connection, dead_letters, transaction
 from gateway.core import disposition
-from gateway.core.dlq_filters import DlqFilter, ReplayOptions, pace_delay_s
+from gateway.core.dlq_filters import DlqFilter, ReplayOptions
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.core.model import Failure, Stage
+from gateway.core.operator_input import pace_delay_s
 from gateway.dlq.ingest_handler import ingest_handler
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowOutcome, RowResult, plan

@@ -13,7 +13,7 @@ from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import PayloadInvalid
 from gateway.settlement.settler import SettleOutcome
 
-log = logging.getLogger("gateway.settlement.worker")
+log = logging.getLogger(__name__)
 
 
 async def settlement_handler(ctx: ReplayContext) -> StageHandler:

@@ -26,9 +26,10 @@ from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import events as store
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.dlq_filters import pace_delay_s
 from gateway.core.event_filters import EventFilter, replay_msg_id, skip_reason
+from gateway.core.event_rows import EventBrief, EventRow
 from gateway.core.model import Event
+from gateway.core.operator_input import pace_delay_s
 from gateway.dlq.plan import RowOutcome
 from gateway.errors import BrokerUnavailable, EventRowNotFound
 
@@ -45,7 +46,7 @@ Outcome = RowOutcome
 class EventResult:
     """One event's outcome, with the reason it was skipped or failed."""
 
-    row: store.EventBrief
+    row: EventBrief
     outcome: Outcome
     message: str | None = None
     msg_id: str | None = None  # the replayed message's Nats-Msg-Id
@@ -111,7 +112,7 @@ class ReplayRun:
     monotonic: Callable[[], float] = time.monotonic
 
 
-def replay_headers(row: store.EventRow, token: str, replayed_at: datetime) -> dict[str, str]:
+def replay_headers(row: EventRow, token: str, replayed_at: datetime) -> dict[str, str]:
     """The event's usual stream headers with the replay's own `Nats-Msg-Id` and the
     `Gateway-Replayed` time."""
     b = row.brief
@@ -178,7 +179,7 @@ async def replay_events(
     return summary
 
 
-async def _publish(publisher: Publisher, row: store.EventRow, run: ReplayRun) -> EventResult:
+async def _publish(publisher: Publisher, row: EventRow, run: ReplayRun) -> EventResult:
     headers = replay_headers(row, run.token(), run.clock())
     msg_id = headers["Nats-Msg-Id"]
     try:

@@ -39,7 +39,7 @@ from gateway.settings import HttpSettings, Settings
 #: Opens the running parts for the application's lifespan and closes them after it.
 RunParts = Callable[[Settings], AbstractAsyncContextManager[IngestParts]]
 
-log = logging.getLogger("gateway.ingest.app")
+log = logging.getLogger(__name__)
 
 #: The checked-in OpenAPI 3.1 document of this HTTP API, shipped as package data beside
 #: this module; tests/{unit,integration}/ingest/test_openapi*.py hold it and the app together.

@@ -55,7 +55,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from gateway.metrics import Counter
 from gateway.settings import HttpSettings
 
-log = logging.getLogger("gateway.ingest.edge")
+log = logging.getLogger(__name__)
 
 #: The lifespan state key under which the application leaves its refusal counter
 #: (`gateway_http_refused_total`) for the protocol to find.

@@ -46,7 +46,7 @@ from gateway.ingest.deadlines import Deadlines
 from gateway.ingest.parts import IngestParts
 from gateway.settings import ProviderSettings, ServiceSettings, Settings
 
-log = logging.getLogger("gateway.ingest.app")
+log = logging.getLogger(__name__)
 
 Headers = dict[str, str]
 #: Verifies a request's headers and body and shapes them into an event.

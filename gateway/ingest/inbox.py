@@ -20,7 +20,7 @@ from gateway.core.model import Event, Outcome
 from gateway.errors import DatabaseError, DatabaseUnavailable, Overloaded, TransientError
 from gateway.settings import IngestSettings
 
-log = logging.getLogger("gateway.ingest.inbox")
+log = logging.getLogger(__name__)
 
 #: Called with the rows a commit added, so they can be published right away.
 OnCommitted = Callable[[Sequence[StoredEvent]], None]

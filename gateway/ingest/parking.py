@@ -16,7 +16,7 @@ from gateway.errors import PayloadTooLarge, PublishAttemptsExhausted
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings
 
-log = logging.getLogger("gateway.ingest.relay")
+log = logging.getLogger(__name__)
 
 
 async def park_failed(

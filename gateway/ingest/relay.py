@@ -39,7 +39,7 @@ from gateway.ingest.parking import park_failed
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings
 
-log = logging.getLogger("gateway.ingest.relay")
+log = logging.getLogger(__name__)
 
 _GAUGE_INTERVAL_S = 5.0
 # A woken relay that finds the sweep lock taken asks again this soon: the holder may

@@ -32,7 +32,7 @@ from gateway.core.trace_context import (
 )
 from gateway.errors import BrokerUnavailable, PayloadTooLarge
 
-log = logging.getLogger("gateway.ingest.relay")
+log = logging.getLogger(__name__)
 
 _HEADER = HEADER.encode()
 WEBHOOK_ROUTE = "POST /webhooks/{provider}"

@@ -42,7 +42,7 @@ from gateway.errors import GatewayError
 from gateway.metrics import Metrics
 from gateway.settings import RetentionSettings
 
-log = logging.getLogger("gateway.retention")
+log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 

@@ -16,7 +16,7 @@ from gateway.metrics import Metrics
 from gateway.retention.passes import RetentionPass
 from gateway.settings import RetentionSettings
 
-log = logging.getLogger("gateway.retention")
+log = logging.getLogger(__name__)
 
 #: The tables whose size is exported: the two retention works on, and the settlement
 #: side's two largest.

@@ -17,9 +17,9 @@ from gateway.core.content import (
     HeaderPolicy,
     header_policy,
 )
-from gateway.core.event_types import type_patterns
 from gateway.core.signatures import SCHEMES, check_hmac_params, get_scheme, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
+from gateway.core.type_patterns import type_patterns
 from gateway.errors import ConfigError
 from gateway.settings.provider_api import API_KEYS, ProviderApi, parse_provider_api
 from gateway.settings.values import (

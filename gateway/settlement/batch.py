@@ -44,7 +44,7 @@ from gateway.settlement import traced
 from gateway.settlement.settler import SettleOutcome, Settler, check_same, log_settled
 from gateway.settlement.traced import ledger_spans
 
-log = logging.getLogger("gateway.settle")
+log = logging.getLogger(__name__)
 REFUND = SettlementKind.REFUND
 
 #: What each event of a batch came to: an outcome, or the exception to dispose of.

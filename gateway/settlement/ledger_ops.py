@@ -20,7 +20,7 @@ from gateway.core.ledger_accounts import (
 )
 from gateway.errors import LedgerImbalance
 
-log = logging.getLogger("gateway.ledger")
+log = logging.getLogger(__name__)
 
 
 async def open_accounts(ledger: Ledger, names: AccountNames, wanted: Sequence[AccountName]) -> None:

@@ -43,7 +43,7 @@ from gateway.settings import Settings
 from gateway.settlement.parts import ReconcileParts
 from gateway.settlement.settler import instruction_for
 
-log = logging.getLogger("gateway.settlement.reconcile")
+log = logging.getLogger(__name__)
 
 DEFAULT_OLDER_THAN_S = 900.0  # beyond the worker's own retry schedule (5 s + 30 s + 2 min)
 DEFAULT_LOOKBACK_S = 7 * 86_400.0

@@ -50,7 +50,7 @@ from gateway.settings import Settings
 from gateway.settlement import traced
 from gateway.settlement.ledger_ops import open_accounts
 
-log = logging.getLogger("gateway.settle")
+log = logging.getLogger(__name__)
 
 # Rates are re-used in-process for a few seconds so a burst does not ask the
 # currency-service once per payment; far shorter than any rate's validity.

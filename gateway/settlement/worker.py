@@ -29,7 +29,7 @@ from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
 
-log = logging.getLogger("gateway.settlement.worker")
+log = logging.getLogger(__name__)
 #: The `dlq.park` span's attributes: one constant, so tracing off builds nothing.
 _PARKED = {"gateway.stage": Stage.SETTLEMENT.value}
 

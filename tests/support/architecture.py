@@ -43,13 +43,13 @@ PURE_STDLIB = frozenset(
 )
 #: Pure third-party libraries the core may use.
 PURE_LIBRARIES = frozenset({"orjson"})
-#: Drivers: only the adapters import these.
 #: Parts of importlib that read package data and metadata and never import a module by
 #: name: the installed migrations (importlib.resources) and `gateway --version`.
 DATA_ONLY_IMPORTLIB = frozenset(
     {"importlib.resources", "importlib.resources.abc", "importlib.metadata"}
 )
-DRIVERS = frozenset({"asyncpg", "nats", "redis", "tigerbeetle", "stripe"})
+#: Drivers: only the adapters import these.
+DRIVERS = frozenset({"asyncpg", "nats", "redis", "tigerbeetle"})
 #: The HTTP client library: adapters, the composition root and the bundled client.
 HTTP_CLIENT = "httpx"
 #: The metrics library: only `gateway.metrics` imports it, so every other module counts
@@ -161,6 +161,9 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
             or imp.importer == f"{package}.devtools.docs_reference.cli"  # the CLI reference
         ):
             yield f"nothing imports cli: {where}"
+        if _within(imp.importer, cli) and _within(imp.target, adapters):
+            # The CLI parses and prints; what a command opens, compose opens and closes.
+            yield f"cli imports no adapters: {where}"
         if (top == "importlib" and imp.target not in DATA_ONLY_IMPORTLIB) or (
             imp.target == "builtins"
         ):
@@ -218,6 +221,45 @@ def cycles(found: Iterable[Import], mods: Mapping[str, Module]) -> list[list[str
     return groups
 
 
+#: Modules that may name a logger other than their own, and why.
+NAMED_LOGGERS = {
+    # Configures the libraries' loggers (uvicorn's) and the root logger for every process.
+    "logs": "configures other loggers",
+    # Quiets the OpenTelemetry SDK's own export logger, which repeats every failure.
+    "tracing.otel": "quiets a library logger",
+    # Operator commands: a short-lived NATS connection's connect and disconnect lines are
+    # noise next to the per-row report, so the command quiets the NATS adapters' package.
+    "cli.common": "quiets the NATS adapters' loggers",
+}
+
+
+def logger_names(mods: Mapping[str, Module], package: str) -> Iterator[str]:
+    """`getLogger(...)` calls that do not name their own module: a logger is found by
+    the module that logs (`logging.getLogger(__name__)`), so a filter on
+    `gateway.dlq` catches every DLQ module and nothing else."""
+    allowed = {f"{package}.{name}" for name in NAMED_LOGGERS}
+    for mod in mods.values():
+        if mod.name in allowed:
+            continue
+        for node in ast.walk(mod.tree):
+            if not (isinstance(node, ast.Call) and _is_get_logger(node.func)):
+                continue
+            own = (
+                len(node.args) == 1
+                and not node.keywords
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id == "__name__"
+            )
+            if not own:
+                yield f"a logger is named __name__: {mod.name}:{node.lineno}"
+
+
+def _is_get_logger(func: ast.expr) -> bool:
+    if isinstance(func, ast.Attribute):
+        return func.attr == "getLogger"
+    return isinstance(func, ast.Name) and func.id == "getLogger"
+
+
 def sql_outside_adapters(mods: Mapping[str, Module], package: str) -> Iterator[str]:
     """String constants that are SQL statements, outside the adapters (docstrings aside)."""
     for mod in mods.values():
@@ -257,5 +299,6 @@ def check(root: Path, package: str) -> list[str]:
     problems += layering(found, package)
     problems += side_effect_imports(mods)
     problems += sql_outside_adapters(mods, package)
+    problems += logger_names(mods, package)
     problems += [f"import cycle: {' -> '.join(group)}" for group in cycles(found, mods)]
     return problems

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_gateway_keeps_its_layout_rules() -> None:
     """core is pure, only adapters touch drivers and SQL, ingest stands alone, no
-    cycles, no registration by import, nothing imports cli."""
+    cycles, no registration by import, nothing imports cli, cli imports no adapters, and
+    every logger is named after its module."""
     assert check(ROOT, "gateway") == []
 
 
@@ -100,6 +101,26 @@ BROKEN = [
         "nothing imports cli: pkg.settlement.worker:1 imports pkg.cli",
     ),
     (
+        "pkg/cli/__init__.py",
+        "from pkg.compose import run\nfrom pkg.adapters import store\n",
+        "cli imports no adapters: pkg.cli:2 imports pkg.adapters.store",
+    ),
+    (
+        "pkg/cli/__init__.py",
+        "def f():\n    import pkg.adapters.store\n",
+        "cli imports no adapters: pkg.cli:2 imports pkg.adapters.store",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        'import logging\nlog = logging.getLogger("pkg.settle")\n',
+        "a logger is named __name__: pkg.settlement.worker:2",
+    ),
+    (
+        "pkg/settlement/worker.py",
+        "from logging import getLogger\nlog = getLogger()\n",
+        "a logger is named __name__: pkg.settlement.worker:2",
+    ),
+    (
         "pkg/settlement/worker.py",
         "import importlib\nimportlib.import_module('pkg.ingest.app')\n",
         "no registration by import side effect: pkg.settlement.worker:1 imports importlib",
@@ -133,12 +154,21 @@ BROKEN = [
 
 
 def test_a_tree_that_keeps_the_rules_reports_nothing(tmp_path: Path) -> None:
-    """The checker's negatives: the good tree, docstrings that mention SQL included, and
-    the parts of importlib that only read package data."""
+    """The checker's negatives: the good tree, docstrings that mention SQL included, the
+    parts of importlib that only read package data, a module's own logger, and the
+    logging set-up that configures other loggers."""
     data = "import importlib.metadata\nfrom importlib.resources.abc import Traversable\n"
+    logged = "import logging\nlog = logging.getLogger(__name__)\n"
+    setup = "import logging\nlogging.getLogger().setLevel(logging.INFO)\n"
     write_tree(
         tmp_path,
-        GOOD | {"pkg/ingest/doc.py": '"""SELECT id FROM t: why."""\n', "pkg/ingest/data.py": data},
+        GOOD
+        | {
+            "pkg/ingest/doc.py": '"""SELECT id FROM t: why."""\n',
+            "pkg/ingest/data.py": data,
+            "pkg/ingest/logged.py": logged,
+            "pkg/logs.py": setup,
+        },
     )
     assert check(tmp_path, "pkg") == []
 

@@ -28,7 +28,7 @@ from gateway.core.trace_context import HEADER as TRACEPARENT
 from gateway.errors import BrokerUnavailable, StreamMismatch
 from gateway.settings import NatsSettings
 
-log = logging.getLogger("gateway.nats")
+log = logging.getLogger(__name__)
 
 #: How often a stream that differs from the configuration is looked at again: `gateway
 #: migrate` may have updated it meanwhile.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +14,7 @@ import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.dlq_filters import DlqFilter
-from gateway.core.dlq_model import DlqRow, RowBrief
+from gateway.core.dlq_model import DlqRow, DlqStats, RowBrief
 from gateway.core.excerpt import DETAIL_MAX_CHARS, capped
 from gateway.core.model import Failure
 
@@ -189,17 +189,6 @@ async def resolve_by_hand(conn: Conn, row_id: int, note: str, user: str | None) 
             user,
         )
     return status == "UPDATE 1"
-
-
-@dataclass(frozen=True)
-class DlqStats:
-    """The DLQ's health at one moment."""
-
-    unresolved: int
-    by_class: list[tuple[str, str, int]]  # (stage, error_class, unresolved rows)
-    added_in_window: int
-    window_s: float
-    oldest_unresolved_at: datetime | None
 
 
 _HEALTH = """

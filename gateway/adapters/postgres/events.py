@@ -3,9 +3,6 @@ and read back for a replay. Filter values are always bound parameters."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -13,6 +10,7 @@ import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.event_filters import EventFilter
+from gateway.core.event_rows import EventBrief, EventRow
 
 # Whether the event reached the stream, by the outbox's one definition (sql/010).
 _BRIEF_COLUMNS = """id, provider, event_id, event_type, subject, source, received_at,
@@ -22,34 +20,6 @@ _BRIEF_COLUMNS = """id, provider, event_id, event_type, subject, source, receive
             ELSE 'published' END AS publish_state,
        payload_removed_at"""
 _FULL_COLUMNS = f"{_BRIEF_COLUMNS}, headers::text AS headers, body, publish_attempts"
-
-
-@dataclass(frozen=True)
-class EventBrief:
-    """An accepted event without its body or headers: what a table shows."""
-
-    id: int
-    provider: str
-    event_id: str
-    event_type: str | None
-    subject: str | None
-    source: str
-    received_at: datetime
-    publish_state: str  # published | waiting | parked | no subject
-    payload_removed_at: datetime | None
-
-
-@dataclass(frozen=True)
-class EventRow:
-    """One accepted event as stored."""
-
-    brief: EventBrief
-    headers: Mapping[str, Any]
-    body: bytes
-    publish_attempts: int
-
-    def __repr__(self) -> str:  # never print the body
-        return f"EventRow(id={self.brief.id}, provider={self.brief.provider!r})"
 
 
 def _brief(r: asyncpg.Record) -> EventBrief:

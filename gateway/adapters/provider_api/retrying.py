@@ -19,7 +19,7 @@ from gateway.client import retry_after_s
 from gateway.core.backfill import DEFAULT_API_RETRY, ApiRetryPolicy, Verdict, next_wait_s, verdict
 from gateway.errors import ProviderApiAuth, ProviderApiRefused, ProviderApiUnavailable
 
-log = logging.getLogger("gateway.backfill.api")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

@@ -2,9 +2,10 @@
 
 Rows of the `ingest` stage are replayed with the real handler (an event parked for a
 missing type, the provider's config fixed, the event reaches the stream once). The
-generic paths (success, failure, attempts cap, order, concurrency) run the replay command
-in this process with a stage table whose `settlement` handler is the test's own (the real
-one is exercised end to end in tests/integration/settlement/test_settlement_replay.py).
+generic paths (success, failure, attempts cap, order, concurrency) run `gateway dlq
+replay` through the CLI's own entry point in this process, with the stage table's
+`settlement` handler replaced by the test's own (the real one is exercised end to end in
+tests/integration/settlement/test_settlement_replay.py).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ import orjson
 import pytest
 
 from gateway import cli
-from gateway.cli import dlq as dlq_cli
+from gateway.cli.common import LOG_LEVEL_ENV
 from gateway.core.dlq_model import DlqRow
+from gateway.dlq import replay as replay_mod
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import LedgerUnavailable, UnknownMerchant
@@ -74,18 +76,23 @@ async def arun(*args: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(run, *args)
 
 
-def replay_in_process(handlers: StageHandlers, *args: str) -> int:
-    """`gateway dlq replay ARGS` in this process, replaying with the stage table `handlers`;
-    its exit status (blocking: run it in a thread)."""
-    parsed = cli.build_parser().parse_args(["dlq", "replay", *args])
-    return dlq_cli.replay_command(handlers)(parsed)
+def stand_in(monkeypatch: pytest.MonkeyPatch, handlers: StageHandlers) -> None:
+    """Make `gateway dlq replay` in this process replay with the stage table `handlers`
+    (the command reads `dlq.replay.STAGE_HANDLERS` when it runs)."""
+    monkeypatch.setattr(replay_mod, "STAGE_HANDLERS", handlers)
+    # `main` records the log level for `serve`'s workers; undone after the test.
+    monkeypatch.setenv(LOG_LEVEL_ENV, os.environ.get(LOG_LEVEL_ENV, "INFO"))
 
 
-async def in_process(
-    capsys: pytest.CaptureFixture[str], handlers: StageHandlers, *args: str
-) -> tuple[int, str, str]:
+def replay_in_process(*args: str) -> int:
+    """`gateway dlq replay ARGS` through the CLI's entry point, in this process; its exit
+    status (blocking: run it in a thread)."""
+    return cli.main(["dlq", "replay", *args])
+
+
+async def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """`replay_in_process`, awaited; (status, out, err)."""
-    status = await asyncio.to_thread(replay_in_process, handlers, *args)
+    status = await asyncio.to_thread(replay_in_process, *args)
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -133,9 +140,9 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 
 @pytest.fixture
-def handlers() -> StageHandlers:
+def handlers(monkeypatch: pytest.MonkeyPatch) -> StageHandlers:
     """The stage table with a `settlement` handler that logs each call to `replay_log` and
-    fails `fail_*` events."""
+    fails `fail_*` events, standing in for the real one."""
 
     async def factory(ctx: ReplayContext) -> StageHandler:
         async def handle(row: DlqRow) -> None:
@@ -151,7 +158,9 @@ def handlers() -> StageHandlers:
 
         return handle
 
-    return {**STAGE_HANDLERS, "settlement": factory}
+    table: StageHandlers = {**STAGE_HANDLERS, "settlement": factory}
+    stand_in(monkeypatch, table)
+    return table
 
 
 def summary_counts(text: str) -> list[tuple[int, ...]]:
@@ -371,7 +380,7 @@ async def test_settlement_rows_replayed_to_success_and_failure(
     """Success resolves the row; failure counts an attempt and keeps the new error."""
     ok = await park(db, "evt_ok")
     bad = await park(db, "fail_1", error_class="RATE_UNAVAILABLE")
-    status, out, _ = await in_process(capsys, handlers, "--all", "--config", cfg)
+    status, out, _ = await in_process(capsys, "--all", "--config", cfg)
     assert status == 1
     assert out.splitlines() == [
         f"failed   {bad} settlement stripe/fail_1: "
@@ -405,7 +414,10 @@ async def test_stage_without_handler_fails_clearly_and_leaves_rows(
 
 
 async def test_handler_that_cannot_be_built_stops_the_run_and_leaves_rows(
-    cfg: str, db: asyncpg.Connection
+    capsys: pytest.CaptureFixture[str],
+    cfg: str,
+    db: asyncpg.Connection,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A stage whose clients cannot open is the run's failure (the command's error, which
     `gateway` prints as one line), not the row's: the row is left untouched."""
@@ -414,10 +426,11 @@ async def test_handler_that_cannot_be_built_stops_the_run_and_leaves_rows(
         raise LedgerUnavailable("ledger did not answer within 5 s")
 
     row_id = await park(db, "evt_1")
-    with pytest.raises(LedgerUnavailable, match="ledger did not answer within 5 s"):
-        await asyncio.to_thread(
-            replay_in_process, {"settlement": factory}, "--all", "--config", cfg
-        )
+    stand_in(monkeypatch, {"settlement": factory})
+    status, _, err = await in_process(capsys, "--all", "--config", cfg)
+    assert status == 1
+    assert "gateway: LedgerUnavailable: ledger did not answer within 5 s" in err
+    assert "Traceback" not in err
     row = await db.fetchrow("SELECT * FROM dlq_webhooks WHERE id = $1", row_id)
     assert row is not None
     assert (row["attempts"], row["is_resolved"]) == (1, False)
@@ -429,7 +442,7 @@ async def test_attempts_cap_skips_unless_forced(
     """Rows at --max-attempts are skipped (and say so) unless --force."""
     capped = await park(db, "evt_capped", attempts=5)
     fresh = await park(db, "evt_fresh", attempts=4)
-    status, out, _ = await in_process(capsys, handlers, "--all", "--config", cfg)
+    status, out, _ = await in_process(capsys, "--all", "--config", cfg)
     assert status == 0
     assert (
         f"skipped  {capped} settlement stripe/evt_capped: 5 attempts reached --max-attempts 5"
@@ -437,7 +450,7 @@ async def test_attempts_cap_skips_unless_forced(
     )
     assert out.splitlines()[-1] == "replayed 1, failed 0, skipped 1"
     assert [r["dlq_id"] for r in await db.fetch("SELECT dlq_id FROM replay_log")] == [fresh]
-    status, out, _ = await in_process(capsys, handlers, "--all", "--force", "--config", cfg)
+    status, out, _ = await in_process(capsys, "--all", "--force", "--config", cfg)
     assert out.splitlines()[-1] == "replayed 1, failed 0, skipped 0"
     assert await db.fetchval("SELECT is_resolved FROM dlq_webhooks WHERE id = $1", capped)
 
@@ -449,16 +462,14 @@ async def test_dry_run_changes_nothing(
     ids = [await park(db, f"evt_{i}") for i in range(3)]
     await park(db, "evt_capped", attempts=7)
     before = [dict(r) for r in await db.fetch("SELECT * FROM dlq_webhooks ORDER BY id")]
-    status, out, _ = await in_process(capsys, handlers, "--all", "--dry-run", "--config", cfg)
+    status, out, _ = await in_process(capsys, "--all", "--dry-run", "--config", cfg)
     assert status == 0
     lines = out.splitlines()
     assert [int(line.split()[0]) for line in lines if line[:1].isdigit()] == ids
     assert lines[-1] == "dry run: would replay 3, skip 1, fail 0; nothing was changed"
     assert [dict(r) for r in await db.fetch("SELECT * FROM dlq_webhooks ORDER BY id")] == before
     assert await db.fetchval("SELECT count(*) FROM replay_log") == 0
-    status, out, _ = await in_process(
-        capsys, handlers, "--all", "--dry-run", "--json", "--config", cfg
-    )
+    status, out, _ = await in_process(capsys, "--all", "--dry-run", "--json", "--config", cfg)
     doc = orjson.loads(out)
     assert (doc["dry_run"], doc["would_replay"], doc["skipped"]) == (True, 3, 1)
 
@@ -473,7 +484,7 @@ async def test_replay_in_received_order_within_a_subject(
         subject = "webhooks.stripe.a" if i % 2 else "webhooks.stripe.b"
         received = base + timedelta(seconds=delay_s)
         await park(db, f"evt_{delay_s}", subject=subject, received_at=received)
-    status, out, _ = await in_process(capsys, handlers, "--all", "--config", cfg)
+    status, out, _ = await in_process(capsys, "--all", "--config", cfg)
     assert status == 0, out
     order = [r["event_id"] for r in await db.fetch("SELECT event_id FROM replay_log ORDER BY seq")]
     assert order == ["evt_10", "evt_20", "evt_30", "evt_40", "evt_50"]
@@ -486,7 +497,7 @@ async def test_rate_limits_rows_per_second(
     for i in range(5):
         await park(db, f"evt_{i}")
     started = time.monotonic()
-    status, out, _ = await in_process(capsys, handlers, "--all", "--rate", "20", "--config", cfg)
+    status, out, _ = await in_process(capsys, "--all", "--rate", "20", "--config", cfg)
     assert status == 0 and "replayed 5" in out
     assert time.monotonic() - started >= 0.2
 
@@ -502,8 +513,8 @@ async def test_two_concurrent_replays_process_each_row_exactly_once(
         [(f"evt_{i}", 5000 - i) for i in range(1000)],
     )
     first, second = await asyncio.gather(
-        asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
-        asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg),
+        asyncio.to_thread(replay_in_process, "--all", "--config", cfg),
+        asyncio.to_thread(replay_in_process, "--all", "--config", cfg),
     )
     assert (first, second) == (0, 0)
     counts = summary_counts(capsys.readouterr().out)
@@ -516,7 +527,11 @@ async def test_two_concurrent_replays_process_each_row_exactly_once(
 
 
 async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(
-    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+    capsys: pytest.CaptureFixture[str],
+    cfg: str,
+    db: asyncpg.Connection,
+    handlers: StageHandlers,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Rows that fail are not tried again by an overlapping replay in the same moment.
 
@@ -544,10 +559,10 @@ async def test_two_concurrent_replays_of_failing_rows_attempt_each_once(
 
         return handle
 
-    together = {**handlers, "settlement": factory}
+    stand_in(monkeypatch, {**handlers, "settlement": factory})
     results = await asyncio.gather(
-        asyncio.to_thread(replay_in_process, together, "--all", "--config", cfg),
-        asyncio.to_thread(replay_in_process, together, "--all", "--config", cfg),
+        asyncio.to_thread(replay_in_process, "--all", "--config", cfg),
+        asyncio.to_thread(replay_in_process, "--all", "--config", cfg),
     )
     assert list(results) == [1, 1]  # gather() gives a list; typeshed says tuple
     capsys.readouterr()

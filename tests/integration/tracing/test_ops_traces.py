@@ -61,7 +61,7 @@ async def test_each_replayed_row_is_a_span_with_stage_error_class_and_outcome(
     async with running_receiver() as receiver:
         doc = config(database_url, nats_url, tracing={"endpoint": receiver.url})
         cfg = str(write_toml(tmp_path / "gateway.toml", doc))
-        status = await asyncio.to_thread(replay_in_process, handlers, "--all", "--config", cfg)
+        status = await asyncio.to_thread(replay_in_process, "--all", "--config", cfg)
         assert status == 1  # one row failed
         spans = await receiver.wait_for(lambda s: s.name == "dlq.replay", count=2)
     by_id = {s.attributes["gateway.dlq.id"]: s for s in spans}

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gateway import settings
+from gateway.cli.format import REDACTED, shown_headers
 from gateway.core.content import (
     MAX_HEADER_VALUE_CHARS,
     MAX_HEADERS_CHARS,
@@ -19,10 +20,9 @@ from gateway.core.content import (
     header_policy,
     storable_headers,
 )
-from gateway.core.event_types import type_allowed, type_patterns
 from gateway.core.model import Event, Outcome, webhook_event
 from gateway.core.signatures import SCHEMES, FieldRef, SchemeParams, get_scheme
-from gateway.dlq.format import REDACTED, shown_headers
+from gateway.core.type_patterns import type_allowed, type_patterns
 from gateway.errors import ConfigError
 from gateway.ingest.remembered_keys import RecordedKeys, RememberingInbox
 from gateway.metrics import Counter

@@ -1,4 +1,6 @@
-"""The DLQ commands' pure decisions: times, filters, replay flags and plans, alert rules."""
+"""The DLQ commands' pure decisions: filters, replay flags and plans, alert rules (the
+times and ids they read: tests/unit/core/test_operator_input.py; what they print:
+tests/unit/cli/test_format.py)."""
 
 from __future__ import annotations
 
@@ -17,80 +19,14 @@ from gateway.core.alerting import (
     readings,
     transition,
 )
-from gateway.core.dlq_filters import (
-    DlqFilter,
-    ReplayOptions,
-    build_filter,
-    check_replay_flags,
-    format_age,
-    pace_delay_s,
-    parse_duration_s,
-    parse_ids,
-    parse_instant,
-)
-from gateway.core.dlq_model import DlqRow, RowBrief
-from gateway.dlq.format import decode_payload, row_doc, safe, show_page, table
+from gateway.core.dlq_filters import DlqFilter, ReplayOptions, build_filter, check_replay_flags
+from gateway.core.dlq_model import RowBrief
 from gateway.dlq.plan import RowOutcome, plan
 from gateway.dlq.progress import Progress
 from gateway.dlq.replay import failure_of
 from gateway.errors import DatabaseUnavailable, DlqUsageError, UnknownMerchant
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("90s", 90),
-        ("30m", 1800),
-        ("2h", 7200),
-        ("1d", 86_400),
-        ("1w", 604_800),
-        ("1h30m", 5400),
-        (" 2H ", 7200),  # operators type capitals and spaces
-        ("0m", 0),
-    ],
-)
-def test_durations_in_seconds(text: str, seconds: int) -> None:
-    """Each unit and a sum of units read as the seconds they mean."""
-    assert parse_duration_s(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "2", "h", "2x", "2h-1m", "-2h", "1.5h", "2026-11-30"])
-def test_not_a_duration(text: str) -> None:
-    """Anything that is not digits+unit pairs is not a duration (it may be a time)."""
-    assert parse_duration_s(text) is None
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("2026-11-30T10:00Z", datetime(2026, 11, 30, 10, 0, tzinfo=UTC)),
-        ("2026-11-30T10:00z", datetime(2026, 11, 30, 10, 0, tzinfo=UTC)),
-        ("2026-11-30T10:00:30+01:00", datetime(2026, 11, 30, 9, 0, 30, tzinfo=UTC)),
-        ("2026-11-30", datetime(2026, 11, 30, 0, 0, tzinfo=UTC)),  # a date alone is UTC
-        ("30m", NOW - timedelta(minutes=30)),
-        ("1d", NOW - timedelta(days=1)),
-    ],
-)
-def test_instants_absolute_or_ago(text: str, expected: datetime) -> None:
-    """Absolute times keep their zone (returned in UTC); durations count back from now."""
-    assert parse_instant(text, NOW, "--since") == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("yesterday", "--since: cannot read 'yesterday'"),
-        ("2026-13-45T10:00Z", "--since: cannot read"),
-        ("2026-11-30T10:00", "has no time zone"),  # local or UTC? refuse to guess
-        ("99999999w", "reaches before year 1"),  # too far back: one line, no traceback
-    ],
-)
-def test_bad_instants_say_which_flag_and_why(text: str, message: str) -> None:
-    """A time that cannot be read names the flag and shows the accepted forms."""
-    with pytest.raises(DlqUsageError, match=message):
-        parse_instant(text, NOW, "--since")
 
 
 def test_filter_defaults_to_open_rows_and_normalises_classes() -> None:
@@ -115,14 +51,6 @@ def test_conflicting_or_bad_filters(kwargs: dict[str, Any], message: str) -> Non
     """Contradictory filters are refused instead of silently matching nothing."""
     with pytest.raises(DlqUsageError, match=message):
         build_filter(NOW, **kwargs)
-
-
-def test_ids_positive_integers_in_order_without_repeats() -> None:
-    """Ids may be written with a leading #; repeats count once."""
-    assert parse_ids(["3", "#1", "3"]) == (3, 1)
-    for bad in ("x", "0", "-1", "1.5"):
-        with pytest.raises(DlqUsageError, match="is not a row id"):
-            parse_ids([bad])
 
 
 def _flags(**overrides: Any) -> dict[str, Any]:
@@ -166,25 +94,6 @@ def test_replay_flags_become_options() -> None:
     """Valid flags turn into the options the engine runs with."""
     options = check_replay_flags(**_flags(ids=["4", "4"], replay_all=False, rate_per_s=2.0))
     assert options == ReplayOptions(ids=(4,), rate_per_s=2.0)
-
-
-@pytest.mark.parametrize(
-    ("done", "now_s", "delay_s"),
-    [(0, 0.0, 0.0), (1, 0.0, 0.5), (4, 1.0, 1.0), (4, 3.0, 0.0)],
-)
-def test_pacing_keeps_the_average_rate(done: int, now_s: float, delay_s: float) -> None:
-    """At 2 rows/s, row n starts at n/2 s after the start; a late run does not wait."""
-    assert pace_delay_s(0.0, done, 2.0, now_s) == delay_s
-    assert pace_delay_s(0.0, done, None, now_s) == 0.0
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [(-5, "0s"), (42, "42s"), (300, "5m"), (7500, "2h05m"), (273_600, "3d04h")],
-)
-def test_ages(seconds: int, text: str) -> None:
-    """Ages are compact and never negative (clocks differ a little)."""
-    assert format_age(seconds) == text
 
 
 def _brief(
@@ -238,45 +147,6 @@ def test_failures_keep_the_class_of_our_errors() -> None:
     unexpected = failure_of(KeyError("amount"))
     assert unexpected.error_class == "UNEXPECTED_ERROR"
     assert unexpected.message == "KeyError: 'amount'"
-
-
-def test_terminal_text_is_made_harmless() -> None:
-    """Escape sequences a sender put in a payload cannot drive the operator's terminal."""
-    assert safe("red \x1b[31m\nok\t") == "red \\x1b[31m\nok\t"
-    assert table(("id", "event id"), [(1, "a\x07")]) == "ID  EVENT ID\n1   a\\x07"
-
-
-@pytest.mark.parametrize(
-    ("payload", "kind"),
-    [
-        (b'{"a": 1}', "json"),
-        (b"a=1&b=2", "text"),
-        (b"\xff\xfe\x00", "base64"),
-        (b"[" * 300 + b"]" * 300, "text"),  # parses, but orjson prints only 254 levels
-        (b"[" * 2000 + b"]" * 2000, "text"),  # deeper than orjson parses
-        (b'\xef\xbb\xbf{"a": 1}', "text"),  # a BOM
-        (b'{"a": 1e400}', "text"),
-        (b'{"a": "\\ud800"}', "text"),  # a lone surrogate escape
-    ],
-)
-def test_payload_decoding(payload: bytes, kind: str) -> None:
-    """Payloads are shown as JSON when they can be printed as JSON, else as text, else as
-    base64."""
-    assert decode_payload(payload)[0] == kind
-
-
-def test_show_page_prints_a_deeply_nested_payload_as_text() -> None:
-    """`dlq show` prints what orjson cannot pretty-print, byte for byte, without a traceback."""
-    payload = b"[" * 300 + b"]" * 300
-    at = datetime(2026, 1, 1, tzinfo=UTC)
-    row = DlqRow(
-        1, 1, "ingest", "stripe", "evt_1", None, "PAYLOAD_NOT_JSON", "deep", None,
-        payload, {}, 1, at, at, at, False, None, None, None, None,
-    )  # fmt: skip
-    page = show_page(row, at)
-    assert f"payload (text, {len(payload)} bytes)" in page
-    assert payload.decode() in page
-    assert row_doc(row)["payload"] == payload.decode()  # `show --json` can print it
 
 
 def test_progress_bar_only_on_a_terminal() -> None:

@@ -542,7 +542,7 @@ async def test_an_unknown_provider_name_is_echoed_cut_short(
     """A 60 KB provider name costs a small 404 and a short log line, not 60 KB of each;
     a short name is repeated whole so a typo can be spotted."""
     long_name = "n" * 60_000
-    caplog.set_level("INFO", logger="gateway.ingest.app")
+    caplog.set_level("INFO", logger="gateway.ingest.endpoints")
     answer = await post(gw, stripe(STRIPE_BODY, path="/webhooks/" + long_name))
     assert answer.status == 404
     assert len(answer.body) < 200
