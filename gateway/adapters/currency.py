@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -31,7 +31,7 @@ from gateway.core.currency import (
 )
 from gateway.core.money import check_currency
 from gateway.core.retry import CURRENCY, RetryPolicy
-from gateway.errors import GatewayError, RateServiceUnavailable, UnsupportedPair
+from gateway.errors import RateServiceUnavailable, UnsupportedPair
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,10 @@ class RateCache:
             async with asyncio.timeout(self._timeout_s):
                 stored = await self._redis.hgetall(self.key(base, quote))
         except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
-            log.warning("rate cache unavailable (read %s/%s): %r", base, quote, exc)
+            log.warning(
+                "rate cache unavailable",
+                extra={"op": "read", "pair": f"{base}/{quote}", "error": repr(exc)},
+            )
             return None
         if not stored:
             return None
@@ -127,7 +130,10 @@ class RateCache:
         try:
             return parse_rate(base, quote, doc)
         except ValueError as exc:
-            log.warning("rate cache entry %s unreadable: %s", self.key(base, quote), exc)
+            log.warning(
+                "rate cache entry unreadable",
+                extra={"key": self.key(base, quote), "error": str(exc)},
+            )
             return None
 
     async def put(self, rate: Rate) -> None:
@@ -142,7 +148,9 @@ class RateCache:
                     pipe.expire(key, self._ttl_s)
                     await pipe.execute()
         except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
-            log.warning("rate cache unavailable (write %s): %r", key, exc)
+            log.warning(
+                "rate cache unavailable", extra={"op": "write", "key": key, "error": repr(exc)}
+            )
 
 
 class NoRateCache:
@@ -161,7 +169,8 @@ def _text(value: str | bytes) -> str:
 
 
 class RateSource:
-    """Rates by the error policy: the service first, the cache as fallback, then retries."""
+    """Rates by the error policy: the service first, the cache as fallback, and when
+    neither serves, the delay before the caller's next try (it never sleeps itself)."""
 
     def __init__(
         self,
@@ -172,7 +181,6 @@ class RateSource:
         policy: RetryPolicy = CURRENCY,
         clock: Callable[[], datetime] = utc_now,
         rand: Callable[[], float] = random.random,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._client = client
         self._cache = cache
@@ -180,7 +188,6 @@ class RateSource:
         self._policy = policy
         self._clock = clock
         self._rand = rand
-        self._sleep = sleep
 
     async def decide(self, base: str, quote: str, *, attempt: int = 1) -> RateDecision:
         """One try (number `attempt`, 1-based) and what to do next; never sleeps.
@@ -201,7 +208,10 @@ class RateSource:
             answer = ServiceAnswer.UNSUPPORTED
         except RateServiceUnavailable as exc:
             answer = ServiceAnswer.DOWN
-            log.info("currency-service down for %s/%s (attempt %d): %s", base, quote, attempt, exc)
+            log.info(
+                "currency-service down",
+                extra={"pair": f"{base}/{quote}", "attempt": attempt, "error": str(exc)},
+            )
         # The cache is read only when it could matter: no usable fresh rate, pair supported.
         cached: Rate | None = None
         usable_fresh = fresh is not None and fresh.is_valid(now, self._max_age_s)
@@ -223,31 +233,11 @@ class RateSource:
             await self._cache.put(decision.rate)
         elif decision.origin is RateOrigin.CACHE and decision.rate is not None:
             log.warning(
-                "no fresh rate from the currency-service: using cached %s rate %s, %.0f s old",
-                decision.rate.pair,
-                decision.rate.rate,
-                decision.rate.age_s(now),
+                "no fresh rate from the currency-service: using the cached rate",
+                extra={
+                    "pair": decision.rate.pair,
+                    "rate": str(decision.rate.rate),
+                    "age_s": round(decision.rate.age_s(now), 1),
+                },
             )
         return decision
-
-    async def rate(self, base: str, quote: str) -> Rate:
-        """A usable rate, retrying in-process on the currency schedule (1 s, 5 s, 30 s).
-
-        Raises `UnsupportedPair` at once, or `RateStale` / `RateUnavailable` when the
-        schedule is exhausted.
-        """
-        attempt = 1
-        while True:
-            decision = await self.decide(base, quote, attempt=attempt)
-            if decision.action is RateAction.USE and decision.rate is not None:
-                return decision.rate
-            if decision.action is RateAction.RETRY and decision.delay_s is not None:
-                await self._sleep(decision.delay_s)
-                attempt += 1
-                continue
-            raise decision.error or _no_error(base, quote)
-
-
-def _no_error(base: str, quote: str) -> GatewayError:
-    # decide_rate always attaches the error to FAIL; this keeps the type checker honest.
-    return RateServiceUnavailable(f"{base}/{quote}: no rate and no reason")

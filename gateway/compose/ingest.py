@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 import httpx
 
@@ -20,7 +20,6 @@ from gateway import settings as settings_mod
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
-from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.backfill.task import ScheduledBackfill, scheduled
 from gateway.compose.backfill import scheduled_parts
 from gateway.core.retention import key_horizon_warning
@@ -37,7 +36,7 @@ from gateway.settings import RETRY_HORIZON_S, Settings
 log = logging.getLogger(__name__)
 
 
-def _left_to_relay(stored: Sequence[StoredEvent]) -> None:
+def _left_to_relay() -> None:
     """Committed rows need nothing more here: a `gateway relay` process publishes them."""
 
 

@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from gateway.core.content import has_control_chars
-from gateway.core.model import MAX_EVENT_ID_CHARS, Failure
+from gateway.core.event_ids import MAX_EVENT_ID_CHARS
+from gateway.core.model import Failure
 from gateway.errors import ErrorClass
 
 #: How much of a bad value a failure's message repeats.

@@ -22,9 +22,6 @@ from gateway.core.content import (
     nul_free,
     storable_headers,
 )
-
-# Re-exported: the id rules' limit, where the shaping rules' other limits are.
-from gateway.core.event_ids import MAX_EVENT_ID_CHARS as MAX_EVENT_ID_CHARS
 from gateway.core.event_ids import as_text, check_event_id, read_event_id
 from gateway.core.signatures.base import FieldRef
 from gateway.core.type_patterns import type_allowed

@@ -128,12 +128,6 @@ PROVIDER_UNITS: Mapping[str, Mapping[str, ProviderUnits]] = MappingProxyType(
 )
 
 
-def provider_exponent(provider: str, currency: str) -> int:
-    """Decimal places of `provider`'s integer amounts in `currency` (Stripe MGA 0, ISK 2)."""
-    rule = _units_of(provider).get(check_currency(currency))
-    return rule.exponent if rule is not None else minor_exponent(currency)
-
-
 def from_provider_minor(provider: str, amount: int, currency: str, field: str = "amount") -> int:
     """`amount` as `provider` writes it, in ISO 4217 minor units of `currency`.
 

@@ -4,7 +4,8 @@ commit, whether it was new.
 `GroupCommitInbox` gathers what arrives within a short window into one multi-row
 INSERT, so a burst costs one commit per group instead of one per request, and answers
 each waiting request only after its group's commit. `DirectInbox` commits one row per
-request; it exists so the difference can be measured.
+request: `[ingest] batching = false`, with no gathering wait, and the baseline the
+benchmark measures group commit against (`bench.run`, pass c).
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ import logging
 from collections.abc import Callable, Sequence
 
 from gateway.adapters.postgres import HeldConnection, Pool, connection
-from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
+from gateway.adapters.postgres.webhooks import insert_events
 from gateway.core.model import Event, Outcome
 from gateway.errors import DatabaseError, DatabaseUnavailable, Overloaded, TransientError
 from gateway.settings import IngestSettings
 
 log = logging.getLogger(__name__)
 
-#: Called with the rows a commit added, so they can be published right away.
-OnCommitted = Callable[[Sequence[StoredEvent]], None]
+#: Called after a commit that added rows, so they can be published right away (the
+#: relay reads them from the outbox, so it needs no more than the nudge).
+OnCommitted = Callable[[], None]
 
 
 def _unique(events: Sequence[Event]) -> list[Event]:
@@ -61,10 +63,9 @@ class DirectInbox:
 
     async def accept(self, event: Event) -> Outcome:
         inserted = await _commit(self._pool, [event])
-        row_id = inserted.get((event.provider, event.event_id))
-        if row_id is None:
+        if (event.provider, event.event_id) not in inserted:
             return Outcome.DUPLICATE
-        self._on_committed([StoredEvent(row_id, event)])
+        self._on_committed()
         return Outcome.ACCEPTED
 
     async def close(self) -> None:
@@ -183,17 +184,16 @@ class GroupCommitInbox:
         return inserted
 
     def _resolve(self, live: list[_Pending], inserted: dict[tuple[str, str], int]) -> None:
-        stored = []
+        added = False
         for event, future in live:
             # Popped first: a row that was committed is published even if its request
             # has stopped waiting; a repeat within the group is a duplicate.
             row_id = inserted.pop((event.provider, event.event_id), None)
-            if row_id is not None:
-                stored.append(StoredEvent(row_id, event))
+            added = added or row_id is not None
             if not future.done():
                 future.set_result(Outcome.ACCEPTED if row_id is not None else Outcome.DUPLICATE)
-        if stored:
-            self._on_committed(stored)
+        if added:
+            self._on_committed()
 
 
 def _set_exception(future: asyncio.Future[Outcome], exc: BaseException) -> None:

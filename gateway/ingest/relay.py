@@ -108,7 +108,7 @@ class OutboxRelay:
         self._task: asyncio.Task[None] | None = None
         self.path = path  # the `path` label of what it publishes: "inline" in serve
 
-    def wake(self, stored: Sequence[StoredEvent] = ()) -> None:
+    def wake(self) -> None:
         """Sweep now: rows were just committed (an `OnCommitted` callback)."""
         self._wake.set()
 

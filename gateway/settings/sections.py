@@ -67,6 +67,9 @@ class HttpSettings:
 class IngestSettings:
     """How accepted events are committed (group commit) and queued."""
 
+    #: `true`: group commit, requests arriving together share one INSERT and one commit
+    #: (up to `batch_max_rows`, gathered for `batch_window_us`). `false`: one INSERT and
+    #: one commit per request (`DirectInbox`), no gathering wait, a fraction of the rate.
     batching: bool = True
     batch_max_rows: int = 64
     batch_window_us: int = 500

@@ -41,7 +41,6 @@ __all__ = [
     "Headers",
     "Scheme",
     "SchemeParams",
-    "carries_id_in_body",
     "check_hmac_params",
     "get_scheme",
     "require_headers",
@@ -61,11 +60,3 @@ def get_scheme(name: str) -> Scheme:
         return SCHEMES[name]
     except KeyError:
         raise KeyError(f"unknown signature scheme {name!r}") from None
-
-
-def carries_id_in_body(scheme: Scheme, params: SchemeParams) -> bool:
-    """True when this provider's event id is in the body (so an unparseable body is a 400).
-
-    Same as `scheme.body_carries_id` for fixed schemes; for "hmac" it depends on params.
-    """
-    return scheme.id_ref(params).source == "json"

@@ -65,8 +65,6 @@ class Scheme(Protocol):
     """A signature scheme: verification, signing, and where the event's id and type live."""
 
     name: str
-    #: True when the event id lives in the body, so an unparseable body is a 400.
-    body_carries_id: bool
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Return if the request is genuine; raise a `SignatureError` subclass otherwise."""

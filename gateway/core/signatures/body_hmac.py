@@ -23,8 +23,6 @@ from gateway.errors import SignatureMalformed, SignatureMismatch
 class BodyHmacScheme:
     """An HMAC-SHA256 of the body in one header; id and type in headers of their own."""
 
-    body_carries_id: bool = False
-
     def __init__(
         self,
         name: str,

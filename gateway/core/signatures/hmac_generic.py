@@ -47,9 +47,6 @@ class HmacScheme:
     """A configurable HMAC-SHA256 signature over the body, optionally timestamped."""
 
     name: str = "hmac"
-    #: Depends on `event_id_from`; this class-level default is only a placeholder, so use
-    #: `gateway.core.signatures.carries_id_in_body(scheme, params)` when params are known.
-    body_carries_id: bool = True
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Read the headers, parse them, check the window (if timestamped), then compare."""

@@ -51,7 +51,6 @@ class StandardScheme:
     """The Standard Webhooks symmetric (v1) signature."""
 
     name: str = "standard"
-    body_carries_id: bool = False
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Read all three headers, parse them, check the window, then compare."""

@@ -24,8 +24,6 @@ from gateway.errors import SignatureMalformed, SignatureMismatch
 class TimestampedPairsScheme:
     """A timestamped HMAC-SHA256 hex signature in a header of `key=value` pairs."""
 
-    body_carries_id: bool = True
-
     def __init__(
         self,
         name: str,

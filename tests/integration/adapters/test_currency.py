@@ -1,7 +1,9 @@
 """Rates end to end: the real currency-stub under uvicorn, a real Redis, the real policy.
 
-Sleeping is injected (the schedule's delays are recorded, not waited), so the full
-1 s / 5 s / 30 s schedule runs in milliseconds against a stub that really fails.
+`RateSource.decide` never sleeps: the settlement worker retries by redelivery, waiting
+each RETRY's delay. `by_schedule` plays that consumer with the delays recorded, not
+waited, so the full 1 s / 5 s / 30 s schedule runs in milliseconds against a stub that
+really fails.
 """
 
 from __future__ import annotations
@@ -54,10 +56,28 @@ class Sleeps:
             await self._on_sleep(len(self.delays_s))
 
 
-def source(stub: Stub, cache: RateCache, sleeps: Sleeps | None = None,
-           timeout_s: float = 2.0) -> RateSource:  # fmt: skip
+def source(stub: Stub, cache: RateCache, timeout_s: float = 2.0) -> RateSource:
     client = CurrencyClient(stub.http, stub.url, timeout_s=timeout_s)
-    return RateSource(client, cache, rand=lambda: 0.5, sleep=sleeps or Sleeps())
+    return RateSource(client, cache, rand=lambda: 0.5)
+
+
+async def by_schedule(
+    rates: RateSource, base: str, quote: str, sleeps: Sleeps | None = None
+) -> Rate:
+    """The rate as a redelivering consumer gets it: a RETRY's delay goes to `sleeps` and
+    the next try is the next attempt; USE returns the rate; FAIL raises its error."""
+    attempt = 1
+    while True:
+        decision = await rates.decide(base, quote, attempt=attempt)
+        if decision.action is RateAction.USE and decision.rate is not None:
+            return decision.rate
+        if decision.action is RateAction.RETRY and decision.delay_s is not None:
+            await (sleeps or Sleeps())(decision.delay_s)
+            attempt += 1
+            continue
+        if decision.error is None:
+            raise AssertionError(f"a {decision.action} decision without an error")
+        raise decision.error
 
 
 async def test_fresh_rate_is_used_and_cached(
@@ -80,7 +100,7 @@ async def test_service_down_with_valid_cache_uses_it(
 ) -> None:
     """Service down and a cached rate younger than max_age_s: the cache serves, with a warning."""
     rates = source(stub, cache)
-    first = await rates.rate("EUR", "USD")
+    first = await by_schedule(rates, "EUR", "USD")
     await stub.control(mode="fail", rates={"EUR/USD": "1.50"})
     with caplog.at_level(logging.WARNING, logger="gateway.adapters.currency"):
         decision = await rates.decide("EUR", "USD")
@@ -88,7 +108,9 @@ async def test_service_down_with_valid_cache_uses_it(
         RateAction.USE, RateOrigin.CACHE, first,
     )  # fmt: skip
     assert any(
-        "using cached EUR/USD" in r.getMessage() and r.levelno == logging.WARNING
+        r.getMessage() == "no fresh rate from the currency-service: using the cached rate"
+        and getattr(r, "pair", None) == "EUR/USD"
+        and r.levelno == logging.WARNING
         for r in caplog.records
     )
 
@@ -100,7 +122,7 @@ async def test_service_down_and_no_cache_is_rate_unavailable_after_the_schedule(
     await stub.control(mode="fail")
     sleeps = Sleeps()
     with pytest.raises(RateUnavailable) as caught:
-        await source(stub, cache, sleeps).rate("EUR", "USD")
+        await by_schedule(source(stub, cache), "EUR", "USD", sleeps)
     assert caught.value.error_class == "RATE_UNAVAILABLE"
     assert sleeps.delays_s == pytest.approx([1.1, 5.5, 33.0])
     assert stub.state.requests == 4
@@ -114,7 +136,7 @@ async def test_expired_cache_and_service_down_is_rate_stale(stub: Stub, cache: R
     await stub.control(mode="fail")
     sleeps = Sleeps()
     with pytest.raises(RateStale):
-        await source(stub, cache, sleeps).rate("EUR", "USD")
+        await by_schedule(source(stub, cache), "EUR", "USD", sleeps)
     assert len(sleeps.delays_s) == 3
 
 
@@ -129,7 +151,7 @@ async def test_service_recovering_during_the_schedule_serves_fresh(
 
     await stub.control(mode="fail")
     sleeps = Sleeps(recover_after_second_wait)
-    rate = await source(stub, cache, sleeps).rate("EUR", "USD")
+    rate = await by_schedule(source(stub, cache), "EUR", "USD", sleeps)
     assert rate.rate == Decimal("1.08")
     assert (len(sleeps.delays_s), stub.state.requests) == (2, 3)
 
@@ -138,7 +160,7 @@ async def test_unsupported_pair_fails_at_once(stub: Stub, cache: RateCache) -> N
     """A 404 is UNSUPPORTED_PAIR on the first try: no waiting, one request."""
     sleeps = Sleeps()
     with pytest.raises(UnsupportedPair):
-        await source(stub, cache, sleeps).rate("IRR", "XTS")
+        await by_schedule(source(stub, cache), "IRR", "XTS", sleeps)
     assert sleeps.delays_s == []
     assert stub.state.requests == 1
 
@@ -148,11 +170,11 @@ async def test_redis_down_does_not_stop_settlement(stub: Stub) -> None:
     dead = aioredis.from_url(f"redis://127.0.0.1:{free_port()}", socket_connect_timeout=0.2)
     try:
         cache = RateCache(dead, key_prefix=f"test:{uuid.uuid4().hex}:fx")
-        rate = await source(stub, cache).rate("GBP", "USD")
+        rate = await by_schedule(source(stub, cache), "GBP", "USD")
         assert rate.rate == Decimal("1.27")
         await stub.control(mode="fail")
         with pytest.raises(RateUnavailable):
-            await source(stub, cache).rate("GBP", "USD")
+            await by_schedule(source(stub, cache), "GBP", "USD")
     finally:
         await dead.aclose()
 
@@ -160,7 +182,7 @@ async def test_redis_down_does_not_stop_settlement(stub: Stub) -> None:
 async def test_stalled_service_times_out_and_the_cache_serves(stub: Stub, cache: RateCache) -> None:
     """A service that stalls past the client's deadline counts as down."""
     rates = source(stub, cache, timeout_s=0.3)
-    await rates.rate("EUR", "USD")
+    await by_schedule(rates, "EUR", "USD")
     await stub.control(mode="stall", stall_s=5)
     loop = asyncio.get_running_loop()
     started = loop.time()

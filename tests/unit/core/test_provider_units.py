@@ -13,7 +13,6 @@ from gateway.core.money import (
     convert_minor,
     from_provider_minor,
     minor_exponent,
-    provider_exponent,
 )
 from gateway.core.settlement import from_stripe
 from gateway.errors import InvalidAmount, PermanentError, ProviderAmountInvalid
@@ -84,8 +83,10 @@ PADDLE_CURRENCIES = [
 
 @pytest.mark.parametrize("currency", PADDLE_CURRENCIES)
 def test_paddle_supported_currencies_use_iso_exponents(currency: str) -> None:
-    """Paddle documents no currency whose lowest denomination differs from ISO 4217."""
-    assert provider_exponent("paddle", currency) == minor_exponent(currency)
+    """Paddle documents no currency whose lowest denomination differs from ISO 4217, so
+    its amounts are the ledger's minor units as they are."""
+    assert "paddle" in PROVIDER_UNITS and currency not in PROVIDER_UNITS["paddle"]
+    assert from_provider_minor("paddle", 12_345, currency) == 12_345
 
 
 @pytest.mark.parametrize(

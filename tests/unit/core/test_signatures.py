@@ -19,7 +19,6 @@ from gateway.core.signatures import (
     FieldRef,
     Scheme,
     SchemeParams,
-    carries_id_in_body,
     get_scheme,
     require_headers,
     standard_key,
@@ -927,10 +926,8 @@ def test_id_and_type_refs(
     scheme = get_scheme(name)
     assert scheme.id_ref(params) == FieldRef.parse(id_ref)
     assert scheme.type_ref(params) == FieldRef.parse(type_ref)
-    assert carries_id_in_body(scheme, params) is in_body
-    if name != "hmac":
-        # Fixed schemes state it as an attribute too; the two must agree.
-        assert scheme.body_carries_id is in_body
+    # Where the id lives decides whether an unparseable body is a 400.
+    assert (scheme.id_ref(params).source == "json") is in_body
 
 
 def test_hmac_without_a_header_is_a_configuration_error() -> None:
