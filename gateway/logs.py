@@ -32,10 +32,9 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_") and key != "color_message":
                 doc[key] = value
-        if tracing.ENABLED:  # logs and traces link both ways: the ids of the current span
-            ids = tracing.current_ids()
-            if ids is not None:
-                doc["trace_id"], doc["span_id"] = ids
+        ids = tracing.current_ids()  # logs and traces link both ways (None while off)
+        if ids is not None:
+            doc["trace_id"], doc["span_id"] = ids
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(doc, default=str).decode()

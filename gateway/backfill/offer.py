@@ -8,7 +8,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from gateway import tracing
 from gateway.adapters.postgres import backfill as progress
 from gateway.adapters.postgres import connection
 from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
@@ -69,11 +68,10 @@ async def offer(
             inexact.add(key)
     if not events:
         return tally
-    spans: dict[tuple[str, str], tracing.Span] = {}
-    if tracing.ENABLED:  # each row and message carries its event's span
-        traced_events, started = traced.recover_spans(events.values())
-        events = {k: e for k, e in zip(events, traced_events, strict=True)}
-        spans = {k: s for k, s in zip(events, started, strict=True) if s is not None}
+    # Each row and message carries its event's span (None: tracing off, or not sampled).
+    traced_events, started = traced.recover_spans(events.values())
+    events = dict(zip(events, traced_events, strict=True))
+    spans = dict(zip(events, started, strict=True))
     async with connection(parts.pool) as conn:
         inserted = await insert_events(conn, list(events.values()))  # the gate
     stored: list[StoredEvent] = []
@@ -87,8 +85,7 @@ async def offer(
                 pages.parked(parts, event)
         else:  # a webhook or another run recorded it since the look-up
             tally.add(Outcome.PRESENT)
-            if key in spans:
-                traced.recover_done(spans.pop(key), Outcome.PRESENT.value)
+            traced.recover_done(spans.pop(key), Outcome.PRESENT.value)
     if inexact & set(inserted):
         log.warning(
             "recovered GitHub deliveries whose exact bytes could not be proven",

@@ -65,10 +65,8 @@ async def backfill(
 ) -> BackfillReport:
     """Recover what the provider's API has in `window` and the gateway never recorded."""
     report = BackfillReport(parts.provider.name, window, dry_run)
-    span = traced.pass_span(report.provider, window, dry_run) if tracing.ENABLED else None
-    if span is None:  # off, or a pass not sampled (its events then carry flags 00)
-        await _run(parts, report, rate_per_s)
-        return report
+    # None: tracing off, or a pass not sampled (its events then carry flags 00).
+    span = traced.pass_span(report.provider, window, dry_run)
     try:
         with tracing.activated(span):  # its log lines and each recovered event join it
             await _run(parts, report, rate_per_s)

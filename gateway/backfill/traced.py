@@ -1,10 +1,10 @@
 """Backfill's spans: one per pass (`gateway backfill`, or a scheduled pass of `gateway
 serve`) with its provider and counts, and a child per recovered event.
 
-Called only while `gateway.tracing.ENABLED`; `backfill.run` checks it first. A recovered
-event's row and message carry its `backfill.recover` span's `traceparent`, so the
-event's publish (now, or later by the relay) and its settlement join the pass's trace,
-as a live event's join its request's.
+A recovered event's row and message carry its `backfill.recover` span's `traceparent`,
+so the event's publish (now, or later by the relay) and its settlement join the pass's
+trace, as a live event's join its request's. With tracing off, or a pass not sampled, a
+pass has no span (None), and these helpers take that None like any other.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ COUNTS = ("fetched", "present", "recovered", "would_recover", "failed", "inexact
 
 def pass_span(provider: str, window: Window, dry_run: bool) -> tracing.Span | None:
     """The span of one pass: a trace of its own (a pass is nobody's child); None (no SDK
-    call) when that trace is not sampled (`sample_ratio`)."""
-    if not tracing.new_trace().sampled:
-        return None
-    return tracing.start_root(
+    call) when that trace is not sampled (`sample_ratio`) or tracing is off."""
+    return tracing.sampled_root(
         "backfill",
         attributes={
             "gateway.provider": provider,
@@ -37,16 +35,18 @@ def pass_span(provider: str, window: Window, dry_run: bool) -> tracing.Span | No
 
 
 def pass_done(
-    span: tracing.Span, counts: dict[str, int], unpublished: int, error_class: str | None
+    span: tracing.Span | None, counts: dict[str, int], unpublished: int, error_class: str | None
 ) -> None:
-    """End the pass's span with its counts (so far, when it failed)."""
-    for name in COUNTS:
-        span.set_attribute(f"gateway.backfill.{name}", counts.get(name, 0))
-    span.set_attribute("gateway.backfill.unpublished", unpublished)
-    span.set_attribute("gateway.outcome", "failed" if error_class else "done")
+    """End the pass's span with its counts (so far, when it failed); None: nothing."""
+    attributes: dict[str, str | int | float | bool] = {
+        f"gateway.backfill.{name}": counts.get(name, 0) for name in COUNTS
+    }
+    attributes["gateway.backfill.unpublished"] = unpublished
+    attributes["gateway.outcome"] = "failed" if error_class else "done"
+    tracing.set_attributes(span, attributes)
     if error_class is not None:
         tracing.failed(span, error_class)
-    span.end()
+    tracing.end(span)
 
 
 def recover_spans(events: Iterable[Event]) -> tuple[list[Event], list[tracing.Span | None]]:
@@ -54,11 +54,11 @@ def recover_spans(events: Iterable[Event]) -> tuple[list[Event], list[tracing.Sp
     gate, and the events as they are to be recorded, each carrying its span's
     `traceparent`. Under a pass that is not sampled (no current span): no spans (None
     each), and the events carry one unsampled `traceparent` (flags 00), so that their
-    publish and settlement skip the SDK too."""
+    publish and settlement skip the SDK too; with tracing off, the events as they are."""
     if tracing.current() is None:
-        events = list(events)
-        carried = str(tracing.unsampled())
-        return [replace(e, traceparent=carried) for e in events], [None] * len(events)
+        carried = tracing.unsampled_traceparent()
+        kept = [e if carried is None else replace(e, traceparent=carried) for e in events]
+        return kept, [None] * len(kept)
     shaped: list[Event] = []
     spans: list[tracing.Span | None] = []
     for event in events:
@@ -76,8 +76,8 @@ def recover_spans(events: Iterable[Event]) -> tuple[list[Event], list[tracing.Sp
     return shaped, spans
 
 
-def recover_done(span: tracing.Span, outcome: str) -> None:
+def recover_done(span: tracing.Span | None, outcome: str) -> None:
     """End an event's span: published, unpublished (left to the outbox relay), or
-    present (a webhook or another run recorded it first)."""
-    span.set_attribute("gateway.outcome", outcome)
-    span.end()
+    present (a webhook or another run recorded it first); None: nothing."""
+    tracing.set_attributes(span, {"gateway.outcome": outcome})
+    tracing.end(span)

@@ -136,16 +136,14 @@ async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResu
         # Outside the try: a handler that cannot be built (its ledger is down, say) is the
         # run's failure, not this row's; the transaction rolls back and the row stays.
         handler = await handlers.get(row.stage)
-        span = replay_span(row) if tracing.ENABLED else None
+        span = replay_span(row)  # None: tracing off, or this replay's trace not sampled
         try:
             with tracing.activated(span):  # the handler's spans and log lines join it
                 result = await _run_row(conn, handler, row, brief)
         except BaseException as exc:  # recording the outcome failed: the run's error
-            if span is not None:
-                replay_done(span, "error", failure_of(exc).error_class)
+            replay_done(span, "error", failure_of(exc).error_class)
             raise
-        if span is not None:
-            replay_done(span, result.outcome.value, result.error_class)
+        replay_done(span, result.outcome.value, result.error_class)
         return result
 
 

@@ -25,7 +25,6 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from gateway import tracing
 from gateway.core.classify import sqlstate_is_bad_content
 from gateway.core.model import Event, Failure, Outcome, service_event, webhook_event
 from gateway.core.signatures import get_scheme, require_headers
@@ -38,8 +37,8 @@ from gateway.errors import (
     RequestRejected,
     TransientError,
     Unauthorized,
-    error_class_of,
     UnknownProvider,
+    error_class_of,
 )
 from gateway.ingest import traced
 from gateway.ingest.deadlines import Deadlines
@@ -210,10 +209,8 @@ async def ingest(
         raise RuntimeError("ingest must run inside an asyncio task")
     loop_time = asyncio.get_running_loop().time
     reading = True
-    trace: traced.RequestTrace | None = None
-    if tracing.ENABLED:  # off: one flag read; on, unsampled: no span objects either
-        route = traced.EVENTS_ROUTE if label == "internal" else traced.WEBHOOK_ROUTE
-        trace = traced.RequestTrace(scope["headers"], label, route, settings.tracing.trust_incoming)
+    # Off, `UNTRACED` (one flag read per request); on and unsampled, no span objects.
+    trace = traced.request_trace(scope["headers"], label, settings.tracing.trust_incoming)
     status: int | None = 200
     error_class: str | None = None
     try:
@@ -227,11 +224,10 @@ async def ingest(
                 )
                 reading = False
                 event = shape(headers, body)  # verified: a trusted sender's trace may join
-                if trace is not None:
-                    event = trace.shaped(event)
+                event = trace.shaped(event)
                 deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
                 try:
-                    with traced.commit_wait(trace):  # the group commit, if sampled
+                    with trace.commit_wait():  # the group commit, if sampled
                         outcome = await parts.inbox.accept(event)
                 except DatabaseError as exc:
                     # A safety net: the shaping rules keep what PostgreSQL refuses out of
@@ -288,8 +284,7 @@ async def ingest(
         await send_json(send, 500, {"error": "internal", "detail": "unexpected error"})
     parts.metrics.webhooks_total.inc(provider=label, outcome=result)
     parts.metrics.request_seconds.observe(time.perf_counter() - started)
-    if trace is not None:
-        trace.done(result, status, error_class)
+    trace.done(result, status, error_class)
 
 
 def _parked(parts: IngestParts, event: Event, failure: Failure) -> None:

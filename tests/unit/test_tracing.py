@@ -210,7 +210,7 @@ async def test_a_verified_request_joins_a_trusted_senders_sampled_trace() -> Non
             trace = traced.RequestTrace(headers, "stripe", traced.WEBHOOK_ROUTE, True)
             assert trace.span is None  # nothing decided before verification
             shaped = trace.shaped(event("evt_joined"))
-            with traced.commit_wait(trace):
+            with trace.commit_wait():
                 assert trace.span is None  # nor before the outcome
             trace.done("accepted", 200, None)
         spans = await receiver.wait_for(lambda s: s.trace_id == PROVIDERS.split("-")[1], 2)
@@ -233,7 +233,7 @@ async def test_a_replayed_delivery_never_chooses_its_sampling(no_sdk: None) -> N
     for _ in range(50):
         trace = traced.RequestTrace(headers, "github", traced.WEBHOOK_ROUTE, True)
         trace.shaped(event("evt_replayed"))
-        with traced.commit_wait(trace):
+        with trace.commit_wait():
             pass
         trace.done("duplicate", 200, None)
         assert trace.span is None
