@@ -8,7 +8,8 @@ import asyncio
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from gateway.cli.common import RATE_PER_S, SubParsers, help_texts, load_settings, print_json
+from gateway.cli.common import RATE_PER_S, SubParsers, help_texts, load_settings
+from gateway.cli.format import print_json
 from gateway.core.operator_input import parse_instant
 from gateway.errors import BackfillUsageError, UsageError
 

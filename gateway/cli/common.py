@@ -13,8 +13,6 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import orjson
-
 from gateway import settings as settings_mod
 from gateway.errors import (
     BrokerUnavailable,
@@ -73,12 +71,6 @@ def help_texts(about: str, examples: Sequence[str] = ()) -> dict[str, Any]:
     if examples:
         text["epilog"] = "examples:\n" + "\n".join(f"  {line}" for line in examples)
     return text
-
-
-def print_json(doc: object) -> None:
-    """One JSON document on stdout, indented for a person, parseable by `jq`."""
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-    sys.stdout.flush()
 
 
 def load_settings(args: argparse.Namespace) -> settings_mod.Settings:

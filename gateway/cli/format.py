@@ -8,6 +8,7 @@ the terminal while a replay runs.
 from __future__ import annotations
 
 import base64
+import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -69,6 +70,13 @@ def table(headings: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 def dumps(doc: object) -> str:
     """A `--json` document: indented, times in UTC with a `Z`."""
     return orjson.dumps(doc, option=_JSON_OPTIONS).decode()
+
+
+def print_json(doc: object) -> None:
+    """One JSON document on stdout, indented for a person, parseable by `jq` (times as
+    they are: the documents of `ledger`, `backfill` and the like carry their offsets)."""
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.flush()
 
 
 def decode_payload(payload: bytes) -> tuple[str, Any]:

@@ -8,7 +8,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
+from gateway.cli.common import SubParsers, help_texts, load_settings
+from gateway.cli.format import print_json
 from gateway.core.money import check_currency
 from gateway.errors import ConfigError, LedgerImbalance
 from gateway.settings import Settings

@@ -18,8 +18,8 @@ from gateway.cli.common import (
     SubParsers,
     help_texts,
     load_settings,
-    print_json,
 )
+from gateway.cli.format import print_json
 
 if TYPE_CHECKING:
     from gateway.metrics import ListenAddress

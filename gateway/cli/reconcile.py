@@ -6,7 +6,8 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING
 
-from gateway.cli.common import Number, SubParsers, help_texts, load_settings, print_json
+from gateway.cli.common import Number, SubParsers, help_texts, load_settings
+from gateway.cli.format import print_json
 
 if TYPE_CHECKING:
     from gateway.settlement.reconcile import ReconcileReport

@@ -8,7 +8,8 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from gateway.cli.common import SubParsers, help_texts, load_settings, print_json
+from gateway.cli.common import SubParsers, help_texts, load_settings
+from gateway.cli.format import print_json
 
 if TYPE_CHECKING:
     from gateway.core.retention import RetentionReport

@@ -8,7 +8,8 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from gateway.cli.common import LISTEN_PORT, SubParsers, help_texts, print_json
+from gateway.cli.common import LISTEN_PORT, SubParsers, help_texts
+from gateway.cli.format import print_json
 from gateway.settings import SCHEME_NAMES
 
 
