@@ -1,5 +1,6 @@
 """How the operator commands print: aligned tables, times and ages, JSON documents, and
-stored payloads and headers made safe for a terminal. Pure: values in, text out.
+stored payloads and headers made safe for a terminal. Pure, values in and text out, but
+for `print_json`, which writes its document to stdout.
 
 The pages of each command (`cli.pages`) are built from these; `dlq.progress` draws on
 the terminal while a replay runs.
