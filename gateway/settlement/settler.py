@@ -1,6 +1,8 @@
-"""Settling one event: extract the instruction, fix the rate, post the transfer once.
+"""Settling events: extract the instruction, fix the rate, post the transfer once.
 
-Used by the JetStream worker and by DLQ replay alike, so a replayed event goes through
+One algorithm (`Settler.settle_items`, over the steps of `gateway.settlement.steps`)
+for a fetched batch and for one event, which is a batch of one (`Settler.settle`). Used
+by the JetStream worker and by DLQ replay alike, so a replayed event goes through
 exactly the same idempotency as a live one: the transfer id is derived from the
 settlement, the ledger answers EXISTS to a repeat, and the amount and rate are fixed by
 the first attempt.
@@ -8,38 +10,31 @@ the first attempt.
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from gateway import tracing
 from gateway.adapters.currency import RateSource
-from gateway.adapters.postgres import Conn, Pool, connection
+from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import settlements as store
 from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.core.currency import Rate, RateAction
 from gateway.core.excerpt import excerpt
-from gateway.core.ledger import Ledger, TransferResult, interpret
+from gateway.core.ledger import Ledger, TransferResult
 from gateway.core.ledger_accounts import clearing_name
 from gateway.core.model import Event, ParsedBody
-from gateway.core.money import convert_minor
 from gateway.core.settlement import (
     SettlementInstruction,
-    SettlementKind,
     SettlementState,
-    build_transfer,
     from_internal,
     from_stripe,
     merchant_account_id,
-    merchant_to_post,
     transfer_id,
 )
 from gateway.errors import (
     GatewayError,
-    LedgerIdCollision,
-    PaymentNotSettled,
     RetriesExhausted,
     RetryScheduled,
     TransientError,
@@ -47,8 +42,11 @@ from gateway.errors import (
     error_class_of,
 )
 from gateway.settings import Settings
-from gateway.settlement import traced
+from gateway.settlement import steps
+from gateway.settlement.items import Item, SettleOutcome, Tally, step_failed
 from gateway.settlement.ledger_ops import open_accounts
+
+__all__ = ["RATE_FROM_MEMORY", "SettleOutcome", "Settler", "instruction_for", "log_settled"]
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +55,6 @@ log = logging.getLogger(__name__)
 _RATE_MEMO_S = 5.0
 #: Where a rate came from when this process remembered it (`Settler.rate_from`).
 RATE_FROM_MEMORY = "memory"
-
-
-class SettleOutcome(enum.StrEnum):
-    """How an event ended, as counted in `gateway_settlements_total{outcome}`."""
-
-    SETTLED = "settled"
-    DUPLICATE = "duplicate"  # already settled: nothing moved
-    IGNORED = "ignored"  # an event type that does not settle
 
 
 def instruction_for(event: Event, schemes: Mapping[str, str]) -> SettlementInstruction | None:
@@ -98,27 +88,6 @@ def log_settled(
             "result": result.value,
         },
     )
-
-
-def check_same(existing: store.SettlementRow, instruction: SettlementInstruction) -> None:
-    """A second event for a settlement must say the same thing as the first.
-
-    The transfer id comes from the settlement id alone, so a repeat with another amount,
-    currency or merchant would otherwise be waved through as a duplicate; it is a data
-    problem someone has to look at, and it is raised as the critical id collision.
-    """
-    same = (
-        existing.amount_minor == instruction.amount_minor
-        and existing.currency == instruction.currency
-        and (instruction.merchant_id is None or existing.merchant_id == instruction.merchant_id)
-    )
-    if not same:
-        merchant = None if instruction.merchant_id is None else excerpt(instruction.merchant_id)
-        raise LedgerIdCollision(
-            f"settlement {excerpt(instruction.key)} was recorded as {existing.amount_minor} "
-            f"{existing.currency} for {excerpt(existing.merchant_id)}; this event says "
-            f"{instruction.amount_minor} {instruction.currency} for {merchant}"
-        )
 
 
 class Settler:
@@ -162,62 +131,62 @@ class Settler:
         )
 
     async def settle(self, event: Event, attempt: int) -> SettleOutcome:
-        """Settle `event` (delivery number `attempt`); raise a `GatewayError` on failure."""
+        """Settle `event` (delivery number `attempt`); raise a `GatewayError` on failure.
+
+        A batch of one, settled alone: its steps' spans join the current span."""
         instruction = self.instruction(event)
         if instruction is None:
             return SettleOutcome.IGNORED
         tid = transfer_id(instruction)
-        async with connection(self._pool) as conn:
-            existing = await store.by_transfer(conn, tid)
-            if existing is not None:
-                check_same(existing, instruction)
-                if existing.state is SettlementState.SETTLED:
-                    return SettleOutcome.DUPLICATE
-            merchant = await self._merchant(conn, instruction)
-        await self.require_account(merchant)
-        if existing is not None and existing.ledger_amount_minor and existing.rate_at_payment:
-            amount_minor, rate = existing.ledger_amount_minor, existing.rate_at_payment
-        else:
-            if tracing.ENABLED:
-                rate = await traced.rate(self.rate_from, None, instruction.currency, attempt)
-            else:
-                rate = await self.rate(instruction.currency, attempt)
-            amount_minor = convert_minor(
-                instruction.amount_minor, rate, instruction.currency, self._currency
-            )
-            async with connection(self._pool) as conn:
-                fixed = await store.fix_pending(
-                    conn,
-                    instruction,
-                    transfer_id=tid,
-                    provider=event.provider,
-                    merchant_id=merchant,
-                    ledger_amount_minor=amount_minor,
-                    ledger_currency=self._currency,
-                    rate=rate,
-                )
-            amount_minor = fixed.ledger_amount_minor or amount_minor
-            rate = fixed.rate_at_payment or rate
-        transfer = build_transfer(
-            instruction,
-            provider=event.provider,
-            ledger_currency=self._currency,
-            amount_minor=amount_minor,
-            rate_at_payment=rate,
-            merchant_id=merchant,
-        )
-        if tracing.ENABLED:
-            with tracing.current_child("ledger.post", {"gateway.batch_size": 1}):
-                [result] = await self._ledger.post([transfer])
-        else:
-            [result] = await self._ledger.post([transfer])
-        result = interpret(result, transfer)
-        async with connection(self._pool) as conn:
-            await store.set_state(conn, tid, SettlementState.SETTLED)
-        log_settled(instruction, amount_minor, self._currency, rate, result)
-        return (
-            SettleOutcome.SETTLED if result is TransferResult.CREATED else SettleOutcome.DUPLICATE
-        )
+        return await self.settle_alone(Item(0, event, attempt, instruction, tid, tracing.current()))
+
+    async def settle_alone(self, item: Item) -> SettleOutcome:
+        """Settle one item by the single-event rules (see `steps`); raise its error."""
+        result = (await self.settle_items([item], alone=True)).decided.get(item.index)
+        if isinstance(result, Exception):
+            raise result
+        if result is None:  # settled alone, every step decides: this is a bug
+            raise RuntimeError("not settled")
+        return result
+
+    async def settle_items(self, items: Sequence[Item], *, alone: bool) -> Tally:
+        """Settle distinct settlements together, step by step (`gateway.settlement.steps`):
+        an outcome or an exception for each, or (not `alone`) left to be settled alone."""
+        tally = Tally()
+        try:
+            found = await steps.look_up(self._pool, items)
+        except Exception as exc:
+            return self._failed_step(tally, exc, items, alone)
+        routed = tally.take(steps.route(items, found, alone=alone))
+        priced = tally.take(await steps.price(routed, self))
+        try:
+            priced = await steps.fix_pending(self._pool, priced, self._currency)
+        except Exception as exc:
+            return self._failed_step(tally, exc, [p.item for p in priced], alone)
+        postings = tally.take(steps.build(priced, self._currency))
+        try:
+            answers = await steps.post(self._ledger, postings)
+        except Exception as exc:
+            return self._failed_step(tally, exc, [p.priced.item for p in postings], alone)
+        posted = tally.take(steps.interpreted(answers))
+        try:
+            await steps.mark_settled(self._pool, posted)
+        except Exception as exc:
+            return self._failed_step(tally, exc, [p.priced.item for p, _ in posted], alone)
+        for posting, answer in posted:
+            p = posting.priced
+            with tracing.activated(p.item.span):  # the log line carries its trace id
+                log_settled(p.item.instruction, p.amount_minor, self._currency, p.rate, answer)
+            tally.decided[p.item.index] = steps.outcome(answer)
+        return tally
+
+    @staticmethod
+    def _failed_step(tally: Tally, exc: Exception, items: Sequence[Item], alone: bool) -> Tally:
+        triage = step_failed(exc, items, alone=alone)
+        if triage.alone:
+            log.exception("batch step failed; settling its events one by one")
+        tally.take(triage)
+        return tally
 
     async def record_failure(self, event: Event, error: BaseException, final: bool) -> None:
         """Note a failed attempt on the settlement row (failed when `final`)."""
@@ -236,18 +205,6 @@ class Settler:
             else:
                 await store.note_failure(conn, transfer_id(instruction), error_class)
 
-    async def _merchant(self, conn: Conn, instruction: SettlementInstruction) -> str:
-        capture = None
-        if instruction.kind is SettlementKind.REFUND:
-            capture = await store.capture_of(conn, instruction.settlement_id)
-        merchant = merchant_to_post(instruction, capture.settled_merchant if capture else None)
-        if merchant is None:
-            # The payment's event may still be on its way: transient, DLQ after the schedule.
-            raise PaymentNotSettled(
-                f"refund of {excerpt(instruction.settlement_id)} before its payment settled"
-            )
-        return merchant
-
     async def require_account(self, merchant: str) -> None:
         """Raise `UnknownMerchant` unless the merchant's account exists.
 
@@ -261,16 +218,12 @@ class Settler:
             raise UnknownMerchant(f"merchant {excerpt(merchant)} has no {self._currency} account")
         self._open_accounts.add(account)
 
-    async def rate(self, currency: str, attempt: int) -> Decimal:
-        """The rate from `currency` to the ledger's, for delivery number `attempt`; raises
-        `RetryScheduled`, `RetriesExhausted` or a permanent error when there is none."""
-        rate, _ = await self.rate_from(currency, attempt)
-        return rate
-
     async def rate_from(self, currency: str, attempt: int) -> tuple[Decimal, str]:
-        """`rate`, and where it came from: `memory` (this process asked within
-        `_RATE_MEMO_S`), or the `RateOrigin` (`service`, `cache` when the service gave
-        none, `identity`); for the `currency.rate` span."""
+        """The rate from `currency` to the ledger's, for delivery number `attempt`, and
+        where it came from: `memory` (this process asked within `_RATE_MEMO_S`), or the
+        `RateOrigin` (`service`, `cache` when the service gave none, `identity`), for the
+        `currency.rate` span. Raises `RetryScheduled`, `RetriesExhausted` or a permanent
+        error when there is none."""
         key = (currency, self._currency)
         memo = self._memo.get(key)
         if memo is not None and time.monotonic() - memo[0] < _RATE_MEMO_S:

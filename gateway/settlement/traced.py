@@ -2,28 +2,35 @@
 that sent it (the message's `traceparent`, written by this gateway's own publisher), so
 every attempt of a retried settlement shows in the payment's trace.
 
-Called only while `gateway.tracing.ENABLED`; the worker checks it first. A delivery of
-an unsampled trace has no span, and its steps (`tracing.current_child`) none either.
+Every helper takes a span or None and does nothing for None: tracing off, or a delivery
+of an unsampled trace, has no span, and its steps none either. Only `settle_span`, the
+start of it all, reads `gateway.tracing.ENABLED`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from decimal import Decimal
 
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
 from gateway.core.model import Event
 from gateway.core.trace_context import HEADER, parse_traceparent
+from gateway.errors import ErrorClass, error_class_of
 
 #: `Settler.rate_from`: a currency and delivery number to (rate, where it came from).
 RateLookUp = Callable[[str, int], Awaitable[tuple[Decimal, str]]]
 
 
 def settle_span(msg: Delivery, event: Event, deliveries: int) -> tracing.Span | None:
-    """The consumer span of one delivery, or None (no SDK call) when its trace is not
-    sampled: the message's `traceparent` says so (flags 00), or, without a usable one
-    (published while tracing was off), a new trace drawn at `sample_ratio` says so."""
+    """The consumer span of one delivery, or None (no SDK call) while tracing is off or
+    when its trace is not sampled: the message's `traceparent` says so (flags 00), or,
+    without a usable one (published while tracing was off), a new trace drawn at
+    `sample_ratio` says so."""
+    if not tracing.ENABLED:  # once per event: off, no header is even parsed
+        return None
     parent = parse_traceparent(msg.headers.get(HEADER))
     drawn = parent is None
     if not (tracing.new_trace() if parent is None else parent).sampled:
@@ -42,35 +49,37 @@ def settle_span(msg: Delivery, event: Event, deliveries: int) -> tracing.Span | 
     return tracing.start("settle", kind="consumer", attributes=attributes, parent=parent)
 
 
-def ledger_spans(spans: list[tracing.Span | None], started_ns: int, batch_size: int) -> None:
-    """One `ledger.post` child per event of a batch posted together: the same interval
-    (one ledger transaction), each in its own event's trace."""
-    for parent in spans:
-        if parent is not None:
-            child = tracing.start(
-                "ledger.post",
-                attributes={"gateway.batch_size": batch_size},
-                parent=parent,
-                start_ns=started_ns,
+@contextlib.contextmanager
+def ledger_post(spans: Sequence[tracing.Span | None]) -> Iterator[None]:
+    """`with ledger_post(spans):` around posting a batch together: one `ledger.post`
+    child per event of it (None: none), the same interval (one ledger transaction),
+    each in its own event's trace; a post that raises marks each failed."""
+    started_ns = time.time_ns()
+    error_class: ErrorClass | None = None
+    try:
+        yield
+    except BaseException as exc:
+        error_class = error_class_of(exc)
+        raise
+    finally:
+        attributes = {"gateway.batch_size": len(spans)}
+        for parent in spans:
+            child = tracing.start_child(
+                parent, "ledger.post", attributes=attributes, start_ns=started_ns
             )
-            child.end()
+            if error_class is not None:
+                tracing.failed(child, error_class)
+            tracing.end(child)
 
 
 async def rate(
     look_up: RateLookUp, parent: tracing.Span | None, currency: str, attempt: int
 ) -> Decimal:
-    """`Settler.rate` (`look_up` is its `rate_from`) in a `currency.rate` span, a child
-    of `parent` (None: of the current span), that says where the rate came from
+    """The rate from `look_up` (`Settler.rate_from`) in a `currency.rate` span, a child
+    of `parent` (None: no span), that says where the rate came from
     (`gateway.rate.source`: memory, service, cache, identity); a look-up that fails is
     marked with its error class instead."""
-    attributes = {"gateway.currency": currency}
-    step = (
-        tracing.current_child("currency.rate", attributes)
-        if parent is None
-        else tracing.child(parent, "currency.rate", attributes)
-    )
-    with step as span:
+    with tracing.child(parent, "currency.rate", {"gateway.currency": currency}) as span:
         found, source = await look_up(currency, attempt)
-        if span is not None:
-            span.set_attribute("gateway.rate.source", source)
+        tracing.set_attributes(span, {"gateway.rate.source": source})
     return found

@@ -119,12 +119,9 @@ class SettlementWorker:
                 readable.append(msg)
             except Exception:  # a header it cannot read; redelivered after ack_wait
                 log.exception("message unreadable; left for redelivery")
-        spans: list[tracing.Span | None] = [None] * len(work)
-        if tracing.ENABLED:  # each delivery's span, a child of the publish that sent it
-            spans = [settle_span(m, e, n) for m, (e, n) in zip(readable, work, strict=True)]
-        outcomes = await settle_batch(
-            self.parts.settler, work, self._settings.concurrency, spans if tracing.ENABLED else None
-        )
+        # Each delivery's span, a child of the publish that sent it (None: not traced).
+        spans = [settle_span(m, e, n) for m, (e, n) in zip(readable, work, strict=True)]
+        outcomes = await settle_batch(self.parts.settler, work, self._settings.concurrency, spans)
         failed = []
         for msg, (event, deliveries), outcome, span in zip(
             readable, work, outcomes, spans, strict=True
@@ -138,9 +135,8 @@ class SettlementWorker:
                 log.exception("ack failed; the message will be redelivered")
                 continue
             finally:
-                if span is not None:
-                    span.set_attribute("gateway.outcome", outcome.value)
-                    span.end()
+                tracing.set_attributes(span, {"gateway.outcome": outcome.value})
+                tracing.end(span)
             self.parts.metrics.settlements_total.inc(outcome=outcome.value)
         await asyncio.gather(*failed)
 
@@ -157,16 +153,14 @@ class SettlementWorker:
             try:
                 with tracing.activated(span):  # its log lines and the parking join its trace
                     decision = dispose(exc, deliveries, random.random, self._policies)
-                    if span is not None:
-                        outcome = "retry" if decision.action is Action.RETRY else "dead_letter"
-                        span.set_attribute("gateway.outcome", outcome)
-                        tracing.failed(span, decision.error_class)
+                    outcome = "retry" if decision.action is Action.RETRY else "dead_letter"
+                    tracing.set_attributes(span, {"gateway.outcome": outcome})
+                    tracing.failed(span, decision.error_class)
                     await self._failed(msg, event, exc, decision, deliveries)
             except Exception:  # never let one message stop the batch; it will be redelivered
                 log.exception("message handling failed; left for redelivery")
             finally:
-                if span is not None:
-                    span.end()
+                tracing.end(span)
 
     async def _failed(
         self,
@@ -196,8 +190,7 @@ class SettlementWorker:
             return
         try:
             with tracing.current_child("dlq.park", _PARKED) as span:
-                if span is not None:
-                    tracing.failed(span, decision.error_class)
+                tracing.failed(span, decision.error_class)
                 await self._dead_letter(event, exc, decision, deliveries)
         except GatewayError as dlq_exc:
             # Not parked: keep the message in the stream and try again shortly.

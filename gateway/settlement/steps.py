@@ -1,0 +1,256 @@
+"""The five steps of settling, each over a batch of items: look up the settlement, check
+the account and find the rate, fix amount and rate as pending, post the transfer, mark
+it settled.
+
+`Settler.settle_items` runs them in that order, for a fetched batch (`settle_batch`) and
+for one event (`Settler.settle`, a batch of one) alike. A step that does I/O does it
+once for the whole batch (one statement, one ledger transaction) and raises when it
+fails for all of its items. What to do with each item is decided by pure functions in
+between: each takes the items and returns a `Triage` of those that go on to the next
+step, those decided (an outcome, or the exception the worker disposes of), and those
+left to be settled alone.
+
+Settled alone (`alone=True`), an item follows the single-event rules: a settlement
+started before posts the amount and rate its first attempt fixed, and a refund whose
+payment has not settled fails with `PaymentNotSettled` (retried). In a batch both are
+left to be settled alone after it, so a refund sees a payment settled earlier in the
+same batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Protocol
+
+from gateway.adapters.postgres import Pool, connection
+from gateway.adapters.postgres import settlements as store
+from gateway.core.excerpt import excerpt
+from gateway.core.ledger import Ledger, TransferResult, interpret
+from gateway.core.money import convert_minor
+from gateway.core.settlement import (
+    SettlementInstruction,
+    SettlementKind,
+    SettlementState,
+    build_transfer,
+    merchant_to_post,
+)
+from gateway.errors import LedgerIdCollision, PaymentNotSettled
+from gateway.settlement import traced
+from gateway.settlement.items import (
+    Item,
+    Posted,
+    Posting,
+    Priced,
+    Routed,
+    SettleOutcome,
+    Triage,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The look-up: settlements already started by transfer id, and the captures of
+    the refunded payments by payment id."""
+
+    rows: dict[int, store.SettlementRow]
+    captures: dict[str, store.SettlementRow]
+
+
+class Pricing(Protocol):
+    """What the account-and-rate step asks (the `Settler`)."""
+
+    @property
+    def currency(self) -> str: ...
+
+    async def require_account(self, merchant: str) -> None: ...
+
+    async def rate_from(self, currency: str, attempt: int) -> tuple[Decimal, str]: ...
+
+
+# --- 1. look up --------------------------------------------------------------------------
+
+
+async def look_up(pool: Pool, items: Sequence[Item]) -> Found:
+    """The items' settlements already started, and the captures their refunds reverse."""
+    if not items:
+        return Found({}, {})
+    refunded = [
+        i.instruction.settlement_id for i in items if i.instruction.kind is SettlementKind.REFUND
+    ]
+    async with connection(pool) as conn:
+        rows = await store.by_transfers(conn, [item.tid for item in items])
+        captures = await store.captures_of(conn, refunded) if refunded else {}
+    return Found(rows, captures)
+
+
+def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]:
+    """Each item against what is stored: a repeat must say what the first event said
+    (`check_same`); settled already is a duplicate; else the merchant to post for."""
+    triage: Triage[Routed] = Triage()
+    for item in items:
+        row = found.rows.get(item.tid)
+        try:
+            if row is not None:
+                check_same(row, item.instruction)
+                if row.state is SettlementState.SETTLED:
+                    triage.decided[item.index] = SettleOutcome.DUPLICATE
+                    continue
+                if not alone:  # started before: settled alone, with its own amount and rate
+                    triage.alone.append(item)
+                    continue
+            capture = found.captures.get(item.instruction.settlement_id)
+            settled_merchant = capture.settled_merchant if capture else None
+            merchant = merchant_to_post(item.instruction, settled_merchant)
+        except Exception as exc:
+            triage.decided[item.index] = exc
+            continue
+        if merchant is not None:
+            triage.go_on.append(Routed(item, merchant, _fixed(row)))
+        elif alone:
+            # The payment's event may still be on its way: transient, DLQ after the schedule.
+            triage.decided[item.index] = PaymentNotSettled(
+                f"refund of {excerpt(item.instruction.settlement_id)} before its payment settled"
+            )
+        else:  # its payment may settle earlier in this batch: settled alone after it
+            triage.alone.append(item)
+    return triage
+
+
+def _fixed(row: store.SettlementRow | None) -> tuple[int, Decimal] | None:
+    if row is None or not row.ledger_amount_minor or not row.rate_at_payment:
+        return None
+    return row.ledger_amount_minor, row.rate_at_payment
+
+
+def check_same(existing: store.SettlementRow, instruction: SettlementInstruction) -> None:
+    """A second event for a settlement must say the same thing as the first.
+
+    The transfer id comes from the settlement id alone, so a repeat with another amount,
+    currency or merchant would otherwise be waved through as a duplicate; it is a data
+    problem someone has to look at, and it is raised as the critical id collision.
+    """
+    same = (
+        existing.amount_minor == instruction.amount_minor
+        and existing.currency == instruction.currency
+        and (instruction.merchant_id is None or existing.merchant_id == instruction.merchant_id)
+    )
+    if not same:
+        merchant = None if instruction.merchant_id is None else excerpt(instruction.merchant_id)
+        raise LedgerIdCollision(
+            f"settlement {excerpt(instruction.key)} was recorded as {existing.amount_minor} "
+            f"{existing.currency} for {excerpt(existing.merchant_id)}; this event says "
+            f"{instruction.amount_minor} {instruction.currency} for {merchant}"
+        )
+
+
+# --- 2. account and rate -----------------------------------------------------------------
+
+
+async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
+    """Each item's merchant account checked, and its amount converted at the rate. The
+    settler remembers both once known good, so a batch asks once per merchant and
+    currency; a failure is asked again per event (its own retry delay and jitter)."""
+    triage: Triage[Priced] = Triage()
+    for r in routed:
+        item, instruction = r.item, r.item.instruction
+        try:
+            await pricing.require_account(r.merchant)
+            if r.fixed is not None:
+                triage.go_on.append(Priced(item, r.merchant, *r.fixed, stored=True))
+                continue
+            currency = instruction.currency
+            rate = await traced.rate(pricing.rate_from, item.span, currency, item.attempt)
+            amount_minor = convert_minor(instruction.amount_minor, rate, currency, pricing.currency)
+        except Exception as exc:  # the worker disposes of it
+            triage.decided[item.index] = exc
+            continue
+        triage.go_on.append(Priced(item, r.merchant, amount_minor, rate))
+    return triage
+
+
+# --- 3. fix pending ----------------------------------------------------------------------
+
+
+async def fix_pending(pool: Pool, priced: Sequence[Priced], ledger_currency: str) -> list[Priced]:
+    """Store the items not stored yet as pending with their amount and rate, in one
+    statement; the items with the amount and rate stored (a retried settlement keeps its
+    first attempt's, even if the rate has moved since)."""
+    pending = [
+        store.PendingSettlement(p.item.instruction, p.item.tid, p.item.event.provider,
+                                p.merchant, p.amount_minor, ledger_currency, p.rate)
+        for p in priced
+        if not p.stored
+    ]  # fmt: skip
+    if not pending:
+        return list(priced)
+    async with connection(pool) as conn:
+        rows = await store.fix_pending_many(conn, pending)
+    return [p if p.stored else _as_stored(p, rows[p.item.tid]) for p in priced]
+
+
+def _as_stored(p: Priced, row: store.SettlementRow) -> Priced:
+    amount_minor = row.ledger_amount_minor or p.amount_minor
+    return Priced(p.item, p.merchant, amount_minor, row.rate_at_payment or p.rate, stored=True)
+
+
+def build(priced: Sequence[Priced], ledger_currency: str) -> Triage[Posting]:
+    """Each item's ledger transfer (a converted amount out of range is the item's error)."""
+    triage: Triage[Posting] = Triage()
+    for p in priced:
+        try:
+            transfer = build_transfer(
+                p.item.instruction,
+                provider=p.item.event.provider,
+                ledger_currency=ledger_currency,
+                amount_minor=p.amount_minor,
+                rate_at_payment=p.rate,
+                merchant_id=p.merchant,
+            )
+        except Exception as exc:  # the worker disposes of it
+            triage.decided[p.item.index] = exc
+            continue
+        triage.go_on.append(Posting(p, transfer))
+    return triage
+
+
+# --- 4. post -----------------------------------------------------------------------------
+
+
+async def post(ledger: Ledger, postings: Sequence[Posting]) -> list[tuple[Posting, TransferResult]]:
+    """Post the transfers together (one ledger transaction, like TigerBeetle's
+    `create_transfers`, in one `ledger.post` span per event); each with its answer."""
+    if not postings:
+        return []
+    with traced.ledger_post([p.priced.item.span for p in postings]):
+        answers = await ledger.post([p.transfer for p in postings])
+    return list(zip(postings, answers, strict=True))
+
+
+def interpreted(answers: Sequence[tuple[Posting, TransferResult]]) -> Triage[Posted]:
+    """The ledger's answers: in the ledger (created, or there already) goes on; a refusal
+    is the item's permanent error."""
+    triage: Triage[Posted] = Triage()
+    for posting, answer in answers:
+        try:
+            triage.go_on.append((posting, interpret(answer, posting.transfer)))
+        except Exception as exc:  # the worker disposes of it
+            triage.decided[posting.priced.item.index] = exc
+    return triage
+
+
+# --- 5. mark settled ---------------------------------------------------------------------
+
+
+async def mark_settled(pool: Pool, posted: Sequence[Posted]) -> None:
+    """Mark the posted items' settlements settled, in one statement."""
+    if not posted:
+        return
+    async with connection(pool) as conn:
+        await store.set_settled_many(conn, [posting.priced.item.tid for posting, _ in posted])
+
+
+def outcome(answer: TransferResult) -> SettleOutcome:
+    """A transfer created settled the event; one there already was a duplicate."""
+    return SettleOutcome.SETTLED if answer is TransferResult.CREATED else SettleOutcome.DUPLICATE
