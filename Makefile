@@ -42,8 +42,9 @@ lint: setup-nodeps
 
 # The site's pages under docs/reference/ are generated from the code; a unit test fails
 # when they are stale (`python -m gateway.devtools.docs_reference` rewrites them).
+# NO_MKDOCS_2_WARNING: the theme's end-of-life banner, printed on every build.
 _docs:
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 docs: setup-nodeps
 	$(MAKE) --no-print-directory _docs

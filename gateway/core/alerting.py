@@ -29,17 +29,26 @@ class Rule(enum.StrEnum):
     BACKFILL_PAGE_SKIPPED = "backfill_page_skipped"  # a provider's backfill gave a page up
 
 
+# Read and checked with the rest of the settings (`gateway.settings.parse`).
 @dataclass(frozen=True)
 class AlertSettings:
-    """`[alerts]`: where notifications go, how often to look, and the thresholds (read
-    and checked with the rest of the settings, `gateway.settings.parse`)."""
+    """`[alerts]`: where notifications go, how often to look, and the thresholds."""
 
-    webhook_url: str = ""  # empty: no notifications (the DLQ gauges are still kept)
+    #: Where notifications are POSTed as JSON, once when a condition starts and once
+    #: when it clears. Empty = no notifications (the DLQ gauges are still kept).
+    #: allowed: an `http://` or `https://` URL, or empty
+    webhook_url: str = ""
+    #: How often the conditions are evaluated.
     interval_s: float = 30.0
+    #: The deadline of one notification POST.
     timeout_s: float = 5.0
+    #: Alert when more than this many rows are parked within `dlq_window_s`.
     dlq_rows_max: int = 10
+    #: The window `dlq_rows_max` counts over.
     dlq_window_s: float = 300.0
+    #: Alert when an unresolved dead-letter row is older than this.
     oldest_unresolved_max_s: float = 3600.0
+    #: Alert when one subject sees more than this many retries a minute.
     retries_per_minute_max: float = 50.0
 
 

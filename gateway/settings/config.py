@@ -82,9 +82,21 @@ SECTIONS = (
 class Settings:
     """The whole configuration, validated."""
 
+    #: The PostgreSQL database that holds the events, the outbox, the dead letters and
+    #: the embedded ledger. Required: there is no default address, so
+    #: a gateway never records events in whatever happens to listen on 127.0.0.1.
+    #: default: none (required)
+    #: allowed: a `postgresql://` or `postgres://` URL
+    #: env: `GATEWAY_DATABASE_URL`
     database_url: str
     nats: NatsSettings
-    redis_url: str  # "" = no rate cache (Redis is optional)
+    #: The Redis that holds `gateway settle`'s rate cache, its only use.
+    #: Optional: without it the worker takes every rate from the currency-service (and
+    #: says so once at start-up), so while that is down payments wait in their retries.
+    #: default: none (no rate cache)
+    #: allowed: a `redis://`, `rediss://` or `unix://` URL
+    #: env: `GATEWAY_REDIS_URL`
+    redis_url: str
     http: HttpSettings = field(default_factory=HttpSettings)
     ingest: IngestSettings = field(default_factory=IngestSettings)
     outbox: OutboxSettings = field(default_factory=OutboxSettings)

@@ -43,21 +43,65 @@ DEFAULT_API_HOSTS: Mapping[str, tuple[str, ...]] = {
 }
 #: The provider keys read here (senders.PROVIDER_KEYS lists them with the rest).
 API_KEYS = (
+    #: The environment variable holding the provider's API key or token, for
+    #: `gateway backfill` (a key that may read events is enough; GitHub: one that may
+    #: read the hook). Required when any other `api_` key is set.
+    #: default: none (backfill off)
     "api_key_env",
+    #: The provider's API; the API key is sent to this host only.
+    #: default: the scheme's public API: {{DEFAULT_API_URLS}}
+    #: allowed: `https://` (plain `http://` only with `insecure_api_url`), on a host of
+    #:     `api_hosts`, without credentials, query or fragment
     "api_url",
+    #: The hosts `api_url` may name: add a proxy's or a test API's here.
+    #: type: list of strings
+    #: default: the scheme's own: {{DEFAULT_API_HOSTS}}
+    #: allowed: host names or IP addresses, without scheme or port
     "api_hosts",
+    #: `true` permits a plain `http://` `api_url`, for a local test API (logged as a
+    #: warning); TLS verification is never turned off.
     "insecure_api_url",
+    #: Pages one backfill pass may read; a pass that reaches it stops between pages and
+    #: the next continues from its cursor.
+    #: allowed: > 0
     "api_max_pages",
+    #: Seconds one backfill pass may take, checked between pages and bounding each
+    #: call's retries.
+    #: allowed: > 0
     "api_max_pass_s",
+    #: Bytes one API answer may have, decoded; a larger answer is a failed call.
+    #: allowed: > 0
     "api_max_answer_bytes",
+    #: One answer's deadline, from the request to its last byte.
+    #: allowed: > 0
     "api_timeout_s",
+    #: Passes in a row that may fail on one page before it is skipped (and alerted on).
+    #: allowed: > 0
     "api_page_attempts",
+    #: GitHub only: the repository hook's `owner/name` (this or `org`).
     "repo",
+    #: GitHub only: the organisation hook's organisation (this or `repo`).
     "org",
+    #: GitHub only (required there): the hook whose deliveries are read.
+    #: allowed: > 0
     "hook_id",
+    #: `gateway serve` backfills this provider on a schedule: every `interval_s`, over
+    #: the trailing `window_s` (it needs the `api_` keys).
+    #: type: table
+    #: default: none (no scheduled backfill)
     "backfill",
 )
-SCHEDULE_KEYS = ("interval_s", "window_s")
+SCHEDULE_KEYS = (
+    #: Seconds between scheduled passes.
+    #: default: none (required)
+    #: allowed: > 0
+    "interval_s",
+    #: Each pass reads the trailing window of this many seconds, as `gateway backfill
+    #: NAME --since` that long ago would.
+    #: default: twice `interval_s` (so a pass that failed is covered by the next)
+    #: allowed: at least `interval_s`
+    "window_s",
+)
 #: `owner/name` as GitHub spells repositories.
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _ORG = re.compile(r"[A-Za-z0-9_.-]+")

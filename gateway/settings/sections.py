@@ -32,35 +32,58 @@ NATS_DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
 class HttpSettings:
     """The receiver's listening address and request limits."""
 
+    #: The address the public listener binds (`0.0.0.0` for every interface).
     host: str = "127.0.0.1"
+    #: The public port: webhooks, `/v1/events`, `/healthz` (and `/readyz` and `/metrics`
+    #: unless `admin_port` is set).
+    #: allowed: at most 65535
     port: int = 8080
     # Every accepted body must be publishable: NATS's 1 MiB less the header budget.
+    #: The largest request body accepted; a larger one is answered `413`, checked while
+    #: it is read. Every accepted body must be publishable, so this plus the NATS header
+    #: budget ({{HEADER_BUDGET_BYTES}} bytes) must fit in `nats.max_payload_bytes` (checked
+    #: at start-up).
+    #: allowed: at most `nats.max_payload_bytes` - {{HEADER_BUDGET_BYTES}}
     max_body_bytes: int = NATS_DEFAULT_MAX_PAYLOAD_BYTES - HEADER_BUDGET_BYTES
+    #: On the ingestion routes, a body not received this long after its head is
+    #: refused (`400`).
     request_timeout_s: float = 10.0
+    #: The `Retry-After` seconds sent with every JSON `503`.
     retry_after_s: int = 5
-    # A second listener for /metrics and /readyz, away from the public port;
-    # 0 = off, and the public port serves them.
+    #: The admin listener's address (used only when `admin_port` > 0).
     admin_host: str = "127.0.0.1"
+    #: A second listener for `/metrics` and `/readyz`, away from the public port: when
+    #: above 0, they are served on `admin_host:admin_port` only. 0 = off, and the public
+    #: port serves them.
+    #: allowed: at most 65535, and not `port`
     admin_port: int = 0
     # The edge (`gateway.ingest.edge`). Request line plus headers, in bytes: the largest
     # header set of 1,076 real deliveries is ~430 bytes (signature aside), so 32 KiB
     # leaves room for proxies' additions and refuses floods (431) early.
+    #: The request line and headers together (and a chunked body's chunk-size lines
+    #: and trailers); above it the answer is `431` and the connection is closed. Real
+    #: deliveries carry well under 1 KiB; 32 KiB leaves room for what proxies add.
+    #: allowed: {{MAX_HEADER_BYTES_RANGE[0]}} to {{MAX_HEADER_BYTES_RANGE[1]}}
     max_header_bytes: int = MAX_HEADER_BYTES_DEFAULT
-    # The whole head must arrive this long after the connection opens, or after the
-    # first byte of a later request on a kept-alive connection (408, or a plain close
-    # when nothing was sent), so idle sockets cannot pile up.
+    #: A connection must deliver a complete head this long after it opens, and a
+    #: kept-alive connection this long after the first byte of its next request;
+    #: otherwise it is answered `408` (or simply closed, if nothing of a request came).
     header_timeout_s: float = 10.0
-    # The whole body must follow its head within this long, on every route (408, or a
-    # close once answered). Above `request_timeout_s`, so on the ingestion routes that
-    # deadline's 400 comes first; this one bounds everything else.
+    #: The whole body must follow its head within this long, on every route; otherwise
+    #: `408` and the connection is closed. On the webhook and event routes
+    #: `request_timeout_s` is the tighter bound and answers `400` first: keep this above it.
     body_timeout_s: float = 20.0
-    # A kept-alive connection with no new request is closed after this long (uvicorn's
-    # `timeout_keep_alive`); behind a proxy, keep it above the proxy's own idle timeout.
+    #: How long a kept-alive connection may sit idle between requests. Behind a load
+    #: balancer that reuses connections, set it above the balancer's own idle timeout.
     keepalive_timeout_s: float = 5.0
-    # Connections plus in-flight requests above which requests are answered 503
-    # (uvicorn's `limit_concurrency`); each connection also holds a file descriptor.
+    # uvicorn's `limit_concurrency`; each connection also holds a file descriptor.
+    #: When open connections or requests in progress reach this, further requests are
+    #: answered `503` without reaching the application. `gateway serve` raises its
+    #: open-files limit to this + 256 where the hard limit allows. Per worker process.
     max_connections: int = 1000
-    backlog: int = 2048  # the listening socket's accept queue (the kernel caps it)
+    #: Connections the kernel queues before the gateway accepts them (capped by
+    #: `net.core.somaxconn`).
+    backlog: int = 2048
 
 
 @dataclass(frozen=True)
@@ -70,17 +93,24 @@ class IngestSettings:
     #: `true`: group commit, requests arriving together share one INSERT and one commit
     #: (up to `batch_max_rows`, gathered for `batch_window_us`). `false`: one INSERT and
     #: one commit per request (`DirectInbox`), no gathering wait, a fraction of the rate.
+    #: Group commit: concurrent requests share one transaction. `false` = one commit per
+    #: request.
     batching: bool = True
+    #: The most rows in one commit.
     batch_max_rows: int = 64
+    #: How long, in microseconds, a group waits for more rows (0 = never waits).
     batch_window_us: int = 500
     # Enough writers that a commit is always being gathered while others wait on
     # PostgreSQL: with 2, the serving process sat idle a fifth of the time under load.
+    #: Concurrent group committers.
     writers: int = 4
+    #: Events waiting for a commit beyond which requests are answered `503`
+    #: (backpressure).
     queue_max: int = 10_000
+    #: A request waits at most this long for its commit, then is answered `503`.
     commit_timeout_s: float = 5.0
-    # Keys whose rows this process saw committed, so a repeat is answered without a
-    # round trip (`gateway.ingest.remembered_keys`); about 135 bytes each; 0 = every
-    # repeat asks PostgreSQL.
+    #: Repeats of rows this process saw committed are answered `duplicate` without asking
+    #: PostgreSQL; about 135 bytes a key. 0 = every repeat asks PostgreSQL.
     remembered_keys: int = 200_000
 
 
@@ -91,22 +121,31 @@ class OutboxSettings:
     `inline = true`: `gateway serve`'s relay is woken by every commit and publishes rows
     right after it. `inline = false`: `gateway serve` only records, and `gateway relay`
     processes publish every row (so the serving process spends its CPU on acceptance
-    alone). Either way the relays share one cursor (sql/010) and one sweeps at a time;
+    alone). Either way the relays share one cursor and one sweeps at a time;
     one not woken by a commit sweeps every `relay_interval_s`.
     """
 
+    #: `true`: `gateway serve`'s relay publishes right after each commit. `false`:
+    #: `gateway serve` only records, and `gateway relay` processes publish.
     inline: bool = True
+    #: A relay that no commit woke sweeps this often (back to back while there is a
+    #: backlog).
     relay_interval_s: float = 1.0
+    #: Rows a relay reads and publishes at once.
     batch_size: int = 256
+    #: How long a publish waits for the stream's acknowledgement.
     publish_timeout_s: float = 5.0
-    # Unconfirmed publishes of one row before it is parked (`dlq_webhooks`, stage
-    # `publish`) so it cannot hold the outbox for ever; a broker outage does not count
-    # (nothing is sent while disconnected, and a batch without a single PubAck counts
-    # only if the stream answers a request).
+    # A broker outage does not count: nothing is sent while disconnected, and a batch
+    # without a single PubAck counts only if the stream answers a request.
+    #: Unconfirmed publishes of one row before it is parked in the dead-letter table
+    #: (stage `publish`), so it cannot hold the outbox for ever; a broker outage does
+    #: not count.
     max_publish_attempts: int = 20
-    # `gateway relay` serves /metrics here (0 = off); a second relay on the same host
-    # needs another port (`gateway relay --metrics-port`).
+    #: Where `gateway relay` serves `/metrics`.
     relay_metrics_host: str = "127.0.0.1"
+    #: `gateway relay`'s `/metrics` port (0 = off; `gateway relay --metrics-port`
+    #: overrides it, and a second relay on the same host needs its own).
+    #: allowed: at most 65535
     relay_metrics_port: int = 9103
 
 
@@ -114,14 +153,24 @@ class OutboxSettings:
 class NatsSettings:
     """The JetStream connection and stream."""
 
-    url: str = ""  # no default server: `[nats] url` or GATEWAY_NATS_URL (required)
+    #: The NATS server, or several comma-separated for a cluster (`nats://` or `tls://`).
+    #: Required: there is no default server.
+    #: default: none (required)
+    #: allowed: `nats://` or `tls://` URLs
+    #: env: `GATEWAY_NATS_URL`
+    url: str = ""
+    #: The JetStream stream, created by `gateway migrate` when missing. If it exists with
+    #: other subjects, retention, storage, duplicate window or replicas, `serve`, `relay` and
+    #: `settle` refuse to start naming the differences (`gateway migrate` updates it).
     stream: str = "WEBHOOKS"
+    #: JetStream's de-duplication window for `Nats-Msg-Id`, in seconds.
     duplicate_window_s: int = 120
+    #: The stream's replicas: 3 on a JetStream cluster.
     replicas: int = 1
+    #: How long a request to the JetStream API waits for its answer.
     request_timeout_s: float = 5.0
-    # The largest message (headers + body) the servers take: their `max_payload`.
-    # `http.max_body_bytes` plus the header budget must fit in it (checked at start-up);
-    # a server that announces less on connect is believed, and larger events are parked.
+    #: The servers' `max_payload`: the largest message (headers and body). A server that
+    #: announces less on connect is believed, and larger events are parked.
     max_payload_bytes: int = NATS_DEFAULT_MAX_PAYLOAD_BYTES
 
     __repr__ = redacted_repr  # `nats://user:password@` or `nats://token@`
@@ -136,21 +185,32 @@ class NatsSettings:
 class SettlementSettings:
     """The settlement worker: what it consumes and how it posts."""
 
+    #: The stream subjects `gateway settle` consumes (NATS wildcards allowed).
     subjects: tuple[str, ...] = (
         "webhooks.*.payment_intent.succeeded",
         "webhooks.*.charge.refunded",
         "events.*.payment.captured",
         "events.*.payment.refunded",
     )
-    currency: str = "USD"  # the ledger currency every amount is converted to
-    consumer: str = "settlement"  # the durable JetStream consumer's name
-    batch_size: int = 128  # messages fetched at once
-    concurrency: int = 32  # messages of a batch settled one by one at the same time
-    ack_wait_s: float = 30.0  # redelivery after a worker died mid-message
-    # `gateway settle` serves /metrics here (0 = off); a second worker on the same host
-    # needs another port (`gateway settle --metrics-port`).
+    #: The ledger currency: every amount is converted to it.
+    #: allowed: a three-letter ISO 4217 code
+    currency: str = "USD"
+    #: The durable JetStream consumer's name.
+    consumer: str = "settlement"
+    #: Messages fetched at once.
+    batch_size: int = 128
+    #: Messages of a batch settled at the same time.
+    concurrency: int = 32
+    #: Redelivery after a worker died mid-message.
+    ack_wait_s: float = 30.0
+    #: Where `gateway settle` serves `/metrics`.
     metrics_host: str = "127.0.0.1"
+    #: `gateway settle`'s `/metrics` port (0 = off; `gateway settle --metrics-port`
+    #: overrides it, and a second worker on the same host needs its own).
+    #: allowed: at most 65535
     metrics_port: int = 9102
+    #: Seconds before each retry of a transient failure (each with jitter); after the
+    #: last, the event goes to the dead-letter table.
     retry_delays_s: tuple[float, ...] = CONSUMER_DEFAULT.delays_s
 
 
@@ -158,11 +218,16 @@ class SettlementSettings:
 class CurrencySettings:
     """The currency-service and how long its rates stay usable from the cache."""
 
+    #: The currency-service: rates are read from `GET {url}/rates/{BASE}/{QUOTE}`.
     url: str = "http://127.0.0.1:8090"
+    #: How long a rate cached in Redis stays usable.
     max_age_s: float = 900.0
+    #: The deadline of one call to the currency-service.
     timeout_s: float = 2.0
+    #: Seconds before each retry when the currency-service fails.
     retry_delays_s: tuple[float, ...] = CURRENCY.delays_s
-    cache_key_prefix: str = "fx"  # Redis keys `{prefix}:{BASE}:{QUOTE}`
+    #: The prefix of the Redis keys `{prefix}:{BASE}:{QUOTE}`.
+    cache_key_prefix: str = "fx"
 
     __repr__ = redacted_repr  # the URL may carry credentials
 
@@ -171,10 +236,17 @@ class CurrencySettings:
 class LedgerSettings:
     """Which ledger backend settles, and how to reach TigerBeetle."""
 
-    backend: str = "postgres"  # postgres | tigerbeetle
+    #: The ledger that settles: `postgres` (embedded) or `tigerbeetle`.
+    #: allowed: `postgres`, `tigerbeetle`
+    backend: str = "postgres"
+    #: The TigerBeetle cluster id (`tigerbeetle` only).
     cluster_id: int = 0
+    #: The TigerBeetle replicas' addresses (`tigerbeetle` only).
+    #: env: `TIGERBEETLE_ADDRESS` (comma-separated)
     addresses: tuple[str, ...] = ("127.0.0.1:3000",)
+    #: The deadline of every TigerBeetle call.
     timeout_s: float = 5.0
+    #: Seconds before each retry when the ledger fails transiently.
     retry_delays_s: tuple[float, ...] = LEDGER.delays_s
 
 
@@ -194,15 +266,27 @@ class RetentionSettings:
     horizon must exceed every provider's retry schedule.
     """
 
-    payload_max_age_s: float = 30 * 86_400.0  # 0 = payloads kept for ever
-    key_max_age_s: float = 0.0  # 0 = keys kept for ever
+    #: Bodies and headers are emptied this long after the event arrived (0 = kept for
+    #: ever).
+    payload_max_age_s: float = 30 * 86_400.0
+    #: Rows, and with them the de-duplication keys, are deleted this long after the
+    #: event arrived (0 = kept for ever). A provider retry that arrives after its key is
+    #: gone is processed again, so make it longer than every provider retries
+    #: (Stripe: three days).
+    #: allowed: 0, or at least `payload_max_age_s`
+    key_max_age_s: float = 0.0
     # At most batch_size / pause_s rows a second (1,000): emptying a payload costs the
     # database about as much as recording an event, and on a busy machine 10,000 a
     # second showed in ingestion's p99 (README, Storage and retention).
-    batch_size: int = 500  # rows per short transaction
-    pause_s: float = 0.5  # between batches, so ingestion keeps the database first
-    interval_s: float = 300.0  # how often `gateway serve` runs a pass
-    background: bool = True  # false: only `gateway retention run` (cron) removes
+    #: Rows per short transaction.
+    batch_size: int = 500
+    #: Sleep between batches, so ingestion keeps the database first: with the defaults
+    #: at most 1,000 rows a second.
+    pause_s: float = 0.5
+    #: How often `gateway serve` runs a pass.
+    interval_s: float = 300.0
+    #: `false`: only `gateway retention run` (from cron, say) removes anything.
+    background: bool = True
 
 
 @dataclass(frozen=True)
@@ -214,11 +298,25 @@ class TracingSettings:
     too, and `OTEL_SDK_DISABLED=true` keeps it off.
     """
 
-    endpoint: str = ""  # "http://HOST:4318": spans go to {endpoint}/v1/traces
-    sample_ratio: float = 1.0  # of new traces; a sampled parent is always followed
-    service_name: str = ""  # "" = the process's own (gateway-serve, -relay, -settle)
-    # A provider's own `traceparent` header is a span link, never the parent, unless
-    # this is true (a trusted sender that traces into the same backend).
+    #: The OTLP/HTTP collector: spans go to `{endpoint}/v1/traces` (or to the endpoint
+    #: as given when it already ends in `/v1/traces`). Empty = tracing off.
+    #: allowed: an `http://` or `https://` URL, or empty
+    #: env: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL) or
+    #:     `OTEL_EXPORTER_OTLP_ENDPOINT` (a base URL); `OTEL_SDK_DISABLED=true` turns
+    #:     tracing off
+    endpoint: str = ""
+    #: The share of new traces recorded, decided before any span is made; an event's
+    #: decision is followed by relay and settle, and a sampled parent is always followed.
+    #: allowed: 0 to 1
+    #: env: `OTEL_TRACES_SAMPLER_ARG`
+    sample_ratio: float = 1.0
+    #: The service name on every span; empty = the process's own (`gateway-serve`,
+    #: `gateway-relay`, `gateway-settle`).
+    #: env: `OTEL_SERVICE_NAME`
+    service_name: str = ""
+    #: `true`: a verified sender's `traceparent` header is the parent of the gateway's
+    #: spans (a trusted sender that traces into the same backend). `false`: a span link,
+    #: never the parent.
     trust_incoming: bool = False
 
     __repr__ = redacted_repr  # the endpoint may carry credentials

@@ -34,22 +34,72 @@ from gateway.settings.values import (
 SCHEME_NAMES: tuple[str, ...] = tuple(SCHEMES)
 #: Every key a `[providers.NAME]` table may hold (some only mean something for `hmac`).
 PROVIDER_KEYS = (
+    #: The signature scheme the provider signs with: one of {{SCHEME_NAMES}}.
+    #: type: string
+    #: default: none (required)
     "scheme",
+    #: The webhook signing secrets, inline (development). Several = rotation: any of
+    #: them verifies. A `standard` secret is `whsec_` + a base64 key.
+    #: type: list of strings
+    #: default: none (this or `secret_env` is required)
     "secrets",
+    #: The environment variable holding the secret (production); during a rotation it
+    #: may hold several, separated by spaces.
+    #: type: string
+    #: default: none (this or `secrets` is required)
     "secret_env",
+    #: How far, in seconds, a signed timestamp may be from the gateway's clock.
+    #: allowed: > 0
     "tolerance_s",
+    #: `hmac` only: how the signature header encodes the digest.
+    #: allowed: `hex`, `base64`
     "encoding",
+    #: `hmac` only: the header carrying the signature (required for `hmac`).
     "header",
+    #: `hmac` only: text stripped from the signature before decoding (`sha256=`).
     "prefix",
+    #: `hmac` only: a header with the signing time in unix seconds; with it the
+    #: signature covers `{ts}.{body}` and the time must be within `tolerance_s`.
     "timestamp_header",
+    #: `hmac` only (required there): where the event id is, `json:PATH` in the body
+    #: (`json:id`) or `header:NAME`.
+    #: type: string
+    #: default: none
     "event_id_from",
+    #: `hmac` only (required there): where the event type is, `json:PATH` or
+    #: `header:NAME`.
+    #: type: string
+    #: default: none
     "event_type_from",
+    #: More request headers to keep with each event, besides the common ones and the
+    #: scheme's own. A header that carries a signature or credentials is refused.
+    #: type: list of strings
+    #: default: `[]`
     "store_headers",
+    #: An allow-list of event types: each pattern an exact type (`charge.refunded`) or
+    #: a prefix ending in `*` (`payment_intent.*`). A correctly signed event of another
+    #: type is still accepted, then parked in the dead-letter table as
+    #: `EVENT_TYPE_NOT_ALLOWED` and not published.
+    #: type: list of strings
+    #: default: none (every type allowed)
     "event_types",
     *API_KEYS,
 )
 #: Every key a `[services.NAME]` table may hold.
-SERVICE_KEYS = ("token", "token_env", "subjects")
+SERVICE_KEYS = (
+    #: The service's bearer token, inline (development); every service needs its own.
+    #: type: string
+    #: default: none (this or `token_env` is required)
+    "token",
+    #: The environment variable holding the token (production).
+    #: default: none (this or `token` is required)
+    "token_env",
+    #: The subjects the service may publish to: patterns inside `events.{service}.`
+    #: (`*` for one token, a final `>` for the rest), so no two services share one.
+    #: type: list of strings
+    #: default: none (required)
+    "subjects",
+)
 
 #: A provider's or service's name is a NATS subject token and the start of `Nats-Msg-Id`
 #: (`{provider}:{event_id}`), so it holds no `.` (service `a.b` would publish where
