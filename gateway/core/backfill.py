@@ -42,7 +42,7 @@ class Tally:
     recovered: int = 0
     would_recover: int = 0
     failed: int = 0
-    #: Recovered GitHub deliveries whose exact bytes could not be rebuilt (README).
+    #: Recovered GitHub deliveries whose exact bytes could not be rebuilt.
     inexact: int = 0
 
     def add(self, outcome: Outcome, count: int = 1) -> None:

@@ -117,7 +117,7 @@ _STRIPE: dict[str, ProviderUnits] = {
 # Paddle documents; its `GET /currencies` returns `decimal_places` to check one against.
 # Paddle events do not settle yet, so this row only records the convention.
 #
-# Internal publishers (`/v1/events`, README "Settlement"): `amount_minor` is defined in
+# Internal publishers (`/v1/events`, docs/concepts.md "Settlement"): `amount_minor` is defined in
 # ISO 4217 minor units, the ledger's own, so there is nothing to translate.
 PROVIDER_UNITS: Mapping[str, Mapping[str, ProviderUnits]] = MappingProxyType(
     {

@@ -51,7 +51,8 @@ class Cursor:
         if xmax(snapshot) < xmax(self.done_snapshot):
             raise OutboxCursorAhead(
                 f"the outbox cursor ({self.done_snapshot}) is ahead of this database's "
-                f"transactions ({snapshot}); see README, Storage, to re-base it"
+                f"transactions ({snapshot}); to re-base it, see docs/operations.md, "
+                "'Restoring a dump into another cluster'"
             )
         return replace(self, target_snapshot=snapshot, after=(0, 0))
 

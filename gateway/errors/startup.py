@@ -50,7 +50,7 @@ class MigrationsMissing(GatewayError):
 
 class OutboxCursorAhead(GatewayError):
     """The outbox cursor names transactions this database has not reached: it was
-    restored into another cluster. The relay stops rather than skip rows (README,
-    "Storage")."""
+    restored into another cluster. The relay stops rather than skip rows (docs/operations.md,
+    "Restoring a dump into another cluster")."""
 
     error_class = ErrorClass.OUTBOX_CURSOR_AHEAD

@@ -4,8 +4,8 @@
 `api_page_attempts`), and the optional `[providers.NAME.backfill]` schedule, read from
 the provider's own table.
 
-Backfill trusts what the API answers as the provider's own word (README, "What a
-backfilled event proves"), so the URL is held to that: `https` only (plain `http` only
+Backfill trusts what the API answers as the provider's own word (docs/operations.md, "What
+a backfilled event proves"), so the URL is held to that: `https` only (plain `http` only
 with `insecure_api_url = true`, for a local test API), and a host on the provider's
 allow-list, so the API key is never sent anywhere else.
 """

@@ -277,7 +277,7 @@ class RetentionSettings:
     key_max_age_s: float = 0.0
     # At most batch_size / pause_s rows a second (1,000): emptying a payload costs the
     # database about as much as recording an event, and on a busy machine 10,000 a
-    # second showed in ingestion's p99 (README, Storage and retention).
+    # second showed in ingestion's p99 (docs/performance.md).
     #: Rows per short transaction.
     batch_size: int = 500
     #: Sleep between batches, so ingestion keeps the database first: with the defaults

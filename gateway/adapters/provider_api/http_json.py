@@ -1,7 +1,8 @@
 """One bounded GET of JSON from a provider's API, and the client it goes through.
 
 What the gateway trusts here is the provider's API reached over verified TLS with the
-account's key (README, "What a backfilled event proves"), so the client:
+account's key (docs/operations.md, "What a backfilled event proves"), so the
+client:
 - follows no redirect: a 3xx is `ProviderApiRedirected`, and the key, which travels in a
   header, is never sent to the host a redirect names;
 - verifies certificates (httpx's default, certifi's roots); a refused one is
