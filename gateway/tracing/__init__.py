@@ -17,7 +17,7 @@ On, an unsampled event is nearly free too: sampling is decided here (`new_trace`
 for it (the SDK's own sampler runs inside `start_span`, after the span's allocation, and
 cost about 55 µs a request). The SDK is left to record every span it is asked for.
 
-The spans (README, "Tracing"): the HTTP request and its group-commit wait; the publish
+The spans (docs/observability.md): the HTTP request and its group-commit wait; the publish
 (inline or relay), a child of the request through the `traceparent` stored with the row;
 the settlement, a child of the publish through the message's `traceparent`, with its
 currency look-up, ledger posting and DLQ parking. Attributes name provider, event id,
