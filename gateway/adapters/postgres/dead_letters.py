@@ -27,14 +27,10 @@ FROM dlq_webhooks"""
 
 # What tables and plans need: no payload, headers or stack, so listing never loads (or
 # prints) a body.
-_SELECT_BRIEF = """
-SELECT id, stage, provider, event_id, subject, error_class, attempts, received_at,
-       first_failed_at, last_failed_at, is_resolved, resolution
-FROM dlq_webhooks"""
-
-# `list` and `show` also say how the event reached the gateway (live, backfill), from its
-# own row: one primary-key look-up per row shown, NULL for a dead letter with no event
-# row. Replay's claims leave it out: they run once per row, under lock.
+# `list`, `show` and a replay's plan (what `--dry-run` prints) also say how the event
+# reached the gateway (live, backfill), from its own row: one primary-key look-up per row
+# shown, NULL for a dead letter with no event row. Replay's claims leave it out: they run
+# once per row, under lock.
 _SHOW = """
 SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
        error_detail, payload, headers::text AS headers, attempts, received_at,
@@ -113,7 +109,7 @@ async def replay_briefs(conn: Conn, f: DlqFilter, ids: Sequence[int]) -> list[Ro
     """Every row a replay of `f` (or of `ids`, whatever their state) considers, in order."""
     where = _Where().add("id = ANY({}::bigint[])", list(ids)) if ids else _filtered(f)
     with translate_errors():
-        records = await conn.fetch(*where.query(_SELECT_BRIEF, "ORDER BY received_at, id"))
+        records = await conn.fetch(*where.query(_LIST, "ORDER BY received_at, id"))
     return [RowBrief(**dict(r)) for r in records]
 
 

@@ -474,6 +474,34 @@ async def test_dry_run_changes_nothing(
     assert (doc["dry_run"], doc["would_replay"], doc["skipped"]) == (True, 3, 1)
 
 
+async def test_dry_run_says_how_each_event_arrived_as_list_does(
+    capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
+) -> None:
+    """The dry run's table shows the same SOURCE as `dlq list`: backfill, live, or `-`
+    for a dead letter with no event row."""
+    sources = {}
+    for event_id, source in (("evt_backfilled", "backfill"), ("evt_live", "live")):
+        webhook_id = await db.fetchval(
+            "INSERT INTO processed_webhooks (provider, event_id, event_type, subject, body,"
+            " source) VALUES ('stripe', $1, 't', 'webhooks.stripe.t', '{}'::bytea, $2)"
+            " RETURNING id",
+            event_id,
+            source,
+        )
+        row_id = await park(db, event_id)
+        await db.execute(
+            "UPDATE dlq_webhooks SET webhook_id = $1 WHERE id = $2", webhook_id, row_id
+        )
+        sources[row_id] = source
+    sources[await park(db, "evt_no_row")] = "-"
+    status, out, _ = await in_process(capsys, "--all", "--dry-run", "--config", cfg)
+    assert status == 0
+    shown = {
+        int(line.split()[0]): line.split()[-1] for line in out.splitlines() if line[:1].isdigit()
+    }
+    assert shown == sources
+
+
 async def test_replay_in_received_order_within_a_subject(
     capsys: pytest.CaptureFixture[str], cfg: str, db: asyncpg.Connection, handlers: StageHandlers
 ) -> None:
