@@ -53,7 +53,7 @@ async def offer(
         except (ProviderApiRefused, RequestRejected) as exc:
             tally.add(Outcome.FAILED)
             shown = item.event_id or f"delivery {item.handle}"
-            report.errors.append(f"{shown}: {type(exc).__name__}: {exc}")
+            report.failed(f"{shown}: {type(exc).__name__}: {exc}")
             log.warning(
                 "backfill could not take an event",
                 extra={"provider": provider.name, "event_id": shown, "error": str(exc)},

@@ -34,7 +34,7 @@ def unusable(parts: BackfillParts, report: BackfillReport, lines: list[str]) -> 
     tally = Tally()
     for line in lines:
         tally.add(Outcome.FAILED)
-        report.errors.append(f"(entry) {line}")
+        report.failed(f"(entry) {line}")
         log.warning(
             "backfill could not take a listing entry",
             extra={"provider": parts.provider.name, "error": line},

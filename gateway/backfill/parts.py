@@ -17,7 +17,9 @@ from gateway.settings import ProviderSettings
 from gateway.settings.provider_api import ApiLimits
 from gateway.settings.sections import HttpSettings
 
-#: The most event ids a report lists (the counts are always complete).
+#: The most event ids, and the most failure lines, a report lists (the counts are always
+#: complete): a provider answering garbage for a whole window must not grow the report
+#: (and the JSON printed at the end) with every entry.
 LISTED_MAX = 1000
 
 
@@ -52,7 +54,8 @@ class BackfillReport:
     unpublished: int = 0  # recorded but left to the outbox relay (NATS did not ack)
     continued: list[Window] = field(default_factory=list)  # unfinished runs continued
     events: list[dict[str, Any]] = field(default_factory=list)  # recovered / would
-    errors: list[str] = field(default_factory=list)  # one line per failed event
+    errors: list[str] = field(default_factory=list)  # one line per failed event (capped)
+    errors_left_off: int = 0  # failure lines beyond LISTED_MAX, counted, not kept
     #: Why the pass stopped before the end of its window (a bound), None if it did not.
     stopped: str | None = None
     skipped: list[str] = field(default_factory=list)  # one line per page given up
@@ -72,10 +75,18 @@ class BackfillReport:
             ],
             "events": self.events,
             "errors": self.errors,
+            "errors_left_off": self.errors_left_off,
             "pages": self.pages,
             "stopped": self.stopped,
             "skipped": self.skipped,
         }
+
+    def failed(self, line: str) -> None:
+        """Note one failed event's line (up to `LISTED_MAX`; beyond, only counted)."""
+        if len(self.errors) < LISTED_MAX:
+            self.errors.append(line)
+        else:
+            self.errors_left_off += 1
 
     def listed(self, event_id: str, event_type: str | None, outcome: Outcome) -> None:
         """Name one event in the report (up to `LISTED_MAX`)."""

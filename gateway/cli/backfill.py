@@ -26,6 +26,8 @@ def _print(report: BackfillReport) -> None:
         )
     for line in report.errors:
         print(f"failed   {line}")
+    if report.errors_left_off:
+        print(f"failed   ... and {report.errors_left_off} more (the counts below are complete)")
     for line in report.skipped:
         print(f"skipped  {line}")
     if report.stopped is not None:
