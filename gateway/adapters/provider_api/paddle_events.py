@@ -16,7 +16,7 @@ from gateway.adapters.provider_api.entries import body_entries, last_id_cursor, 
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.core.backfill import Window
-from gateway.core.backfill_items import iso_time
+from gateway.core.backfill_items import entry_id, iso_time
 from gateway.settings.provider_api import ProviderApi
 
 PAGE_LIMIT = 200
@@ -54,8 +54,10 @@ class PaddleEvents:
         pagination = meta.get("pagination") if isinstance(meta, dict) else None
         if not isinstance(pagination, dict) or pagination.get("has_more") is not True or not data:
             return Page(items, None, unusable)
+        # The cursor is saved in backfill_progress and sent back: held to an entry id's
+        # rules (length, no control characters), else the page's last id is the cursor.
         after = parse_qs(urlparse(str(pagination.get("next") or "")).query).get("after")
-        if after and after[0]:
+        if after and entry_id(after[0], "after")[1] is None:
             return Page(items, after[0], unusable)
         return Page(items, last_id_cursor(data, "event_id", unusable), unusable)
 

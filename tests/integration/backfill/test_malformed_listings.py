@@ -159,6 +159,29 @@ async def test_paddle_times_without_a_zone_and_missing_ids(
     assert sorted(classes.values()) == ["BACKFILL_ITEM_ID_INVALID", "BACKFILL_ITEM_TIME_INVALID"]
 
 
+async def test_a_paddle_next_cursor_that_is_no_usable_id_is_not_followed(
+    database_url: str, nats_url: str, db: asyncpg.Connection
+) -> None:
+    """`meta.pagination.next`'s `after` is held to an entry id's rules (here: longer
+    than an event id may be): it is neither sent back nor saved; the page's last id
+    is the cursor instead, and every event is recovered."""
+    when = NOW - timedelta(minutes=30)
+    events = [paddle_event(n, when) for n in (1, 2, 3)]
+    async with running_apis() as apis:
+        apis.paddle_events = events
+        first = {
+            "data": [events[2], events[1]],
+            "meta": {
+                "pagination": {"has_more": True, "next": f"{apis.url}/events?after={'e' * 5000}"}
+            },
+        }
+        apis.faults = [raw(orjson.dumps(first))]
+        report = await run(with_api(config(database_url, nats_url), apis.url), "paddle")
+    assert (report.tally.recovered, report.tally.failed) == (3, 0), report.errors
+    assert f"after={events[1]['event_id']}" in apis.requests[1]
+    assert all("eeeee" not in r for r in apis.requests)
+
+
 def gh_delivery(n: int, body: bytes, when: datetime) -> GitHubDelivery:
     guid = f"5847{n:04d}-b361-11eb-836d-0e4f3503ccbe"
     headers = {
