@@ -9,6 +9,7 @@ bytes, so it is recorded and parked rather than dropped.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -34,30 +35,26 @@ def listing_data(doc: Any, what: str) -> list[Any]:
     return data
 
 
-def body_entries(
-    data: list[Any],
-    *,
-    id_field: str,
-    type_field: str,
-    time_field: str,
-    read_time: TimeReader,
-    indent: bool,
-    headers: Mapping[str, str],
-) -> tuple[list[Listed], list[str]]:
+@dataclass(frozen=True, slots=True)
+class EntryShape:
+    """Where a provider's listing entries keep their id, type and time, how the time
+    reads, how the provider serialises an event (`indent`) and the headers it sends."""
+
+    id_field: str
+    type_field: str
+    time_field: str
+    read_time: TimeReader
+    indent: bool
+    headers: Mapping[str, str]
+
+
+def body_entries(data: list[Any], shape: EntryShape) -> tuple[list[Listed], list[str]]:
     """A listing's entries that are the events themselves (Stripe, Paddle): the items,
     and a line for each entry of which not even the bytes can be had."""
     items: list[Listed] = []
     unusable: list[str] = []
     for entry in data:
-        listed = _body_entry(
-            entry,
-            id_field=id_field,
-            type_field=type_field,
-            time_field=time_field,
-            read_time=read_time,
-            indent=indent,
-            headers=headers,
-        )
+        listed = _body_entry(entry, shape)
         if isinstance(listed, str):
             unusable.append(listed)
         else:
@@ -65,32 +62,25 @@ def body_entries(
     return items, unusable
 
 
-def _body_entry(
-    entry: Any,
-    *,
-    id_field: str,
-    type_field: str,
-    time_field: str,
-    read_time: TimeReader,
-    indent: bool,
-    headers: Mapping[str, str],
-) -> Listed | str:
+def _body_entry(entry: Any, shape: EntryShape) -> Listed | str:
     """One entry of `body_entries`; a line saying why when not even its bytes can be had."""
-    body, encoding = encode(entry, indent=indent)
+    body, encoding = encode(entry, indent=shape.indent)
     if body is None:
         return f"an entry that cannot be encoded: {encoding.message if encoding else ''}"
     failure = not_object(entry)
     if failure is not None:
-        return Listed(body_digest_id(body), None, None, body=body, headers=headers, failure=failure)
-    event_id, id_failure = entry_id(entry.get(id_field), id_field)
-    when, time_failure = read_time(entry.get(time_field), time_field)
+        return Listed(
+            body_digest_id(body), None, None, body=body, headers=shape.headers, failure=failure
+        )
+    event_id, id_failure = entry_id(entry.get(shape.id_field), shape.id_field)
+    when, time_failure = shape.read_time(entry.get(shape.time_field), shape.time_field)
     failure = id_failure or time_failure or encoding
     return Listed(
         event_id or body_digest_id(body),
-        entry_type(entry.get(type_field)),
+        entry_type(entry.get(shape.type_field)),
         when,
         body=body,
-        headers=headers,
+        headers=shape.headers,
         failure=failure,
     )
 

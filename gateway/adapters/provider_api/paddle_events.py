@@ -12,7 +12,12 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 from gateway.adapters.provider_api import Fetched, Listed, Page
-from gateway.adapters.provider_api.entries import body_entries, last_id_cursor, listing_data
+from gateway.adapters.provider_api.entries import (
+    EntryShape,
+    body_entries,
+    last_id_cursor,
+    listing_data,
+)
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.core.backfill import Window
@@ -21,6 +26,16 @@ from gateway.settings.provider_api import ProviderApi
 
 PAGE_LIMIT = 200
 HEADERS = {"content-type": "application/json"}
+
+#: Paddle's events list: the notification's body, compact JSON as Paddle sends it.
+SHAPE = EntryShape(
+    id_field="event_id",
+    type_field="event_type",
+    time_field="occurred_at",
+    read_time=iso_time,
+    indent=False,
+    headers=HEADERS,
+)
 
 
 class PaddleEvents:
@@ -41,15 +56,7 @@ class PaddleEvents:
         what = "GET /events"
         doc, _ = await self._calls.get(self._url, params, what)
         data = listing_data(doc, what)
-        items, unusable = body_entries(
-            data,
-            id_field="event_id",
-            type_field="event_type",
-            time_field="occurred_at",
-            read_time=iso_time,
-            indent=False,  # Paddle sends notifications as compact JSON
-            headers=HEADERS,
-        )
+        items, unusable = body_entries(data, SHAPE)
         meta = doc.get("meta")
         pagination = meta.get("pagination") if isinstance(meta, dict) else None
         if not isinstance(pagination, dict) or pagination.get("has_more") is not True or not data:

@@ -15,7 +15,12 @@ parameters, and no `Stripe-Version`, so events render in the account's default v
 from __future__ import annotations
 
 from gateway.adapters.provider_api import Fetched, Listed, Page
-from gateway.adapters.provider_api.entries import body_entries, last_id_cursor, listing_data
+from gateway.adapters.provider_api.entries import (
+    EntryShape,
+    body_entries,
+    last_id_cursor,
+    listing_data,
+)
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.core.backfill import Window
@@ -29,6 +34,16 @@ MAX_TYPES = 20
 #: The headers a Stripe webhook carries that the gateway keeps (the signature is not
 #: kept, and an event fetched over the API has none).
 HEADERS = {"content-type": "application/json; charset=utf-8"}
+
+#: Stripe's events list: the event itself, pretty-printed as Stripe delivers it.
+SHAPE = EntryShape(
+    id_field="id",
+    type_field="type",
+    time_field="created",
+    read_time=unix_time,
+    indent=True,
+    headers=HEADERS,
+)
 
 
 class StripeEvents:
@@ -64,15 +79,7 @@ class StripeEvents:
         what = "GET /v1/events"
         doc, _ = await self._calls.get(self._url, params, what)
         data = listing_data(doc, what)
-        items, unusable = body_entries(
-            data,
-            id_field="id",
-            type_field="type",
-            time_field="created",
-            read_time=unix_time,
-            indent=True,
-            headers=HEADERS,
-        )
+        items, unusable = body_entries(data, SHAPE)
         if doc.get("has_more") is not True or not data:
             return Page(items, None, unusable)
         # The cursor is the last entry's own id.
