@@ -4,6 +4,12 @@ The client retries for ever while the cluster is unreachable, so every call here
 deadline; a call that misses it is `LedgerUnavailable` with an unknown outcome, and the
 caller retries with the same ids (TigerBeetle answers `exists` for what did land).
 
+Requests: TigerBeetle takes at most `BATCH_MAX` events per request (one 1 MiB message),
+and the client refuses more (`TooMuchDataError`). Every call here sends up to that many
+per request, one request after the other for more (`core.ledger_batches`); since 0.17
+`create_*` answers with one result per event, in order, and `lookup_*` with the records
+found, matched back to the ids asked for.
+
 User data on each transfer:
 - `user_data_128`: `core.settlement.settlement_ref(settlement_id)`, a 128-bit hash;
 - `user_data_64`: `rate_at_payment` * 10**9 (`RATE_SCALE`), exact because the rate is
@@ -16,7 +22,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import Any, TypeVar
+from decimal import Decimal
+from typing import TypeVar
 
 import tigerbeetle as tb
 from tigerbeetle.client import InitError
@@ -27,8 +34,10 @@ from gateway.core.ledger import (
     Balance,
     LedgerTotals,
     LedgerTransfer,
+    PostedTransfer,
     TransferResult,
 )
+from gateway.core.ledger_batches import align_found, chunk_bounds, one_per_event
 from gateway.core.settlement import settlement_ref
 from gateway.errors import ConfigError, LedgerIdCollision, LedgerRejected, LedgerUnavailable
 
@@ -36,8 +45,12 @@ log = logging.getLogger(__name__)
 
 RATE_SCALE = 10**RATE_DECIMALS
 _U64_MAX = 2**64 - 1
-#: Events per request: TigerBeetle takes at most 8189 per 1 MiB message.
-_BATCH_MAX = 8000
+#: Events per request: 8189 for every operation used here (accounts and transfers are
+#: 128 bytes, and a lookup's reply holds as many). The Python package has no constant
+#: for it, the native client enforces it; `tests/unit/adapters/test_tigerbeetle_batches`
+#: pins it with the client's echo mode: 8189 go, 8190 are `TooMuchDataError`.
+BATCH_MAX = 8189
+#: Accounts per `query_accounts` page; under `BATCH_MAX`, as the contract suite ran it.
 _QUERY_LIMIT = 8000
 T = TypeVar("T")
 
@@ -138,13 +151,13 @@ class TigerBeetleLedger:
 
     async def ensure_accounts(self, accounts: Sequence[AccountSpec]) -> None:
         """Create missing accounts; an existing id with other fields is a collision."""
-        for start in range(0, len(accounts), _BATCH_MAX):
-            batch = list(accounts[start : start + _BATCH_MAX])
+        for start, stop in chunk_bounds(len(accounts), BATCH_MAX):
+            batch = accounts[start:stop]
             results = await self._call(
                 "create_accounts", self._client.create_accounts([to_tb_account(a) for a in batch])
             )
-            _check_count("create_accounts", results, batch)
-            for spec, result in zip(batch, results, strict=True):
+            checked = one_per_event("TigerBeetle create_accounts", len(batch), results)
+            for spec, result in zip(batch, checked, strict=True):
                 if result.status in _ACCOUNT_OK:
                     continue
                 if result.status in _ACCOUNT_COLLISIONS:
@@ -157,22 +170,43 @@ class TigerBeetleLedger:
                 )
 
     async def post(self, transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
-        """Post in batches; one result per transfer, in order."""
+        """Post up to `BATCH_MAX` transfers per request; one result per transfer, in order.
+
+        More than that goes as consecutive requests, each atomic on its own: should a
+        later one fail, the earlier ones stay posted, and the caller's retry with the
+        same ids finds them `EXISTS`.
+        """
         out: list[TransferResult] = []
-        for start in range(0, len(transfers), _BATCH_MAX):
-            batch = list(transfers[start : start + _BATCH_MAX])
-            results = await self._call(
-                "create_transfers",
-                self._client.create_transfers([to_tb_transfer(t) for t in batch]),
-            )
-            _check_count("create_transfers", results, batch)
-            out.extend(map_transfer_status(r.status) for r in results)
+        for start, stop in chunk_bounds(len(transfers), BATCH_MAX):
+            batch = [to_tb_transfer(t) for t in transfers[start:stop]]
+            results = await self._call("create_transfers", self._client.create_transfers(batch))
+            checked = one_per_event("TigerBeetle create_transfers", len(batch), results)
+            out.extend(map_transfer_status(r.status) for r in checked)
         return out
 
     async def balance(self, account_id: int) -> Balance | None:
         """The account's posted totals, or None if it does not exist."""
-        found = await self._call("lookup_accounts", self._client.lookup_accounts([account_id]))
-        return balance_of(found[0]) if found else None
+        return (await self.lookup_balances([account_id]))[0]
+
+    async def lookup_balances(self, account_ids: Sequence[int]) -> list[Balance | None]:
+        """These accounts' posted totals, in the same order; None for an unknown id."""
+        out: list[Balance | None] = []
+        for start, stop in chunk_bounds(len(account_ids), BATCH_MAX):
+            ids = list(account_ids[start:stop])
+            found = await self._call("lookup_accounts", self._client.lookup_accounts(ids))
+            aligned = align_found("TigerBeetle lookup_accounts", ids, found, lambda a: a.id)
+            out.extend(None if a is None else balance_of(a) for a in aligned)
+        return out
+
+    async def lookup_transfers(self, transfer_ids: Sequence[int]) -> list[PostedTransfer | None]:
+        """The transfers with these ids, in the same order; None where there is none."""
+        out: list[PostedTransfer | None] = []
+        for start, stop in chunk_bounds(len(transfer_ids), BATCH_MAX):
+            ids = list(transfer_ids[start:stop])
+            found = await self._call("lookup_transfers", self._client.lookup_transfers(ids))
+            aligned = align_found("TigerBeetle lookup_transfers", ids, found, lambda t: t.id)
+            out.extend(None if t is None else posted_of(t) for t in aligned)
+        return out
 
     async def balances(self) -> list[Balance]:
         """Every account's posted totals, in creation order (paged by timestamp)."""
@@ -216,11 +250,18 @@ def balance_of(account: tb.Account) -> Balance:
     )
 
 
-def _check_count(what: str, results: Sequence[Any], sent: Sequence[Any]) -> None:
-    # Since 0.17 the client returns one result per event; anything else means a client
-    # with other semantics, and guessing which result belongs to which event is unsafe.
-    if len(results) != len(sent):
-        raise LedgerRejected(f"TigerBeetle {what}: {len(results)} results for {len(sent)} events")
+def posted_of(transfer: tb.Transfer) -> PostedTransfer:
+    """The port's view of a TigerBeetle transfer, its rate read back from user data."""
+    return PostedTransfer(
+        id=transfer.id,
+        debit_account_id=transfer.debit_account_id,
+        credit_account_id=transfer.credit_account_id,
+        amount_minor=transfer.amount,
+        ledger=transfer.ledger,
+        code=transfer.code,
+        settlement_ref=transfer.user_data_128,
+        rate_at_payment=Decimal(transfer.user_data_64).scaleb(-RATE_DECIMALS),
+    )
 
 
 @contextlib.asynccontextmanager

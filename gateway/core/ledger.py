@@ -13,7 +13,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gateway.core.excerpt import clip
 from gateway.errors import (
@@ -152,6 +152,21 @@ class LedgerTotals:
         return self.debits_posted == self.credits_posted
 
 
+@dataclass(frozen=True)
+class PostedTransfer:
+    """A transfer as the ledger holds it, read back by id (what both backends store)."""
+
+    id: int
+    debit_account_id: int
+    credit_account_id: int
+    amount_minor: int
+    ledger: int
+    code: int
+    #: `core.settlement.settlement_ref` of its settlement id (TigerBeetle keeps only it).
+    settlement_ref: int
+    rate_at_payment: Decimal
+
+
 class Ledger(Protocol):
     """A double-entry ledger with idempotent, client-keyed transfers."""
 
@@ -174,6 +189,15 @@ class Ledger(Protocol):
 
     async def check(self) -> LedgerTotals:
         """Total debits and credits over all accounts (see `verify_totals`)."""
+        ...
+
+
+@runtime_checkable
+class TransferLookup(Protocol):
+    """A ledger that reads transfers back by id (for checks: one transfer per event)."""
+
+    async def lookup_transfers(self, transfer_ids: Sequence[int]) -> list[PostedTransfer | None]:
+        """The transfers with these ids, in the same order; None where there is none."""
         ...
 
 

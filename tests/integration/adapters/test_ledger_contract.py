@@ -5,12 +5,14 @@ only when `TIGERBEETLE_ADDRESS` names a cluster (`TIGERBEETLE_CLUSTER_ID`, defau
 its server cannot be installed on these machines. Every test uses ids of its own, so a
 long-lived TigerBeetle cluster can serve many runs. The in-memory fake of the unit tests
 (`tests.support.fakes.MemoryLedger`) runs too, with no service: this suite is what shows
-the fake is honest.
+the fake is honest. Batches larger than one TigerBeetle request (`BATCH_MAX` events) run
+on every backend: one call, every result at its place.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import uuid
@@ -21,12 +23,14 @@ import pytest
 
 from gateway.adapters.postgres import Conn, open_pool
 from gateway.adapters.postgres.ledger import PostgresLedger
-from gateway.adapters.tigerbeetle import open_tigerbeetle
+from gateway.adapters.tigerbeetle import BATCH_MAX, TigerBeetleLedger, open_tigerbeetle
 from gateway.core.ledger import (
     AccountCode,
     AccountSpec,
     Ledger,
     LedgerTransfer,
+    PostedTransfer,
+    TransferLookup,
     TransferResult,
     interpret,
     verify_totals,
@@ -37,6 +41,7 @@ from gateway.core.settlement import (
     build_transfer,
     clearing_account,
     merchant_account,
+    settlement_ref,
 )
 from gateway.errors import LedgerIdCollision, LedgerImbalance, LedgerUnavailable
 from tests.support.fakes import MemoryLedger
@@ -70,6 +75,13 @@ async def ledger(backend: tuple[str, str | None]) -> AsyncIterator[Ledger]:
         async with open_pool(database_url, max_size=8) as pool:
             yield PostgresLedger(pool)
         return
+    async with tigerbeetle_or_skip() as tb_ledger:
+        yield tb_ledger
+
+
+@contextlib.asynccontextmanager
+async def tigerbeetle_or_skip() -> AsyncIterator[TigerBeetleLedger]:
+    """The cluster `TIGERBEETLE_ADDRESS` names; the test is skipped without one."""
     address = os.environ.get("TIGERBEETLE_ADDRESS")
     if not address:
         pytest.skip("TIGERBEETLE_ADDRESS not set: no TigerBeetle server here")
@@ -237,6 +249,75 @@ async def test_concurrent_posts_to_one_account_lose_no_update(ledger: Ledger, bo
     assert all(r == [R.CREATED] for r in results)
     assert await merchant_credit(ledger, book) == sum(range(1, 31))
     assert (await ledger.check()).balanced
+
+
+# --- batches over one TigerBeetle request ------------------------------------------------
+
+
+async def test_a_batch_over_one_requests_limit_lands_whole_with_each_result_in_place(
+    ledger: Ledger, book: Book
+) -> None:
+    """`BATCH_MAX` + 2 transfers in one post: TigerBeetle needs two requests. The last
+    event of the first request repeats its first (EXISTS); the first of the second reuses
+    an id of the first request with another amount (a collision across requests); the
+    last has no account. Every other transfer is CREATED, once."""
+    transfers = [book.capture(f"p{i}", 1) for i in range(BATCH_MAX + 2)]
+    transfers[BATCH_MAX - 1] = transfers[0]
+    transfers[BATCH_MAX] = LedgerTransfer(**{**transfers[1].__dict__, "amount_minor": 2})
+    stranger = Book()
+    stranger.provider, stranger.clearing = book.provider, book.clearing
+    transfers[BATCH_MAX + 1] = stranger.capture("p0", 1)
+    results = await ledger.post(transfers)
+    assert len(results) == len(transfers)
+    assert results[: BATCH_MAX - 1] == [R.CREATED] * (BATCH_MAX - 1)
+    assert results[BATCH_MAX - 1 :] == [R.EXISTS, R.EXISTS_WITH_DIFFERENT_FIELDS,
+                                         R.CREDIT_ACCOUNT_NOT_FOUND]  # fmt: skip
+    assert await merchant_credit(ledger, book) == BATCH_MAX - 1
+    # Again, whole: what landed is EXISTS, the refused ids stay refused.
+    again = await ledger.post(transfers)
+    assert again[: BATCH_MAX - 1] == [R.EXISTS] * (BATCH_MAX - 1)
+    assert again[BATCH_MAX - 1 :] == [R.EXISTS, R.EXISTS_WITH_DIFFERENT_FIELDS,
+                                       R.ID_ALREADY_FAILED]  # fmt: skip
+    assert await merchant_credit(ledger, book) == BATCH_MAX - 1
+    assert (await ledger.check()).balanced
+
+
+async def test_lookup_transfers_reads_back_each_posted_transfer_at_its_place(
+    ledger: Ledger, book: Book
+) -> None:
+    """Ids over one request's limit, with some never posted: each posted transfer comes
+    back as posted (settlement hash, rate), None for the others, in the order asked."""
+    if not isinstance(ledger, TransferLookup):
+        pytest.skip(f"{type(ledger).__name__} has no lookup_transfers yet")
+    posted = [book.capture(f"p{i}", i + 1) for i in range(BATCH_MAX + 1)]
+    assert set(await ledger.post(posted)) == {R.CREATED}
+    never = [book.capture(f"never{i}", 5) for i in range(3)]
+    asked = [never[0], *posted[:BATCH_MAX], never[1], posted[BATCH_MAX], never[2]]
+    found = await ledger.lookup_transfers([t.id for t in asked])
+    expected: list[PostedTransfer | None] = [
+        None if t in never else PostedTransfer(
+            id=t.id, debit_account_id=t.debit_account_id, credit_account_id=t.credit_account_id,
+            amount_minor=t.amount_minor, ledger=t.ledger, code=int(t.code),
+            settlement_ref=settlement_ref(t.settlement_id), rate_at_payment=RATE,
+        )
+        for t in asked
+    ]  # fmt: skip
+    assert found == expected
+
+
+async def test_tigerbeetle_ensures_more_accounts_than_one_request_holds() -> None:
+    """`BATCH_MAX` + 1 accounts in one call, then again (a no-op), then looked up."""
+    async with tigerbeetle_or_skip() as tb_ledger:
+        books = [Book() for _ in range(BATCH_MAX + 1)]
+        specs = [b.account for b in books]
+        await tb_ledger.ensure_accounts(specs)
+        await tb_ledger.ensure_accounts(specs)
+        missing = Book().account.id
+        found = await tb_ledger.lookup_balances([missing, *(s.id for s in specs)])
+        assert found[0] is None
+        assert [(b.account_id, b.ledger, b.code) if b else None for b in found[1:]] == [
+            (s.id, s.ledger, int(s.code)) for s in specs
+        ]
 
 
 # --- backend-specific ----------------------------------------------------------------------
