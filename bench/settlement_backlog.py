@@ -31,7 +31,14 @@ from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
 from gateway.compose.settlement import open_ledger
 from gateway.core.model import Event, webhook_event
 from gateway.core.money import convert_minor
-from gateway.core.settlement import merchant_account
+from gateway.core.settlement import (
+    SettlementInstruction,
+    SettlementKind,
+    clearing_account_id,
+    merchant_account,
+    merchant_account_id,
+    transfer_id,
+)
 from gateway.core.signatures import get_scheme
 from gateway.devtools.currency_stub import DEFAULT_RATES, StubState
 from gateway.settings import Settings
@@ -54,8 +61,14 @@ class Payment:
     refund_id: str | None = None
 
 
-def plan_payments(events: int, refund_share: float, seed: int = 6) -> list[Payment]:
-    """`events` payments: captures first, then `refund_share` of partial refunds."""
+def plan_payments(
+    events: int, refund_share: float, seed: int = 6, *, run_tag: str = ""
+) -> list[Payment]:
+    """`events` payments: captures first, then `refund_share` of partial refunds.
+
+    `run_tag` goes into every payment, refund and merchant id, so a ledger that outlives
+    the run (a TigerBeetle cluster) gets transfers and accounts of this run only.
+    """
     rng = random.Random(seed)
     refunds = int(events * refund_share)
     captures = events - refunds
@@ -67,7 +80,8 @@ def plan_payments(events: int, refund_share: float, seed: int = 6) -> list[Payme
     for i in range(captures):
         currency = rng.choices(currencies, weights)[0]
         amount = rng.randint(100, 50_000) * (100 if currency == "JPY" else 1)
-        out.append(Payment("capture", f"pi_{i:08d}", f"m_{i % MERCHANTS:04d}", amount, currency))
+        merchant = f"m_{run_tag}{i % MERCHANTS:04d}"
+        out.append(Payment("capture", f"pi_{run_tag}{i:08d}", merchant, amount, currency))
     for j, capture in enumerate(rng.sample(out[: captures // 2], refunds)):
         amount = rng.randint(1, capture.amount_minor)
         out.append(
@@ -77,24 +91,56 @@ def plan_payments(events: int, refund_share: float, seed: int = 6) -> list[Payme
                 capture.merchant_id,
                 amount,
                 capture.currency,
-                refund_id=f"re_{j:08d}",
+                refund_id=f"re_{run_tag}{j:08d}",
             )
         )
+    return out
+
+
+@dataclass(frozen=True)
+class ExpectedTransfer:
+    """The transfer one payment event should leave in the ledger, computed here."""
+
+    id: int
+    debit_account_id: int
+    credit_account_id: int
+    amount_minor: int  # in the ledger currency
+
+
+def expected_transfers(
+    payments: Sequence[Payment], ledger_currency: str, provider: str = "stripe"
+) -> list[ExpectedTransfer]:
+    """One transfer per payment, as the worker should build it: the id from the
+    settlement (`core.settlement.transfer_id`), converted with the stub's default rates."""
+    stub = StubState(rates={tuple(k.split("/")): v for k, v in DEFAULT_RATES.items()})  # type: ignore[misc]
+    clearing = clearing_account_id(provider, ledger_currency)
+    out = []
+    for p in payments:
+        rate = stub.lookup(p.currency, ledger_currency)
+        if rate is None:
+            raise ValueError(f"the stub does not quote {p.currency}/{ledger_currency}")
+        moved = convert_minor(p.amount_minor, Decimal(str(rate)), p.currency, ledger_currency)
+        capture = p.kind == "capture"
+        instruction = SettlementInstruction(
+            settlement_id=p.payment_id,
+            kind=SettlementKind.CAPTURE if capture else SettlementKind.REFUND,
+            merchant_id=p.merchant_id, amount_minor=p.amount_minor, currency=p.currency,
+            refund_id=p.refund_id, source_event_id=None,
+        )  # fmt: skip
+        merchant = merchant_account_id(p.merchant_id, ledger_currency)
+        debit, credit = (clearing, merchant) if capture else (merchant, clearing)
+        out.append(ExpectedTransfer(transfer_id(instruction), debit, credit, moved))
     return out
 
 
 def expected_merchant_total(payments: Sequence[Payment], ledger_currency: str) -> int:
     """What all merchant accounts together should hold once every event settled once,
     converted with the stub's default rates as the worker converts them."""
-    stub = StubState(rates={tuple(k.split("/")): v for k, v in DEFAULT_RATES.items()})  # type: ignore[misc]
-    total = 0
-    for p in payments:
-        rate = stub.lookup(p.currency, ledger_currency)
-        if rate is None:
-            raise ValueError(f"the stub does not quote {p.currency}/{ledger_currency}")
-        moved = convert_minor(p.amount_minor, Decimal(str(rate)), p.currency, ledger_currency)
-        total += moved if p.kind == "capture" else -moved
-    return total
+    merchants = {merchant_account_id(p.merchant_id, ledger_currency) for p in payments}
+    return sum(
+        t.amount_minor if t.credit_account_id in merchants else -t.amount_minor
+        for t in expected_transfers(payments, ledger_currency)
+    )
 
 
 def _body(p: Payment, seq: int, created_s: int) -> bytes:
