@@ -24,14 +24,17 @@ from tests.support.vectors import stripe_v1
 PATH = "/webhooks/stripe"
 _CHUNK_RECORDS = 10_000  # written in chunks so a 400k-request pool never sits in one list
 
+MERCHANT_ID = "m_0001"  # the merchant every event pays (its account must exist to settle)
+AMOUNT_MINOR = 1000  # what every event pays, in USD cents (`amount_received`)
+
 # A Stripe `payment_intent.succeeded` event trimmed to ~350 bytes (design.md measures a
 # ~300-byte body). Every substituted field has a fixed width.
 _BODY = (
     '{{"id":"{event_id}","object":"event","api_version":"2024-06-20","created":{ts},'
     '"type":"payment_intent.succeeded","livemode":false,"pending_webhooks":1,'
     '"data":{{"object":{{"id":"pi_{event_id_tail}","object":"payment_intent",'
-    '"amount":1000,"amount_received":1000,"currency":"usd","status":"succeeded",'
-    '"metadata":{{"merchant_id":"m_0001"}}}}}}}}'
+    '"amount":{amount},"amount_received":{amount},"currency":"usd","status":"succeeded",'
+    '"metadata":{{"merchant_id":"{merchant}"}}}}}}}}'
 )
 
 
@@ -64,10 +67,16 @@ def event_id(tag: str, tid: int, seq: int) -> str:
     return f"evt_{tag}{tid:02d}{seq:09d}"
 
 
-def _requests(tag: str, tid: int, count: int, host: str, secret: str, ts: int) -> Iterator[bytes]:
+def signed_requests(
+    tag: str, tid: int, count: int, host: str, secret: str, ts: int
+) -> Iterator[bytes]:
+    """`count` complete requests of thread `tid`: event ids `event_id(tag, tid, 0..)`,
+    each body an amount of 1000 (`AMOUNT_MINOR`) USD for merchant `MERCHANT_ID`."""
     for seq in range(count):
         eid = event_id(tag, tid, seq)
-        body = _BODY.format(event_id=eid, event_id_tail=eid[4:], ts=ts).encode()
+        body = _BODY.format(
+            event_id=eid, event_id_tail=eid[4:], ts=ts, amount=AMOUNT_MINOR, merchant=MERCHANT_ID
+        ).encode()
         signature = stripe_v1(secret, ts, body)
         yield (
             f"POST {PATH} HTTP/1.1\r\n"
@@ -100,7 +109,7 @@ def write_requests(
     for tid in range(threads):
         with Path(f"{prefix}.{tid}").open("wb") as out:
             chunk: list[bytes] = []
-            for request in _requests(tag, tid, per_thread, host, secret, signed_at_s):
+            for request in signed_requests(tag, tid, per_thread, host, secret, signed_at_s):
                 if record_len == 0:
                     record_len = len(request)
                 elif len(request) != record_len:

@@ -43,7 +43,7 @@ def measure_pass(
     limits: list[int] | None = None,
     database: str | None = None,
 ) -> tuple[WrkResult, dict[str, Any]]:
-    meter = CpuMeter(server.pid, nats_pid, server.sidecar_pids, database)
+    meter = CpuMeter(server.pid, nats_pid, server.sidecar_pids, database, server.settler_pids)
     meter.start()
     result = run_wrk(server.base_url, requests, load, limits)
     summary = result.summary()
@@ -79,15 +79,18 @@ def describe(title: str, s: dict[str, Any]) -> None:
     print(f"  {'':<11} CPU (100% = one core): {', '.join(parts)}; others: {others}")
 
 
-def drain(backend: Backend, timeout_s: float) -> dict[str, Any]:
-    """Let in-flight requests finish, then wait for the outbox to reach the stream.
+def drain(backend: Backend, timeout_s: float, load_ended_s: float | None = None) -> dict[str, Any]:
+    """Wait for the outbox to reach the stream after a pass.
 
     Waiting here keeps one pass's publishing from eating into the next pass's CPU, and
-    the time it takes is itself a figure: how long the stream lags a burst.
+    the time it takes is itself a figure: how long the stream lags a burst, counted from
+    the end of the load (`load_ended_s`, a `time.monotonic()`; default: now) to the first
+    look that found the outbox empty and that stayed so until at least a second after
+    the load, so that requests still in flight when wrk stopped are waited for.
     """
-    time.sleep(1.0)
-    waited_s, left = wait_published(backend.dsn, timeout_s)
-    return {"outbox_drain_s": round(waited_s, 1), "unpublished_left": left}
+    ended_s = time.monotonic() if load_ended_s is None else load_ended_s
+    waited_s, left = wait_published(backend.dsn, timeout_s, ended_s)
+    return {"outbox_drain_s": round(waited_s, 2), "unpublished_left": left}
 
 
 def load_checks(new: WrkResult, dup: WrkResult) -> list[dict[str, Any]]:

@@ -110,8 +110,8 @@ def all_cpu_s() -> dict[int, tuple[str, float]]:
 class CpuMeter:
     """CPU used between `start()` and `stop()`, in percent of one core (200 % = both
     cores of a 2-vCPU VM): by the server (with its workers), `gateway relay` processes,
-    NATS, the whole PostgreSQL cluster, wrk, the machine as a whole, and the busiest
-    other processes.
+    `gateway settle` processes (when `settle_pids` names any), NATS, the whole PostgreSQL
+    cluster, wrk, the machine as a whole, and the busiest other processes.
 
     On a small VM (2 vCPUs) the load generator, the server, PostgreSQL and NATS all compete
     for the same cores, and so does anything else running (a test suite, a build): the
@@ -125,6 +125,7 @@ class CpuMeter:
     nats_pid: int | None = None
     relay_pids: list[int] = field(default_factory=list)
     database: str | None = None
+    settle_pids: list[int] = field(default_factory=list)
     _start: dict[int, tuple[str, float]] = field(default_factory=dict)
     _busy0: float = 0.0
     _wrk0: float = 0.0
@@ -155,7 +156,8 @@ class CpuMeter:
             return round(100 * max(seconds, 0.0) / elapsed_s, 1)
 
         relays = {p for pid in self.relay_pids for p in descendants(pid)}
-        ours = server | relays | {self.nats_pid, os.getpid()}
+        settlers = {p for pid in self.settle_pids for p in descendants(pid)}
+        ours = server | relays | settlers | {self.nats_pid, os.getpid()}
         others = sorted(
             (
                 (comm, s)
@@ -167,6 +169,7 @@ class CpuMeter:
         found: dict[str, Any] = {
             "server_pct": pct(sum(s for pid, (_, s) in used.items() if pid in server)),
             "relay_pct": pct(sum(s for pid, (_, s) in used.items() if pid in relays)),
+            "settle_pct": pct(sum(s for pid, (_, s) in used.items() if pid in settlers)),
             "nats_pct": pct(used.get(self.nats_pid or -1, ("", 0.0))[1]),
             "postgres_cluster_pct": pct(sum(s for c, s in used.values() if c == "postgres")),
             "postgres_db_pct": None,
@@ -179,6 +182,8 @@ class CpuMeter:
             )
         else:
             del found["postgres_db_pct"]
+        if not self.settle_pids:
+            del found["settle_pct"]
         # What the machine did beyond the four above: other processes, the kernel, and
         # processes that came and went. Large values mean the figures were taken on a
         # machine busy with something else.

@@ -11,6 +11,7 @@ RUN_TITLES = {
     "no_batching": "(c) gateway, batching off",
     "prefilled": "(b) on a prefilled table",
     "retention": "(b) with expired payloads",
+    "end_to_end": "(e) serve + settle, end to end",
 }
 PASS_TITLES = {
     "new": "new events",
@@ -163,7 +164,57 @@ def targets(
         )
     drained = (settlement or {}).get("events_per_s")
     found.append(_at_least("settlement drain of 50,000 events (events/s)", drained, 3000.0))
-    return found + storage_targets(runs)
+    return found + end_to_end_targets(runs) + storage_targets(runs)
+
+
+def end_to_end_targets(runs: dict[str, Any]) -> list[Target]:
+    """The back office against the front door: the end-to-end run's figures, and the
+    outbox drain after (b)'s new-events pass."""
+    burst = runs.get("end_to_end", {}).get("burst", {})
+    paced = runs.get("end_to_end", {}).get("paced", {})
+    drain_s = runs.get("batching", {}).get("after_new", {}).get("outbox_drain_s")
+    return [
+        _at_least("(e) settled/s / accepted/s, burst", burst.get("settled_over_accepted"), 0.9),
+        _at_most("(e) ledger lag after the burst (s)", burst.get("ledger_lag_after_load_s"), 3.0),
+        _at_most("(b) outbox drain after the new-events pass (s)", drain_s, 2.0),
+        _at_most(
+            "(e) webhook -> settled p99 at half capacity (ms)",
+            paced.get("webhook_to_settled_ms", {}).get("p99"),
+            1000.0,
+        ),
+        Target("(e) accepted/s / (a)", "reported", burst.get("accepted_over_bare"), None),
+        Target("(e) settled/s / (a)", "reported", burst.get("settled_over_bare"), None),
+    ]
+
+
+def end_to_end_lines(runs: dict[str, Any]) -> str:
+    """The end-to-end run's stages, beside the bare endpoint, and its paced latency."""
+    e = runs.get("end_to_end")
+    if e is None:
+        return ""
+    b, p = e["burst"], e["paced"]
+    bare = b.get("bare_rps")
+    lines = [
+        f"| {RUN_TITLES['end_to_end']}: stage | rate /s | vs (a) ({_fmt(bare, 0)} req/s) "
+        "| lag after the load, s |",
+        "|---|---:|---:|---:|",
+        f"| accepted (2xx after commit) | {_fmt(b['accepted_per_s'], 0)} "
+        f"| {_fmt(b['accepted_over_bare'], 2)} | |",
+        f"| on the stream | {_fmt(b['on_stream_per_s'], 0)} | {_fmt(b['on_stream_over_bare'], 2)} "
+        f"| {_fmt(b['stream_lag_after_load_s'], 2)} |",
+        f"| settled in the ledger | {_fmt(b['settled_per_s'], 0)} "
+        f"| {_fmt(b['settled_over_bare'], 2)} | {_fmt(b['ledger_lag_after_load_s'], 2)} |",
+        "",
+        f"  {b['events']:,} events in the burst; settled/accepted "
+        f"{_fmt(b['settled_over_accepted'], 2)}; CPU µs per settled event: "
+        + ", ".join(f"{k} {_fmt(v, 0)}" for k, v in b["cpu_us_per_event"].items()),
+        f"  paced at {_fmt(p['rate_per_s'], 0)}/s for {p['seconds']} s: webhook -> settled p50 "
+        f"{_fmt(p['webhook_to_settled_ms']['p50'])} ms, p99 "
+        f"{_fmt(p['webhook_to_settled_ms']['p99'])} ms ({p['settled']:,} of {p['events']:,} "
+        f"settled); answers p99 {_fmt(p['answer_ms']['p99'])} ms",
+    ]
+    lines += [f"  [{'ok' if c['ok'] else 'FAIL'}] {c['check']}: {c['detail']}" for c in e["checks"]]
+    return "\n".join(lines)
 
 
 def _fmt(value: Any, digits: int = 1) -> str:

@@ -9,7 +9,12 @@ One after another on this machine, under the same uvicorn settings and the same 
   prefilled: (b) again, on a table prefilled with `--prefill` rows (default 10 M);
   retention: (b) on a table of `--retention-rows` expired rows (default 1 M), a pass
       without retention, then a pass while `gateway retention run` empties their
-      payloads (bench/storage.py).
+      payloads (bench/storage.py);
+  (e) end_to_end: `gateway serve` and `gateway settle` together, as `make run` runs
+      them: a burst of new payments, how fast they are accepted, reach the stream and
+      are settled, the ledger's lag after the burst, and the webhook-to-settled latency
+      under a paced load at half that capacity; checks that the ledger holds exactly
+      the accepted payments (bench/e2e.py).
 
 Each gateway gets a fresh database and a private nats-server (file storage,
 `sync_interval: always`), both removed afterwards. Each server gets a pass of unique
@@ -53,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.e2e import end_to_end_run
 from bench.events import new_tag
 from bench.otlp_sink import running_sink
 from bench.passes import (
@@ -187,9 +193,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--outbox",
         choices=("relay", "inline"),
-        default="relay",
-        help="who publishes to JetStream in (b), (c) and the soak: a `gateway relay` process "
-        "beside `gateway serve` ([outbox] inline = false, the default) or serve itself",
+        help="who publishes to JetStream: a `gateway relay` process beside `gateway serve` "
+        "([outbox] inline = false; the default of (b), (c) and the soak) or serve itself "
+        "(the shipped default, and the default of (e), as `make run` runs it)",
     )
     p.add_argument(
         "--relay-nice",
@@ -209,6 +215,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="traces on in (b), (c) and the soak at sample_ratio 1.0, exported to a sink "
         "the benchmark starts (or to --set tracing.endpoint=...), to measure their cost",
+    )
+    p.add_argument(
+        "--paced-s",
+        type=float,
+        default=10.0,
+        help="seconds of (e)'s paced load (default 10; --quick at most 3)",
+    )
+    p.add_argument(
+        "--paced-rate",
+        type=float,
+        help="events/s of (e)'s paced load (default: half of what its burst sustained end to end)",
+    )
+    p.add_argument(
+        "--settle-timeout-s",
+        type=float,
+        default=600.0,
+        help="how long (e) waits for the ledger to catch up after a load (default 600)",
     )
     p.add_argument("--drain-timeout-s", type=float, default=180.0)
     p.add_argument(
@@ -242,6 +265,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.hook_probe_s = 0
         args.settle_events = min(args.settle_events, 2_000)
         args.drain_timeout_s = min(args.drain_timeout_s, 30.0)
+        args.paced_s = min(args.paced_s, 3.0)
+        args.settle_timeout_s = min(args.settle_timeout_s, 120.0)
     if args.output is None and not args.quick:
         args.output = DEFAULT_OUTPUT
     # A duplicates pass is re-signed, so one pass (plus start-up) must fit in the window.
@@ -261,12 +286,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def sections_for(run: str, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """The gateway settings of one run: the shipped defaults, `--set` overrides,
-    `[ingest] batching` on for (b), the prefilled and retention runs and the soak, off
-    for (c), `[outbox] inline` as `--outbox` says, and for the retention run its
-    horizon with the serving process's own retention off."""
+    `[ingest] batching` on for (b), (e), the prefilled and retention runs and the soak,
+    off for (c), `[outbox] inline` as `--outbox` says (by default off, but on for (e) as
+    shipped), and for the retention run its horizon with the serving process's own
+    retention off."""
     sections = {name: dict(values) for name, values in args.sections.items()}
     sections.setdefault("ingest", {})["batching"] = run != "no_batching"
-    sections.setdefault("outbox", {}).setdefault("inline", args.outbox == "inline")
+    outbox = args.outbox or ("inline" if run == "end_to_end" else "relay")
+    sections.setdefault("outbox", {}).setdefault("inline", outbox == "inline")
     if run == "retention":
         # Only the separate `gateway retention run` removes, at the run's short horizon.
         retention = sections.setdefault("retention", {})
@@ -324,6 +351,7 @@ def measure_server(
         tag = new_tag()
         pool = signed_pool(workdir, f"{run}-new", server, load, per_thread, tag)
         new, record["new"] = measure_pass(server, pool, load, nats_pid, database=database)
+        new_ended_s = time.monotonic()
         pool.remove()
         if not backend:  # the bare endpoint answers neither "accepted" nor "duplicate"
             record["new"]["accepted"] = record["new"]["duplicate"] = None
@@ -331,7 +359,9 @@ def measure_server(
             postgres_per_row(record["new"], rows_after(backend.dsn, after_id))
         describe("new events", record["new"])
         if backend:
-            record["after_new"] = drain(backend, args.drain_timeout_s)
+            record["after_new"] = drain(backend, args.drain_timeout_s, new_ended_s)
+            drained_s = record["after_new"]["outbox_drain_s"]
+            print(f"  {'':<11} outbox drained {drained_s} s after the pass")
 
         # Replay exactly what each thread sent, re-signed now (as a provider's retry is).
         limits = [max(1, min(n, per_thread)) for n in new.built_per_thread]
@@ -339,6 +369,7 @@ def measure_server(
         dup, record["duplicates"] = measure_pass(
             server, pool, load, nats_pid, limits, database=database
         )
+        dup_ended_s = time.monotonic()
         pool.remove()
         if not backend:
             record["duplicates"]["accepted"] = record["duplicates"]["duplicate"] = None
@@ -346,7 +377,7 @@ def measure_server(
 
         record["checks"] = load_checks(new, dup)
         if backend:
-            record["after_duplicates"] = drain(backend, args.drain_timeout_s)
+            record["after_duplicates"] = drain(backend, args.drain_timeout_s, dup_ended_s)
             record["checks"] += row_checks(backend, server, new, dup, after_id)
             rows, messages = rows_after(backend.dsn, after_id), stream_count(backend.nats.url)
             record["checks"].append(
@@ -358,7 +389,7 @@ def measure_server(
                     + f", {messages:,} messages",
                 )
             )
-            if args.outbox == "inline":
+            if sections_for(run, args)["outbox"]["inline"]:
                 # A relay figure well above zero while NATS was up means rows were
                 # published twice: the sweep took rows the inline publisher still held.
                 record["published"] = server_counters(server)["published"]
@@ -613,6 +644,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if run == "retention":
                 runs[run] = retention_run(args, load, workdir, sections_for(run, args))
                 continue
+            if run == "end_to_end":
+                bare = runs.get("bare", {}).get("new", {}).get("rps")
+                runs[run] = end_to_end_run(args, load, workdir, sections_for(run, args), bare)
+                continue
             runs[run], rps = measure_server(run, args, load, workdir)
             rate_b = rps if run == "batching" else rate_b
         results["runs"] = runs
@@ -641,6 +676,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.table(runs))
     print()
     print(report.ratio_lines(ratio))
+    end_to_end = report.end_to_end_lines(runs)
+    if end_to_end:
+        print()
+        print(end_to_end)
     storage_lines = report.storage_lines(runs)
     if storage_lines:
         print()

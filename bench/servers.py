@@ -92,7 +92,8 @@ def write_gateway_config(
 class Server:
     """One server process under test, started from the repository root, with the
     processes that run beside it (`gateway relay` when the gateway does not publish
-    inline), started once it is ready and stopped before it."""
+    inline, `gateway settle` in the end-to-end run), started once it is ready and
+    stopped before it."""
 
     def __init__(
         self,
@@ -101,18 +102,27 @@ class Server:
         log_path: Path,
         ready_path: str | None,
         sidecars: list[list[str]] | None = None,
+        settlers: list[list[str]] | None = None,
     ):
         self.argv = argv
         self.port = port
         self.log_path = log_path
         self.ready_path = ready_path
         self.sidecar_argvs = sidecars or []
+        self.settler_argvs = settlers or []
         self.proc: subprocess.Popen[bytes] | None = None
         self.sidecars: list[subprocess.Popen[bytes]] = []
+        self.settlers: list[subprocess.Popen[bytes]] = []
 
     @property
     def sidecar_pids(self) -> list[int]:
+        """The `gateway relay` processes."""
         return [p.pid for p in self.sidecars]
+
+    @property
+    def settler_pids(self) -> list[int]:
+        """The `gateway settle` processes."""
+        return [p.pid for p in self.settlers]
 
     @property
     def pid(self) -> int:
@@ -132,6 +142,8 @@ class Server:
             with self.log_path.open("ab") as log:
                 for argv in self.sidecar_argvs:
                     self.sidecars.append(subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=log))
+                for argv in self.settler_argvs:
+                    self.settlers.append(subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=log))
         except Exception:
             self.stop()
             raise
@@ -163,7 +175,7 @@ class Server:
 
     def stop(self, timeout_s: float = 45.0) -> None:
         """SIGTERM (the gateway commits and publishes what it holds), then SIGKILL."""
-        for proc in [*self.sidecars, self.proc]:
+        for proc in [*self.settlers, *self.sidecars, self.proc]:
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 try:
@@ -172,6 +184,7 @@ class Server:
                     proc.kill()
                     proc.wait()
         self.sidecars = []
+        self.settlers = []
         self.proc = None
 
 
@@ -182,9 +195,11 @@ def gateway_server(
     settings: dict[str, dict[str, Any]],
     workers: int,
     relay_nice: int = 0,
+    settle: bool = False,
 ) -> Server:
     """`gateway serve`, and a `gateway relay` beside it when `[outbox] inline = false`
-    (run at `relay_nice`: acceptance first, the stream catches up)."""
+    (run at `relay_nice`: acceptance first, the stream catches up); with `settle`, a
+    `gateway settle` too, on the same config, as `make run` runs it."""
     port = free_port()
     config = workdir / f"{label}.toml"
     write_gateway_config(config, backend, port, settings)
@@ -194,7 +209,17 @@ def gateway_server(
     if not settings.get("outbox", {}).get("inline", True):
         relay = [sys.executable, "-m", "gateway", "relay", "--config", str(config)]
         sidecars.append(["nice", "-n", str(relay_nice), *relay] if relay_nice else relay)
-    return Server(argv, port, workdir / f"{label}.log", "/readyz", sidecars)
+    settlers = [[sys.executable, "-m", "gateway", "settle", "--config", str(config)]]
+    return Server(
+        argv, port, workdir / f"{label}.log", "/readyz", sidecars, settlers if settle else None
+    )
+
+
+def currency_stub(workdir: Path, label: str = "currency-stub") -> Server:
+    """`gateway currency-stub` on a free port (the demo rates `make run` uses)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "gateway", "currency-stub", "--port", str(port)]
+    return Server(argv, port, workdir / f"{label}.log", "/healthz")
 
 
 def bare_server(workdir: Path, label: str, workers: int) -> Server:
@@ -248,15 +273,26 @@ def stream_count(nats_url: str, stream: str = "WEBHOOKS") -> int:
     return asyncio.run(count())
 
 
-def wait_published(dsn: str, timeout_s: float) -> tuple[float, int]:
-    """Wait until the outbox is empty; return (seconds waited, rows still unpublished)."""
-    started = time.monotonic()
+def wait_published(
+    dsn: str, timeout_s: float, since_s: float | None = None, settle_s: float = 1.0
+) -> tuple[float, int]:
+    """Wait until the outbox is empty; return (seconds since `since_s`, a
+    `time.monotonic()` defaulting to now, until the outbox was found empty for good;
+    rows still unpublished). "For good": empty at every look from then on until at
+    least `settle_s` after `since_s`, so a row committed late (a request in flight when
+    the load stopped) is waited for. Looks come every 0.25 s."""
+    started = time.monotonic() if since_s is None else since_s
+    empty_since: float | None = None
     while True:
         left = count_unpublished(dsn)
         waited = time.monotonic() - started
-        if left == 0 or waited >= timeout_s:
-            return waited, left
-        time.sleep(0.5)
+        if left:
+            empty_since = None
+        elif empty_since is None:
+            empty_since = waited
+        if (left == 0 and waited >= settle_s) or waited >= timeout_s:
+            return (waited if empty_since is None else empty_since), left
+        time.sleep(0.25)
 
 
 _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$", re.MULTILINE)

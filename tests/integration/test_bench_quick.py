@@ -1,7 +1,9 @@
 """`make bench` stays runnable: its self-check drives every server with wrk, checks the
-rows against the answers and the stream against the rows, and drains a small
-settlement backlog. Figures are not asserted (they belong to `make bench`), only that
-the harness ran and its correctness checks held."""
+rows against the answers and the stream against the rows, runs serve and settle
+together end to end (a short burst and a short paced load) and checks that the ledger
+holds exactly the accepted payments, and drains a small settlement backlog. Figures are
+not asserted (they belong to `make bench`), only that the harness ran and its
+correctness checks held."""
 
 from __future__ import annotations
 
@@ -28,11 +30,23 @@ def test_bench_self_check_passes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "self-check passed" in done.stdout
     results = json.loads(output.read_text())
-    assert set(results["runs"]) == {"bare", "batching", "no_batching"}
-    for run in ("batching", "no_batching"):
+    assert set(results["runs"]) == {"bare", "batching", "no_batching", "end_to_end"}
+    for run in ("batching", "no_batching", "end_to_end"):
         checks = results["runs"][run]["checks"]
         assert checks and all(c["ok"] for c in checks), checks
         assert results["runs"][run]["new"]["accepted"] > 0
+    e2e = results["runs"]["end_to_end"]
+    checks = {c["check"] for c in e2e["checks"]}
+    assert {"one stream message per row", "ledger balanced"} <= checks
+    burst, paced = e2e["burst"], e2e["paced"]
+    assert burst["settled_per_s"] > 0 and burst["ledger_lag_after_load_s"] is not None
+    assert burst["accepted_over_bare"] > 0  # (a) ran before it, in the same run
+    assert paced["settled"] == paced["events"] > 0
+    assert paced["webhook_to_settled_ms"]["p99"] > 0
+    reported = {t["name"]: t["status"] for t in results["targets"]}
+    assert reported["(e) settled/s / accepted/s, burst"] in ("pass", "FAIL")
+    assert reported["(e) webhook -> settled p99 at half capacity (ms)"] in ("pass", "FAIL")
+    assert "(e) serve + settle, end to end: stage" in done.stdout
     settlement = results["settlement"]
     assert settlement["events"] == 500
     assert all(c["ok"] for c in settlement["checks"]), settlement["checks"]
