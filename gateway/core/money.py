@@ -46,14 +46,28 @@ _EXPONENTS: dict[str, int] = {
 _DEFAULT_EXPONENT = 2
 #: Enough digits for a u128 amount times a rate with its decimals, with room to spare.
 _PRECISION = 80
+#: The arithmetic's context, made once: a `localcontext()` per conversion cost as much
+#: as the conversion (settlement converts every event). Otherwise the default context.
+_CONTEXT = decimal.Context(prec=_PRECISION)
+_RATE_QUANTUM = Decimal(1).scaleb(-RATE_DECIMALS)
+#: Codes seen valid, as written, to their upper case: settlement checks each event's
+#: currency several times. Bounded, so hostile codes cannot grow it without end.
+_CHECKED: dict[str, str] = {}
+_CHECKED_MAX = 1024
 
 
 def check_currency(code: str) -> str:
     """The code upper-cased, or ValueError if it is not exactly three ASCII letters
     (checked before any case folding, with no spaces around)."""
+    checked = _CHECKED.get(code)
+    if checked is not None:
+        return checked
     if not _CURRENCY_CODE.fullmatch(code):
         raise ValueError(f"not a currency code of three ASCII letters: {excerpt(code, 16)}")
-    return code.upper()
+    checked = code.upper()
+    if len(_CHECKED) < _CHECKED_MAX:
+        _CHECKED[code] = checked
+    return checked
 
 
 def check_amount(amount: int, what: str = "amount") -> int:
@@ -168,9 +182,7 @@ def quantize_rate(rate: Decimal) -> Decimal:
     """`rate` rounded (half-even) to the `RATE_DECIMALS` places the ledger records."""
     if not rate.is_finite() or rate <= 0:
         raise ValueError(f"a rate must be a positive number, got {rate}")
-    with decimal.localcontext() as ctx:
-        ctx.prec = _PRECISION
-        quantized = rate.quantize(Decimal(1).scaleb(-RATE_DECIMALS), rounding=ROUND_HALF_EVEN)
+    quantized = rate.quantize(_RATE_QUANTUM, rounding=ROUND_HALF_EVEN, context=_CONTEXT)
     if quantized <= 0:
         raise ValueError(f"rate {rate} rounds to zero at {RATE_DECIMALS} decimals")
     return quantized
@@ -194,12 +206,11 @@ def convert_minor(amount_minor: int, rate: Decimal, from_currency: str, to_curre
         return amount_minor
     if not rate.is_finite() or rate <= 0:
         raise ValueError(f"a rate must be a positive number, got {rate}")
-    with decimal.localcontext() as ctx:
-        ctx.prec = _PRECISION
-        # Shift both exponents in one step so nothing is rounded before the end.
-        shift = minor_exponent(target) - minor_exponent(source)
-        exact = Decimal(amount_minor) * rate * Decimal(1).scaleb(shift)
-        converted = int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
+    # Shift both exponents in one step so nothing is rounded before the end.
+    shift = minor_exponent(target) - minor_exponent(source)
+    product = _CONTEXT.multiply(Decimal(amount_minor), rate)
+    exact = _CONTEXT.multiply(product, Decimal(1).scaleb(shift, context=_CONTEXT))
+    converted = int(exact.to_integral_value(rounding=ROUND_HALF_EVEN, context=_CONTEXT))
     if converted <= 0:
         raise InvalidAmount(
             f"{amount_minor} minor units of {source} at {rate} is less than one minor "

@@ -153,6 +153,9 @@ async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
     settler remembers both once known good, so a batch asks once per merchant and
     currency; a failure is asked again per event (its own retry delay and jitter)."""
     triage: Triage[Priced] = Triage()
+    # Rates found in this batch, by currency and delivery number: an untraced item takes
+    # its currency's from here, asked once per batch (a traced one asks in its own span).
+    found: dict[tuple[str, int], Decimal] = {}
     for r in routed:
         item, instruction = r.item, r.item.instruction
         try:
@@ -161,7 +164,11 @@ async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
                 triage.go_on.append(Priced(item, r.merchant, *r.fixed, stored=True))
                 continue
             currency = instruction.currency
-            rate = await traced.rate(pricing.rate_from, item.span, currency, item.attempt)
+            key = (currency, item.attempt)
+            rate = found.get(key) if item.span is None else None
+            if rate is None:
+                rate = await traced.rate(pricing.rate_from, item.span, currency, item.attempt)
+                found[key] = rate
             amount_minor = convert_minor(instruction.amount_minor, rate, currency, pricing.currency)
         except Exception as exc:  # the worker disposes of it
             triage.decided[item.index] = exc
@@ -187,10 +194,12 @@ async def fix_pending(pool: Pool, priced: Sequence[Priced], ledger_currency: str
         return list(priced)
     async with connection(pool) as conn:
         rows = await store.fix_pending_many(conn, pending)
-    return [p if p.stored else _as_stored(p, rows[p.item.tid]) for p in priced]
+    return [p if p.stored else _as_stored(p, rows.get(p.item.tid)) for p in priced]
 
 
-def _as_stored(p: Priced, row: store.SettlementRow) -> Priced:
+def _as_stored(p: Priced, row: store.SettlementRow | None) -> Priced:
+    if row is None:  # stored now, with this amount and rate
+        return Priced(p.item, p.merchant, p.amount_minor, p.rate, stored=True)
     amount_minor = row.ledger_amount_minor or p.amount_minor
     return Priced(p.item, p.merchant, amount_minor, row.rate_at_payment or p.rate, stored=True)
 

@@ -30,19 +30,24 @@ SET attempts = settlements.attempts + 1, updated_at = now()
 RETURNING {_COLUMNS}
 """  # noqa: S608 - only constants are interpolated
 
-# The same for a batch of distinct settlements, in one statement.
+# The same for a batch of distinct settlements, in one statement, returning only the
+# rows that were there before (a new row holds what was sent: attempts 1): in a backlog
+# nearly every row is new, and reading back a batch of rows cost more than writing them.
 _FIX_PENDING_MANY = f"""
-INSERT INTO settlements (transfer_id, kind, settlement_id, refund_id, provider, merchant_id,
-                         source_event_id, amount_minor, currency, ledger_amount_minor,
-                         ledger_currency, rate_at_payment, attempts)
-SELECT t.*, 1
-FROM unnest($1::text[]::numeric[], $2::text[], $3::text[], $4::text[], $5::text[],
-            $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[],
-            $12::text[]::numeric[])
-     AS t
-ON CONFLICT (transfer_id) DO UPDATE
-SET attempts = settlements.attempts + 1, updated_at = now()
-RETURNING {_COLUMNS}
+WITH fixed AS (
+    INSERT INTO settlements (transfer_id, kind, settlement_id, refund_id, provider,
+                             merchant_id, source_event_id, amount_minor, currency,
+                             ledger_amount_minor, ledger_currency, rate_at_payment, attempts)
+    SELECT t.*, 1
+    FROM unnest($1::text[]::numeric[], $2::text[], $3::text[], $4::text[], $5::text[],
+                $6::text[], $7::text[], $8::bigint[], $9::text[], $10::bigint[], $11::text[],
+                $12::text[]::numeric[])
+         AS t
+    ON CONFLICT (transfer_id) DO UPDATE
+    SET attempts = settlements.attempts + 1, updated_at = now()
+    RETURNING {_COLUMNS}
+)
+SELECT * FROM fixed WHERE attempts > 1
 """  # noqa: S608 - only constants are interpolated
 
 _BY_TRANSFER = f"""
@@ -194,8 +199,9 @@ class PendingSettlement:
 async def fix_pending_many(
     conn: Conn, pending: Sequence[PendingSettlement]
 ) -> dict[int, SettlementRow]:
-    """`fix_pending` for a batch of distinct settlements in one statement; the stored rows
-    by transfer id (a retried one keeps its first attempt's amount and rate)."""
+    """`fix_pending` for a batch of distinct settlements in one statement; the rows that
+    were stored before, by transfer id (a retried one keeps its first attempt's amount
+    and rate). A settlement not among them was stored now, as given."""
     if not pending:
         return {}
     columns: list[list[object]] = [[] for _ in range(12)]
