@@ -68,12 +68,12 @@ from bench.servers import (
     Backend,
     count_rows,
     currency_stub,
+    drop_cache,
     fresh_backend,
     gateway_server,
     server_counters,
     stream_count,
 )
-from bench.settlement import _drop_cache
 from bench.wrk import Load, WrkResult
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import open_pool
@@ -276,7 +276,7 @@ def end_to_end_run(
     prefix = f"fx-bench-{uuid.uuid4().hex[:8]}"
     record: dict[str, Any] = {"title": RUN_TITLES["end_to_end"]}
     with fresh_backend() as backend, contextlib.ExitStack() as stack:
-        stack.callback(_drop_cache, prefix)
+        stack.callback(drop_cache, prefix)
         stub = currency_stub(workdir, "end_to_end-stub")
         stub.start()
         stack.callback(stub.stop)

@@ -112,5 +112,5 @@ def run_paced(
     with contextlib.suppress(ImportError):
         import uvloop
 
-        runner = uvloop.run  # type: ignore[assignment]
+        runner = uvloop.run
     return runner(_paced(host, int(port), requests, rate_per_s, connections))

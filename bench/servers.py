@@ -22,11 +22,13 @@ from typing import Any
 
 import asyncpg
 import httpx
+import redis
 
 from gateway.adapters.postgres import migrate
 from gateway.adapters.postgres.outbox import outbox_stats
 from tests.support.config_file import write_toml
 from tests.support.services import (
+    REDIS_URL,
     NatsServer,
     create_database,
     drop_database,
@@ -220,6 +222,16 @@ def currency_stub(workdir: Path, label: str = "currency-stub") -> Server:
     port = free_port()
     argv = [sys.executable, "-m", "gateway", "currency-stub", "--port", str(port)]
     return Server(argv, port, workdir / f"{label}.log", "/healthz")
+
+
+def drop_cache(prefix: str) -> None:
+    """Remove a run's rate-cache keys from the shared Redis (each run has its own prefix,
+    so the first conversions ask the stub, as after a deploy)."""
+    with contextlib.suppress(redis.RedisError):
+        client = redis.Redis.from_url(REDIS_URL)
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)
+        client.close()
 
 
 def bare_server(workdir: Path, label: str, workers: int) -> Server:

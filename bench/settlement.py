@@ -47,10 +47,16 @@ from pathlib import Path
 from typing import Any
 
 import nats
-import redis
 
 from bench.procs import all_cpu_s, machine_busy_s
-from bench.servers import ROOT, Backend, Server, fresh_backend, write_gateway_config
+from bench.servers import (
+    ROOT,
+    Backend,
+    currency_stub,
+    drop_cache,
+    fresh_backend,
+    write_gateway_config,
+)
 from bench.settlement_backlog import (
     load_backlog,
     plan_payments,
@@ -120,14 +126,6 @@ async def _wait_drained(
         await nc.close()
 
 
-def _drop_cache(prefix: str) -> None:
-    with contextlib.suppress(redis.RedisError):
-        client = redis.Redis.from_url(REDIS_URL)
-        for key in client.scan_iter(f"{prefix}:*"):
-            client.delete(key)
-        client.close()
-
-
 def settlement_benchmark(
     events: int = BACKLOG_EVENTS,
     *,
@@ -158,13 +156,7 @@ def settlement_benchmark(
     }
     try:
         with fresh_backend() as backend:
-            stub_port = free_port()
-            stub = Server(
-                [*GATEWAY, "currency-stub", "--port", str(stub_port)],
-                stub_port,
-                workdir / "stub.log",
-                "/healthz",
-            )
+            stub = currency_stub(workdir, "stub")
             stub.start()
             try:
                 sections: dict[str, dict[str, Any]] = {
@@ -185,7 +177,7 @@ def settlement_benchmark(
             finally:
                 stub.stop()
     finally:
-        _drop_cache(cache_prefix)
+        drop_cache(cache_prefix)
         shutil.rmtree(workdir, ignore_errors=True)
     out["passed"] = (
         all(c["ok"] for c in out["checks"]) and out["events_per_s"] >= TARGET_EVENTS_PER_S

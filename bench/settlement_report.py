@@ -13,7 +13,7 @@ from bench.settlement_backlog import Payment, expected_merchant_total, expected_
 from bench.settlement_ledger import LEDGER_NAMES, ledger_facts
 from gateway.settings import Settings
 
-TARGET_EVENTS_PER_S = 3_000
+TARGET_EVENTS_PER_S = 10_000
 
 
 async def _table_facts(dsn: str) -> dict[str, int]:
