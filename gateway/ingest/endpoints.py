@@ -25,8 +25,9 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
+from gateway.core import model
 from gateway.core.classify import sqlstate_is_bad_content
-from gateway.core.model import Event, Failure, Outcome, service_event, webhook_event
+from gateway.core.model import Event, Failure, Outcome, service_event
 from gateway.core.signatures import get_scheme, require_headers
 from gateway.errors import (
     BadRequest,
@@ -109,25 +110,26 @@ def authenticate(settings: Settings, authorization: str | None) -> ServiceSettin
 
 
 def webhook_shaper(provider: ProviderSettings) -> Shaper:
-    """Verify `provider`'s signature, then shape the event (built once per provider)."""
+    """Verify `provider`'s signature, then shape the event (built once per provider: the
+    scheme's keys and header names, and the shaping rules, are prepared here)."""
     scheme = get_scheme(provider.scheme)
     params = provider.params
-    id_ref, type_ref = scheme.id_ref(params), scheme.type_ref(params)
+    verify = scheme.verifier(params)
+    shape_event = model.webhook_shaper(
+        provider.name,
+        scheme.id_ref(params),
+        scheme.type_ref(params),
+        header_policy=provider.headers,
+        event_types=provider.event_types,
+    )
+    # Hashed only for schemes whose signature leaves the id unsigned (`replay_digest` is
+    # None for the others).
+    replay_digest = None if scheme.authenticates_id(params) else scheme.replay_digest
 
     def shape(headers: Headers, body: bytes) -> Event:
-        scheme.verify(params, headers, body, time.time())
-        return webhook_event(
-            provider.name,
-            id_ref,
-            type_ref,
-            headers,
-            body,
-            datetime.now(UTC),
-            header_policy=provider.headers,
-            event_types=provider.event_types,
-            # Hashed only for schemes whose signature leaves the id unsigned.
-            body_sha256=scheme.replay_digest(params, headers, body),
-        )
+        verify(headers, body, time.time())
+        digest = None if replay_digest is None else replay_digest(params, headers, body)
+        return shape_event(headers, body, datetime.now(UTC), digest)
 
     return shape
 
@@ -211,6 +213,7 @@ async def ingest(
     reading = True
     # Off, `UNTRACED` (one flag read per request); on and unsampled, no span objects.
     trace = traced.request_trace(scope["headers"], label, settings.tracing.trust_incoming)
+    untraced = trace is traced.UNTRACED  # its steps do nothing: not even called
     status: int | None = 200
     error_class: str | None = None
     try:
@@ -224,11 +227,14 @@ async def ingest(
                 )
                 reading = False
                 event = shape(headers, body)  # verified: a trusted sender's trace may join
-                event = trace.shaped(event)
                 deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
                 try:
-                    with trace.commit_wait():  # the group commit, if sampled
+                    if untraced:
                         outcome = await parts.inbox.accept(event)
+                    else:
+                        event = trace.shaped(event)
+                        with trace.commit_wait():  # the group commit, if sampled
+                            outcome = await parts.inbox.accept(event)
                 except DatabaseError as exc:
                     # A safety net: the shaping rules keep what PostgreSQL refuses out of
                     # every stored field, but content the database cannot store must be
@@ -282,9 +288,11 @@ async def ingest(
         result, status, error_class = "error", 500, error_class_of(exc)
         log.exception("ingestion request failed unexpectedly", extra={"provider": label})
         await send_json(send, 500, {"error": "internal", "detail": "unexpected error"})
-    parts.metrics.webhooks_total.inc(provider=label, outcome=result)
-    parts.metrics.request_seconds.observe(time.perf_counter() - started)
-    trace.done(result, status, error_class)
+    metrics = parts.metrics
+    metrics.webhooks_total.inc(provider=label, outcome=result)
+    metrics.request_seconds.observe(time.perf_counter() - started)
+    if not untraced:
+        trace.done(result, status, error_class)
 
 
 def _parked(parts: IngestParts, event: Event, failure: Failure) -> None:

@@ -4,7 +4,8 @@ and `get`/`values` reading this process's figures (tests and the in-process aler
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import prometheus_client
@@ -114,6 +115,8 @@ class Histogram(Counter):
         self.buckets = tuple(sorted(buckets))
         super().__init__(name, help_text, labelnames, registry)
         self._sample = name + "_count"
+        # The observe of each label set's child, by the call site's keyword items.
+        self._observers: dict[Labels, Callable[[float], None]] = {}
 
     def _make(self, registry: CollectorRegistry) -> Any:
         return prometheus_client.Histogram(
@@ -124,4 +127,32 @@ class Histogram(Counter):
         raise TypeError("a histogram is observed, not incremented")
 
     def observe(self, value: float, **labels: str) -> None:
-        self._child(labels).observe(value)
+        observer = self._observers.get(tuple(labels.items()))
+        if observer is None:
+            observer = self._observers[tuple(labels.items())] = _observer(self._child(labels))
+        observer(value)
+
+
+def _observer(child: Any) -> Callable[[float], None]:
+    """`child.observe`, or the same in fewer steps: prometheus_client's walks the bucket
+    bounds in Python and locks twice (about 1.7 µs on every request); this finds the
+    bucket by bisection. It reads the child's parts (`_upper_bounds`, `_buckets`,
+    `_sum`), so without them it is the library's own `observe`; tests/unit/metrics holds
+    the two exposing the same figures."""
+    try:
+        bounds: list[float] = list(child._upper_bounds)
+        buckets: list[Any] = list(child._buckets)
+        total: Any = child._sum
+    except AttributeError:
+        return child.observe  # type: ignore[no-any-return]
+    library_observe = child.observe
+    bucket_of = bisect.bisect_left
+
+    def observe(value: float) -> None:
+        if value != value:  # NaN counts in no bucket there; left to the library
+            library_observe(value)
+            return
+        total.inc(value)
+        buckets[bucket_of(bounds, value)].inc(1)
+
+    return observe

@@ -8,7 +8,7 @@ import binascii
 import enum
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -16,6 +16,8 @@ from gateway.errors import SignatureMalformed, SignatureMissing, TimestampOutOfW
 
 #: Request headers as the core sees them: names lower-cased, values as sent.
 Headers = Mapping[str, str]
+#: One provider's verification, prepared once (`Scheme.verifier`): (headers, body, now_s).
+Verifier = Callable[[Headers, bytes, float], None]
 
 
 class Encoding(enum.StrEnum):
@@ -67,7 +69,16 @@ class Scheme(Protocol):
     name: str
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
-        """Return if the request is genuine; raise a `SignatureError` subclass otherwise."""
+        """Return if the request is genuine; raise a `SignatureError` subclass otherwise.
+
+        The same as `verifier(params)(headers, body, now_s)`, preparing the keys anew.
+        """
+        ...
+
+    def verifier(self, params: SchemeParams) -> Verifier:
+        """`verify` with params applied and everything derived from them prepared once
+        (header names, HMAC keys): what the gateway calls per request. ValueError if
+        params cannot drive the scheme (a secret that is not base64, for instance)."""
         ...
 
     def sign(
@@ -172,6 +183,59 @@ SHA256_LEN = 32
 def hmac_sha256(key: bytes, message: bytes) -> bytes:
     """HMAC-SHA256 of message under key, as raw bytes."""
     return hmac.digest(key, message, hashlib.sha256)  # one-shot: OpenSSL without an HMAC object
+
+
+_BLOCK = 64  # SHA-256's block size in bytes
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
+
+
+class HmacKey:
+    """An HMAC-SHA256 key prepared once (RFC 2104): the hash states after the inner and
+    outer padded keys, copied for each message.
+
+    Per request that is two hash-state copies and the message's blocks. `hmac.digest`
+    sets the key up again on every call, and under OpenSSL 3 also looks the digest up:
+    about 6 µs a request against 1 µs this way, for a ~400-byte Stripe body.
+    """
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > _BLOCK:
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(key.translate(_IPAD))
+        self._outer = hashlib.sha256(key.translate(_OPAD))
+
+    def __repr__(self) -> str:  # never print key material
+        return "HmacKey(...)"
+
+    def digest(self, *parts: bytes) -> bytes:
+        """HMAC-SHA256 of the parts one after the other, without joining them."""
+        inner = self._inner.copy()
+        for part in parts:
+            inner.update(part)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+
+def utf8_keys(secrets: Iterable[str]) -> tuple[HmacKey, ...]:
+    """The keys of secrets used as configured, UTF-8 encoded (every scheme but Standard
+    Webhooks, whose secrets are base64)."""
+    return tuple(HmacKey(s.encode("utf-8")) for s in secrets)
+
+
+def matches(keys: Iterable[HmacKey], offered: list[bytes], *parts: bytes) -> bool:
+    """True if some key's HMAC of the parts equals some offered signature (`any_match`:
+    every pair compared, in constant time, no early exit)."""
+    found = False
+    for key in keys:
+        expected = key.digest(*parts)
+        for off in offered:
+            found |= hmac.compare_digest(expected, off)
+    return found
 
 
 def sha256_of(*parts: bytes) -> bytes:

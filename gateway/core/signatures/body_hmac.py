@@ -8,14 +8,16 @@ from gateway.core.signatures.base import (
     FieldRef,
     Headers,
     SchemeParams,
-    any_match,
+    Verifier,
     decode_signature,
     encode_signature,
     header_value,
     hmac_sha256,
+    matches,
     require_header,
     sha256_of,
     signing_secret,
+    utf8_keys,
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch
 
@@ -45,17 +47,26 @@ class BodyHmacScheme:
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Parse the header, then compare against every secret (no timestamp is signed)."""
-        offered: list[bytes] = []
-        # Providers send one value; a comma list is what a proxy makes of a repeated
-        # header (neither hex nor base64 contains a comma, so the split is unambiguous).
-        for item in require_header(headers, self.header).split(","):
-            item = item.strip()
-            if not item.startswith(self.prefix):
-                raise SignatureMalformed(f"{self.header} value does not start with {self.prefix}")
-            offered.append(decode_signature(item.removeprefix(self.prefix), self.encoding))
-        expected = [hmac_sha256(s.encode("utf-8"), body) for s in params.secrets]
-        if not any_match(expected, offered):
-            raise SignatureMismatch(f"no configured secret matches {self.header}")
+        self.verifier(params)(headers, body, now_s)
+
+    def verifier(self, params: SchemeParams) -> Verifier:
+        """`verify` for one provider: its secrets' keys prepared once."""
+        keys = utf8_keys(params.secrets)
+        header, prefix, encoding = self.header, self.prefix, self.encoding
+
+        def verify(headers: Headers, body: bytes, now_s: float) -> None:
+            offered: list[bytes] = []
+            # Providers send one value; a comma list is what a proxy makes of a repeated
+            # header (neither hex nor base64 contains a comma, so the split is unambiguous).
+            for item in require_header(headers, header).split(","):
+                item = item.strip()
+                if not item.startswith(prefix):
+                    raise SignatureMalformed(f"{header} value does not start with {prefix}")
+                offered.append(decode_signature(item.removeprefix(prefix), encoding))
+            if not matches(keys, offered, body):
+                raise SignatureMismatch(f"no configured secret matches {header}")
+
+        return verify
 
     def sign(
         self,

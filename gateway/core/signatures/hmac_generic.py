@@ -9,16 +9,18 @@ from gateway.core.signatures.base import (
     FieldRef,
     Headers,
     SchemeParams,
-    any_match,
+    Verifier,
     check_window,
     decode_signature,
     encode_signature,
     header_value,
     hmac_sha256,
+    matches,
     parse_timestamp,
     require_header,
     sha256_of,
     signing_secret,
+    utf8_keys,
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch
 
@@ -50,30 +52,38 @@ class HmacScheme:
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Read the headers, parse them, check the window (if timestamped), then compare."""
-        check_hmac_params(params)
+        self.verifier(params)(headers, body, now_s)
+
+    def verifier(self, params: SchemeParams) -> Verifier:
+        """`verify` for one provider: params checked, header names and keys prepared once."""
+        check_hmac_params(params)  # a misconfiguration must never pass for a valid signature
+        keys = utf8_keys(params.secrets)
         header = params.header.strip().lower()
-        sig_text = require_header(headers, header)
-        ts_text = ""
-        if params.timestamp_header:
-            ts_text = require_header(headers, params.timestamp_header.strip().lower())
-        timestamp = parse_timestamp(ts_text) if ts_text else None
-        offered: list[bytes] = []
-        for token in _SEPARATORS.split(sig_text):
-            if not token:
-                continue
-            if not token.startswith(params.prefix):
-                raise SignatureMalformed(f"{header} value lacks the configured prefix")
-            offered.append(decode_signature(token.removeprefix(params.prefix), params.encoding))
-        if not offered:
-            raise SignatureMalformed(f"{header} has no signature")
-        if timestamp is not None:
-            check_window(timestamp, now_s, params.tolerance_s)
-            message = ts_text.encode("ascii") + b"." + body
-        else:
-            message = body
-        expected = [hmac_sha256(s.encode("utf-8"), message) for s in params.secrets]
-        if not any_match(expected, offered):
-            raise SignatureMismatch(f"no configured secret matches {header}")
+        ts_header = params.timestamp_header.strip().lower() if params.timestamp_header else ""
+        prefix, encoding, tolerance_s = params.prefix, params.encoding, params.tolerance_s
+
+        def verify(headers: Headers, body: bytes, now_s: float) -> None:
+            sig_text = require_header(headers, header)
+            ts_text = require_header(headers, ts_header) if ts_header else ""
+            timestamp = parse_timestamp(ts_text) if ts_text else None
+            offered: list[bytes] = []
+            for token in _SEPARATORS.split(sig_text):
+                if not token:
+                    continue
+                if not token.startswith(prefix):
+                    raise SignatureMalformed(f"{header} value lacks the configured prefix")
+                offered.append(decode_signature(token.removeprefix(prefix), encoding))
+            if not offered:
+                raise SignatureMalformed(f"{header} has no signature")
+            if timestamp is not None:
+                check_window(timestamp, now_s, tolerance_s)
+                signed: tuple[bytes, ...] = (ts_text.encode("ascii"), b".", body)
+            else:
+                signed = (body,)
+            if not matches(keys, offered, *signed):
+                raise SignatureMismatch(f"no configured secret matches {header}")
+
+        return verify
 
     def sign(
         self,

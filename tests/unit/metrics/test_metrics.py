@@ -172,3 +172,26 @@ def test_forget_dead_processes_keeps_the_living(tmp_path: Path) -> None:
         path.write_bytes(b"")
     forget_dead_processes(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, counts.name])
+
+
+@pytest.mark.parametrize("label_names", [(), ("stage",)])
+def test_observe_exposes_what_the_librarys_own_observe_does(label_names: tuple[str, ...]) -> None:
+    """The histogram's bisecting `observe` against prometheus_client's, on bucket bounds,
+    between them, beyond the last, below zero, infinite and NaN."""
+    from gateway.metrics import Histogram
+
+    values = [*REQUEST_BUCKETS_S, 0.0, -1.0, 0.0011, 7.5, 11.0, float("inf"), float("nan")]
+    values += [bound * 0.999 for bound in REQUEST_BUCKETS_S]
+    ours = Histogram("gateway_x_seconds", "x", label_names)
+    library = Histogram("gateway_x_seconds", "x", label_names)
+    labels = {name: "v" for name in label_names}
+    for value in values:
+        ours.observe(value, **labels)
+        library._child(labels).observe(value)
+    samples = [
+        {(s.name, tuple(sorted(s.labels.items()))): repr(s.value)
+         for family in h._metric.collect() for s in family.samples}
+        for h in (ours, library)
+    ]  # fmt: skip
+    assert samples[0] == samples[1]
+    assert ours.get(**labels) == len(values) - 1  # NaN falls in no bucket, so in no count
