@@ -4,6 +4,11 @@ differs from that.
 Pure: the adapter reads the server's stream into a `StreamShape` and decides with these.
 Only the fields the gateway relies on are compared; limits an operator set on the stream
 (`max_age`, `max_bytes`, ...) are theirs and left alone.
+
+`allow_atomic` (atomic batch publishing, nats-server 2.12+) is wanted but not required:
+a stream without it is no mismatch, the relay publishes one message at a time there
+(and says so), and `gateway migrate` adds it (`upgrades`). An upgrade of the gateway
+never stops ingestion for want of a `gateway migrate`.
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ class StreamShape:
     storage: str  # file | memory
     duplicate_window_s: float
     replicas: int
+    allow_atomic: bool = False  # takes atomic batches (ADR-50)
 
 
-def wanted_shape(duplicate_window_s: float, replicas: int) -> StreamShape:
-    """The stream the configuration asks for."""
-    return StreamShape(STREAM_SUBJECTS, RETENTION, STORAGE, float(duplicate_window_s), replicas)
+def wanted_shape(duplicate_window_s: float, replicas: int, *, batches: bool) -> StreamShape:
+    """The stream the configuration asks for; `batches`: the server takes atomic batches
+    (2.12+), so the stream should too."""
+    return StreamShape(
+        STREAM_SUBJECTS, RETENTION, STORAGE, float(duplicate_window_s), replicas, batches
+    )
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,14 @@ def differences(found: StreamShape, wanted: StreamShape) -> list[Difference]:
     if found.replicas != wanted.replicas:
         out.append(Difference("replicas", str(found.replicas), str(wanted.replicas)))
     return out
+
+
+def upgrades(found: StreamShape, wanted: StreamShape) -> list[Difference]:
+    """What `gateway migrate` adds beyond `differences`: what the gateway uses when it is
+    there and does without otherwise (`allow_atomic`). Never taken away."""
+    if wanted.allow_atomic and not found.allow_atomic:
+        return [Difference("allow_atomic", "false", "true")]
+    return []
 
 
 def _subjects(subjects: tuple[str, ...]) -> str:

@@ -131,8 +131,18 @@ class OutboxSettings:
     #: A relay that no commit woke sweeps this often (back to back while there is a
     #: backlog).
     relay_interval_s: float = 1.0
-    #: Rows a relay reads and publishes at once.
-    batch_size: int = 256
+    #: Rows a relay reads and publishes in one sweep (one transaction), in atomic
+    #: batches of `publish_batch_max` where the stream takes them. A sweep holds its rows
+    #: in memory: lower it where events are large.
+    batch_size: int = 1000
+    #: Messages in one atomic batch (nats-server 2.12+, stream `allow_atomic`): stored
+    #: and synced to disk at once, in order, all or none; a sweep has several in flight.
+    #: At most the server's `jetstream.limits.batch.max_msgs` (1000 by default; a larger
+    #: batch is refused, then split). `1`: no atomic batches, every message on its own.
+    publish_batch_max: int = 500
+    #: The most bytes (headers and bodies) in one atomic batch: the server holds a batch
+    #: in memory until its last message arrives, up to 50 batches per stream at once.
+    publish_batch_max_bytes: int = 4_194_304
     #: How long a publish waits for the stream's acknowledgement.
     publish_timeout_s: float = 5.0
     # A broker outage does not count: nothing is sent while disconnected, and a batch
@@ -161,7 +171,9 @@ class NatsSettings:
     url: str = ""
     #: The JetStream stream, created by `gateway migrate` when missing. If it exists with
     #: other subjects, retention, storage, duplicate window or replicas, `serve`, `relay` and
-    #: `settle` refuse to start naming the differences (`gateway migrate` updates it).
+    #: `settle` refuse to start naming the differences (`gateway migrate` updates it). One
+    #: without `allow_atomic` is accepted and published to one message at a time until
+    #: `gateway migrate` adds it.
     stream: str = "WEBHOOKS"
     #: JetStream's de-duplication window for `Nats-Msg-Id`, in seconds.
     duplicate_window_s: int = 120

@@ -1,9 +1,15 @@
-"""NATS JetStream: the connection, the `WEBHOOKS` stream, and pipelined publishing.
+"""NATS JetStream: the connection, the `WEBHOOKS` stream, and publishing batches.
 
 The connection is kept in the background: if NATS is down when the gateway starts, or
 goes away later, acceptance carries on (the outbox holds the events) and publishing
 resumes when the server is back. A client nats-py closes for good is replaced by a new
 one. A one-pass command (`gateway reconcile`) uses `one_shot.OneShotPublisher` instead.
+
+A batch goes out in atomic batches (`atomic`) when the caller asks for them and both
+the server (2.12+) and the stream (`allow_atomic`) take them; otherwise one message at a
+time, pipelined (`publish`), and the broker says once in the log why. A stream without
+`allow_atomic` is looked at again every `ATOMIC_RECHECK_S`: `gateway migrate` may have
+added it meanwhile.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -20,10 +27,13 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from gateway.adapters.jetstream import stream
-from gateway.adapters.jetstream.publish import NATS_ERRORS, PipelinedPublisher
+from gateway.adapters.jetstream.atomic import AtomicPublisher
+from gateway.adapters.jetstream.publish import NATS_ERRORS, Answers, PipelinedPublisher
+from gateway.adapters.jetstream.replies import Replies
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.content import printable
 from gateway.core.model import Source
+from gateway.core.publish_batches import BatchLimits
 from gateway.core.trace_context import HEADER as TRACEPARENT
 from gateway.errors import BrokerUnavailable, StreamMismatch
 from gateway.settings import NatsSettings
@@ -33,6 +43,8 @@ log = logging.getLogger(__name__)
 #: How often a stream that differs from the configuration is looked at again: `gateway
 #: migrate` may have updated it meanwhile.
 MISMATCH_RECHECK_S = 5.0
+#: How often a stream found without `allow_atomic` is looked at again while publishing.
+ATOMIC_RECHECK_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -40,8 +52,11 @@ class PublishResult:
     """Which rows JetStream confirmed, and which it did not (to be retried)."""
 
     acked: list[int]
-    failed: list[int]
+    failed: list[int]  # sent (or meant to be) and not acknowledged
     too_large: list[int] = field(default_factory=list)  # can never be published: park
+    # Not sent at all: an atomic publish stops at a batch without an answer, and sends
+    # nothing after it. These count no publish attempt.
+    unsent: list[int] = field(default_factory=list)
 
 
 def message_headers(stored: StoredEvent) -> dict[str, str]:
@@ -80,6 +95,12 @@ class JetStreamBroker:
         self._mismatch: StreamMismatch | None = None
         self._started = False  # `start` has returned: what is found now is logged
         self._publisher: PipelinedPublisher | None = None
+        self._atomic_publisher: AtomicPublisher | None = None
+        # Whether atomic batches go to this server and stream (decided with the stream),
+        # when that was last looked at, and the reasons against them already logged.
+        self._atomic = False
+        self._atomic_checked_at = 0.0
+        self._said: set[str] = set()
         # Set by `close`. nats-py can swallow a task's cancellation (inside `connect` and
         # its requests), so the connector's loops also check this flag and the task's
         # pending cancellation (`_stop_if_asked`): without that, a process told to stop
@@ -136,7 +157,7 @@ class JetStreamBroker:
                 with contextlib.suppress(*NATS_ERRORS):
                     await nc.close()
                 raise
-            self._nc, self._publisher = nc, None
+            self._nc, self._publisher, self._atomic_publisher = nc, None, None
             self._js = nc.jetstream(timeout=self._settings.request_timeout_s)
             if nc.max_payload < self._settings.max_payload_bytes:
                 log.warning(
@@ -218,10 +239,57 @@ class JetStreamBroker:
     async def ensure_stream(self) -> None:
         """Create the stream when it is missing; `StreamMismatch` if it differs from the
         configuration (`gateway migrate` is the one command that changes a stream)."""
+        if self._js is None or self._nc is None:
+            raise BrokerUnavailable("not connected to NATS")
+        batches = stream.server_takes_batches(self._nc)
+        found = await stream.ensure_stream(self._js, self._settings, batches=batches)
+        if found.created:
+            log.info("stream created", extra={"stream": self._settings.stream})
+        self._atomic_found(batches, found.atomic)
+
+    def _atomic_found(self, batches: bool, atomic: bool) -> None:
+        """Note whether atomic batches can be used; say once why not."""
+        self._atomic_checked_at = time.monotonic()
+        if atomic and not self._atomic and self._said:
+            log.info("atomic batch publishing on", extra={"stream": self._settings.stream})
+        self._atomic = atomic
+        if not batches and self._nc is not None:
+            version = str(self._nc.connected_server_version)
+            self._say_once(
+                "server",
+                "nats server older than 2.12 takes no atomic batches; publishing one "
+                "message at a time",
+                server_version=version,
+            )
+        elif not atomic:
+            self._say_once(
+                "stream",
+                "stream lacks allow_atomic; publishing one message at a time until "
+                "`gateway migrate` enables it",
+            )
+
+    def _say_once(self, reason: str, message: str, **extra: str) -> None:
+        if reason not in self._said:
+            self._said.add(reason)
+            log.warning(message, extra={"stream": self._settings.stream, **extra})
+
+    async def _recheck_atomic(self) -> None:
+        """Look at a stream without `allow_atomic` again (`gateway migrate` adds it)."""
+        if self._js is None or self._nc is None or not stream.server_takes_batches(self._nc):
+            return
+        self._atomic_checked_at = time.monotonic()
+        try:
+            info = await self._js.stream_info(self._settings.stream)
+        except NATS_ERRORS:
+            return
+        self._atomic_found(True, bool(info.config.allow_atomic))
+
+    async def _last_seq(self) -> int:
+        """The stream's last sequence now (the start of an atomic publish's chain)."""
         if self._js is None:
             raise BrokerUnavailable("not connected to NATS")
-        if await stream.ensure_stream(self._js, self._settings):
-            log.info("stream created", extra={"stream": self._settings.stream})
+        info = await self._js.stream_info(self._settings.stream)
+        return int(info.state.last_seq)
 
     async def _on_reconnected(self) -> None:
         log.info("nats reconnected")
@@ -236,8 +304,15 @@ class JetStreamBroker:
     async def _on_error(self, exc: Exception) -> None:
         log.warning("nats error", extra={"error": type(exc).__name__})
 
-    async def publish(self, events: Sequence[StoredEvent], timeout_s: float) -> PublishResult:
-        """Publish a batch pipelined (all sent, then all acks awaited); never raises.
+    async def publish(
+        self,
+        events: Sequence[StoredEvent],
+        timeout_s: float,
+        batches: BatchLimits | None = None,
+    ) -> PublishResult:
+        """Publish rows in order; never raises. With `batches` (and a server and stream
+        that take them), as atomic batches of at most that size; otherwise pipelined
+        (all sent, then all acks awaited).
 
         A row counts as acknowledged only on a PubAck from the stream; anything else,
         including a timeout, leaves it for the outbox relay. Rows that can never be
@@ -248,14 +323,36 @@ class JetStreamBroker:
         if nc is None or not self.connected:
             return PublishResult([], [s.webhook_id for s in events])
         if self._publisher is None:  # one per client: cleared when a new client is built
-            self._publisher = PipelinedPublisher(nc, message_headers)
-        answers = await self._publisher.publish(events, timeout_s)
+            replies = Replies(nc)  # one reply subscription for both publishers
+            self._publisher = PipelinedPublisher(nc, message_headers, replies)
+            self._atomic_publisher = AtomicPublisher(
+                nc, message_headers, replies, self._publisher, self._last_seq
+            )
+        wanted = batches is not None and batches.max_count > 1
+        stale = time.monotonic() - self._atomic_checked_at >= ATOMIC_RECHECK_S
+        if wanted and not self._atomic and stale:
+            await self._recheck_atomic()
+        answers: Answers
+        tried: set[int] | None = None  # None: every row was sent
+        if wanted and self._atomic and self._atomic_publisher is not None and batches:
+            atomic = await self._atomic_publisher.publish(events, timeout_s, batches)
+            if atomic.not_enabled:  # the stream was changed under us, or a server without
+                self._atomic, self._atomic_checked_at = False, time.monotonic()
+                self._say_once(
+                    "refused",
+                    "the stream refused an atomic batch; publishing one message at a time",
+                )
+            answers, tried = atomic, atomic.tried
+        else:
+            answers = await self._publisher.publish(events, timeout_s)
         result = PublishResult([], [])
         for index, (stored, ok) in enumerate(zip(events, answers.acked, strict=True)):
             if ok:
                 result.acked.append(stored.webhook_id)
             elif index in answers.too_large:
                 result.too_large.append(stored.webhook_id)
+            elif tried is not None and index not in tried:
+                result.unsent.append(stored.webhook_id)
             else:
                 result.failed.append(stored.webhook_id)
         return result

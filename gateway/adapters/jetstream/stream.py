@@ -4,6 +4,10 @@ and refuses one that differs; only `gateway migrate` changes an existing one.
 A gateway that updated whatever stream of that name it found would rewrite, on a shared
 server, a stream some other team configured, or quietly shorten the duplicate window
 it relies on.
+
+On a server that takes atomic batches (2.12+) the stream is created with `allow_atomic`,
+and `gateway migrate` adds it to one without; a stream found without it is accepted
+(`StreamFound.atomic` says so, and the relay publishes one message at a time).
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from dataclasses import dataclass
 
 import nats
 import nats.js.errors
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
 from gateway.adapters.jetstream.publish import NATS_ERRORS
-from gateway.core.stream import StreamShape, differences, wanted_shape
+from gateway.core.stream import StreamShape, differences, upgrades, wanted_shape
 from gateway.errors import BrokerUnavailable, StreamMismatch, StreamUpdateRefused
 from gateway.settings import NatsSettings
 
@@ -41,8 +46,26 @@ class StreamChange:
         return f"stream {self.stream} {self.action}"
 
 
-def _wanted(settings: NatsSettings) -> StreamShape:
-    return wanted_shape(settings.duplicate_window_s, settings.replicas)
+#: The first nats-server release with atomic batch publishing (ADR-50).
+ATOMIC_SINCE = (2, 12)
+
+
+@dataclass(frozen=True)
+class StreamFound:
+    """What a process found (or created) on the server."""
+
+    created: bool
+    atomic: bool  # the stream takes atomic batches (`allow_atomic`)
+
+
+def server_takes_batches(nc: Client) -> bool:
+    """True when the connected server is recent enough for atomic batches (2.12+)."""
+    version = nc.connected_server_version
+    return (version.major, version.minor) >= ATOMIC_SINCE
+
+
+def _wanted(settings: NatsSettings, batches: bool) -> StreamShape:
+    return wanted_shape(settings.duplicate_window_s, settings.replicas, batches=batches)
 
 
 def _text(value: object, default: str) -> str:
@@ -58,11 +81,13 @@ def shape_of(config: StreamConfig) -> StreamShape:
         storage=_text(config.storage, "file"),
         duplicate_window_s=float(config.duplicate_window or 0.0),
         replicas=int(config.num_replicas or 1),
+        allow_atomic=bool(config.allow_atomic),
     )
 
 
 def _applied(config: StreamConfig, wanted: StreamShape) -> StreamConfig:
-    """`config` with the gateway's fields set to `wanted`, everything else kept."""
+    """`config` with the gateway's fields set to `wanted`, everything else kept
+    (`allow_atomic` is only ever added: an older server does not know the field)."""
     return dataclasses.replace(
         config,
         subjects=list(wanted.subjects),
@@ -70,6 +95,7 @@ def _applied(config: StreamConfig, wanted: StreamShape) -> StreamConfig:
         storage=StorageType(wanted.storage),
         duplicate_window=wanted.duplicate_window_s,
         num_replicas=wanted.replicas,
+        allow_atomic=True if wanted.allow_atomic else config.allow_atomic,
     )
 
 
@@ -81,35 +107,43 @@ async def _existing(js: JetStreamContext, name: str) -> StreamConfig | None:
     return info.config
 
 
-async def ensure_stream(js: JetStreamContext, settings: NatsSettings) -> bool:
-    """Create the stream when it is missing (True); accept an existing one as configured
-    (False). One that differs raises `StreamMismatch` naming every difference."""
-    wanted = _wanted(settings)
+async def ensure_stream(
+    js: JetStreamContext, settings: NatsSettings, *, batches: bool
+) -> StreamFound:
+    """Create the stream when it is missing; accept an existing one as configured. One
+    that differs raises `StreamMismatch` naming every difference. `batches`: the server
+    takes atomic batches (`server_takes_batches`)."""
+    wanted = _wanted(settings, batches)
     try:
         found = await _existing(js, settings.stream)
         if found is None:
             await js.add_stream(_applied(StreamConfig(name=settings.stream), wanted))
-            return True
+            return StreamFound(created=True, atomic=batches)
     except NATS_ERRORS as exc:
         # Also a create that lost a race to another process creating it differently:
         # the next try finds that stream and compares it.
         raise BrokerUnavailable(f"cannot create stream: {type(exc).__name__}") from exc
-    found_differences = differences(shape_of(found), wanted)
+    shape = shape_of(found)
+    found_differences = differences(shape, wanted)
     if found_differences:
         raise StreamMismatch(settings.stream, found_differences)
-    return False
+    return StreamFound(created=False, atomic=batches and shape.allow_atomic)
 
 
-async def migrate_stream(js: JetStreamContext, settings: NatsSettings) -> StreamChange:
+async def migrate_stream(
+    js: JetStreamContext, settings: NatsSettings, *, batches: bool
+) -> StreamChange:
     """`gateway migrate`'s part: create the stream, or bring the fields the gateway relies
-    on to the configured values (the stream's other settings are kept)."""
-    wanted = _wanted(settings)
+    on to the configured values and add `allow_atomic` where the server takes atomic
+    batches (the stream's other settings are kept)."""
+    wanted = _wanted(settings, batches)
     try:
         found = await _existing(js, settings.stream)
         if found is None:
             await js.add_stream(_applied(StreamConfig(name=settings.stream), wanted))
             return StreamChange(settings.stream, "created")
-        changes = differences(shape_of(found), wanted)
+        shape = shape_of(found)
+        changes = differences(shape, wanted) + upgrades(shape, wanted)
         if not changes:
             return StreamChange(settings.stream, "unchanged")
         await js.update_stream(_applied(found, wanted))
@@ -130,9 +164,12 @@ async def _reported_by_the_caller(exc: Exception) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _connected(settings: NatsSettings, name: str) -> AsyncIterator[JetStreamContext]:
+async def _connected(
+    settings: NatsSettings, name: str
+) -> AsyncIterator[tuple[JetStreamContext, bool]]:
     """A JetStream context over a connection of the block's own, failing fast
-    (`BrokerUnavailable`) rather than retrying as a long-running process does."""
+    (`BrokerUnavailable`) rather than retrying as a long-running process does; and
+    whether the server takes atomic batches."""
     timeout_s = settings.request_timeout_s
     try:
         nc = await nats.connect(
@@ -147,7 +184,7 @@ async def _connected(settings: NatsSettings, name: str) -> AsyncIterator[JetStre
     except NATS_ERRORS as exc:
         raise BrokerUnavailable(f"NATS is not reachable: {type(exc).__name__}") from exc
     try:
-        yield nc.jetstream(timeout=timeout_s)
+        yield nc.jetstream(timeout=timeout_s), server_takes_batches(nc)
     finally:
         with contextlib.suppress(*NATS_ERRORS):
             await nc.close()
@@ -155,8 +192,8 @@ async def _connected(settings: NatsSettings, name: str) -> AsyncIterator[JetStre
 
 async def migrate(settings: NatsSettings) -> StreamChange:
     """`gateway migrate`: create or update the stream over a connection of its own."""
-    async with _connected(settings, "gateway-migrate") as js:
-        return await migrate_stream(js, settings)
+    async with _connected(settings, "gateway-migrate") as (js, batches):
+        return await migrate_stream(js, settings, batches=batches)
 
 
 async def check(settings: NatsSettings) -> None:
@@ -166,5 +203,5 @@ async def check(settings: NatsSettings) -> None:
     # Quick: a NATS that does not answer at once is the background connector's to wait for.
     quick = dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, 2.0))
     with contextlib.suppress(BrokerUnavailable):
-        async with _connected(quick, "gateway-serve-check") as js:
-            await ensure_stream(js, quick)
+        async with _connected(quick, "gateway-serve-check") as (js, batches):
+            await ensure_stream(js, quick, batches=batches)

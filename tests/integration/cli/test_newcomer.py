@@ -171,7 +171,7 @@ def test_migrate_creates_and_updates_the_stream_and_says_what_changed(
     assert updated.returncode == 0, updated.stderr
     assert updated.stdout.splitlines()[-1] == (
         f"stream {other} updated: subjects webhooks.> -> events.>, webhooks.>; "
-        "duplicate window 60 s -> 120 s"
+        "duplicate window 60 s -> 120 s; allow_atomic false -> true"
     )
     found = stream(nats_url, other)
     assert found is not None and sorted(found.subjects or []) == ["events.>", "webhooks.>"]

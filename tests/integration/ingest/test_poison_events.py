@@ -22,6 +22,7 @@ from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
 from gateway.core.model import Event
+from gateway.core.publish_batches import BatchLimits
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
 from gateway.settings import HttpSettings, NatsSettings, OutboxSettings
@@ -202,7 +203,12 @@ class NoAckBroker(JetStreamBroker):
     def connected(self) -> bool:
         return True
 
-    async def publish(self, events: Sequence[StoredEvent], timeout_s: float) -> PublishResult:
+    async def publish(
+        self,
+        events: Sequence[StoredEvent],
+        timeout_s: float,
+        batches: BatchLimits | None = None,
+    ) -> PublishResult:
         return PublishResult([], [e.webhook_id for e in events])
 
     async def stream_answers(self) -> bool:

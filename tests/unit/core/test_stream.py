@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.stream import STREAM_SUBJECTS, StreamShape, differences, wanted_shape
+from gateway.core.stream import (
+    STREAM_SUBJECTS,
+    StreamShape,
+    differences,
+    upgrades,
+    wanted_shape,
+)
 
-WANTED = wanted_shape(duplicate_window_s=120, replicas=1)
+WANTED = wanted_shape(duplicate_window_s=120, replicas=1, batches=True)
 
 
 def found(**changes: object) -> StreamShape:
@@ -28,6 +34,8 @@ def found(**changes: object) -> StreamShape:
         (found(), []),
         (found(subjects=("events.>", "webhooks.>")), []),
         (found(duplicate_window_s=120.0000001), []),
+        # A stream without atomic batches is no mismatch: the relay does without them.
+        (found(allow_atomic=False), []),
         # Each field the gateway relies on, named with both values.
         (
             found(subjects=("webhooks.>",)),
@@ -58,3 +66,20 @@ def test_differences_name_each_field_with_both_values(
 def test_a_change_reads_from_the_found_value_to_the_configured_one() -> None:
     (window,) = differences(found(duplicate_window_s=60.0), WANTED)
     assert window.change == "duplicate window 60 s -> 120 s"
+
+
+@pytest.mark.parametrize(
+    ("stream", "wanted", "expected"),
+    [
+        # `gateway migrate` adds allow_atomic where the server takes atomic batches...
+        (found(allow_atomic=False), WANTED, ["allow_atomic false -> true"]),
+        (found(allow_atomic=True), WANTED, []),
+        # ...not on a server that does not (older than 2.12), and never takes it away.
+        (found(allow_atomic=False), wanted_shape(120, 1, batches=False), []),
+        (found(allow_atomic=True), wanted_shape(120, 1, batches=False), []),
+    ],
+)
+def test_migrate_adds_allow_atomic_only_where_the_server_takes_batches(
+    stream: StreamShape, wanted: StreamShape, expected: list[str]
+) -> None:
+    assert [d.change for d in upgrades(stream, wanted)] == expected
