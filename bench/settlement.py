@@ -15,8 +15,7 @@ the first acknowledgement is reported too.
 
 Checks, the ledger read through the gateway's `Ledger` port so they hold on either
 backend: exactly one transfer per event (each event's transfer looked up by id, with its
-accounts and amount; counted in `ledger_transfers` for a PostgreSQL ledger that cannot
-look transfers up), the ledger balanced (`Ledger.check`), and the merchants' total equal
+accounts and amount), the ledger balanced (`Ledger.check`), and the merchants' total equal
 to the sum of the converted captures minus refunds computed here independently (nothing
 settled twice); and in the gateway's own tables, every settlement `settled` and no dead
 letters.

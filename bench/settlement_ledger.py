@@ -21,7 +21,6 @@ from bench.settlement_backlog import ExpectedTransfer
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.tigerbeetle import open_tigerbeetle
 from gateway.compose.settlement import open_ledger
-from gateway.core.ledger import TransferLookup
 from gateway.core.settlement import merchant_account_id
 from gateway.errors import ConfigError, LedgerUnavailable
 from gateway.settings import Settings
@@ -92,10 +91,9 @@ class LedgerFacts:
     debits_posted: int
     credits_posted: int
     merchants_total: int
-    #: Events whose transfer was found with the computed accounts and amount; None when
-    #: the backend cannot look transfers up (then the caller counts them another way).
-    transfers_as_computed: int | None
-    transfers_missing: int | None
+    #: Events whose transfer was found with the computed accounts and amount.
+    transfers_as_computed: int
+    transfers_missing: int
 
 
 async def ledger_facts(
@@ -112,16 +110,14 @@ async def ledger_facts(
         for merchant in merchants:
             balance = await ledger.balance(merchant_account_id(merchant, currency))
             merchants_total += balance.credit_balance_minor if balance else 0
-        as_computed = missing = None
-        if isinstance(ledger, TransferLookup):
-            found = await ledger.lookup_transfers([e.id for e in expected])
-            missing = sum(f is None for f in found)
-            as_computed = sum(
-                f is not None
-                and (f.debit_account_id, f.credit_account_id, f.amount_minor)
-                == (e.debit_account_id, e.credit_account_id, e.amount_minor)
-                for e, f in zip(expected, found, strict=True)
-            )
+        found = await ledger.lookup_transfers([e.id for e in expected])
+        missing = sum(f is None for f in found)
+        as_computed = sum(
+            f is not None
+            and (f.debit_account_id, f.credit_account_id, f.amount_minor)
+            == (e.debit_account_id, e.credit_account_id, e.amount_minor)
+            for e, f in zip(expected, found, strict=True)
+        )
     return LedgerFacts(
         balanced=totals.balanced,
         debits_posted=totals.debits_posted,

@@ -13,7 +13,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from gateway.core.excerpt import clip
 from gateway.errors import (
@@ -179,6 +179,11 @@ class Ledger(Protocol):
         when the outcome is unknown (retry the same transfers)."""
         ...
 
+    async def lookup_transfers(self, transfer_ids: Sequence[int]) -> list[PostedTransfer | None]:
+        """The transfers with these ids, in the same order; None where there is none
+        (for checks: one transfer per event)."""
+        ...
+
     async def balance(self, account_id: int) -> Balance | None:
         """The account's posted totals, or None if it does not exist."""
         ...
@@ -189,15 +194,6 @@ class Ledger(Protocol):
 
     async def check(self) -> LedgerTotals:
         """Total debits and credits over all accounts (see `verify_totals`)."""
-        ...
-
-
-@runtime_checkable
-class TransferLookup(Protocol):
-    """A ledger that reads transfers back by id (for checks: one transfer per event)."""
-
-    async def lookup_transfers(self, transfer_ids: Sequence[int]) -> list[PostedTransfer | None]:
-        """The transfers with these ids, in the same order; None where there is none."""
         ...
 
 

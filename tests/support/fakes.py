@@ -22,10 +22,12 @@ from gateway.core.ledger import (
     Balance,
     LedgerTotals,
     LedgerTransfer,
+    PostedTransfer,
     TransferResult,
 )
 from gateway.core.ledger_rules import AccountState, TransferFields, apply_transfer, decide
 from gateway.core.model import Event, Outcome
+from gateway.core.settlement import settlement_ref
 from gateway.errors import LedgerIdCollision, Overloaded, TransientError
 
 
@@ -150,6 +152,18 @@ class MemoryLedger:
                 self._failed.add(t.id)
             results.append(result)
         return results
+
+    async def lookup_transfers(self, transfer_ids: Sequence[int]) -> list[PostedTransfer | None]:
+        await self._turn()
+        return [self._posted(i) for i in transfer_ids]
+
+    def _posted(self, transfer_id: int) -> PostedTransfer | None:
+        fields = self._transfers.get(transfer_id)
+        if fields is None:
+            return None
+        debit, credit, amount, ledger, code, settlement_id, rate = fields
+        return PostedTransfer(transfer_id, debit, credit, amount, ledger, code,
+                              settlement_ref(settlement_id), rate)  # fmt: skip
 
     async def balance(self, account_id: int) -> Balance | None:
         await self._turn()

@@ -25,6 +25,7 @@ from gateway.core.ledger import (
     Balance,
     LedgerTotals,
     LedgerTransfer,
+    PostedTransfer,
     TransferResult,
 )
 from gateway.core.ledger_rules import (
@@ -35,6 +36,7 @@ from gateway.core.ledger_rules import (
     decide,
     transfer_fields,
 )
+from gateway.core.settlement import settlement_ref
 from gateway.errors import (
     DatabaseUnavailable,
     LedgerBatchRaced,
@@ -60,6 +62,16 @@ _SELECT_TRANSFERS = """
     SELECT id, debit_account_id, credit_account_id, amount, ledger, code, settlement_id,
            rate_at_payment
     FROM ledger_transfers WHERE id = ANY($1::text[]::numeric[])"""
+# What a batch's ids already mean, in one round trip: its posted transfers (`failed`
+# false) and its burnt ids (`failed` true, the other columns null).
+_SELECT_TAKEN = """
+    SELECT false AS failed, id::text AS id, debit_account_id::text AS debit_account_id,
+           credit_account_id::text AS credit_account_id, amount::text AS amount, ledger,
+           code, settlement_id, rate_at_payment::text AS rate_at_payment
+    FROM ledger_transfers WHERE id = ANY($1::text[]::numeric[])
+    UNION ALL
+    SELECT true, id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    FROM ledger_failed_transfers WHERE id = ANY($1::text[]::numeric[])"""
 _INSERT_TRANSFER = """
     INSERT INTO ledger_transfers
         (id, debit_account_id, credit_account_id, amount, ledger, code, settlement_id,
@@ -149,6 +161,13 @@ class PostgresLedger:
             async with self._pool.acquire() as conn, conn.transaction():
                 return await _post(conn, transfers, bulk=False)
 
+    async def lookup_transfers(self, transfer_ids: Sequence[int]) -> list[PostedTransfer | None]:
+        """The transfers with these ids, in the same order; None where there is none."""
+        with _ledger_errors():
+            rows = await self._pool.fetch(_SELECT_TRANSFERS, [str(i) for i in transfer_ids])
+        found = {int(r["id"]): _posted(r) for r in rows}
+        return [found.get(i) for i in transfer_ids]
+
     async def balance(self, account_id: int) -> Balance | None:
         """The account's posted totals, or None if it does not exist."""
         with _ledger_errors():
@@ -204,14 +223,13 @@ async def _post(
         for r in await conn.fetch(_LOCK_ACCOUNTS, [str(a) for a in account_ids])
     }
     # 2. What the batch's ids already mean: posted transfers and burnt ids.
-    ids = [str(t.id) for t in transfers]
-    existing = {int(r["id"]): _row_fields(r) for r in await conn.fetch(_SELECT_TRANSFERS, ids)}
-    failed = {
-        int(r["id"])
-        for r in await conn.fetch(
-            "SELECT id FROM ledger_failed_transfers WHERE id = ANY($1::text[]::numeric[])", ids
-        )
-    }
+    existing: dict[int, TransferFields] = {}
+    failed: set[int] = set()
+    for r in await conn.fetch(_SELECT_TAKEN, [str(t.id) for t in transfers]):
+        if r["failed"]:
+            failed.add(int(r["id"]))
+        else:
+            existing[int(r["id"])] = _row_fields(r)
     # 3. Decide and apply each transfer in order, as TigerBeetle does.
     results: list[TransferResult] = []
     created: list[LedgerTransfer] = []
@@ -270,6 +288,13 @@ def _bulk_params(t: LedgerTransfer) -> tuple[Any, ...]:
     # microseconds a value, a batch's worth of them more than its round trips.
     return (str(t.id), str(t.debit_account_id), str(t.credit_account_id), str(t.amount_minor),
             t.ledger, int(t.code), t.settlement_id, str(t.rate_at_payment))  # fmt: skip
+
+
+def _posted(row: asyncpg.Record) -> PostedTransfer:
+    """A transfer as stored, as TigerBeetle answers it: the settlement as its hash."""
+    debit, credit, amount, ledger, code, settlement_id, rate = _row_fields(row)
+    return PostedTransfer(int(row["id"]), debit, credit, amount, ledger, code,
+                          settlement_ref(settlement_id), rate)  # fmt: skip
 
 
 def _balance(row: asyncpg.Record) -> Balance:

@@ -30,7 +30,6 @@ from gateway.core.ledger import (
     Ledger,
     LedgerTransfer,
     PostedTransfer,
-    TransferLookup,
     TransferResult,
     interpret,
     verify_totals,
@@ -287,8 +286,6 @@ async def test_lookup_transfers_reads_back_each_posted_transfer_at_its_place(
 ) -> None:
     """Ids over one request's limit, with some never posted: each posted transfer comes
     back as posted (settlement hash, rate), None for the others, in the order asked."""
-    if not isinstance(ledger, TransferLookup):
-        pytest.skip(f"{type(ledger).__name__} has no lookup_transfers yet")
     posted = [book.capture(f"p{i}", i + 1) for i in range(BATCH_MAX + 1)]
     assert set(await ledger.post(posted)) == {R.CREATED}
     never = [book.capture(f"never{i}", 5) for i in range(3)]
@@ -390,7 +387,11 @@ async def test_postgres_batch_raced_by_a_concurrent_commit_is_answered_one_by_on
         )  # fmt: skip
         assert await ledger.post([other]) == [R.CREATED]
         # The bulk pass does not see it (as if it committed after the look-up) ...
-        blind = ledger_postgres._SELECT_TRANSFERS.replace("WHERE", "WHERE false AND")
+        taken = ledger_postgres._SELECT_TAKEN
+        blind = taken.replace(
+            "FROM ledger_transfers WHERE", "FROM ledger_transfers WHERE false AND"
+        )
+        assert blind != taken
         real_post = ledger_postgres._post
         bulk_calls: list[bool] = []
 
@@ -398,9 +399,8 @@ async def test_postgres_batch_raced_by_a_concurrent_commit_is_answered_one_by_on
             conn: Conn, transfers: Sequence[LedgerTransfer], *, bulk: bool
         ) -> list[TransferResult]:
             bulk_calls.append(bulk)
-            sql = blind if bulk else ledger_postgres._SELECT_TRANSFERS
             with monkeypatch.context() as m:
-                m.setattr(ledger_postgres, "_SELECT_TRANSFERS", sql)
+                m.setattr(ledger_postgres, "_SELECT_TAKEN", blind if bulk else taken)
                 return await real_post(conn, transfers, bulk=bulk)
 
         monkeypatch.setattr(ledger_postgres, "_post", racing_post)
