@@ -84,6 +84,7 @@ class AtomicAnswers(Answers):
         super().__init__(size)
         self.tried: set[int] = set()
         self.not_enabled = False
+        self.too_many = False  # a batch was over the server's limit (and was split)
 
 
 class _Commits:
@@ -166,20 +167,20 @@ class AtomicPublisher:
         waiter = self._replies.register(commits.on_reply)
         loop = asyncio.get_running_loop()
         deadlines: list[float] = []
+        awaited = 0  # batches whose verdict is in (all committed so far)
         try:
             for k, batch in enumerate(batches):
-                if k >= self._in_flight:
-                    verdicts[k - self._in_flight] = await self._verdict(
-                        commits, k - self._in_flight, batches, deadlines
-                    )
-                    if verdicts[k - self._in_flight] is not Verdict.COMMITTED:
+                if k - awaited >= self._in_flight:
+                    verdicts[awaited] = await self._verdict(commits, awaited, batches, deadlines)
+                    if verdicts[awaited] is not Verdict.COMMITTED:
                         return verdicts
+                    awaited += 1
                 reply = self._replies.subject(waiter, k)
                 if not await self._send(run, batch, expected[k], reply):
-                    verdicts[k] = Verdict.NO_ANSWER
-                    return verdicts
+                    verdicts[k] = Verdict.NO_ANSWER  # unless one before it failed first
+                    break
                 deadlines.append(loop.time() + run.timeout_s)
-            for k in range(max(0, len(batches) - self._in_flight), len(batches)):
+            for k in range(awaited, len(deadlines)):  # the ones sent and not yet answered
                 verdicts[k] = await self._verdict(commits, k, batches, deadlines)
                 if verdicts[k] is not Verdict.COMMITTED:
                     return verdicts
@@ -279,6 +280,8 @@ class _Run:
             self.answers.tried.update(batch)
         if found is Verdict.NOT_ENABLED:
             self.answers.not_enabled = True
+        if found is Verdict.TOO_MANY:
+            self.answers.too_many = True
         step = next_step(found, len(batch))
         if step is Step.DONE:
             self.acked(batch)

@@ -342,6 +342,13 @@ class JetStreamBroker:
                     "refused",
                     "the stream refused an atomic batch; publishing one message at a time",
                 )
+            if atomic.too_many:
+                self._say_once(
+                    "too_many",
+                    "atomic batches over the server's limit are split: lower [outbox] "
+                    "publish_batch_max to the server's jetstream.limits.batch.max_msgs",
+                    publish_batch_max=str(batches.max_count),
+                )
             answers, tried = atomic, atomic.tried
         else:
             answers = await self._publisher.publish(events, timeout_s)

@@ -14,7 +14,7 @@ import pytest
 from nats.js.api import StreamConfig
 
 from gateway.adapters.jetstream import broker as broker_mod
-from gateway.adapters.jetstream import stream
+from gateway.adapters.jetstream import stream, wire
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.model import Event
@@ -168,3 +168,65 @@ async def test_a_server_older_than_2_12_gets_one_message_at_a_time_said_once(
     assert said == [
         "nats server older than 2.12 takes no atomic batches; publishing one message at a time"
     ]
+
+
+async def test_a_batch_refused_out_of_turn_is_sent_again_alone_and_order_holds(
+    nats_url: str, broker_for: list[JetStreamBroker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain starts from a stale last sequence (another publisher got in between):
+    the second batch is refused (10071) and not stored, then sent again alone, and the
+    rest chained from there; every row once, in order. A last sequence that cannot be
+    read at all sends each batch alone."""
+    broker = await started(NatsSettings(url=nats_url), broker_for)
+    await broker.publish(rows(1, "warm"), 5.0, LIMITS)  # builds the publishers
+    publisher = broker._atomic_publisher
+    assert publisher is not None
+    real = broker._last_seq
+    calls: list[int] = []
+
+    async def stale_once() -> int:
+        calls.append(1)
+        return await real() + (5 if len(calls) == 1 else 0)
+
+    monkeypatch.setattr(publisher, "_last_seq", stale_once)
+    result = await broker.publish(rows(16, "s"), 5.0, LIMITS)
+    assert result.acked == list(range(1, 17))
+    assert len(calls) == 2  # the chain started again after the batch sent alone
+
+    async def unreadable() -> int:
+        raise TimeoutError
+
+    monkeypatch.setattr(publisher, "_last_seq", unreadable)
+    result = await broker.publish(rows(12, "u"), 5.0, LIMITS)
+    assert result.acked == list(range(1, 13))
+    messages = await stream_messages(nats_url)
+    expected = ["warm00"] + [f"s{i:02}" for i in range(16)] + [f"u{i:02}" for i in range(12)]
+    assert [h["Gateway-Event-Id"] for _, h, _ in messages] == expected
+    assert all("Nats-Expected-Last-Sequence" not in h for _, h, _ in messages[17:])
+
+
+async def test_a_batch_without_an_answer_stops_the_publish_and_nothing_after_it_is_sent(
+    nats_url: str, broker_for: list[JetStreamBroker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second batch's commit never reaches the server: the first is acknowledged,
+    the second failed (it counts an attempt), the ones after it are not stored and come
+    back `unsent` (no attempt: not their fault)."""
+    broker = await started(NatsSettings(url=nats_url), broker_for)
+    real_send = wire.Frames.send
+    sent: list[int] = []
+
+    async def lose_the_second(self: wire.Frames, messages: list[object]) -> None:
+        sent.append(len(messages))
+        if len(sent) == 2:
+            return  # lost on the way: no commit, no answer
+        await real_send(self, messages)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wire.Frames, "send", lose_the_second)
+    await broker.publish(rows(1, "warm"), 5.0, LIMITS)  # builds the publishers
+    sent.clear()
+    result = await broker.publish(rows(12, "n"), 0.5, LIMITS)
+    assert result.acked == [1, 2, 3, 4]
+    assert result.failed == [5, 6, 7, 8]
+    assert result.unsent == [9, 10, 11, 12]
+    stored = [h["Gateway-Event-Id"] for _, h, _ in await stream_messages(nats_url)]
+    assert stored == ["warm00", "n00", "n01", "n02", "n03"]

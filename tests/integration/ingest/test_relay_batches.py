@@ -7,6 +7,7 @@ is parked."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import subprocess
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -234,10 +235,15 @@ def nats_of_five() -> Iterator[NatsServer]:
 
 
 async def test_a_batch_over_the_servers_limit_is_split(
-    database_url: str, nats_of_five: NatsServer, db: asyncpg.Connection
+    database_url: str,
+    nats_of_five: NatsServer,
+    db: asyncpg.Connection,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Batches of eight to a server that takes five: each is refused (10199) and sent
-    again in halves of four; every row once, in order."""
+    again in halves of four; every row once, in order, and the setting to lower named
+    once in the log."""
+    caplog.set_level(logging.WARNING, logger="gateway.adapters.jetstream.broker")
     await record(db, [event(f"e{i:02}") for i in range(16)])
     url = nats_of_five.url
     async with relay_on(database_url, url, publish_batch_max=8, batch_size=100) as relay:
@@ -246,6 +252,8 @@ async def test_a_batch_over_the_servers_limit_is_split(
     assert ids(messages) == await walk_order(db)
     assert [len(g) for g in batches_of(messages)] == [4, 4, 4, 4]
     assert await owed(db) == []
+    said = [r.getMessage() for r in caplog.records if "publish_batch_max" in r.getMessage()]
+    assert len(said) == 1
 
 
 async def test_an_event_too_large_for_the_stream_is_parked_and_its_batch_published(
