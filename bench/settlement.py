@@ -27,6 +27,7 @@ once with that reason (exit status 2), as the contract tests skip. The cluster o
 the run, so the run's ids carry a tag of their own (see `bench.settlement_ledger`).
 
     .venv/bin/python -m bench.settlement [--events N] [--ledger postgres|tigerbeetle]
+        [--batch-size N]
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def settlement_benchmark(
     timeout_s: float = 900.0,
     profile: Path | None = None,
     ledger: str = "postgres",
+    batch_size: int | None = None,
 ) -> dict[str, Any]:
     """Drain `events` payment events with `gateway settle` into `ledger`; the figures
     and checks. `LedgerNotHere` before anything starts when TigerBeetle is not there."""
@@ -161,12 +163,14 @@ def settlement_benchmark(
                 sections: dict[str, dict[str, Any]] = {
                     "redis": {"url": REDIS_URL},
                     "currency": {"url": stub.base_url, "cache_key_prefix": cache_prefix},
-                    "settlement": {"metrics_port": 0},
+                    "settlement": {"metrics_port": 0}
+                    | ({} if batch_size is None else {"batch_size": batch_size}),
                     "ledger": ledger_section(ledger, target),
                 }
                 config = workdir / "settle.toml"
                 write_gateway_config(config, backend, free_port(), sections)
                 settings = settings_mod.load(str(config))
+                out["batch_size"] = settings.settlement.batch_size
                 started = time.monotonic()
                 asyncio.run(load_backlog(settings, payments))
                 out["backlog_load_s"] = round(time.monotonic() - started, 1)
@@ -276,11 +280,20 @@ def main(argv: list[str] | None = None) -> int:
         default="postgres",
         help="the ledger settled into (tigerbeetle: the cluster TIGERBEETLE_ADDRESS names)",
     )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="the worker's [settlement] batch_size (default: the configuration's default)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         result = settlement_benchmark(
-            args.events, refund_share=args.refund_share, profile=args.profile, ledger=args.ledger
+            args.events,
+            refund_share=args.refund_share,
+            profile=args.profile,
+            ledger=args.ledger,
+            batch_size=args.batch_size,
         )
     except LedgerNotHere as exc:
         print(f"bench.settlement: --ledger {args.ledger}: {exc}", file=sys.stderr)
