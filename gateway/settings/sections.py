@@ -209,8 +209,11 @@ class SettlementSettings:
     currency: str = "USD"
     #: The durable JetStream consumer's name.
     consumer: str = "settlement"
-    #: Messages fetched at once.
-    batch_size: int = 128
+    #: Messages fetched at once, and settled together (one ledger transaction): the
+    #: larger the batch, the less each event costs the worker and PostgreSQL (512
+    #: against 128 measured about a third less PostgreSQL CPU per event). A fetch
+    #: returns what is there, so a quiet stream still settles each event at once.
+    batch_size: int = 512
     #: Messages of a batch settled at the same time.
     concurrency: int = 32
     #: Redelivery after a worker died mid-message.
