@@ -6,7 +6,7 @@ private nats-server (file storage, `sync_interval: always`), then times one rela
 sweeping until the cursor has passed every row. Runs alternate between the two modes,
 `--repeat` times each; the figures are rows a second, and the ratio of the medians.
 
-    .venv/bin/python scripts/relay_drain.py --rows 20000 --repeat 3
+    .venv/bin/python -m bench.relay_drain --rows 20000 --repeat 3
 """
 
 from __future__ import annotations
@@ -14,12 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import migrate, open_pool
