@@ -78,6 +78,7 @@ from bench.servers import (
     STRIPE_TOLERANCE_S,
     Backend,
     bare_server,
+    compile_sources,
     count_rows,
     fresh_backend,
     gateway_server,
@@ -613,6 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the servers and NATS and drop the databases instead of leaving them behind.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     load = Load(args.connections, args.threads, args.duration, args.count_answers)
+    compile_sources()
     workdir = Path(tempfile.mkdtemp(prefix="gw-bench-"))
     results: dict[str, Any] = {
         "command": command_line(argv),

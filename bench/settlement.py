@@ -52,6 +52,7 @@ from bench.procs import all_cpu_s, machine_busy_s
 from bench.servers import (
     ROOT,
     Backend,
+    compile_sources,
     currency_stub,
     drop_cache,
     fresh_backend,
@@ -140,6 +141,7 @@ def settlement_benchmark(
     if ledger not in LEDGERS:
         raise ValueError(f"ledger must be one of {', '.join(LEDGERS)}, got {ledger!r}")
     target = require_tigerbeetle() if ledger == "tigerbeetle" else None
+    compile_sources()
     print(
         f"== settlement: drain {events:,} payment events with gateway settle "
         f"({LEDGER_NAMES[ledger]} ledger)"

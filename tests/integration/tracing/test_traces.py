@@ -144,7 +144,10 @@ async def test_one_payment_is_one_trace_from_request_to_ledger(run: Run) -> None
         "evt_trace_ok", payment("evt_trace_ok", "pi_ok", "m_trace"),
         traceparent=PROVIDERS_TRACEPARENT,
     )  # fmt: skip
-    await run.receiver.wait_for(lambda s: s.name == "ledger.post")
+    # The settle span ends last (after the ack), and may be exported after its children.
+    await run.receiver.wait_for(
+        lambda s: s.name == "settle" and s.attributes.get("gateway.event_id") == "evt_trace_ok"
+    )
     request = await run.request_span("evt_trace_ok")
     assert request.name == "POST /webhooks/{provider}"
     assert request.parent_span_id == ""  # a new trace: the provider's is not trusted
