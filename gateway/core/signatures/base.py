@@ -185,40 +185,30 @@ def hmac_sha256(key: bytes, message: bytes) -> bytes:
     return hmac.digest(key, message, hashlib.sha256)  # one-shot: OpenSSL without an HMAC object
 
 
-_BLOCK = 64  # SHA-256's block size in bytes
-_IPAD = bytes(b ^ 0x36 for b in range(256))
-_OPAD = bytes(b ^ 0x5C for b in range(256))
-
-
 class HmacKey:
-    """An HMAC-SHA256 key prepared once (RFC 2104): the hash states after the inner and
-    outer padded keys, copied for each message.
+    """An HMAC-SHA256 key set up once: the standard library's HMAC state after the key,
+    copied for each message.
 
-    Per request that is two hash-state copies and the message's blocks. `hmac.digest`
-    sets the key up again on every call, and under OpenSSL 3 also looks the digest up:
-    about 6 µs a request against 1 µs this way, for a ~400-byte Stripe body.
+    `hmac.digest` sets the key up again on every call (and under OpenSSL 3 also looks
+    the digest up): about 2.3 µs a request against 1.7 µs this way, for a ~400-byte
+    Stripe body. A hand-written RFC 2104 construction measured 1.0 µs; the standard
+    library's own HMAC is worth the difference in code that decides what is genuine.
     """
 
-    __slots__ = ("_inner", "_outer")
+    __slots__ = ("_keyed",)
 
     def __init__(self, key: bytes) -> None:
-        if len(key) > _BLOCK:
-            key = hashlib.sha256(key).digest()
-        key = key.ljust(_BLOCK, b"\0")
-        self._inner = hashlib.sha256(key.translate(_IPAD))
-        self._outer = hashlib.sha256(key.translate(_OPAD))
+        self._keyed = hmac.new(key, digestmod=hashlib.sha256)
 
     def __repr__(self) -> str:  # never print key material
         return "HmacKey(...)"
 
     def digest(self, *parts: bytes) -> bytes:
         """HMAC-SHA256 of the parts one after the other, without joining them."""
-        inner = self._inner.copy()
+        mac = self._keyed.copy()
         for part in parts:
-            inner.update(part)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return outer.digest()
+            mac.update(part)
+        return mac.digest()
 
 
 def utf8_keys(secrets: Iterable[str]) -> tuple[HmacKey, ...]:
