@@ -23,7 +23,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from decimal import Decimal
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import tigerbeetle as tb
 from tigerbeetle.client import InitError
@@ -190,22 +190,22 @@ class TigerBeetleLedger:
 
     async def lookup_balances(self, account_ids: Sequence[int]) -> list[Balance | None]:
         """These accounts' posted totals, in the same order; None for an unknown id."""
-        out: list[Balance | None] = []
-        for start, stop in chunk_bounds(len(account_ids), BATCH_MAX):
-            ids = list(account_ids[start:stop])
-            found = await self._call("lookup_accounts", self._client.lookup_accounts(ids))
-            aligned = align_found("TigerBeetle lookup_accounts", ids, found, lambda a: a.id)
-            out.extend(None if a is None else balance_of(a) for a in aligned)
-        return out
+        found = await self._lookup("lookup_accounts", account_ids)
+        return [None if a is None else balance_of(a) for a in found]
 
     async def lookup_transfers(self, transfer_ids: Sequence[int]) -> list[PostedTransfer | None]:
         """The transfers with these ids, in the same order; None where there is none."""
-        out: list[PostedTransfer | None] = []
-        for start, stop in chunk_bounds(len(transfer_ids), BATCH_MAX):
-            ids = list(transfer_ids[start:stop])
-            found = await self._call("lookup_transfers", self._client.lookup_transfers(ids))
-            aligned = align_found("TigerBeetle lookup_transfers", ids, found, lambda t: t.id)
-            out.extend(None if t is None else posted_of(t) for t in aligned)
+        found = await self._lookup("lookup_transfers", transfer_ids)
+        return [None if t is None else posted_of(t) for t in found]
+
+    async def _lookup(self, operation: str, ids: Sequence[int]) -> list[Any]:
+        """The client's `operation` (`lookup_accounts` or `lookup_transfers`) over `ids`,
+        a request per `BATCH_MAX`; each answer at its id's position, None where none."""
+        out: list[Any] = []
+        for start, stop in chunk_bounds(len(ids), BATCH_MAX):
+            chunk = list(ids[start:stop])
+            found = await self._call(operation, getattr(self._client, operation)(chunk))
+            out.extend(align_found(f"TigerBeetle {operation}", chunk, found, lambda x: x.id))
         return out
 
     async def balances(self) -> list[Balance]:

@@ -1,11 +1,12 @@
 """The outbox cursor, moved by hand: for tests that need rows already on the stream (or
-still owed) without running a relay."""
+still owed) without running a relay; and a relay swept until it has caught up."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
 from gateway.adapters.postgres import Conn
+from gateway.ingest.relay import OutboxRelay, Sweep
 
 _PASS_ALL = """
 UPDATE outbox_cursor
@@ -26,3 +27,11 @@ async def pass_cursor(conn: Conn, *, owed: Collection[int] = ()) -> None:
                 " WHERE id = ANY($1::bigint[])",
                 list(owed),
             )
+
+
+async def sweep_until_still(relay: OutboxRelay) -> list[Sweep]:
+    """Sweep until a sweep moves nothing or is held by a row (the walk has caught up)."""
+    done = [await relay.sweep()]
+    while done[-1].moved and not done[-1].stuck:
+        done.append(await relay.sweep())
+    return done

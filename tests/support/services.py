@@ -87,6 +87,7 @@ class NatsServer:
     store_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="gw-nats-"))
     proc: subprocess.Popen[bytes] | None = None
     max_payload: int | None = None  # the server's limit on one message; None: NATS's 1 MiB
+    batch_max_msgs: int | None = None  # messages in one atomic batch; None: the server's 1,000
 
     @property
     def url(self) -> str:
@@ -94,9 +95,12 @@ class NatsServer:
 
     def start(self) -> None:
         conf = Path(self.store_dir) / "nats.conf"
+        limits = ""
+        if self.batch_max_msgs:
+            limits = f", limits {{ batch {{ max_msgs: {self.batch_max_msgs} }} }}"
         conf.write_text(
             f'listen: "127.0.0.1:{self.port}"\n'
-            f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always }}\n'
+            f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always{limits} }}\n'
             + (f"max_payload: {self.max_payload}\n" if self.max_payload else ""),
             encoding="utf-8",
         )

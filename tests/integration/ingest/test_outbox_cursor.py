@@ -27,11 +27,12 @@ from gateway.adapters.postgres.webhooks import insert_events
 from gateway.core.model import Event, webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.errors import OutboxCursorAhead
-from gateway.ingest.relay import OutboxRelay, Sweep
+from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config
+from tests.support.outbox import sweep_until_still
 from tests.support.services import stream_messages, wait_until
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
@@ -78,13 +79,6 @@ async def relay_on(dsn: str, nats_url: str) -> AsyncIterator[OutboxRelay]:
             yield OutboxRelay(pool, broker, settings.outbox, Metrics())
         finally:
             await broker.close()
-
-
-async def sweep_until_still(relay: OutboxRelay) -> list[Sweep]:
-    done = [await relay.sweep()]
-    while done[-1].moved and not done[-1].stuck:
-        done.append(await relay.sweep())
-    return done
 
 
 async def test_a_transaction_committing_late_is_published_after_the_ones_it_began_before(

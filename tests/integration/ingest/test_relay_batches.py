@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import subprocess
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import asyncpg
 import nats
@@ -24,14 +22,13 @@ from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
 from gateway.core.model import Event
 from gateway.core.stream import STREAM_SUBJECTS
-from gateway.ingest.relay import OutboxRelay, Sweep
+from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
 from gateway.settings import NatsSettings, OutboxSettings
+from tests.support.outbox import sweep_until_still
 from tests.support.services import (
     NatsServer,
-    nats_server_binary,
     stream_messages,
-    wait_for_port,
     wait_until,
 )
 
@@ -75,13 +72,6 @@ async def relay_on(
             yield OutboxRelay(pool, broker, settings, Metrics())
         finally:
             await broker.close()
-
-
-async def sweep_until_still(relay: OutboxRelay) -> list[Sweep]:
-    done = [await relay.sweep()]
-    while done[-1].moved and not done[-1].stuck:
-        done.append(await relay.sweep())
-    return done
 
 
 async def walk_order(db: asyncpg.Connection) -> list[str]:
@@ -203,32 +193,9 @@ async def test_a_batch_the_stream_does_not_answer_holds_the_cursor_and_nothing_a
     assert [r["event_id"] for r in attempts] == ["e05"]
 
 
-class LimitedNats(NatsServer):
-    """A private nats-server taking at most `max_msgs` messages in an atomic batch."""
-
-    def __init__(self, max_msgs: int) -> None:
-        super().__init__()
-        self.max_msgs = max_msgs
-
-    def start(self) -> None:
-        conf = Path(self.store_dir) / "nats.conf"
-        conf.write_text(
-            f'listen: "127.0.0.1:{self.port}"\n'
-            f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always,'
-            f" limits {{ batch {{ max_msgs: {self.max_msgs} }} }} }}\n",
-            encoding="utf-8",
-        )
-        self.proc = subprocess.Popen(
-            [nats_server_binary(), "-c", str(conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for_port(self.port, timeout_s=10)
-
-
 @pytest.fixture
 def nats_of_five() -> Iterator[NatsServer]:
-    server = LimitedNats(max_msgs=5)
+    server = NatsServer(batch_max_msgs=5)
     server.start()
     yield server
     server.cleanup()
