@@ -1,15 +1,17 @@
 """Atomic batch publishing to JetStream (ADR-50): pure decisions, no I/O.
 
 The relay hands the broker the walk's next rows in `(outbox_xid, id)` order; the broker
-cuts them into consecutive atomic batches (`split`), sends several at once, and reads
-each batch's commit reply. What a reply means (`verdict`) and what to do next
+cuts them into consecutive atomic batches (`split`), sends them one after another, and
+reads each batch's commit reply. What a reply means (`verdict`) and what to do next
 (`next_step`) are decided here, from the server's error code, never its text.
 
-Order is the rule everything here serves: a batch is stored whole or not at all, the
-batches of one publish are chained (each one expects the stream's last sequence to be
-where the batches before it leave it, `expected_last_seqs`), so a batch after one that
-failed is refused too and never lands ahead of it; the failed batch is then dealt with
-on its own before anything after it is sent again.
+Order is the rule everything here serves: a batch is stored whole or not at all, and the
+next one is sent only once the one before it is stored, so none lands ahead of one that
+failed; the failed batch is dealt with on its own before anything after it is sent.
+(Several batches in flight, chained by `Nats-Expected-Last-Sequence`, would overlap a
+batch's disk sync with the next one's sending; but that condition counts messages, not
+whose they are: a replay or a backfill publishing as many messages as a refused batch
+held would let the batches after it land first. One in flight measured no slower here.)
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ SERVER_MAX_BATCH_MSGS = 1000
 MAX_BATCH_ID_CHARS = 64
 
 # JetStream's error codes (`err_code`) for what a batch's commit reply can say.
-JS_WRONG_LAST_SEQUENCE = 10071  # `Nats-Expected-Last-Sequence` not met: not stored
 JS_ATOMIC_NOT_ENABLED = 10174  # the stream lacks `allow_atomic`
 JS_ATOMIC_INCOMPLETE = 10176  # a message of the batch went missing or was refused
 JS_ATOMIC_TOO_MANY = 10199  # more messages than the server's `max_msgs`
@@ -71,21 +72,11 @@ def halves(batch: range) -> list[range]:
     return [range(batch.start, middle), range(middle, batch.stop)]
 
 
-def expected_last_seqs(last_seq: int, counts: Sequence[int]) -> list[int]:
-    """The stream's last sequence each batch expects before it (`last_seq` for the first):
-    where the batches ahead of it leave the stream if every one of them is stored."""
-    expected: list[int] = []
-    for count in counts:
-        expected.append(last_seq)
-        last_seq += count
-    return expected
-
-
 class Verdict(enum.StrEnum):
     """What a batch's commit reply says."""
 
     COMMITTED = "committed"  # stored whole
-    OUT_OF_TURN = "out_of_turn"  # an earlier batch was not stored, so neither was this
+    NOT_SENT = "not_sent"  # not sent: a batch before it was not stored
     DUPLICATE = "duplicate"  # holds a message id the stream already has (10201)
     TOO_MANY = "too_many"  # over the server's message limit per batch (10199)
     INCOMPLETE = "incomplete"  # a message refused on its own (too large for the stream)
@@ -95,7 +86,6 @@ class Verdict(enum.StrEnum):
 
 
 _BY_CODE = {
-    JS_WRONG_LAST_SEQUENCE: Verdict.OUT_OF_TURN,
     JS_ATOMIC_DUPLICATE: Verdict.DUPLICATE,
     JS_ATOMIC_TOO_MANY: Verdict.TOO_MANY,
     JS_ATOMIC_INCOMPLETE: Verdict.INCOMPLETE,
@@ -157,7 +147,7 @@ def next_step(found: Verdict, count: int) -> Step:
     """
     if found is Verdict.COMMITTED:
         return Step.DONE
-    if found is Verdict.OUT_OF_TURN:
+    if found is Verdict.NOT_SENT:
         return Step.RESEND
     if found is Verdict.TOO_MANY:
         return Step.SPLIT if count > 1 else Step.SINGLY

@@ -10,14 +10,14 @@ In `gateway serve` (`[outbox] inline = true`) the relay is woken by every group 
 so events reach the stream right after they are recorded; `gateway relay` processes
 sweep every `relay_interval_s`, and straight away again while there is a backlog.
 
-A sweep's rows go out in atomic batches (`[outbox] publish_batch_max`, several in
-flight; `adapters.jetstream.atomic`) where the server (2.12+) and the stream
-(`allow_atomic`) take them, else one message at a time, pipelined (said once in the
-log). Batches keep the walk's `(outbox_xid, id)` order: each is stored whole or not at
-all, one after a batch that was not stored is refused too, and the failed batch is dealt
-with alone (sent again one message at a time when it holds an id the duplicate window
-has, split when too many) before anything after it is sent. A batch without an answer
-stops the sweep: nothing after it is sent, and those rows count no publish attempt.
+A sweep's rows go out in atomic batches (`[outbox] publish_batch_max`;
+`adapters.jetstream.atomic`) where the server (2.12+) and the stream (`allow_atomic`)
+take them, else one message at a time, pipelined (said once in the log). Batches keep
+the walk's `(outbox_xid, id)` order: each is stored whole or not at all, the next is
+sent only once the one before it is stored, and a failed batch is dealt with alone
+(sent again one message at a time when it holds an id the duplicate window has, split
+when too many) before anything after it is sent. A batch without an answer stops the
+sweep: nothing after it is sent, and those rows count no publish attempt.
 
 Nothing is lost: the cursor moves only after a PubAck (a relay that dies mid-batch
 leaves it where it was, and the next sweep publishes the batch again: JetStream's

@@ -5,25 +5,24 @@ message at a time, however pipelined, that capped the relay near 3,500 messages 
 second, while an atomic batch is stored (and synced) at once: 30,000 a second at 100 a
 batch, 94,000 at 1,000, on the same machine.
 
-A publish is cut into consecutive batches (`core.publish_batches.split`), and several are
-sent before the first is answered. Each carries `Nats-Batch-Id`, its
-`Nats-Batch-Sequence`, and on its last message `Nats-Batch-Commit` with the one reply
-subject of the batch (the others need no reply). From the second batch on, the first
-message also carries `Nats-Expected-Last-Sequence`: where the batches ahead of it leave
-the stream. So when one batch is not stored, the ones after it are refused as well
-(10071): nothing lands ahead of a batch that failed. The failed batch is then dealt with
-alone (`core.publish_batches.next_step`): sent again one message at a time through the
-pipelined publisher when it holds an id the duplicate window has (10201) or a message
-the stream refuses on its own, split when over the server's message limit; and the rest
-is chained again from there. A failure without a known cause (no answer in time) stops
-the publish: what follows is left for the relay's next sweep.
+A publish is cut into consecutive batches (`core.publish_batches.split`), sent one after
+another: each carries `Nats-Batch-Id`, its `Nats-Batch-Sequence`, and on its last
+message `Nats-Batch-Commit` with the one reply subject of the batch (the others need no
+reply), and the next is sent only once its commit reply says it was stored. So nothing
+lands ahead of a batch that failed, whoever else publishes to the stream meanwhile. The
+failed batch is then dealt with alone (`core.publish_batches.next_step`): sent again one
+message at a time through the pipelined publisher when it holds an id the duplicate
+window has (10201) or a message the stream refuses on its own, split when over the
+server's message limit; and the rest goes on from there. A failure without a known
+cause (no answer in time) stops the publish: what follows is left for the relay's next
+sweep.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from nats.aio.client import Client
 
@@ -42,7 +41,6 @@ from gateway.core.publish_batches import (
     BatchLimits,
     Step,
     Verdict,
-    expected_last_seqs,
     halves,
     next_step,
     split,
@@ -52,27 +50,12 @@ from gateway.core.publish_batches import (
 BATCH_ID = "Nats-Batch-Id"
 BATCH_SEQUENCE = "Nats-Batch-Sequence"
 BATCH_COMMIT = "Nats-Batch-Commit"
-EXPECTED_LAST_SEQUENCE = "Nats-Expected-Last-Sequence"
 
 #: What the batch headers add to a message at most: the longest id, a seven-digit
-#: sequence, the commit flag, a twenty-digit expected sequence.
+#: sequence, the commit flag.
 BATCH_HEADER_BYTES = message_bytes(
-    b"",
-    {
-        BATCH_ID: "x" * MAX_BATCH_ID_CHARS,
-        BATCH_SEQUENCE: "9" * 7,
-        BATCH_COMMIT: "1",
-        EXPECTED_LAST_SEQUENCE: "9" * 20,
-    },
+    b"", {BATCH_ID: "x" * MAX_BATCH_ID_CHARS, BATCH_SEQUENCE: "9" * 7, BATCH_COMMIT: "1"}
 ) - message_bytes(b"", {})
-
-#: Batches of one publish sent before the first is answered. The server holds at most
-#: 50 uncommitted batches per stream (1,000 per server); the sends overlap the disk sync
-#: of the batch before, which is all a few more in flight can buy.
-IN_FLIGHT = 4
-
-#: The stream's last sequence now (a JetStream API request).
-LastSeq = Callable[[], Awaitable[int]]
 
 
 class AtomicAnswers(Answers):
@@ -109,15 +92,11 @@ class AtomicPublisher:
         headers: Headers,
         replies: Replies,
         singly: PipelinedPublisher,
-        last_seq: LastSeq,
-        in_flight: int = IN_FLIGHT,
     ) -> None:
         self._nc = nc
         self._headers = headers
         self._replies = replies
         self._singly = singly
-        self._last_seq = last_seq
-        self._in_flight = in_flight
         self._frames = Frames(nc)
         # Unique across connections and processes: a nuid and a counter.
         self._id_prefix = nc.new_inbox().rpartition(".")[2]
@@ -150,47 +129,27 @@ class AtomicPublisher:
         await run.chain(batchable, limits)
         return run.answers
 
-    async def send_chain(self, run: _Run, batches: Sequence[Sequence[int]]) -> list[Verdict]:
-        """Send `batches` chained, up to `in_flight` unanswered at once; their verdicts, in
-        order. After the first batch not stored nothing more is sent or awaited: the rest
-        are `OUT_OF_TURN` (the chain refuses them, or would)."""
-        verdicts = [Verdict.OUT_OF_TURN] * len(batches)
-        expected: list[int | None] = [None]
-        if len(batches) > 1:
-            try:
-                last_seq = await self._last_seq()
-            except NATS_ERRORS:  # unchained, then: the first goes alone, and so on
-                return [Verdict.OUT_OF_TURN] * len(batches)
-            # The first batch needs no condition: nothing of this chain is ahead of it.
-            expected += expected_last_seqs(last_seq, [len(b) for b in batches])[1:]
+    async def send_in_turn(self, run: _Run, batches: Sequence[Sequence[int]]) -> list[Verdict]:
+        """Send `batches` one after another, each once the one before it is stored; their
+        verdicts, in order. After the first batch not stored nothing more is sent: the
+        rest are `NOT_SENT`."""
+        verdicts = [Verdict.NOT_SENT] * len(batches)
         commits = _Commits(len(batches))
         waiter = self._replies.register(commits.on_reply)
-        loop = asyncio.get_running_loop()
-        deadlines: list[float] = []
-        awaited = 0  # batches whose verdict is in (all committed so far)
         try:
             for k, batch in enumerate(batches):
-                if k - awaited >= self._in_flight:
-                    verdicts[awaited] = await self._verdict(commits, awaited, batches, deadlines)
-                    if verdicts[awaited] is not Verdict.COMMITTED:
-                        return verdicts
-                    awaited += 1
-                reply = self._replies.subject(waiter, k)
-                if not await self._send(run, batch, expected[k], reply):
-                    verdicts[k] = Verdict.NO_ANSWER  # unless one before it failed first
-                    break
-                deadlines.append(loop.time() + run.timeout_s)
-            for k in range(awaited, len(deadlines)):  # the ones sent and not yet answered
-                verdicts[k] = await self._verdict(commits, k, batches, deadlines)
+                deadline_s = asyncio.get_running_loop().time() + run.timeout_s
+                if not await self._send(run, batch, self._replies.subject(waiter, k)):
+                    verdicts[k] = Verdict.NO_ANSWER
+                    return verdicts
+                verdicts[k] = await self._verdict(commits, k, len(batch), deadline_s)
                 if verdicts[k] is not Verdict.COMMITTED:
                     return verdicts
             return verdicts
         finally:
             self._replies.release(waiter)
 
-    async def _send(
-        self, run: _Run, batch: Sequence[int], expected: int | None, reply: str
-    ) -> bool:
+    async def _send(self, run: _Run, batch: Sequence[int], reply: str) -> bool:
         """Send one batch (the commit reply goes to `reply`); False if the connection
         failed part way (the server abandons an incomplete batch)."""
         batch_id = f"{self._id_prefix}-{next(self._batch_ids)}"
@@ -201,8 +160,6 @@ class AtomicPublisher:
             if message is None:  # kept out of batches by `publish`
                 raise ValueError(f"row {index} cannot go in a batch")
             extra = {BATCH_ID: batch_id, BATCH_SEQUENCE: str(seq)}
-            if seq == 1 and expected is not None:
-                extra[EXPECTED_LAST_SEQUENCE] = str(expected)
             if seq == last:
                 extra[BATCH_COMMIT] = "1"
             messages.append((message, extra, reply if seq == last else ""))
@@ -213,10 +170,8 @@ class AtomicPublisher:
         return True
 
     @staticmethod
-    async def _verdict(
-        commits: _Commits, k: int, batches: Sequence[Sequence[int]], deadlines: list[float]
-    ) -> Verdict:
-        remaining_s = deadlines[k] - asyncio.get_running_loop().time()
+    async def _verdict(commits: _Commits, k: int, sent_count: int, deadline_s: float) -> Verdict:
+        remaining_s = deadline_s - asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(max(0.0, remaining_s)):
                 await commits.arrived[k].wait()
@@ -229,7 +184,7 @@ class AtomicPublisher:
             acked=reply.acked,
             err_code=reply.err_code,
             batch_count=reply.batch_count,
-            sent_count=len(batches[k]),
+            sent_count=sent_count,
         )
 
     async def singly(self, events: Sequence[StoredEvent], timeout_s: float) -> Answers:
@@ -255,14 +210,14 @@ class _Run:
         self.encoded = [_encoded(s, h) for s, h in zip(events, headers, strict=True)]
 
     async def chain(self, indexes: Sequence[int], limits: BatchLimits) -> bool:
-        """Publish the rows at `indexes` (in order) as chained batches; False when the
-        publish stopped before their end."""
+        """Publish the rows at `indexes` (in order) as consecutive batches; False when
+        the publish stopped before their end."""
         sizes = [self.sizes[i] for i in indexes]
         pending = [[indexes[i] for i in part] for part in split(sizes, limits)]
         while pending:
             if self.answers.not_enabled:  # no batches here: the rest one at a time
                 return await self.singly([i for batch in pending for i in batch])
-            verdicts = await self.publisher.send_chain(self, pending)
+            verdicts = await self.publisher.send_in_turn(self, pending)
             for k, found in enumerate(verdicts):
                 if found is not Verdict.COMMITTED:
                     if not await self.settle(pending[k], found):
@@ -276,7 +231,7 @@ class _Run:
 
     async def settle(self, batch: Sequence[int], found: Verdict, resent: bool = False) -> bool:
         """Deal with a batch the stream did not store, alone; False to stop the publish."""
-        if found is not Verdict.OUT_OF_TURN:  # refused for itself, not for the chain
+        if found is not Verdict.NOT_SENT:  # refused for itself, not left unsent
             self.answers.tried.update(batch)
         if found is Verdict.NOT_ENABLED:
             self.answers.not_enabled = True
@@ -287,18 +242,18 @@ class _Run:
             self.acked(batch)
             return True
         if step is Step.RESEND and not resent:
-            (again,) = await self.publisher.send_chain(self, [batch])
+            (again,) = await self.publisher.send_in_turn(self, [batch])
             return await self.settle(batch, again, resent=True)
         if step is Step.SINGLY:
             return await self.singly(batch)
         if step is Step.SPLIT:
             for half in halves(range(len(batch))):
                 part = [batch[i] for i in half]
-                (again,) = await self.publisher.send_chain(self, [part])
+                (again,) = await self.publisher.send_in_turn(self, [part])
                 if not await self.settle(part, again, resent=True):
                     return False
             return True
-        return False  # STOP (no answer), or out of turn twice
+        return False  # STOP: no answer
 
     async def singly(self, indexes: Sequence[int]) -> bool:
         """Publish the rows at `indexes` one message at a time (pipelined)."""

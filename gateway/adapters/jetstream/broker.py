@@ -284,13 +284,6 @@ class JetStreamBroker:
             return
         self._atomic_found(True, bool(info.config.allow_atomic))
 
-    async def _last_seq(self) -> int:
-        """The stream's last sequence now (the start of an atomic publish's chain)."""
-        if self._js is None:
-            raise BrokerUnavailable("not connected to NATS")
-        info = await self._js.stream_info(self._settings.stream)
-        return int(info.state.last_seq)
-
     async def _on_reconnected(self) -> None:
         log.info("nats reconnected")
         # The server may have come back empty (a new node, a lost store): re-create the
@@ -325,9 +318,7 @@ class JetStreamBroker:
         if self._publisher is None:  # one per client: cleared when a new client is built
             replies = Replies(nc)  # one reply subscription for both publishers
             self._publisher = PipelinedPublisher(nc, message_headers, replies)
-            self._atomic_publisher = AtomicPublisher(
-                nc, message_headers, replies, self._publisher, self._last_seq
-            )
+            self._atomic_publisher = AtomicPublisher(nc, message_headers, replies, self._publisher)
         wanted = batches is not None and batches.max_count > 1
         stale = time.monotonic() - self._atomic_checked_at >= ATOMIC_RECHECK_S
         if wanted and not self._atomic and stale:

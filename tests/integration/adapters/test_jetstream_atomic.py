@@ -170,39 +170,40 @@ async def test_a_server_older_than_2_12_gets_one_message_at_a_time_said_once(
     ]
 
 
-async def test_a_batch_refused_out_of_turn_is_sent_again_alone_and_order_holds(
+async def test_order_holds_while_others_publish_between_batches_and_one_is_refused(
     nats_url: str, broker_for: list[JetStreamBroker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The chain starts from a stale last sequence (another publisher got in between):
-    the second batch is refused (10071) and not stored, then sent again alone, and the
-    rest chained from there; every row once, in order. A last sequence that cannot be
-    read at all sends each batch alone."""
+    """Another publisher (a replay, a backfill) stores as many messages as a batch holds
+    before each batch, and the second batch holds an id the stream already has (10201):
+    that batch goes again one message at a time before the third is sent, so the rows
+    reach the stream in order, each once."""
     broker = await started(NatsSettings(url=nats_url), broker_for)
     await broker.publish(rows(1, "warm"), 5.0, LIMITS)  # builds the publishers
-    publisher = broker._atomic_publisher
-    assert publisher is not None
-    real = broker._last_seq
-    calls: list[int] = []
+    batch = rows(16, "s")
+    await broker.publish([batch[5]], 5.0, LIMITS)  # s05 ahead of the relay
+    other = await nats.connect(nats_url)
+    js = other.jetstream()
+    real_send = wire.Frames.send
+    foreign = iter(range(100))
 
-    async def stale_once() -> int:
-        calls.append(1)
-        return await real() + (5 if len(calls) == 1 else 0)
+    async def others_first(self: wire.Frames, messages: list[object]) -> None:
+        for _ in range(4):
+            await js.publish("events.other.thing.done", b"{}", headers={
+                "Gateway-Event-Id": f"x{next(foreign):02}"})  # fmt: skip
+        await real_send(self, messages)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(publisher, "_last_seq", stale_once)
-    result = await broker.publish(rows(16, "s"), 5.0, LIMITS)
+    monkeypatch.setattr(wire.Frames, "send", others_first)
+    try:
+        result = await broker.publish(batch, 5.0, LIMITS)
+    finally:
+        await other.close()
     assert result.acked == list(range(1, 17))
-    assert len(calls) == 2  # the chain started again after the batch sent alone
-
-    async def unreadable() -> int:
-        raise TimeoutError
-
-    monkeypatch.setattr(publisher, "_last_seq", unreadable)
-    result = await broker.publish(rows(12, "u"), 5.0, LIMITS)
-    assert result.acked == list(range(1, 13))
-    messages = await stream_messages(nats_url)
-    expected = ["warm00"] + [f"s{i:02}" for i in range(16)] + [f"u{i:02}" for i in range(12)]
-    assert [h["Gateway-Event-Id"] for _, h, _ in messages] == expected
-    assert all("Nats-Expected-Last-Sequence" not in h for _, h, _ in messages[17:])
+    ours = [
+        h["Gateway-Event-Id"]
+        for _, h, _ in await stream_messages(nats_url)
+        if not h["Gateway-Event-Id"].startswith("x")
+    ]
+    assert ours == ["warm00", "s05"] + [f"s{i:02}" for i in range(16) if i != 5]
 
 
 async def test_a_batch_without_an_answer_stops_the_publish_and_nothing_after_it_is_sent(

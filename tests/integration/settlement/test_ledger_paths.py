@@ -137,3 +137,21 @@ async def test_a_transfer_naming_a_missing_account_is_refused_by_the_table(
         await pool.execute(insert, transfer_id, clearing.id, merchant.id)
         with pytest.raises(asyncpg.ForeignKeyViolationError):
             await pool.execute("DELETE FROM ledger_accounts WHERE id = $1", merchant.id)
+        # What else the foreign keys refused: an account's new id, a transfer's new
+        # accounts, and emptying the accounts under their transfers.
+        other = random.randrange(1, 2**127)
+        refused: list[tuple[str, tuple[int, ...]]] = [
+            ("UPDATE ledger_accounts SET id = $2 WHERE id = $1", (merchant.id, other)),
+            (
+                "UPDATE ledger_transfers SET credit_account_id = $2 WHERE id = $1",
+                (transfer_id, other),
+            ),
+            ("TRUNCATE ledger_accounts", ()),
+        ]
+        for statement, args in refused:
+            with pytest.raises(asyncpg.ForeignKeyViolationError):
+                await pool.execute(statement, *args)
+        await pool.execute(  # the posted totals change, as the ledger changes them
+            "UPDATE ledger_accounts SET credits_posted = credits_posted WHERE id = $1",
+            merchant.id,
+        )

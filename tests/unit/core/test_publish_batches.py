@@ -9,7 +9,6 @@ from gateway.core.publish_batches import (
     BatchLimits,
     Step,
     Verdict,
-    expected_last_seqs,
     halves,
     next_step,
     split,
@@ -65,20 +64,6 @@ def test_halves_split_a_batch_in_two_in_order(batch: range, expected: list[range
 
 
 @pytest.mark.parametrize(
-    ("last_seq", "counts", "expected"),
-    [
-        (0, [3], [0]),
-        (41, [3, 2, 5], [41, 44, 46]),
-        (7, [], []),
-    ],
-)
-def test_each_batch_expects_the_stream_where_the_batches_ahead_leave_it(
-    last_seq: int, counts: list[int], expected: list[int]
-) -> None:
-    assert expected_last_seqs(last_seq, counts) == expected
-
-
-@pytest.mark.parametrize(
     ("reply", "expected"),
     [
         # A PubAck of the whole batch.
@@ -88,7 +73,6 @@ def test_each_batch_expects_the_stream_where_the_batches_ahead_leave_it(
         ({"acked": True, "batch_count": 2}, Verdict.FAILED),
         ({"acked": True, "batch_count": None}, Verdict.NOT_ENABLED),
         # The server's error codes.
-        ({"err_code": 10071}, Verdict.OUT_OF_TURN),
         ({"err_code": 10201}, Verdict.DUPLICATE),
         ({"err_code": 10199}, Verdict.TOO_MANY),
         ({"err_code": 10176}, Verdict.INCOMPLETE),
@@ -114,7 +98,7 @@ def test_verdict_reads_the_commit_reply_by_error_code(
     [
         (Verdict.COMMITTED, 5, Step.DONE),
         # Refused only because a batch ahead of it was not stored: send it again.
-        (Verdict.OUT_OF_TURN, 5, Step.RESEND),
+        (Verdict.NOT_SENT, 5, Step.RESEND),
         # Ids the duplicate window has: one at a time, so it drops the repeats.
         (Verdict.DUPLICATE, 5, Step.SINGLY),
         (Verdict.DUPLICATE, 1, Step.SINGLY),
