@@ -6,10 +6,10 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeGuard
+from typing import Any
 
 import orjson
 
@@ -23,7 +23,6 @@ from gateway.core.content import (
     storable_headers,
 )
 from gateway.core.event_ids import (
-    MAX_EVENT_ID_CHARS,
     as_text,
     check_event_id,
     read_event_id,
@@ -316,80 +315,6 @@ def webhook_event(
         body_sha256,
         source,
     )
-
-
-#: A verified webhook shaped into its event: (headers, body, received_at, body_sha256).
-WebhookShaper = Callable[[Mapping[str, str], bytes, datetime, "bytes | None"], Event]
-
-
-def _plain(text: object, max_chars: int) -> TypeGuard[str]:
-    """`text` is a string that `as_text` keeps as it is and that the id and type rules
-    accept: not empty, at most `max_chars`, printable (so no NUL and no tab), no blank
-    at either end."""
-    return (
-        type(text) is str
-        and 0 < len(text) <= max_chars
-        and text.isprintable()
-        and text[0] != " "
-        and text[-1] != " "
-    )
-
-
-def webhook_shaper(
-    provider: str,
-    id_ref: FieldRef,
-    type_ref: FieldRef,
-    *,
-    header_policy: HeaderPolicy = DEFAULT_HEADERS,
-    event_types: tuple[str, ...] | None = None,
-    source: str = Source.LIVE,
-) -> WebhookShaper:
-    """`webhook_event` for one provider, prepared once: what the gateway calls per request.
-
-    The usual delivery (a JSON object whose id and type are plain strings, a type the
-    allow-list takes, headers without NUL) is shaped in one pass over the parsed body.
-    Anything else is handed to `webhook_event`, which finds the problem: both give the
-    same event for every input (`tests/unit/core/test_model_content.py` holds them equal
-    on the hostile corpus), and the rules stay written once, there.
-    """
-    id_in_body, id_name = id_ref.source == "json", id_ref.name
-    type_in_body, type_name = type_ref.source == "json", type_ref.name
-    loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
-
-    def shape(
-        headers: Mapping[str, str], body: bytes, received_at: datetime, body_sha256: bytes | None
-    ) -> Event:
-        try:
-            doc = loads(body)
-        except JSONDecodeError:
-            doc = None
-        if type(doc) is dict:
-            event_id = doc.get(id_name) if id_in_body else headers.get(id_name)
-            event_type = doc.get(type_name) if type_in_body else headers.get(type_name)
-            if (
-                _plain(event_id, MAX_EVENT_ID_CHARS)
-                and _plain(event_type, MAX_EVENT_TYPE_CHARS)
-                and (event_types is None or type_allowed(event_type, event_types))
-            ):
-                kept_headers, had_nul = storable_headers(headers, header_policy)
-                if not had_nul:
-                    subject = webhook_subject(provider, event_type)
-                    return new_event(provider, event_id, event_type, subject, kept_headers,
-                                     body, received_at, None, body_sha256, source)  # fmt: skip
-        return webhook_event(
-            provider,
-            id_ref,
-            type_ref,
-            headers,
-            body,
-            received_at,
-            header_policy=header_policy,
-            event_types=event_types,
-            body_sha256=body_sha256,
-            source=source,
-        )
-
-    return shape
 
 
 def _not_allowed(event_type: str, patterns: tuple[str, ...]) -> Failure | None:

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from gateway.core import model
+from gateway.core import webhook_shaper as fast_shape
 from gateway.core.classify import sqlstate_is_bad_content
 from gateway.core.model import Event, Failure, Outcome, service_event
 from gateway.core.signatures import get_scheme, require_headers
@@ -115,7 +115,7 @@ def webhook_shaper(provider: ProviderSettings) -> Shaper:
     scheme = get_scheme(provider.scheme)
     params = provider.params
     verify = scheme.verifier(params)
-    shape_event = model.webhook_shaper(
+    shape_event = fast_shape.webhook_shaper(
         provider.name,
         scheme.id_ref(params),
         scheme.type_ref(params),

@@ -136,7 +136,8 @@ class OutboxSettings:
     #: in memory: lower it where events are large.
     batch_size: int = 1000
     #: Messages in one atomic batch (nats-server 2.12+, stream `allow_atomic`): stored
-    #: and synced to disk at once, in order, all or none; a sweep has several in flight.
+    #: and synced to disk at once, in order, all or none; each sent once the one before
+    #: it is stored.
     #: At most the server's `jetstream.limits.batch.max_msgs` (1000 by default; a larger
     #: batch is refused, then split). `1`: no atomic batches, every message on its own.
     publish_batch_max: int = 500

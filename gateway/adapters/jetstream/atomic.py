@@ -60,8 +60,8 @@ BATCH_HEADER_BYTES = message_bytes(
 
 class AtomicAnswers(Answers):
     """`Answers`; which positions were tried for themselves (`tried`: not those after
-    the batch that stopped a publish, which were not sent or refused only for the
-    chain); and whether the server said it takes no atomic batches here."""
+    the batch that stopped a publish, which were not sent); and whether the server said
+    it takes no atomic batches here."""
 
     def __init__(self, size: int) -> None:
         super().__init__(size)
@@ -71,7 +71,7 @@ class AtomicAnswers(Answers):
 
 
 class _Commits:
-    """The commit replies of the batches of one chain, by batch number."""
+    """The commit replies of the batches of one `send_in_turn`, by batch number."""
 
     def __init__(self, count: int) -> None:
         self.replies: list[bytes | None] = [None] * count
@@ -121,12 +121,12 @@ class AtomicPublisher:
             elif size + BATCH_HEADER_BYTES > max_payload or run.encoded[index] is None:
                 # Fits alone but not with the batch headers, or a subject or header the
                 # client refuses (it fails there, alone): published on its own, in turn.
-                if not await run.chain(batchable, limits) or not await run.singly([index]):
+                if not await run.in_batches(batchable, limits) or not await run.singly([index]):
                     return run.answers
                 batchable = []
             else:
                 batchable.append(index)
-        await run.chain(batchable, limits)
+        await run.in_batches(batchable, limits)
         return run.answers
 
     async def send_in_turn(self, run: _Run, batches: Sequence[Sequence[int]]) -> list[Verdict]:
@@ -209,7 +209,7 @@ class _Run:
         self.sizes = [message_bytes(s.event.body, h) for s, h in zip(events, headers, strict=True)]
         self.encoded = [_encoded(s, h) for s, h in zip(events, headers, strict=True)]
 
-    async def chain(self, indexes: Sequence[int], limits: BatchLimits) -> bool:
+    async def in_batches(self, indexes: Sequence[int], limits: BatchLimits) -> bool:
         """Publish the rows at `indexes` (in order) as consecutive batches; False when
         the publish stopped before their end."""
         sizes = [self.sizes[i] for i in indexes]

@@ -1,5 +1,5 @@
 """The request path's shortcuts give what the canonical rules give: the prepared shaper
-(`model.webhook_shaper`) against `model.webhook_event`, `model.new_event` against
+(`webhook_shaper.webhook_shaper`) against `model.webhook_event`, `model.new_event` against
 `Event(...)`, and a prepared `HmacKey` against the standard library's HMAC."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.core.content import header_policy
-from gateway.core.model import Event, Failure, new_event, webhook_event, webhook_shaper
+from gateway.core.model import Event, Failure, new_event, webhook_event
 from gateway.core.signatures.base import FieldRef, HmacKey
+from gateway.core.webhook_shaper import webhook_shaper
 from gateway.errors import ErrorClass
 from tests.unit.core.test_model_content import WEBHOOK_CASES
 
