@@ -90,6 +90,11 @@ class Event:
     # then the publish's); None while tracing is off; flags 00 (no span anywhere) when
     # its trace is not sampled. Never a provider's own header.
     traceparent: str | None = None
+    # Its ordering key (`core.order_keys`), and its number among the key's events, taken
+    # when the row was recorded; both None for an unordered event. An event being shaped
+    # has a key and no number yet.
+    order_key: str | None = None
+    key_seq: int | None = None
 
     @property
     def msg_id(self) -> str:
@@ -115,10 +120,11 @@ def new_event(
     body_sha256: bytes | None = None,
     source: str = Source.LIVE,
     traceparent: str | None = None,
+    order_key: str | None = None,
 ) -> Event:
     """`Event(...)` in one step: the same frozen value, built for the request path.
 
-    A frozen dataclass's `__init__` sets each of its eleven fields through
+    A frozen dataclass's `__init__` sets each of its thirteen fields through
     `object.__setattr__`: about 1.7 µs a request, against 0.5 µs for filling the
     instance's dict at once. `tests/unit/core/test_model_content.py` holds the two equal
     field for field.
@@ -136,6 +142,8 @@ def new_event(
         body_sha256=body_sha256,
         source=source,
         traceparent=traceparent,
+        order_key=order_key,
+        key_seq=None,
     )
     return event
 

@@ -45,6 +45,8 @@ from gateway.errors.commands import (
     DlqUsageError,
     EventRowNotFound,
     EventsUsageError,
+    OrderingUsageError,
+    OrderKeyNotFound,
     RowNotFound,
     UsageError,
 )
@@ -87,6 +89,7 @@ from gateway.errors.request import (
     UnknownProvider,
 )
 from gateway.errors.settlement import (
+    BlockedByPredecessor,
     FieldError,
     FieldTypeInvalid,
     InsufficientFunds,
@@ -98,6 +101,7 @@ from gateway.errors.settlement import (
     LedgerRejected,
     LedgerUnavailable,
     MissingField,
+    OrderPredecessorMissing,
     PaymentNotSettled,
     ProviderAmountInvalid,
     RateServiceUnavailable,
@@ -119,6 +123,7 @@ __all__ = [
     "AlertNotDelivered",
     "BackfillUsageError",
     "BadRequest",
+    "BlockedByPredecessor",
     "BodyTooLarge",
     "BrokerUnavailable",
     "ClientGone",
@@ -148,6 +153,9 @@ __all__ = [
     "LedgerUnavailable",
     "MigrationsMissing",
     "MissingField",
+    "OrderKeyNotFound",
+    "OrderPredecessorMissing",
+    "OrderingUsageError",
     "OutboxCursorAhead",
     "Overloaded",
     "PayloadInvalid",

@@ -149,6 +149,10 @@ class ErrorClass(enum.StrEnum):
     BACKFILL_ITEM_TIME_INVALID = _permanent("Backfill: an entry's time is missing or unreadable.")
     BACKFILL_ITEM_UNENCODABLE = _permanent("Backfill: an entry cannot be serialised as sent.")
     BACKFILL_ITEM_TOO_LARGE = _permanent("Backfill: an entry's body exceeds `http.max_body_bytes`.")
+    ORDER_PREDECESSOR_MISSING = _permanent(
+        "An earlier event of its key never came within `ordering.gap_timeout_s`; the key is held."
+    )
+    BLOCKED_BY_PREDECESSOR = _permanent("An earlier event of its key is parked; the key is held.")
 
     # --- transient: retried on the dependency's schedule --------------------------------
     TRANSIENT = _transient("A dependency had no answer yet (no rate for a pair, say).")
@@ -190,6 +194,8 @@ class ErrorClass(enum.StrEnum):
     ROW_NOT_FOUND = _operator("The root of the missing-row errors (never raised by itself).")
     DLQ_ROW_NOT_FOUND = _operator("An id the operator named has no dead-letter row.")
     EVENT_ROW_NOT_FOUND = _operator("An id the operator named has no `processed_webhooks` row.")
+    ORDERING_USAGE = _operator("`gateway ordering` flags or values cannot be used.")
+    ORDER_KEY_NOT_FOUND = _operator("The key the operator named has no ordering state.")
     NO_HANDLER = _operator("Replay has no handler for the row's stage; the row is left unchanged.")
 
     # --- client: reported to whoever called ----------------------------------------------

@@ -20,6 +20,12 @@ class DlqUsageError(UsageError):
     error_class = ErrorClass.DLQ_USAGE
 
 
+class OrderingUsageError(UsageError):
+    """`gateway ordering` flags or values that cannot be used; the message says why."""
+
+    error_class = ErrorClass.ORDERING_USAGE
+
+
 class EventsUsageError(UsageError):
     """`gateway events` flags that cannot be used; the message says which and why."""
 
@@ -47,6 +53,12 @@ class DlqRowNotFound(RowNotFound):
         listed = ", ".join(str(i) for i in ids)
         super().__init__(f"no dead-letter row with id {listed}")
         self.ids = tuple(ids)
+
+
+class OrderKeyNotFound(RowNotFound):
+    """The (provider, key) the operator named has no ordering state."""
+
+    error_class = ErrorClass.ORDER_KEY_NOT_FOUND
 
 
 class EventRowNotFound(RowNotFound):

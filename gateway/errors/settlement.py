@@ -131,3 +131,16 @@ class PaymentNotSettled(TransientError):
     """A refund arrived before its payment settled; the payment may still arrive."""
 
     error_class = ErrorClass.PAYMENT_NOT_SETTLED
+
+
+class OrderPredecessorMissing(PermanentError):
+    """An earlier event of the same key did not arrive within `ordering.gap_timeout_s`:
+    the event is parked and holds its key."""
+
+    error_class = ErrorClass.ORDER_PREDECESSOR_MISSING
+
+
+class BlockedByPredecessor(PermanentError):
+    """An earlier event of the same key is parked: the event is parked behind it."""
+
+    error_class = ErrorClass.BLOCKED_BY_PREDECESSOR

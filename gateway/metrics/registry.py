@@ -104,6 +104,40 @@ class Metrics:
             _GAUGE_MODE,
         )
 
+        self.order_held_keys = Gauge(
+            "gateway_order_held_keys",
+            "Ordering keys held by a parked event (their later events are parked behind it).",
+            (),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.order_oldest_hold_seconds = Gauge(
+            "gateway_order_oldest_hold_seconds",
+            "Age of the oldest hold on an ordering key (0: none held).",
+            (),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.order_gap_waits_total = Counter(
+            "gateway_order_gap_waits_total",
+            "Deliveries put back because an earlier event of their key was not applied yet.",
+            ("provider",),
+            reg,
+        )
+        self.order_blocked_parked_total = Counter(
+            "gateway_order_blocked_parked_total",
+            "Events parked as BLOCKED_BY_PREDECESSOR: their key was held.",
+            (),
+            reg,
+        )
+        self.order_deferred_total = Counter(
+            "gateway_order_deferred_total",
+            "Events deferred out of their key's order: they needed an earlier event of the "
+            "key that had not settled (a refund before its capture).",
+            (),
+            reg,
+        )
+
         self.retention_removed_total = Counter(
             "gateway_retention_removed_total",
             "Rows retention emptied (what=payload) or deleted (what=key), by table.",

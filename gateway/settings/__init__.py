@@ -2,11 +2,13 @@
 
 - `config`: the whole `Settings`, `parse` (a TOML document) and `load` (a file);
 - `sections`: one typed section per config table (`[http]`, `[ingest]`, ...);
+- `ordering`: `[ordering]`, per-key order;
 - `senders`: the `[providers.*]` and `[services.*]` tables;
 - `values`: reading one value, URL or section with an error that names its key.
 """
 
 from gateway.settings.config import CONFIG_ENV, Settings, load, parse
+from gateway.settings.ordering import OnPoison, OrderingSettings
 from gateway.settings.sections import (
     RETRY_HORIZON_S,
     CurrencySettings,
@@ -30,6 +32,8 @@ __all__ = [
     "IngestSettings",
     "LedgerSettings",
     "NatsSettings",
+    "OnPoison",
+    "OrderingSettings",
     "OutboxSettings",
     "ProviderSettings",
     "RetentionSettings",

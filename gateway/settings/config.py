@@ -16,6 +16,7 @@ from typing import Any
 
 from gateway.core.alerting import AlertSettings
 from gateway.errors import ConfigError
+from gateway.settings.ordering import OnPoison, OrderingSettings
 from gateway.settings.sections import (
     HEADER_BUDGET_BYTES,
     MAX_HEADER_BYTES_RANGE,
@@ -75,6 +76,7 @@ SECTIONS = (
     "alerts",
     "retention",
     "tracing",
+    "ordering",
 )
 
 
@@ -108,6 +110,7 @@ class Settings:
     alerts: AlertSettings = field(default_factory=AlertSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)
+    ordering: OrderingSettings = field(default_factory=OrderingSettings)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -160,6 +163,19 @@ def _retention(data: Mapping[str, Any]) -> RetentionSettings:
             f"({payloads_s:.0f}), got {keys_s:g}",
         )
     return retention
+
+
+def _ordering(data: Mapping[str, Any]) -> OrderingSettings:
+    ordering: OrderingSettings = _read(OrderingSettings, data, "ordering")
+    if not ordering.gap_timeout_s > 0:
+        raise ConfigError(
+            "ordering.gap_timeout_s", f"must be > 0 seconds, got {ordering.gap_timeout_s:g}"
+        )
+    if ordering.on_poison not in set(OnPoison):
+        raise ConfigError(
+            "ordering.on_poison", f"must be 'hold' or 'skip', got {ordering.on_poison!r}"
+        )
+    return ordering
 
 
 def _tracing(data: Mapping[str, Any], env: Mapping[str, str]) -> TracingSettings:
@@ -254,6 +270,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         alerts=_alerts(data),
         retention=_retention(data),
         tracing=_tracing(data, env),
+        ordering=_ordering(data),
     )
 
 

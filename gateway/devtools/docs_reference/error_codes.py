@@ -92,6 +92,11 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         E.BACKFILL_ITEM_TIME_INVALID: _LISTING,
         E.BACKFILL_ITEM_UNENCODABLE: _LISTING,
         E.BACKFILL_ITEM_TOO_LARGE: _LISTING,
+        E.ORDER_PREDECESSOR_MISSING: "Find the missing event (`gateway ordering keys --held`"
+        " names the key); backfill or replay it, then `gateway dlq replay` the key's rows; "
+        "or `gateway ordering release` to move past it.",
+        E.BLOCKED_BY_PREDECESSOR: "Fix the event holding the key, then `gateway dlq replay`:"
+        " the key's rows run in order. Or `gateway ordering release`, then replay.",
         E.TRANSIENT: _RETRIED,
         E.DATABASE_UNAVAILABLE: "Check PostgreSQL (`/readyz`). " + _RETRIED,
         E.OVERLOADED: "Senders retry after `Retry-After`; if it lasts, add writers or "
@@ -127,6 +132,8 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         E.BACKFILL_USAGE: _FIX_FLAGS,
         E.ROW_NOT_FOUND: _ROOT,
         E.DLQ_ROW_NOT_FOUND: "Check the id with `gateway dlq list`.",
+        E.ORDERING_USAGE: _FIX_FLAGS,
+        E.ORDER_KEY_NOT_FOUND: "Check the provider and key with `gateway ordering keys`.",
         E.EVENT_ROW_NOT_FOUND: "Check the id with `gateway events list`.",
         E.NO_HANDLER: "Rows of that stage cannot be replayed: resolve them by hand.",
         E.PUBLISH_REJECTED: "Fix the event or the token; the status and detail say which.",
