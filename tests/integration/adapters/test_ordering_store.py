@@ -1,0 +1,133 @@
+"""The ordering store on a real PostgreSQL: the compare-and-set moves a key once, in
+order, with its log rows; holds, deferrals and an operator's release."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from gateway.adapters.postgres import ordering
+from gateway.adapters.postgres.ordering import Advance
+
+
+def step(seq: int, key: str = "pi_1", outcome: str = "applied") -> Advance:
+    return Advance("stripe", key, seq, outcome, f"evt_{key}_{seq}")
+
+
+async def log_of(conn: asyncpg.Connection, key: str = "pi_1") -> list[tuple[int, str]]:
+    rows = await conn.fetch(
+        "SELECT key_seq, outcome FROM order_log WHERE order_key = $1 ORDER BY id", key
+    )
+    return [(int(r["key_seq"]), r["outcome"]) for r in rows]
+
+
+async def test_a_run_of_one_key_moves_in_one_call_and_a_gap_stops_it(database_url: str) -> None:
+    """1, 2 and 3 move together from 0; 5 after a gap and a repeat of 2 move nothing."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        moved = await ordering.advance(conn, [step(2), step(1), step(3), step(5), step(2)])
+        assert moved == {("stripe", "pi_1", 1), ("stripe", "pi_1", 2), ("stripe", "pi_1", 3)}
+        state = await ordering.states(conn, [("stripe", "pi_1"), ("stripe", "pi_2")])
+        assert state[("stripe", "pi_1")].applied_seq == 3
+        assert state[("stripe", "pi_2")] == ordering.UNSEEN
+        assert await ordering.advance(conn, [step(3), step(5)]) == set()
+        assert await ordering.advance(conn, [step(4), step(5, outcome="deferred")]) == {
+            ("stripe", "pi_1", 4),
+            ("stripe", "pi_1", 5),
+        }
+        assert await log_of(conn) == [
+            (1, "applied"), (2, "applied"), (3, "applied"), (4, "applied"), (5, "deferred")
+        ]  # fmt: skip
+    finally:
+        await conn.close()
+
+
+async def test_two_transactions_moving_one_key_move_it_once(database_url: str) -> None:
+    """Both copies of seq 1 (and of 2 on an existing row) try at once: one moves it."""
+    a, b = await asyncpg.connect(database_url), await asyncpg.connect(database_url)
+    try:
+        for seq in (1, 2):
+            ta, tb = a.transaction(), b.transaction()
+            await ta.start()
+            await tb.start()
+            first = await ordering.advance(a, [step(seq)])
+            second = asyncio.create_task(ordering.advance(b, [step(seq)]))
+            await asyncio.sleep(0.2)  # b waits on a's row or insert
+            assert not second.done()
+            await ta.commit()
+            assert first == {("stripe", "pi_1", seq)}
+            assert await second == set()
+            await tb.commit()
+        assert await log_of(a) == [(1, "applied"), (2, "applied")]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_hold_is_released_when_the_key_moves_to_it(database_url: str) -> None:
+    """Held at 2; moving to 1 keeps it, moving to 2 releases it; a key past a seq is
+    not held by it, and a lower parked seq takes the hold over."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        key = ("stripe", "pi_1")
+        await ordering.advance(conn, [step(1)])
+        await ordering.hold(conn, "stripe", "pi_1", 1, None, "UNKNOWN_MERCHANT")
+        assert not (await ordering.states(conn, [key]))[key].held  # already past 1
+        await ordering.hold(conn, "stripe", "pi_1", 4, 7, "ORDER_PREDECESSOR_MISSING")
+        await ordering.hold(conn, "stripe", "pi_1", 3, 9, "UNKNOWN_MERCHANT")
+        await ordering.hold(conn, "stripe", "pi_1", 5, 11, "UNKNOWN_MERCHANT")
+        state = (await ordering.states(conn, [key]))[key]
+        assert (state.held_seq, state.held_dlq_id, state.hold_reason) == (
+            3, 9, "UNKNOWN_MERCHANT"
+        )  # fmt: skip
+        await ordering.advance(conn, [step(2)])
+        assert (await ordering.states(conn, [key]))[key].held_seq == 3
+        await ordering.advance(conn, [step(3)])
+        state = (await ordering.states(conn, [key]))[key]
+        assert (state.applied_seq, state.held, state.held_at) == (3, False, None)
+        # A key first seen by its hold: held at 0.
+        await ordering.hold(conn, "stripe", "pi_2", 1, 12, "UNKNOWN_MERCHANT")
+        assert (await ordering.states(conn, [("stripe", "pi_2")]))[("stripe", "pi_2")].held
+        assert await ordering.advance(conn, [step(1, "pi_2")]) == {("stripe", "pi_2", 1)}
+        assert not (await ordering.states(conn, [("stripe", "pi_2")]))[("stripe", "pi_2")].held
+    finally:
+        await conn.close()
+
+
+async def test_deferrals_open_and_resolve(database_url: str) -> None:
+    conn = await asyncpg.connect(database_url)
+    try:
+        await ordering.advance(conn, [step(1, outcome="deferred"), step(2)])
+        asked = [("stripe", "pi_1", 1), ("stripe", "pi_1", 2), ("stripe", "pi_1", 3)]
+        assert await ordering.open_deferrals(conn, asked) == {("stripe", "pi_1", 1)}
+        await ordering.resolve_deferral(conn, "stripe", "pi_1", 1, "settled")
+        assert await ordering.open_deferrals(conn, asked) == set()
+        row = await conn.fetchrow("SELECT resolution, resolved_at FROM order_log WHERE key_seq = 1")
+        assert row is not None
+        assert row["resolution"] == "settled" and row["resolved_at"] is not None
+    finally:
+        await conn.close()
+
+
+async def test_release_skips_up_to_the_hold_with_the_operator(database_url: str) -> None:
+    """A gap hold at 4 with 1 applied: 2, 3 and 4 are logged skipped by the operator."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await ordering.advance(conn, [step(1)])
+        assert await ordering.release(conn, "stripe", "pi_1", "ops", "gone") is None
+        await ordering.hold(conn, "stripe", "pi_1", 4, 3, "ORDER_PREDECESSOR_MISSING")
+        assert await ordering.release(conn, "stripe", "pi_1", "ops", "gone") == 4
+        assert await log_of(conn) == [
+            (1, "applied"),
+            (2, "skipped"),
+            (3, "skipped"),
+            (4, "skipped"),
+        ]
+        notes = await conn.fetch("SELECT actor, note FROM order_log WHERE outcome = 'skipped'")
+        assert {(r["actor"], r["note"]) for r in notes} == {("ops", "gone")}
+        state = (await ordering.states(conn, [("stripe", "pi_1")]))[("stripe", "pi_1")]
+        assert (state.applied_seq, state.held) == (4, False)
+        assert await ordering.advance(conn, [step(5)]) == {("stripe", "pi_1", 5)}
+    finally:
+        await conn.close()
