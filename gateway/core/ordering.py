@@ -1,0 +1,189 @@
+"""Settlement's gate for ordered events: what to do with each keyed message of a fetched
+batch, and what the outcome of a key's turn does to the key. Pure: the keys' positions,
+the clock and randomness come in.
+
+A key's events are applied in the order ingest numbered them: number n once n - 1 is
+applied. A batch is planned per key, its messages sorted by number: the run that
+continues the key's position is settled in rounds (round r holds the r-th of each key's
+run, so a batch stays a batch), what is at or below the position is a duplicate (or a
+deferral settling on its own retries), and what lies after a gap waits for the missing
+one, until `gap_timeout_s` parks it and holds the key.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+__all__ = [
+    "Decision",
+    "Keyed",
+    "Plan",
+    "Position",
+    "Step",
+    "TurnResult",
+    "after_turn",
+    "plan",
+    "wait_delay_s",
+]
+
+#: (provider, order_key)
+Key = tuple[str, str]
+
+#: Waiting for a predecessor: the first nak's delay, the cap, and the jitter band. A
+#: missing event is usually only a few hundred milliseconds behind (a republished row);
+#: doubling finds it quickly and the cap keeps a long gap from costing many deliveries.
+WAIT_FIRST_S = 0.25
+WAIT_MAX_S = 15.0
+WAIT_JITTER = 0.20
+
+
+class Step(enum.StrEnum):
+    """What the gate does with one keyed message."""
+
+    TURN = "turn"  # its key's next: settle it in its round, then move the key
+    DUPLICATE = "duplicate"  # at or below the key's position: ack, change nothing
+    DEFERRED_RETRY = "deferred_retry"  # a deferral's own retry: settle, resolve it
+    WAIT = "wait"  # after a gap (or behind a turn that failed): nak with a delay
+    PARK_GAP = "park_gap"  # waited past gap_timeout_s: park, hold the key
+    PARK_BLOCKED = "park_blocked"  # its key is held by an earlier event: park behind it
+
+
+class TurnResult(enum.StrEnum):
+    """What a turn's settlement came to, as the gate sees it."""
+
+    SUCCESS = "success"  # settled, duplicate or ignored
+    DEPENDENCY = "dependency"  # PaymentNotSettled, to be retried: the event is deferred
+    RETRY = "retry"  # any other failure to be retried
+    DEAD_LETTER = "dead_letter"  # parked for good
+
+
+class KeyEffect(enum.StrEnum):
+    """What a turn's result does to its key."""
+
+    APPLIED = "applied"  # move the key, log 'applied'; its next turn follows
+    DEFERRED = "deferred"  # move the key, log 'deferred'; the event retries on its own
+    SKIPPED = "skipped"  # park the event, move the key, log 'skipped'
+    STOP = "stop"  # the key stays; its later messages wait
+    HOLD = "hold"  # park the event and hold the key; its later messages park behind
+
+
+class Position(Protocol):
+    """A key's position as settlement stored it (`adapters.postgres.ordering.KeyState`)."""
+
+    @property
+    def applied_seq(self) -> int: ...
+
+    @property
+    def progressed_at(self) -> datetime | None: ...
+
+    @property
+    def held_seq(self) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Keyed:
+    """One keyed message: its place in the batch, key, number, delivery count and the
+    time the stream stored it."""
+
+    index: int
+    provider: str
+    order_key: str
+    key_seq: int
+    deliveries: int
+    stored_at_s: float
+
+    @property
+    def key(self) -> Key:
+        return (self.provider, self.order_key)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The gate's step for one message; `round` for a turn, `delay_s` for a wait."""
+
+    step: Step
+    round: int = 0
+    delay_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A decision for each keyed message, by its index; `rounds`: how many turn rounds."""
+
+    decisions: Mapping[int, Decision]
+    rounds: int
+
+
+def wait_delay_s(deliveries: int, rand: Callable[[], float]) -> float:
+    """The nak delay of a message waiting for its predecessor after `deliveries`
+    deliveries: 0.25 s doubling per delivery up to 15 s, +-20 % jitter."""
+    base_s = min(WAIT_MAX_S, WAIT_FIRST_S * 2.0 ** max(0, deliveries - 1))
+    return base_s * (1.0 + WAIT_JITTER * (2.0 * rand() - 1.0))
+
+
+def plan(
+    messages: Sequence[Keyed],
+    positions: Mapping[Key, Position],
+    open_deferrals: Collection[tuple[str, str, int]],
+    *,
+    now_s: float,
+    gap_timeout_s: float,
+    rand: Callable[[], float],
+) -> Plan:
+    """Decide for each keyed message (see the module's docstring). A second copy of a
+    number in the batch is a duplicate of the first; a key without a position is at 0."""
+    by_key: dict[Key, list[Keyed]] = {}
+    for m in messages:
+        by_key.setdefault(m.key, []).append(m)
+    decisions: dict[int, Decision] = {}
+    rounds = 0
+    for key, group in by_key.items():
+        position = positions.get(key)
+        applied = position.applied_seq if position is not None else 0
+        held = position.held_seq if position is not None else None
+        progressed = position.progressed_at if position is not None else None
+        progressed_s = progressed.timestamp() if progressed is not None else None
+        expected = applied + 1
+        turn = 0
+        seen: set[int] = set()
+        for m in sorted(group, key=lambda m: (m.key_seq, m.index)):
+            if m.key_seq in seen:  # a second copy: the first one stands for both
+                decisions[m.index] = Decision(Step.DUPLICATE)
+                continue
+            seen.add(m.key_seq)
+            if held is not None and m.key_seq > held:
+                decisions[m.index] = Decision(Step.PARK_BLOCKED)
+            elif m.key_seq <= applied:
+                deferred = (m.provider, m.order_key, m.key_seq) in open_deferrals
+                decisions[m.index] = Decision(Step.DEFERRED_RETRY if deferred else Step.DUPLICATE)
+            elif m.key_seq == expected:
+                decisions[m.index] = Decision(Step.TURN, round=turn)
+                turn += 1
+                expected += 1
+            else:
+                since_s = max(m.stored_at_s, progressed_s or m.stored_at_s)
+                if now_s - since_s > gap_timeout_s:
+                    decisions[m.index] = Decision(Step.PARK_GAP)
+                    held = m.key_seq  # its successors in this batch park behind it
+                else:
+                    decisions[m.index] = Decision(
+                        Step.WAIT, delay_s=wait_delay_s(m.deliveries, rand)
+                    )
+        rounds = max(rounds, turn)
+    return Plan(decisions, rounds)
+
+
+def after_turn(result: TurnResult, on_poison: str) -> KeyEffect:
+    """What a turn's result does to its key; `on_poison` is the provider's ('hold' or
+    'skip'). A dependency that ran out of retries is poison like any other failure."""
+    if result is TurnResult.SUCCESS:
+        return KeyEffect.APPLIED
+    if result is TurnResult.DEPENDENCY:
+        return KeyEffect.DEFERRED
+    if result is TurnResult.RETRY:
+        return KeyEffect.STOP
+    return KeyEffect.SKIPPED if on_poison == "skip" else KeyEffect.HOLD
