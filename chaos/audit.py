@@ -7,9 +7,12 @@ For every event that got a 2xx:
   reason; an event with neither is lost, one with two or more transfers is doubled.
 
 And for the run as a whole: no ledger transfer for an event that never got a 2xx (nor a
-row for a forged one), no event answered `accepted` twice, and `gateway ledger check`
-passes. Figures: attempts sent, accepted, duplicate, rejected by status, lost, doubled,
-time to drain. Printed as a table and written as JSON.
+row for a forged one), no event answered `accepted` twice, `gateway ledger check`
+passes, and the ordering property holds over every key (settlement applied each key's
+events in sequence, every gap explained: tests/support/ordering_property.py). Figures:
+attempts sent, accepted, duplicate, rejected by status, lost, doubled, time to drain,
+the keys the property was checked over and those that break it. Printed as a table and
+written as JSON.
 
     python -m chaos.audit --config gateway.toml --load load.json [--json audit.json]
 """
@@ -50,7 +53,11 @@ class AuditResult:
     @property
     def ok(self) -> bool:
         f = self.figures
-        return bool(f["lost"] == f["doubled"] == f["phantom"] == 0 and f["ledger_balanced"])
+        return bool(
+            f["lost"] == f["doubled"] == f["phantom"] == 0
+            and f["ledger_balanced"]
+            and f.get("order_violations", 0) == 0
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -156,6 +163,7 @@ def judge(
             problems.append(f"phantom: transfer for {tkey[0]} (code {tkey[1]}) without a 2xx event")
     if not seen.ledger_ok:
         problems.append(f"ledger check failed: {seen.ledger_text}")
+    problems += [f"order: {line}" for line in seen.order_violations or []]
     ok_answers = [a for a in record.answers if 200 <= a.status < 300]
     figures: dict[str, Any] = {
         "events": len(record.events),
@@ -177,6 +185,13 @@ def judge(
         "phantom": phantom,
         "ledger_balanced": seen.ledger_ok,
         "ledger_check": seen.ledger_text,
+        # The ordering property, over every key of the database: keys checked (0 when no
+        # event carried a key: trivially true), keys breaking it, keys held by a parked
+        # event, and keys whose last numbered event is not applied yet.
+        "order_keys": seen.ordering.keys if seen.ordering else "-",
+        "order_violations": len(seen.order_violations or []),
+        "order_held": seen.ordering.held if seen.ordering else "-",
+        "order_behind": seen.ordering.behind if seen.ordering else "-",
         "load_s": record.duration_s,
         "drain_s": drain_s if drain_s is not None else "-",
     }

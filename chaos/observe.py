@@ -21,6 +21,7 @@ import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from chaos.procs import GATEWAY, clean_env
+from tests.support.ordering_property import OrderingSummary, summary, violations
 
 #: How long the stream's reader waits for its consumer to get a leader (see read_stream).
 LEADERLESS_WAIT_S = 30.0
@@ -45,6 +46,10 @@ class Observed:
     stream: Counter[Key] | None = None  # None: the stream was not read
     ledger_ok: bool = False
     ledger_text: str = ""
+    # The ordering property over the whole database (tests/support/ordering_property.py);
+    # None: not checked (the drain's quick looks).
+    order_violations: list[str] | None = None
+    ordering: OrderingSummary | None = None
 
 
 _ROWS = """
@@ -71,6 +76,17 @@ async def read_database(database_url: str, run: str, observed: Observed) -> None
             observed.open_dlq.setdefault((r["provider"], r["event_id"]), []).append(letter)
         for r in await conn.fetch(_TRANSFERS, run):
             observed.transfers[(r["settlement_id"], int(r["code"]))] += 1
+    finally:
+        await conn.close()
+
+
+async def read_ordering(database_url: str, observed: Observed) -> None:
+    """The ordering property and what it was checked over. Runs after the drain, so a
+    deferral still open is a violation unless its event is parked."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        observed.order_violations = await violations(conn)
+        observed.ordering = await summary(conn)
     finally:
         await conn.close()
 
@@ -138,6 +154,7 @@ async def observe(
     """Read everything the audit judges."""
     observed = Observed()
     await read_database(database_url, run, observed)
+    await read_ordering(database_url, observed)
     if nats_url:
         observed.stream = await read_stream(nats_url, stream, run)
     observed.ledger_ok, observed.ledger_text = ledger_check(config_path, database_url)

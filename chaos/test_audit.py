@@ -1,5 +1,6 @@
 """The audit catches what it is there to catch: a planted loss, a planted double posting, a
-transfer nobody asked for, and a message missing from the stream."""
+transfer nobody asked for, a message missing from the stream, and a key applied out of
+sequence."""
 
 from __future__ import annotations
 
@@ -90,6 +91,10 @@ def plant_unbalanced_ledger(record, seen):  # type: ignore[no-untyped-def]
     seen.ledger_ok = False
 
 
+def plant_order_violation(record, seen):  # type: ignore[no-untyped-def]
+    seen.order_violations = ["stripe pi_x: seq 3 logged after 1"]
+
+
 @pytest.mark.parametrize(
     ("plant", "figure"),
     [
@@ -102,6 +107,7 @@ def plant_unbalanced_ledger(record, seen):  # type: ignore[no-untyped-def]
         (plant_phantom_transfer, "phantom"),  # money moved for an event never accepted
         (plant_forged_row, "phantom"),  # a refused delivery was recorded
         (plant_unbalanced_ledger, "ledger_balanced"),
+        (plant_order_violation, "order_violations"),  # a key applied out of sequence
     ],
 )
 def test_each_planted_fault_fails_the_audit(plant, figure):
@@ -172,6 +178,19 @@ async def test_audit_catches_planted_loss_and_double_posting_in_real_stores(
         await nc.close()
     purged = await sc.finish(record, drain_timeout_s=2)
     assert purged.figures["missing_from_stream"] == purged.figures["events_2xx"] - 1
+
+    # 4. A key whose log skips a sequence nobody explains.
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute(
+            "INSERT INTO order_log (provider, order_key, key_seq, outcome, event_id)"
+            " VALUES ('stripe', 'pi_planted', 2, 'applied', 'evt_planted')"
+        )
+    finally:
+        await conn.close()
+    unordered = await sc.finish(record, drain_timeout_s=2, read_stream=False)
+    assert unordered.figures["order_violations"] == 1
+    assert any(p.startswith("order: stripe pi_planted: ") for p in unordered.problems)
 
 
 async def post_again(conn: asyncpg.Connection, original: asyncpg.Record) -> None:

@@ -126,7 +126,7 @@ async def test_good_logs_keep_the_property(conn: asyncpg.Connection) -> None:
         await insert(conn, key)
     assert await violations(conn) == []
     s = await summary(conn)
-    assert (s.keys, s.applied, s.deferred, s.skipped, s.held) == (4, 5, 3, 2, 1)
+    assert (s.keys, s.applied, s.deferred, s.skipped, s.held, s.behind) == (4, 5, 3, 2, 1, 0)
 
 
 async def test_an_empty_database_keeps_the_property(conn: asyncpg.Connection) -> None:
@@ -224,3 +224,18 @@ async def test_a_key_with_many_problems_is_one_line(conn: asyncpg.Connection) ->
     (line,) = await violations(conn)
     assert line.startswith("stripe k: seq 3 logged after 1; skipped seq 3 (ev_k_3)"), line
     assert line.endswith("; and 6 more"), line
+
+
+async def test_summary_counts_keys_behind_ingest(conn: asyncpg.Connection) -> None:
+    """A key ingest numbered further than settlement applied is behind, unless it is held."""
+    await insert(conn, Key("k_done", [Log(1), Log(2)], applied=2))
+    await insert(conn, Key("k_behind", [Log(1)], applied=1))
+    await insert(
+        conn, Key("k_held", [Log(1)], applied=1, held=2, held_dlq="e", dead=[("e", False)])
+    )
+    await conn.executemany(
+        "INSERT INTO order_counters (provider, order_key, last_seq) VALUES ($1, $2, $3)",
+        [(P, "k_done", 2), (P, "k_behind", 3), (P, "k_held", 4), (P, "k_new", 1)],
+    )
+    s = await summary(conn)
+    assert (s.keys, s.held, s.behind) == (3, 1, 2)  # k_behind, and k_new with nothing applied

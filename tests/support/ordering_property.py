@@ -16,7 +16,8 @@ Per (provider, order_key), settlement's log (`order_log`) must read like this:
 
 `violations(conn)` runs it as one query and returns one line per key that breaks it;
 an empty list means the property holds. `summary(conn)` gives the figures a report shows
-beside it (keys checked, log rows by outcome, keys held).
+beside it (keys checked, log rows by outcome, keys held, and keys not held whose last
+numbered event, per ingest's counters, is not applied yet).
 """
 
 from __future__ import annotations
@@ -116,7 +117,10 @@ SELECT (SELECT count(*) FROM (SELECT provider, order_key FROM order_log
        count(*) FILTER (WHERE outcome = 'applied') AS applied,
        count(*) FILTER (WHERE outcome = 'deferred') AS deferred,
        count(*) FILTER (WHERE outcome = 'skipped') AS skipped,
-       (SELECT count(*) FROM order_applied WHERE held_seq IS NOT NULL) AS held
+       (SELECT count(*) FROM order_applied WHERE held_seq IS NOT NULL) AS held,
+       (SELECT count(*) FROM order_counters c
+        LEFT JOIN order_applied a USING (provider, order_key)
+        WHERE c.last_seq > coalesce(a.applied_seq, 0) AND a.held_seq IS NULL) AS behind
 FROM order_log
 """
 
@@ -141,16 +145,18 @@ class OrderingSummary:
     deferred: int
     skipped: int
     held: int
+    behind: int  # keys, not held, whose last numbered event is not applied yet
 
 
 async def summary(conn: Conn) -> OrderingSummary:
     row = await conn.fetchrow(_SUMMARY)
     if row is None:  # an aggregate always answers one row; this keeps mypy honest
-        return OrderingSummary(0, 0, 0, 0, 0)
+        return OrderingSummary(0, 0, 0, 0, 0, 0)
     return OrderingSummary(
         int(row["keys"]),
         int(row["applied"]),
         int(row["deferred"]),
         int(row["skipped"]),
         int(row["held"]),
+        int(row["behind"]),
     )
