@@ -77,6 +77,17 @@ class Delivery:
                 return int(tokens[4])
         return self._msg.metadata.num_delivered  # other layouts, or the library's error
 
+    @property
+    def timestamp_s(self) -> float:
+        """When the stream stored this message (Unix seconds), from the reply subject
+        as `num_delivered` reads it; the ordering gate's clock for a missing predecessor."""
+        reply = self._msg.reply
+        tokens: list[str] = reply.split(".") if reply else []
+        if len(tokens) == _V1_REPLY_TOKENS and tokens[0] == "$JS" and tokens[1] == "ACK":
+            with contextlib.suppress(ValueError):
+                return int(tokens[7]) / 1e9
+        return self._msg.metadata.timestamp.timestamp()  # other layouts, or the library's error
+
     async def ack(self) -> None:
         """Done: the stream forgets the message."""
         try:
