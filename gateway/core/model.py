@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,12 +27,18 @@ from gateway.core.event_ids import (
     check_event_id,
     read_event_id,
 )
+from gateway.core.order_keys import KeyRule, bounded_key, order_key_of
 from gateway.core.signatures.base import FieldRef
 from gateway.core.type_patterns import type_allowed
 from gateway.errors import BadRequest, ErrorClass, Forbidden, PayloadNotJson
 
 MAX_EVENT_TYPE_CHARS = 200
+#: The request header of `POST /v1/events` naming the event's ordering key (lower case,
+#: as the endpoint reads headers).
+ORDERING_KEY_HEADER = "ordering-key"
 _SUBJECT_TOKEN_BAD = re.compile(r"[^A-Za-z0-9_\-]")
+#: Whether events published to a subject are ordered (an ordered consumer receives it).
+OrderedSubject = Callable[[str], bool]
 
 
 class Outcome(enum.StrEnum):
@@ -233,6 +239,17 @@ def subject_allowed(subject: str, patterns: tuple[str, ...]) -> bool:
     return False
 
 
+def ordered_subjects(patterns: tuple[str, ...]) -> OrderedSubject:
+    """`subject_allowed` against `patterns` (`[settlement] subjects`), remembered per
+    subject: it is asked on every request, and a gateway publishes to few subjects."""
+
+    @functools.lru_cache(maxsize=4096)
+    def ordered(subject: str) -> bool:
+        return subject_allowed(subject, patterns)
+
+    return ordered
+
+
 def type_failure(event_type: str | None) -> Failure | None:
     """Why an event type cannot make a subject, or None when it can."""
     if event_type is None:
@@ -281,6 +298,8 @@ def webhook_event(
     event_types: tuple[str, ...] | None = None,
     body_sha256: bytes | None = None,
     source: str = Source.LIVE,
+    order_rules: tuple[KeyRule, ...] = (),
+    ordered: OrderedSubject | None = None,
 ) -> Event:
     """Shape a verified provider webhook into an `Event`.
 
@@ -290,6 +309,9 @@ def webhook_event(
     id (`event_ids`) it is recorded under its body digest. A type outside `event_types`
     (the provider's allow-list; None allows every type) is such a problem too.
     Only the headers `header_policy` names are kept, capped.
+
+    A publishable event whose subject is `ordered` gets its key by `order_rules`
+    (`core.order_keys`); any other event has none.
     """
     parsed = ParsedBody(body)
     event_id, failure = _webhook_id(id_ref, headers, parsed)
@@ -311,6 +333,9 @@ def webhook_event(
     if had_nul:
         failure = failure or Failure(ErrorClass.HEADERS_INVALID, "a header holds a NUL character")
     subject = webhook_subject(provider, event_type) if failure is None and event_type else None
+    order_key = None
+    if subject is not None and order_rules and ordered is not None and ordered(subject):
+        order_key = order_key_of(order_rules, event_type, parsed.json())
     return Event(
         provider,
         event_id,
@@ -322,6 +347,7 @@ def webhook_event(
         failure,
         body_sha256,
         source,
+        order_key=order_key,
     )
 
 
@@ -342,11 +368,16 @@ def service_event(
     headers: Mapping[str, str],
     body: bytes,
     received_at: datetime,
+    ordered: OrderedSubject | None = None,
 ) -> Event:
     """Shape an internal `{"type": ..., "data": {...}}` publish into an `Event`.
 
     Internal publishers are our own code, so a malformed request is refused (400) for
     the caller to fix, and a subject outside its scope is refused (403).
+
+    On an `ordered` subject its key is the `Ordering-Key` header (`bounded_key`), or
+    without one the subject itself: one publisher's events to one subject stay in the
+    order it posted them.
     """
     event_id = check_event_id(as_text(idempotency_key))
     try:
@@ -369,6 +400,11 @@ def service_event(
     subject = service_subject(service, event_type)
     if not subject_allowed(subject, allowed):
         raise Forbidden(f"service {service!r} may not publish to {subject}")
+    order_key = None
+    if ordered is not None and ordered(subject):
+        # Headers arrive latin-1 decoded; an empty one names no key.
+        asked = headers.get(ORDERING_KEY_HEADER)
+        order_key = bounded_key(asked or subject)
     return Event(
         f"service:{service}",
         event_id,
@@ -377,4 +413,5 @@ def service_event(
         kept_headers,
         body,
         received_at,
+        order_key=order_key,
     )

@@ -17,11 +17,13 @@ from gateway.core.event_ids import MAX_EVENT_ID_CHARS
 from gateway.core.model import (
     MAX_EVENT_TYPE_CHARS,
     Event,
+    OrderedSubject,
     Source,
     new_event,
     webhook_event,
     webhook_subject,
 )
+from gateway.core.order_keys import KeyRule, order_key_of
 from gateway.core.signatures.base import FieldRef
 from gateway.core.type_patterns import type_allowed
 
@@ -50,6 +52,8 @@ def webhook_shaper(
     header_policy: HeaderPolicy = DEFAULT_HEADERS,
     event_types: tuple[str, ...] | None = None,
     source: str = Source.LIVE,
+    order_rules: tuple[KeyRule, ...] = (),
+    ordered: OrderedSubject | None = None,
 ) -> WebhookShaper:
     """`webhook_event` for one provider, prepared once: what the gateway calls per request.
 
@@ -58,10 +62,14 @@ def webhook_shaper(
     Anything else is handed to `webhook_event`, which finds the problem: both give the
     same event for every input (`tests/unit/core/test_shaping_fast_path.py` holds them
     equal), and the rules stay written once, there.
+
+    With `order_rules` and an `ordered` predicate, an event on an ordered subject carries
+    its key, read from the body already parsed here; without either, none is looked for.
     """
     id_in_body, id_name = id_ref.source == "json", id_ref.name
     type_in_body, type_name = type_ref.source == "json", type_ref.name
     loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
+    keyed = ordered if order_rules and ordered is not None else None
 
     def shape(
         headers: Mapping[str, str], body: bytes, received_at: datetime, body_sha256: bytes | None
@@ -81,8 +89,12 @@ def webhook_shaper(
                 kept_headers, had_nul = storable_headers(headers, header_policy)
                 if not had_nul:
                     subject = webhook_subject(provider, event_type)
+                    key = None
+                    if keyed is not None and keyed(subject):
+                        key = order_key_of(order_rules, event_type, doc)
                     return new_event(provider, event_id, event_type, subject, kept_headers,
-                                     body, received_at, None, body_sha256, source)  # fmt: skip
+                                     body, received_at, None, body_sha256, source, None,
+                                     key)  # fmt: skip
         return webhook_event(
             provider,
             id_ref,
@@ -94,6 +106,8 @@ def webhook_shaper(
             event_types=event_types,
             body_sha256=body_sha256,
             source=source,
+            order_rules=order_rules,
+            ordered=ordered,
         )
 
     return shape

@@ -27,7 +27,14 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.core import webhook_shaper as fast_shape
 from gateway.core.classify import sqlstate_is_bad_content
-from gateway.core.model import Event, Failure, Outcome, service_event
+from gateway.core.model import (
+    Event,
+    Failure,
+    OrderedSubject,
+    Outcome,
+    ordered_subjects,
+    service_event,
+)
 from gateway.core.signatures import get_scheme, require_headers
 from gateway.errors import (
     BadRequest,
@@ -109,9 +116,18 @@ def authenticate(settings: Settings, authorization: str | None) -> ServiceSettin
     return found
 
 
-def webhook_shaper(provider: ProviderSettings) -> Shaper:
+def ordered_subject(settings: Settings) -> OrderedSubject | None:
+    """Which subjects' events get an ordering key: those `[settlement] subjects` takes,
+    none at all with `[ordering] enabled = false`. Decided once, at start-up."""
+    if not settings.ordering.enabled:
+        return None
+    return ordered_subjects(settings.settlement.subjects)
+
+
+def webhook_shaper(provider: ProviderSettings, ordered: OrderedSubject | None = None) -> Shaper:
     """Verify `provider`'s signature, then shape the event (built once per provider: the
-    scheme's keys and header names, and the shaping rules, are prepared here)."""
+    scheme's keys and header names, and the shaping rules, are prepared here). Events on
+    an `ordered` subject carry their key by the provider's `order_key` rules."""
     scheme = get_scheme(provider.scheme)
     params = provider.params
     verify = scheme.verifier(params)
@@ -121,6 +137,8 @@ def webhook_shaper(provider: ProviderSettings) -> Shaper:
         scheme.type_ref(params),
         header_policy=provider.headers,
         event_types=provider.event_types,
+        order_rules=provider.order_key,
+        ordered=ordered,
     )
     # Hashed only for schemes whose signature leaves the id unsigned (`replay_digest` is
     # None for the others).
@@ -151,7 +169,7 @@ def webhook_gate(settings: Settings, name: str) -> Gate:
             raise UnknownProvider(problem)
 
         return refuse
-    shaper = webhook_shaper(provider)
+    shaper = webhook_shaper(provider, ordered_subject(settings))
     # Without these `verify` can only say `SignatureMissing`; checking them here spares
     # waiting up to `request_timeout_s` for a body that cannot be accepted.
     required = get_scheme(provider.scheme).required_headers(provider.params)
@@ -165,6 +183,7 @@ def webhook_gate(settings: Settings, name: str) -> Gate:
 
 def service_gate(settings: Settings) -> Gate:
     """`POST /v1/events`: the bearer token is checked before the body is read."""
+    ordered = ordered_subject(settings)
 
     def gate(headers: Headers) -> Shaper:
         service = authenticate(settings, headers.get("authorization"))
@@ -177,6 +196,7 @@ def service_gate(settings: Settings) -> Gate:
                 headers,
                 body,
                 datetime.now(UTC),
+                ordered,
             )
 
         return shape

@@ -17,10 +17,12 @@ from gateway.core.content import (
     HeaderPolicy,
     header_policy,
 )
+from gateway.core.order_keys import KeyRule, default_rules, parse_rules
 from gateway.core.signatures import SCHEMES, check_hmac_params, get_scheme, standard_key
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
 from gateway.core.type_patterns import type_patterns
 from gateway.errors import ConfigError
+from gateway.settings.ordering import OnPoison
 from gateway.settings.provider_api import API_KEYS, ProviderApi, parse_provider_api
 from gateway.settings.values import (
     env_name_shown,
@@ -83,6 +85,22 @@ PROVIDER_KEYS = (
     #: type: list of strings
     #: default: none (every type allowed)
     "event_types",
+    #: Where each event's ordering key is, first match wins: `"/pointer"` (an RFC 6901
+    #: JSON pointer into the body, for every type) or `"GLOB /pointer"` (only types the
+    #: glob takes, as in `event_types`: `"refunds/* /order_id"`). The pointer must reach
+    #: a non-empty string or an integer. Events with a key whose subject settlement
+    #: consumes are numbered per key and settled in that order; `[]`: none is ordered.
+    #: Without it, the scheme's own: `stripe` the payment intent, else the object's id;
+    #: `paddle` the transaction, else the object's id; `shopify` the order of refunds,
+    #: order transactions and orders; the other schemes none.
+    #: type: list of strings
+    #: default: the scheme's own
+    "order_key",
+    #: What an event parked for good does to the later events of its key, for this
+    #: provider: `hold` them behind it, or `skip` past it.
+    #: allowed: `hold`, `skip`
+    #: default: `[ordering] on_poison`
+    "on_poison",
     *API_KEYS,
 )
 #: Every key a `[services.NAME]` table may hold.
@@ -129,6 +147,10 @@ class ProviderSettings:
     event_types: tuple[str, ...] | None = None
     #: Its API, for `gateway backfill` (None: not configured); the key is never printed.
     api: ProviderApi | None = None
+    #: Where its events' ordering keys are (`core.order_keys`); empty: none is ordered.
+    order_key: tuple[KeyRule, ...] = ()
+    #: Its own `on_poison` (`OnPoison`); None: `[ordering] on_poison` applies.
+    on_poison: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +258,8 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
         headers=_header_policy(scheme, params, data, path),
         event_types=_event_types(data, path),
         api=parse_provider_api(scheme, data, path, env),
+        order_key=_order_key(scheme, data, path),
+        on_poison=_on_poison(data, path),
     )
 
 
@@ -272,6 +296,26 @@ def _event_types(data: Mapping[str, Any], path: str) -> tuple[str, ...] | None:
         return type_patterns(patterns)
     except ValueError as exc:
         raise ConfigError(f"{path}event_types", str(exc)) from None
+
+
+def _order_key(scheme: str, data: Mapping[str, Any], path: str) -> tuple[KeyRule, ...]:
+    """The provider's key rules: absent, its scheme's default; `[]`, none."""
+    if "order_key" not in data:
+        return default_rules(scheme)
+    entries = data["order_key"]
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise ConfigError(f"{path}order_key", 'must be a list of "/pointer" or "GLOB /pointer"')
+    try:
+        return parse_rules(entries)
+    except ValueError as exc:
+        raise ConfigError(f"{path}order_key", str(exc)) from None
+
+
+def _on_poison(data: Mapping[str, Any], path: str) -> str | None:
+    value = read_value(data, "on_poison", path, str, None)
+    if value is not None and value not in set(OnPoison):
+        raise ConfigError(f"{path}on_poison", f"must be 'hold' or 'skip', got {value!r}")
+    return value  # type: ignore[no-any-return]
 
 
 def parse_service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ServiceSettings:

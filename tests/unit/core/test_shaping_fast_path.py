@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.core.content import header_policy
-from gateway.core.model import Event, Failure, new_event, webhook_event
+from gateway.core.model import Event, Failure, new_event, ordered_subjects, webhook_event
+from gateway.core.order_keys import KeyRule, parse_rules
 from gateway.core.signatures.base import FieldRef, HmacKey
 from gateway.core.webhook_shaper import webhook_shaper
 from gateway.errors import ErrorClass
@@ -25,6 +26,9 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 JSON_ID, JSON_TYPE = FieldRef("json", "id"), FieldRef("json", "type")
 HEADER_ID, HEADER_TYPE = FieldRef("header", "x-id"), FieldRef("header", "x-type")
 POLICY = header_policy(("content-type", "x-id", "x-note"))
+#: Keys as a provider might configure them, on the subjects an ordered consumer takes.
+RULES = parse_rules(["a.* /k", "/data/id", "/x"])
+ORDERED = ordered_subjects(("webhooks.p.a.>", "webhooks.p.charge.*", "webhooks.p.t"))
 
 
 def both(
@@ -34,10 +38,14 @@ def both(
     body: bytes,
     event_types: tuple[str, ...] | None = None,
     digest: bytes | None = None,
+    order_rules: tuple[KeyRule, ...] = RULES,
 ) -> tuple[Event, Event]:
+    ordering: dict[str, Any] = {"order_rules": order_rules, "ordered": ORDERED}
     canonical = webhook_event("p", id_ref, type_ref, headers, body, AT, header_policy=POLICY,
-                              event_types=event_types, body_sha256=digest)  # fmt: skip
-    shape = webhook_shaper("p", id_ref, type_ref, header_policy=POLICY, event_types=event_types)
+                              event_types=event_types, body_sha256=digest,
+                              **ordering)  # fmt: skip
+    shape = webhook_shaper("p", id_ref, type_ref, header_policy=POLICY, event_types=event_types,
+                           **ordering)  # fmt: skip
     return canonical, shape(headers, body, AT, digest)
 
 
@@ -89,6 +97,40 @@ def test_the_shaper_keeps_the_digest_and_parks_a_header_nul_like_the_canonical_r
     assert fast.failure is not None and fast.failure.error_class == ErrorClass.HEADERS_INVALID
 
 
+@pytest.mark.parametrize(("doc", "key"), [
+    ({"id": "e", "type": "a.b", "k": "K1", "data": {"id": "D"}}, "K1"),  # the glob's rule
+    ({"id": "e", "type": "a.b", "k": 5}, "5"),
+    ({"id": "e", "type": "a.b", "k": True, "data": {"id": "D"}}, "D"),  # a bool falls through
+    ({"id": "e", "type": "charge.x", "k": "K1", "data": {"id": "D"}}, "D"),  # glob refuses
+    ({"id": "e", "type": "t", "x": "k" * 201}, None),  # bounded below (sha256)
+    ({"id": "e", "type": "t", "x": {"deep": 1}}, None),
+    ({"id": "e", "type": "other", "x": "X"}, None),  # a subject no ordered consumer takes
+    ({"id": "e", "type": "a.b"}, None),  # no rule reaches anything
+    ({"id": "e", "type": "a.b", "x": "X"}, "X"),
+    ({"id": "", "type": "a.b", "x": "X"}, None),  # parked: never ordered
+    ({"id": "e", "type": "in valid\u0000", "x": "X"}, None),
+])  # fmt: skip
+def test_the_shaper_keys_events_as_the_canonical_rules_do(
+    doc: dict[str, Any], key: str | None
+) -> None:
+    canonical, fast = both(JSON_ID, JSON_TYPE, {}, orjson.dumps(doc))
+    assert fields_of(fast) == fields_of(canonical)
+    if doc.get("x") == "k" * 201:
+        key = canonical.order_key
+        assert key is not None and len(key) == 64
+    assert fast.order_key == key and fast.key_seq is None
+
+
+def test_without_rules_or_without_ordered_subjects_no_event_is_keyed() -> None:
+    body = orjson.dumps({"id": "e", "type": "t", "x": "X"})
+    for shaper in (
+        webhook_shaper("p", JSON_ID, JSON_TYPE, order_rules=(), ordered=ORDERED),
+        webhook_shaper("p", JSON_ID, JSON_TYPE, order_rules=RULES, ordered=None),
+    ):
+        assert shaper({}, body, AT, None).order_key is None
+    assert webhook_event("p", JSON_ID, JSON_TYPE, {}, body, AT, order_rules=RULES).order_key is None
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
@@ -97,7 +139,11 @@ json_values = st.recursive(
 
 
 @given(
-    doc=st.dictionaries(st.sampled_from(["id", "type", "x"]), json_values, max_size=3)
+    doc=st.dictionaries(st.sampled_from(["id", "type", "x", "k", "data"]), json_values, max_size=5)
+    | st.fixed_dictionaries(
+        {"id": st.just("e"), "type": st.sampled_from(["t", "a.b", "u"])},
+        optional={"x": json_values, "k": json_values, "data": json_values},
+    )
     | json_values,
     headers=st.dictionaries(
         st.sampled_from(["x-id", "x-type", "x-note", "content-type"]),
@@ -124,11 +170,13 @@ def test_new_event_is_the_event_its_constructor_makes() -> None:
         "headers": {"a": "b"}, "body": b"{}", "received_at": AT,
         "failure": Failure(ErrorClass.EVENT_TYPE_INVALID, "m"), "body_sha256": b"d",
         "source": "backfill", "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01",
+        "order_key": "pi_1",
     }  # fmt: skip
-    # Every field is named, so a field added to Event and not to new_event fails here.
-    assert set(values) == {f.name for f in dataclasses.fields(Event)}
+    # Every field is named, so a field added to Event and not to new_event fails here. A
+    # shaped event has no number yet: the gate gives it one when it records the row.
+    assert set(values) | {"key_seq"} == {f.name for f in dataclasses.fields(Event)}
     made, built = new_event(**values), Event(**values)
-    assert made == built and fields_of(made) == values
+    assert made == built and fields_of(made) == {**values, "key_seq": None}
     assert dataclasses.replace(made, event_id="f").event_id == "f"
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.event_id = "g"  # type: ignore[misc]
