@@ -36,13 +36,16 @@ RETURNING id, provider, event_id
 
 _UPSERT_DLQ = """
 INSERT INTO dlq_webhooks (webhook_id, stage, provider, event_id, subject, error_class,
-                          error_message, error_detail, payload, headers, received_at, attempts)
+                          error_message, error_detail, payload, headers, received_at, attempts,
+                          order_key, key_seq)
 -- Without a row id, the event's own row is found by its key (the settlement worker
 -- knows the event, not the row).
 VALUES (coalesce($1, (SELECT id FROM processed_webhooks WHERE provider = $3 AND event_id = $4)),
-        $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12)
+        $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $13, $14)
 ON CONFLICT (provider, event_id, stage) WHERE NOT is_resolved DO UPDATE
 SET attempts = dlq_webhooks.attempts + EXCLUDED.attempts,
+    order_key = coalesce(EXCLUDED.order_key, dlq_webhooks.order_key),
+    key_seq = coalesce(EXCLUDED.key_seq, dlq_webhooks.key_seq),
     last_failed_at = now(),
     error_class = EXCLUDED.error_class,
     error_message = EXCLUDED.error_message,
@@ -112,6 +115,8 @@ async def _upsert_dlq(
     event: Event,
     failure: Failure,
     attempts: int = 1,
+    order_key: str | None = None,
+    key_seq: int | None = None,
 ) -> int:
     row_id = await conn.fetchval(
         _UPSERT_DLQ,
@@ -127,6 +132,9 @@ async def _upsert_dlq(
         _headers_json(event),
         event.received_at,
         attempts,
+        # An ordered event keeps its place, so a replay can run its key's rows in order.
+        event.order_key if order_key is None else order_key,
+        event.key_seq if key_seq is None else key_seq,
     )
     return int(row_id)
 
@@ -138,11 +146,16 @@ async def record_failure(
     event: Event,
     failure: Failure,
     attempts: int = 1,
+    *,
+    order_key: str | None = None,
+    key_seq: int | None = None,
 ) -> int:
     """Park an event in the dead-letter table after `attempts` tries, or add them to the
-    attempts of its open row."""
+    attempts of its open row; an ordered event keeps its key and number there."""
     with translate_errors():
-        return await _upsert_dlq(conn, webhook_id, stage, event, failure, attempts)
+        return await _upsert_dlq(
+            conn, webhook_id, stage, event, failure, attempts, order_key, key_seq
+        )
 
 
 def stored_event(row: asyncpg.Record) -> StoredEvent:
