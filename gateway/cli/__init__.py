@@ -13,7 +13,17 @@ from collections.abc import Sequence
 
 import gateway
 from gateway import logs
-from gateway.cli import backfill, dlq, events, ledger, processes, reconcile, retention, tools
+from gateway.cli import (
+    backfill,
+    dlq,
+    events,
+    ledger,
+    ordering,
+    processes,
+    reconcile,
+    retention,
+    tools,
+)
 from gateway.cli.common import (
     JSON_HELP,
     LOG_LEVEL_ENV,
@@ -67,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = common_parser()
-    for family in (processes, tools, ledger, dlq, events, reconcile, retention, backfill):
+    families = (processes, tools, ledger, dlq, ordering, events, reconcile, retention, backfill)
+    for family in families:
         family.add_commands(sub, common)
     return parser
 

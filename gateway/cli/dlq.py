@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway import settings as settings_mod
-from gateway.cli import pages
+from gateway.cli import ordering, pages
 from gateway.cli.common import (
     RATE_PER_S,
     ROWS_REPLAYED,
@@ -30,8 +30,10 @@ from gateway.cli.common import (
 )
 from gateway.cli.format import dumps, safe, when
 from gateway.compose import ops
+from gateway.compose.ordering import release_holder
 from gateway.core.dlq_filters import DlqFilter, build_filter, check_replay_flags
 from gateway.core.operator_input import parse_ids
+from gateway.core.order_admin import release_line
 from gateway.dlq.progress import ReplayReport
 from gateway.errors import DlqRowNotFound, DlqUsageError, UsageError
 
@@ -106,6 +108,11 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
     user: str | None = None
     with contextlib.suppress(OSError, KeyError):  # no login name in some containers
         user = getpass.getuser()
+    # A row that holds its key is resolved by releasing the key, in one transaction.
+    release = await release_holder(settings, row_id, note, user or ordering.operator_name())
+    if release is not None:
+        _out(dumps(ordering.release_doc(release)) if args.json else release_line(release))
+        return 0
     done, row = await ops.resolve_dead_letter(settings, row_id, note, user)
     if row is None:
         raise DlqRowNotFound([row_id])
@@ -142,6 +149,7 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter
         max_attempts=args.max_attempts,
         force=args.force,
         dry_run=args.dry_run,
+        unordered=args.unordered,
     )
     report = ReplayReport(quiet=args.json, dry_run=options.dry_run)
     async with ops.replay_resources(settings) as ctx:
@@ -276,6 +284,11 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     )
     p.add_argument("--force", action="store_true", help="replay rows past --max-attempts too")
     p.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
+    p.add_argument(
+        "--unordered",
+        action="store_true",
+        help="oldest first, ignoring each key's order (default: a key's rows in key_seq order)",
+    )
     p = _parser(
         sub,
         common_one_line,

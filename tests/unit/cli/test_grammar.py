@@ -30,6 +30,8 @@ COMMANDS: list[tuple[str, ...]] = [
     ("dlq", "replay", "--all"),
     ("dlq", "resolve", "1", "--note", "done"),
     ("dlq", "stats"),
+    ("ordering", "keys", "--held"),
+    ("ordering", "release", "stripe", "pi_1", "--note", "done"),
     ("retention", "run", "--dry-run"),
     ("backfill", "stripe", "--since", "2026-11-30T00:00:00Z"),
     ("events", "list"),
@@ -50,7 +52,7 @@ def _parsers(
 
 def _command_split(command: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """(the command's words, its own arguments): the common flags go between or after."""
-    depth = 2 if command[0] in ("ledger", "dlq", "retention", "events") else 1
+    depth = 2 if command[0] in ("ledger", "dlq", "ordering", "retention", "events") else 1
     return list(command[:depth]), list(command[depth:])
 
 
