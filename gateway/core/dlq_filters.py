@@ -81,6 +81,9 @@ class ReplayOptions:
     max_attempts: int = 5
     force: bool = False
     dry_run: bool = False
+    #: Replay in arrival order (received_at, id) instead of each key's rows in key_seq
+    #: order. Off by default: a key's events settle only in their order.
+    unordered: bool = False
 
 
 def check_replay_flags(
@@ -93,6 +96,7 @@ def check_replay_flags(
     max_attempts: int,
     force: bool,
     dry_run: bool,
+    unordered: bool = False,
 ) -> ReplayOptions:
     """Refuse contradictory or meaningless replay flags; return the options to run."""
     if ids and replay_all:
@@ -120,4 +124,5 @@ def check_replay_flags(
         max_attempts=max_attempts,
         force=force,
         dry_run=dry_run,
+        unordered=unordered,
     )

@@ -4,7 +4,9 @@ stage table names for it, with the same idempotency as the live path.
 1. The rows are planned: unknown ids are refused, resolved rows and rows at
    `--max-attempts` are skipped, rows of a stage with no handler fail (left unchanged).
 2. Each remaining row is claimed alone, in a transaction, with `FOR UPDATE SKIP LOCKED`,
-   oldest `received_at` first, so overlapping replays never run a row twice.
+   so overlapping replays never run a row twice: each key's rows in `key_seq` order
+   (settlement applies a key's events only in that order), then the rows without a key,
+   oldest `received_at` first; with `--unordered`, every row oldest first.
 3. The handler runs; the row is resolved (`resolution = 'replayed'`) or gets one more
    attempt and the new error, in the same transaction that holds its lock.
 """
@@ -81,7 +83,9 @@ async def replay(
     stages = tuple(sorted(handlers))
     summary = ReplaySummary()
     async with connection(ctx.pool) as conn:
-        briefs = await dead_letters.replay_briefs(conn, f, options.ids)
+        briefs = await dead_letters.replay_briefs(
+            conn, f, options.ids, ordered=not options.unordered
+        )
         run_started_at = await dead_letters.clock(conn)
     missing = sorted(set(options.ids) - {b.id for b in briefs})
     if missing:
@@ -117,7 +121,7 @@ class _Claim:
 
 
 async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResult | None:
-    """Claim the oldest planned row still open, run its stage, record the outcome."""
+    """Claim the next planned row still open, run its stage, record the outcome."""
     options = claim.options
     async with transaction(pool) as conn:
         # With --all the filter is claimed again rather than the plan's ids: sending a
@@ -129,6 +133,7 @@ async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResu
             claim.stages,
             max_attempts=None if options.force else options.max_attempts,
             run_started_at=claim.run_started_at,
+            ordered=not options.unordered,
         )
         if row is None:
             return None

@@ -45,6 +45,25 @@ SELECT id, stage, provider, event_id, subject, error_class, attempts, received_a
 FROM dlq_webhooks"""
 
 
+# The order a replay claims rows in. Ordered (the default): the rows of each key, grouped
+# by (provider, order_key), in key_seq order, since settlement applies a key's events only
+# in that order (a later one first would be parked behind the earlier one again); keys one
+# after another, then the rows without a key, oldest first. Unordered: arrival order.
+_KEYED = "(order_key IS NOT NULL AND key_seq IS NOT NULL)"
+_IN_KEY_ORDER = (
+    f"ORDER BY NOT {_KEYED}, CASE WHEN {_KEYED} THEN provider END,"
+    f" CASE WHEN {_KEYED} THEN order_key END, CASE WHEN {_KEYED} THEN key_seq END,"
+    " received_at, id"
+)
+_IN_ARRIVAL_ORDER = "ORDER BY received_at, id"
+
+
+def replay_order(*, ordered: bool) -> str:
+    """The ORDER BY of a replay's plan and of each of its claims (the same, so the rows
+    a dry run lists are the rows, in the order, a run claims)."""
+    return _IN_KEY_ORDER if ordered else _IN_ARRIVAL_ORDER
+
+
 def _row(record: asyncpg.Record) -> DlqRow:
     values = dict(record)
     values["payload"] = bytes(values["payload"])
@@ -105,11 +124,14 @@ async def get_row(conn: Conn, row_id: int) -> DlqRow | None:
     return None if record is None else _row(record)
 
 
-async def replay_briefs(conn: Conn, f: DlqFilter, ids: Sequence[int]) -> list[RowBrief]:
-    """Every row a replay of `f` (or of `ids`, whatever their state) considers, in order."""
+async def replay_briefs(
+    conn: Conn, f: DlqFilter, ids: Sequence[int], *, ordered: bool = True
+) -> list[RowBrief]:
+    """Every row a replay of `f` (or of `ids`, whatever their state) considers, in the
+    order it claims them (`replay_order`)."""
     where = _Where().add("id = ANY({}::bigint[])", list(ids)) if ids else _filtered(f)
     with translate_errors():
-        records = await conn.fetch(*where.query(_LIST, "ORDER BY received_at, id"))
+        records = await conn.fetch(*where.query(_LIST, replay_order(ordered=ordered)))
     return [RowBrief(**dict(r)) for r in records]
 
 
@@ -127,8 +149,10 @@ async def claim_next(
     *,
     max_attempts: int | None,
     run_started_at: datetime,
+    ordered: bool = True,
 ) -> DlqRow | None:
-    """Lock the oldest replayable row no one else holds; None when none is left.
+    """Lock the first replayable row in `replay_order` no one else holds; None when none
+    is left.
 
     Must run inside a transaction: the lock lasts until it ends. A row whose last failure
     is later than `run_started_at` was already tried during this run, by this replay or an
@@ -142,7 +166,7 @@ async def claim_next(
         where.add("attempts < {}", max_attempts)
     where.add("last_failed_at < {}", run_started_at)
     # FOR UPDATE after LIMIT is how PostgreSQL spells it; LIMIT 1 locks one row.
-    sql, *args = where.query(_SELECT, "ORDER BY received_at, id", 1)
+    sql, *args = where.query(_SELECT, replay_order(ordered=ordered), 1)
     with translate_errors():
         record = await conn.fetchrow(sql + " FOR UPDATE SKIP LOCKED", *args)
     return None if record is None else _row(record)
