@@ -21,6 +21,7 @@ from gateway import tracing
 from gateway.core.model import Event
 from gateway.settlement.items import Item, Result, items_of
 from gateway.settlement.settler import Settler
+from gateway.settlement.steps import WithSettled
 
 __all__ = ["Result", "settle_batch"]
 
@@ -30,14 +31,17 @@ async def settle_batch(
     work: Sequence[tuple[Event, int]],
     concurrency: int = 32,
     spans: Sequence[tracing.Span | None] | None = None,
+    with_settled: WithSettled | None = None,
 ) -> list[Result]:
     """Settle `(event, delivery number)` pairs; one outcome or exception each, in order.
 
     `spans`: each event's settlement span (None: not traced), parent of its steps' spans.
+    `with_settled`: run in each transaction that marks items settled, with those items
+    (their `index` is their place in `work`).
     """
     triage = items_of(work, settler.instruction, spans)
     results: dict[int, Result] = dict(triage.decided)
-    tally = await settler.settle_items(triage.go_on, alone=False)
+    tally = await settler.settle_items(triage.go_on, alone=False, with_settled=with_settled)
     results.update(tally.decided)
     first, repeats = _first_and_repeats([*triage.alone, *tally.alone])
     semaphore = asyncio.Semaphore(concurrency)
@@ -46,7 +50,7 @@ async def settle_batch(
         async with semaphore:
             try:
                 with tracing.activated(item.span):  # its log lines join its trace
-                    return await settler.settle_alone(item)
+                    return await settler.settle_alone(item, with_settled)
             except Exception as exc:  # the worker disposes of it
                 return exc
 

@@ -158,18 +158,28 @@ class Settler:
         tid = transfer_id(instruction)
         return await self.settle_alone(Item(0, event, attempt, instruction, tid, tracing.current()))
 
-    async def settle_alone(self, item: Item) -> SettleOutcome:
+    async def settle_alone(
+        self, item: Item, with_settled: steps.WithSettled | None = None
+    ) -> SettleOutcome:
         """Settle one item by the single-event rules (see `steps`); raise its error."""
-        result = (await self.settle_items([item], alone=True)).decided.get(item.index)
+        tally = await self.settle_items([item], alone=True, with_settled=with_settled)
+        result = tally.decided.get(item.index)
         if isinstance(result, Exception):
             raise result
         if result is None:  # settled alone, every step decides: this is a bug
             raise RuntimeError("not settled")
         return result
 
-    async def settle_items(self, items: Sequence[Item], *, alone: bool) -> Tally:
+    async def settle_items(
+        self,
+        items: Sequence[Item],
+        *,
+        alone: bool,
+        with_settled: steps.WithSettled | None = None,
+    ) -> Tally:
         """Settle distinct settlements together, step by step (`gateway.settlement.steps`):
-        an outcome or an exception for each, or (not `alone`) left to be settled alone."""
+        an outcome or an exception for each, or (not `alone`) left to be settled alone.
+        `with_settled` commits with the marking of the posted items as settled."""
         tally = Tally()
         try:
             found = await steps.look_up(self._pool, items)
@@ -188,7 +198,7 @@ class Settler:
             return self._failed_step(tally, exc, [p.priced.item for p in postings], alone)
         posted = tally.take(steps.interpreted(answers))
         try:
-            await steps.mark_settled(self._pool, posted)
+            await steps.mark_settled(self._pool, posted, with_settled)
         except Exception as exc:
             return self._failed_step(tally, exc, [p.priced.item for p, _ in posted], alone)
         # One line per event cost about a tenth of the worker's CPU at full speed: each

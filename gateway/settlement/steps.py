@@ -19,12 +19,12 @@ same batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
-from gateway.adapters.postgres import Pool, connection
+from gateway.adapters.postgres import Conn, Pool, connection, transaction
 from gateway.adapters.postgres import settlements as store
 from gateway.core.excerpt import excerpt
 from gateway.core.ledger import Ledger, TransferResult, interpret
@@ -252,12 +252,26 @@ def interpreted(answers: Sequence[tuple[Posting, TransferResult]]) -> Triage[Pos
 # --- 5. mark settled ---------------------------------------------------------------------
 
 
-async def mark_settled(pool: Pool, posted: Sequence[Posted]) -> None:
-    """Mark the posted items' settlements settled, in one statement."""
+#: What commits together with marking items settled: run on the same connection, inside
+#: the same transaction, with the items marked (the ordering gate moves their keys).
+WithSettled = Callable[[Conn, Sequence[Item]], Awaitable[None]]
+
+
+async def mark_settled(
+    pool: Pool, posted: Sequence[Posted], with_settled: WithSettled | None = None
+) -> None:
+    """Mark the posted items' settlements settled, in one statement; with
+    `with_settled`, in one transaction with what it writes."""
     if not posted:
         return
-    async with connection(pool) as conn:
-        await store.set_settled_many(conn, [posting.priced.item.tid for posting, _ in posted])
+    transfer_ids = [posting.priced.item.tid for posting, _ in posted]
+    if with_settled is None:  # one statement is atomic on its own: no BEGIN/COMMIT
+        async with connection(pool) as conn:
+            await store.set_settled_many(conn, transfer_ids)
+        return
+    async with transaction(pool) as conn:
+        await store.set_settled_many(conn, transfer_ids)
+        await with_settled(conn, [posting.priced.item for posting, _ in posted])
 
 
 def outcome(answer: TransferResult) -> SettleOutcome:

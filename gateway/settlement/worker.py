@@ -18,7 +18,7 @@ from typing import Any
 
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
-from gateway.adapters.postgres import connection
+from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres.webhooks import record_failure
 from gateway.core.disposition import Action, Disposition, Policies, dispose, failure_of
 from gateway.core.excerpt import capped
@@ -26,6 +26,8 @@ from gateway.core.model import Event, Stage
 from gateway.core.retry import RetryPolicy
 from gateway.errors import AlertNotDelivered, BrokerUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
+from gateway.settlement.items import SettleOutcome
+from gateway.settlement.ordered import AfterParked, OrderedGate
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
 
@@ -35,9 +37,14 @@ _PARKED = {"gateway.stage": Stage.SETTLEMENT.value}
 
 
 def event_from_message(msg: Delivery) -> Event:
-    """Rebuild the recorded event from a stream message and its gateway headers."""
+    """Rebuild the recorded event from a stream message and its gateway headers; a
+    message with both ordering headers carries its key and number."""
     headers = msg.headers
     received = headers.get("Gateway-Received-At")
+    order_key = headers.get("Gateway-Order-Key")
+    seq = headers.get("Gateway-Key-Seq")
+    # A number that is not a positive decimal is no number: the event is unordered.
+    key_seq = int(seq) if seq is not None and seq.isdigit() and int(seq) > 0 else None
     return Event(
         provider=headers.get("Gateway-Provider", ""),
         event_id=headers.get("Gateway-Event-Id", ""),
@@ -46,6 +53,8 @@ def event_from_message(msg: Delivery) -> Event:
         headers={},
         body=msg.data,
         received_at=datetime.fromisoformat(received) if received else datetime.now(UTC),
+        order_key=order_key if key_seq is not None else None,
+        key_seq=key_seq if order_key is not None else None,
     )
 
 
@@ -64,6 +73,10 @@ class SettlementWorker:
         self._policies = Policies(
             consumer=RetryPolicy(self._settings.retry_delays_s),
             ledger=RetryPolicy(parts.settings.ledger.retry_delays_s),
+        )
+        # `[ordering] enabled = false`: the gate is not there, and nothing is ordered.
+        self._gate = (
+            OrderedGate(parts, self, self._policies) if parts.settings.ordering.enabled else None
         )
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
@@ -119,6 +132,9 @@ class SettlementWorker:
                 readable.append(msg)
             except Exception:  # a header it cannot read; redelivered after ack_wait
                 log.exception("message unreadable; left for redelivery")
+        if self._gate is not None and any(e.key_seq is not None for e, _ in work):
+            await self._gate.handle(readable, work)
+            return
         # Each delivery's span, a child of the publish that sent it (None: not traced).
         spans = [settle_span(m, e, n) for m, (e, n) in zip(readable, work, strict=True)]
         outcomes = await settle_batch(self.parts.settler, work, self._settings.concurrency, spans)
@@ -127,28 +143,36 @@ class SettlementWorker:
             readable, work, outcomes, spans, strict=True
         ):
             if isinstance(outcome, Exception):
-                failed.append(self._guarded(msg, event, deliveries, outcome, span))
-                continue
-            try:  # an ack is only queued on the connection: no task needed for each
-                await msg.ack()
-            except Exception:  # not acked: redelivered after ack_wait, and harmless
-                log.exception("ack failed; the message will be redelivered")
-                continue
-            finally:
-                tracing.set_attributes(span, {"gateway.outcome": outcome.value})
-                tracing.end(span)
-            self.parts.metrics.settlements_total.inc(outcome=outcome.value)
+                failed.append(self.failed(msg, event, deliveries, outcome, span))
+            else:
+                await self.settled(msg, outcome, span)
         await asyncio.gather(*failed)
 
-    async def _guarded(
+    async def settled(
+        self, msg: Delivery, outcome: SettleOutcome, span: tracing.Span | None
+    ) -> None:
+        """Ack a message whose event settled, was settled already, or settles nothing."""
+        try:  # an ack is only queued on the connection: no task needed for each
+            await msg.ack()
+        except Exception:  # not acked: redelivered after ack_wait, and harmless
+            log.exception("ack failed; the message will be redelivered")
+            return
+        finally:
+            tracing.set_attributes(span, {"gateway.outcome": outcome.value})
+            tracing.end(span)
+        self.parts.metrics.settlements_total.inc(outcome=outcome.value)
+
+    async def failed(
         self,
         msg: Delivery,
         event: Event,
         deliveries: int,
         exc: Exception,
         span: tracing.Span | None = None,
-    ) -> None:
-        """Retry or dead-letter a message whose settlement failed."""
+        then: AfterParked | None = None,
+    ) -> Action | None:
+        """Retry or dead-letter a message whose settlement failed; `then` is written in
+        the dead letter's transaction. What was done (None: neither could be sent)."""
         async with self._semaphore:
             try:
                 with tracing.activated(span):  # its log lines and the parking join its trace
@@ -156,9 +180,10 @@ class SettlementWorker:
                     outcome = "retry" if decision.action is Action.RETRY else "dead_letter"
                     tracing.set_attributes(span, {"gateway.outcome": outcome})
                     tracing.failed(span, decision.error_class)
-                    await self._failed(msg, event, exc, decision, deliveries)
+                    return await self._failed(msg, event, exc, decision, deliveries, then)
             except Exception:  # never let one message stop the batch; it will be redelivered
                 log.exception("message handling failed; left for redelivery")
+                return None
             finally:
                 tracing.end(span)
 
@@ -169,7 +194,8 @@ class SettlementWorker:
         exc: BaseException,
         decision: Disposition,
         deliveries: int,
-    ) -> None:
+        then: AfterParked | None = None,
+    ) -> Action | None:
         metrics = self.parts.metrics
         fields = {
             "provider": event.provider,
@@ -187,11 +213,11 @@ class SettlementWorker:
             with contextlib.suppress(GatewayError):
                 await self.parts.settler.record_failure(event, exc, final=False)
             await msg.nak(decision.delay_s)
-            return
+            return Action.RETRY
         try:
             with tracing.current_child("dlq.park", _PARKED) as span:
                 tracing.failed(span, decision.error_class)
-                await self._dead_letter(event, exc, decision, deliveries)
+                await self._dead_letter(event, exc, deliveries, then)
         except GatewayError as dlq_exc:
             # Not parked: keep the message in the stream and try again shortly.
             log.error(
@@ -199,7 +225,7 @@ class SettlementWorker:
                 extra={**fields, "error": repr(dlq_exc)},
             )
             await msg.nak(5.0)
-            return
+            return None
         await msg.term()
         metrics.settlements_total.inc(outcome="dead_letter")
         metrics.dlq_total.inc(stage=Stage.SETTLEMENT.value, error_class=decision.error_class)
@@ -207,13 +233,19 @@ class SettlementWorker:
         if decision.critical:
             metrics.critical_total.inc(reason=decision.error_class)
             await self._alert(event, decision, str(exc))
+        return Action.DEAD_LETTER
 
     async def _dead_letter(
-        self, event: Event, exc: BaseException, decision: Disposition, deliveries: int
+        self, event: Event, exc: BaseException, deliveries: int, then: AfterParked | None
     ) -> None:
         failure = failure_of(exc, "".join(traceback.format_exception(exc)))
-        async with connection(self.parts.pool) as conn:
-            await record_failure(conn, None, Stage.SETTLEMENT, event, failure, attempts=deliveries)
+        # With `then` (the ordering gate's hold or skip), in one transaction with it.
+        async with transaction(self.parts.pool) if then else connection(self.parts.pool) as conn:
+            dlq_id = await record_failure(
+                conn, None, Stage.SETTLEMENT, event, failure, attempts=deliveries
+            )
+            if then is not None:
+                await then(conn, dlq_id)
         with contextlib.suppress(GatewayError):
             await self.parts.settler.record_failure(event, exc, final=True)
 

@@ -1,0 +1,360 @@
+"""The ordering gate of the settlement worker: a fetched batch's keyed messages settled
+in their keys' order (`gateway.core.ordering` decides, this runs it).
+
+Round 0 settles the unordered messages, each key's first turn and the deferrals' own
+retries as one batch; round 1 the second turns of the keys whose first turn went
+through, and so on. A turn moves its key by the compare-and-set of
+`adapters.postgres.ordering.advance`, in the transaction that marks its settlement
+settled; a turn that settled nothing (a duplicate, an ignored type) or was deferred
+moves it in one statement after the round. Each message is answered only once its key's
+move is committed, so a worker killed in between leaves it to be redelivered, found
+settled (a duplicate) and moved then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway import tracing
+from gateway.adapters.jetstream.consumer import Delivery
+from gateway.adapters.postgres import Conn, connection, transaction
+from gateway.adapters.postgres import ordering as store
+from gateway.core import ordering as gate
+from gateway.core.disposition import Action, Policies, dispose
+from gateway.core.model import Event
+from gateway.core.ordering import Decision, Keyed, KeyEffect, Step, TurnResult
+from gateway.errors import BlockedByPredecessor, OrderPredecessorMissing, PaymentNotSettled
+from gateway.settlement.batch import settle_batch
+from gateway.settlement.items import Item, Result, SettleOutcome
+from gateway.settlement.parts import SettlementParts
+from gateway.settlement.traced import settle_span
+
+log = logging.getLogger(__name__)
+
+#: Written in the dead letter's transaction, with its row id (a hold, a skip).
+AfterParked = Callable[[Conn, int], Awaitable[None]]
+
+
+class Answers(Protocol):
+    """How the worker answers a message (`SettlementWorker`)."""
+
+    async def settled(
+        self, msg: Delivery, outcome: SettleOutcome, span: tracing.Span | None
+    ) -> None:
+        """Ack a message whose event settled (or had nothing to settle)."""
+
+    async def failed(
+        self,
+        msg: Delivery,
+        event: Event,
+        deliveries: int,
+        exc: Exception,
+        span: tracing.Span | None = None,
+        then: AfterParked | None = None,
+    ) -> Action | None:
+        """Retry or park a message; what was done (None: neither could be sent)."""
+
+
+@dataclass
+class _Round:
+    """One round's messages (indices into the batch) and what its turns did."""
+
+    indices: list[int]
+    moved_in_tx: set[int] = field(default_factory=set)  # indices moved with their settlement
+
+
+class OrderedGate:
+    """Settles fetched batches through the ordering gate."""
+
+    def __init__(self, parts: SettlementParts, answers: Answers, policies: Policies) -> None:
+        self._parts = parts
+        self._answers = answers
+        self._policies = policies
+        self._ordering = parts.settings.ordering
+        self._concurrency = parts.settings.settlement.concurrency
+
+    def on_poison(self, provider: str) -> str:
+        """The provider's own `on_poison`, else `[ordering] on_poison`."""
+        own = self._parts.settings.providers.get(provider)
+        return getattr(own, "on_poison", None) or self._ordering.on_poison
+
+    async def handle(self, messages: Sequence[Delivery], work: Sequence[tuple[Event, int]]) -> None:
+        """Settle a batch (read messages and their `(event, delivery number)`) in order."""
+        keyed = [
+            Keyed(i, e.provider, e.order_key, e.key_seq, n, messages[i].timestamp_s)
+            for i, (e, n) in enumerate(work)
+            if e.order_key is not None and e.key_seq is not None
+        ]
+        unordered = [i for i, (e, _) in enumerate(work) if e.key_seq is None or e.order_key is None]
+        plan = await self._plan(keyed)
+        # Answered while the rounds settle (gather starts them now).
+        now = [
+            self._answer_now(messages[k.index], work[k.index], k, plan.decisions[k.index])
+            for k in keyed
+            if plan.decisions[k.index].step not in (Step.TURN, Step.DEFERRED_RETRY)
+        ]
+        by_round: dict[int, list[Keyed]] = {}
+        for k in keyed:
+            decision = plan.decisions[k.index]
+            if decision.step is Step.DEFERRED_RETRY:
+                unordered.append(k.index)  # settled unordered, in round 0
+            elif decision.step is Step.TURN:
+                by_round.setdefault(decision.round, []).append(k)
+        deferred = {
+            k.index: k for k in keyed if plan.decisions[k.index].step is Step.DEFERRED_RETRY
+        }
+        answering = asyncio.gather(*now)
+        try:
+            await self._rounds(messages, work, plan.rounds, by_round, sorted(unordered), deferred)
+        finally:
+            await answering
+
+    async def _rounds(
+        self,
+        messages: Sequence[Delivery],
+        work: Sequence[tuple[Event, int]],
+        rounds: int,
+        by_round: dict[int, list[Keyed]],
+        unordered: list[int],
+        deferred: dict[int, Keyed],
+    ) -> None:
+        stopped: dict[tuple[str, str], KeyEffect] = {}  # keys whose turns end in this batch
+        waiting: list[Awaitable[object]] = []
+        for r in range(max(1, rounds)):
+            turns: list[Keyed] = []
+            for k in by_round.get(r, []):
+                if k.key in stopped:  # behind a turn that failed: wait, or park behind it
+                    waiting.append(
+                        self._behind(messages[k.index], work[k.index], k, stopped[k.key])
+                    )
+                else:
+                    turns.append(k)
+            extra = unordered if r == 0 else []
+            if turns or extra:
+                stopped.update(await self._round(messages, work, turns, extra, deferred))
+        await asyncio.gather(*waiting)
+
+    async def _plan(self, keyed: Sequence[Keyed]) -> gate.Plan:
+        if not keyed:
+            return gate.Plan({}, 0)
+        keys = list({k.key for k in keyed})
+        async with connection(self._parts.pool) as conn:
+            positions = await store.states(conn, keys)
+            below = [
+                (k.provider, k.order_key, k.key_seq)
+                for k in keyed
+                if k.key_seq <= positions[k.key].applied_seq
+            ]
+            deferrals = await store.open_deferrals(conn, below)
+        return gate.plan(
+            keyed,
+            positions,
+            deferrals,
+            now_s=time.time(),
+            gap_timeout_s=self._ordering.gap_timeout_s,
+            rand=random.random,
+        )
+
+    async def _answer_now(
+        self, msg: Delivery, item: tuple[Event, int], k: Keyed, decision: Decision
+    ) -> None:
+        """A duplicate, a wait or a park, answered without settling."""
+        event, deliveries = item
+        if decision.step is Step.DUPLICATE:
+            await self._answers.settled(msg, SettleOutcome.DUPLICATE, None)
+        elif decision.step is Step.WAIT:
+            await self._wait(msg, k, decision.delay_s)
+        elif decision.step is Step.PARK_GAP:
+            exc = OrderPredecessorMissing(
+                f"waited over {self._ordering.gap_timeout_s:g} s for an earlier event of its key"
+            )
+            await self._answers.failed(msg, event, deliveries, exc, then=self._hold(k, exc))
+        elif decision.step is Step.PARK_BLOCKED:
+            await self._blocked(msg, item)
+
+    async def _wait(self, msg: Delivery, k: Keyed, delay_s: float | None) -> None:
+        self._parts.metrics.order_gap_waits_total.inc(provider=k.provider)
+        try:
+            await msg.nak(
+                delay_s if delay_s is not None else gate.wait_delay_s(k.deliveries, random.random)
+            )
+        except Exception:  # not answered: redelivered after ack_wait, and harmless
+            log.exception("nak failed; the message will be redelivered")
+
+    async def _blocked(self, msg: Delivery, item: tuple[Event, int]) -> None:
+        event, deliveries = item
+        exc = BlockedByPredecessor("an earlier event of its key is parked")
+        if await self._answers.failed(msg, event, deliveries, exc) is Action.DEAD_LETTER:
+            self._parts.metrics.order_blocked_parked_total.inc()
+
+    async def _behind(
+        self, msg: Delivery, item: tuple[Event, int], k: Keyed, effect: KeyEffect
+    ) -> None:
+        if effect is KeyEffect.HOLD:
+            await self._blocked(msg, item)
+        else:
+            await self._wait(msg, k, None)
+
+    def _hold(self, k: Keyed, exc: Exception) -> AfterParked:
+        async def then(conn: Conn, dlq_id: int) -> None:
+            reason = getattr(exc, "error_class", "UNEXPECTED_ERROR")
+            await store.hold(conn, k.provider, k.order_key, k.key_seq, dlq_id, str(reason))
+
+        return then
+
+    @staticmethod
+    def _skip(k: Keyed, event: Event) -> AfterParked:
+        async def then(conn: Conn, dlq_id: int) -> None:
+            del dlq_id  # the skip is explained by the dead letter of (provider, event_id)
+            await store.advance(
+                conn, [store.Advance(k.provider, k.order_key, k.key_seq, "skipped", event.event_id)]
+            )
+
+        return then
+
+    @staticmethod
+    def _parked_deferral(k: Keyed) -> AfterParked:
+        async def then(conn: Conn, dlq_id: int) -> None:
+            del dlq_id
+            await store.resolve_deferral(conn, k.provider, k.order_key, k.key_seq, "parked")
+
+        return then
+
+    async def _round(
+        self,
+        messages: Sequence[Delivery],
+        work: Sequence[tuple[Event, int]],
+        turns: Sequence[Keyed],
+        extra: Sequence[int],
+        deferred: dict[int, Keyed],
+    ) -> dict[tuple[str, str], KeyEffect]:
+        """Settle one round as one batch, move its keys, answer its messages; the keys
+        whose turns end here (stopped or held)."""
+        turn_of = {k.index: k for k in turns}
+        indices = [*extra, *turn_of]
+        state = _Round(indices)
+
+        async def with_settled(conn: Conn, items: Sequence[Item]) -> None:
+            # Runs in the transaction that marks these items settled.
+            at = [indices[item.index] for item in items]
+            steps = [self._applied(turn_of[i], work[i][0]) for i in at if i in turn_of]
+            await store.advance(conn, steps)
+            for i in at:
+                if i in deferred:
+                    d = deferred[i]
+                    await store.resolve_deferral(
+                        conn, d.provider, d.order_key, d.key_seq, "settled"
+                    )
+            state.moved_in_tx.update(at)
+
+        sub = [work[i] for i in indices]
+        spans = [settle_span(messages[i], e, n) for i, (e, n) in zip(indices, sub, strict=True)]
+        results = await settle_batch(
+            self._parts.settler, sub, self._concurrency, spans, with_settled
+        )
+        return await self._answer_round(messages, work, state, turn_of, deferred, results, spans)
+
+    @staticmethod
+    def _applied(k: Keyed, event: Event) -> store.Advance:
+        return store.Advance(k.provider, k.order_key, k.key_seq, "applied", event.event_id)
+
+    async def _answer_round(
+        self,
+        messages: Sequence[Delivery],
+        work: Sequence[tuple[Event, int]],
+        state: _Round,
+        turn_of: dict[int, Keyed],
+        deferred: dict[int, Keyed],
+        results: Sequence[Result],
+        spans: Sequence[tracing.Span | None],
+    ) -> dict[tuple[str, str], KeyEffect]:
+        later: dict[int, store.Advance] = {}  # moved after the round, in one statement
+        resolved: list[Keyed] = []
+        effects: dict[int, KeyEffect] = {}
+        for i, result in zip(state.indices, results, strict=True):
+            k = turn_of.get(i)
+            if isinstance(result, Exception):
+                if k is not None:
+                    effects[i] = self._effect(k, result)
+                    if effects[i] is KeyEffect.DEFERRED:
+                        later[i] = store.Advance(
+                            k.provider, k.order_key, k.key_seq, "deferred", work[i][0].event_id
+                        )
+            elif i not in state.moved_in_tx:
+                if k is not None:
+                    later[i] = self._applied(k, work[i][0])
+                elif i in deferred:
+                    resolved.append(deferred[i])
+        try:
+            if later or resolved:
+                async with transaction(self._parts.pool) as conn:
+                    await store.advance(conn, list(later.values()))
+                    for d in resolved:
+                        await store.resolve_deferral(
+                            conn, d.provider, d.order_key, d.key_seq, "settled"
+                        )
+        except Exception:  # not moved: redelivered, found settled, and moved then
+            log.exception("could not move the batch's keys; their messages will be redelivered")
+            effects.update(dict.fromkeys(later, KeyEffect.STOP))
+        self._parts.metrics.order_deferred_total.inc(
+            sum(1 for e in effects.values() if e is KeyEffect.DEFERRED)
+        )
+        answered = [
+            self._answer(
+                messages[i], work[i], turn_of.get(i), deferred.get(i), effects.get(i), result, span
+            )
+            for i, result, span in zip(state.indices, results, spans, strict=True)
+        ]
+        done = await asyncio.gather(*answered)
+        stopped: dict[tuple[str, str], KeyEffect] = {}
+        for i, effect in zip(state.indices, done, strict=True):
+            k = turn_of.get(i)
+            if k is not None and effect in (KeyEffect.STOP, KeyEffect.HOLD):
+                stopped[k.key] = effect
+        return stopped
+
+    def _effect(self, k: Keyed, exc: Exception) -> KeyEffect:
+        decision = dispose(exc, k.deliveries, random.random, self._policies)
+        if decision.action is Action.RETRY:
+            dependency = isinstance(exc, PaymentNotSettled)
+            return gate.after_turn(TurnResult.DEPENDENCY if dependency else TurnResult.RETRY, "")
+        return gate.after_turn(TurnResult.DEAD_LETTER, self.on_poison(k.provider))
+
+    async def _answer(
+        self,
+        msg: Delivery,
+        item: tuple[Event, int],
+        turn: Keyed | None,
+        deferral: Keyed | None,
+        effect: KeyEffect | None,
+        result: Result,
+        span: tracing.Span | None,
+    ) -> KeyEffect | None:
+        """Answer one settled message; what its turn did to its key in the end."""
+        event, deliveries = item
+        if not isinstance(result, Exception):
+            if effect is KeyEffect.STOP and turn is not None:
+                # Settled, but its key did not move: redelivered, found settled, moved then.
+                tracing.end(span)
+                await self._wait(msg, turn, None)
+                return effect
+            await self._answers.settled(msg, result, span)
+            return KeyEffect.APPLIED
+        then: AfterParked | None = None
+        if turn is not None and effect is KeyEffect.HOLD:
+            then = self._hold(turn, result)
+        elif turn is not None and effect is KeyEffect.SKIPPED:
+            then = self._skip(turn, event)
+        elif deferral is not None:
+            then = self._parked_deferral(deferral)
+        action = await self._answers.failed(msg, event, deliveries, result, span, then)
+        if turn is not None and effect in (KeyEffect.HOLD, KeyEffect.SKIPPED):
+            # Not parked: the hold or skip was not written, so the key waits for it.
+            return effect if action is Action.DEAD_LETTER else KeyEffect.STOP
+        return effect
