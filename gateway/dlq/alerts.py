@@ -2,7 +2,8 @@
 thresholds sent to `[alerts] webhook_url` for teams without Prometheus.
 
 Each evaluation (every `interval_s`, 30 s by default):
-1. one query fetches the DLQ figures, which also refresh the gauges;
+1. one query fetches the DLQ figures, which also refresh the gauges, and one the held
+   keys of per-key order (`dlq.order_gauges`);
 2. the retry counter of this process is sampled into a one-minute window;
 3. the backfill pages skipped in the last hour are counted by provider
    (`backfill_progress.skipped_at`, sql/011);
@@ -36,6 +37,7 @@ from gateway.core.alerting import (
     readings,
     transition,
 )
+from gateway.dlq.order_gauges import refresh_order_gauges
 from gateway.errors import AlertNotDelivered, GatewayError
 from gateway.metrics import Metrics
 from gateway.settings import Settings
@@ -111,6 +113,7 @@ class DlqAlerts:
         added, oldest_s = await refresh_dlq_gauges(
             self._pool, self._metrics, self._settings.dlq_window_s, now
         )
+        await refresh_order_gauges(self._pool, self._metrics, now)
         self._retries.add(now.timestamp(), retries_by_subject(self._metrics))
         if self._receiver is None:
             return []
