@@ -14,9 +14,10 @@ from gateway.settings.values import redacted_repr
 #: What the gateway's own NATS headers (`Nats-Msg-Id`, `Gateway-Provider`, `-Event-Id`,
 #: `-Event-Type`, `-Received-At`, and `-Source: backfill` (26 bytes) on recovered events,
 #: `-Replayed` (~40 bytes) on re-published ones, `traceparent` (68 bytes) while tracing
-#: is on) may take of a message, on top of the body.
+#: is on, `-Order-Key` and `-Key-Seq` (at most 260 bytes: a key is at most 200) on
+#: ordered ones) may take of a message, on top of the body.
 #: NATS counts headers against `max_payload`; they are about 235 bytes for usual ids and types, and
-#: under 4 KiB at the longest ids (255 characters) and types (200) the gateway accepts.
+#: under 4.5 KiB at the longest ids (255 characters), types (200) and keys the gateway accepts.
 #: An event whose headers still do not fit is parked (`PAYLOAD_TOO_LARGE`) by the
 #: publisher rather than sent.
 HEADER_BUDGET_BYTES = 8192

@@ -59,6 +59,11 @@ class PublishResult:
     unsent: list[int] = field(default_factory=list)
 
 
+#: The ordering headers of a keyed, numbered event (a message without both is unordered).
+ORDER_KEY_HEADER = "Gateway-Order-Key"
+KEY_SEQ_HEADER = "Gateway-Key-Seq"
+
+
 def message_headers(stored: StoredEvent) -> dict[str, str]:
     """Headers for the stream: the de-duplication id and where the event came from.
 
@@ -77,6 +82,12 @@ def message_headers(stored: StoredEvent) -> dict[str, str]:
         headers["Gateway-Source"] = event.source
     if event.traceparent is not None:  # tracing on: the publish span (flags 00: none)
         headers[TRACEPARENT] = event.traceparent
+    # A keyed, numbered event: consumers apply each key's events in this order. The key
+    # is header-safe as recorded (`core.order_keys.bounded_key`: printable ASCII, no
+    # blank ends, at most 200 bytes).
+    if event.key_seq is not None and event.order_key is not None:
+        headers[ORDER_KEY_HEADER] = event.order_key
+        headers[KEY_SEQ_HEADER] = str(event.key_seq)
     return headers
 
 

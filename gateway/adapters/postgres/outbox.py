@@ -32,7 +32,7 @@ WHERE name = 'default'
 """
 
 _COLUMNS = """id, provider, event_id, event_type, subject, headers::text AS headers, body,
-              received_at, source, traceparent, outbox_xid"""
+              received_at, source, traceparent, order_key, key_seq, outbox_xid"""
 _STILL_OWED = """subject IS NOT NULL AND publish_parked_at IS NULL
     AND pg_visible_in_snapshot(outbox_xid, $2::text::pg_snapshot)"""
 

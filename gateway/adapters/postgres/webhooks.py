@@ -1,12 +1,14 @@
 """The `processed_webhooks` and `dlq_webhooks` tables: the idempotency gate (whose rows
-the outbox walks, `outbox.py`) and dead letters. Every statement here is one round trip;
-callers own the batching."""
+the outbox walks, `outbox.py`), the per-key numbers given at insert (`order_counters`),
+and dead letters. Every statement here is one round trip; callers own the batching."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import asyncpg
 import orjson
@@ -14,6 +16,7 @@ import orjson
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.excerpt import DETAIL_MAX_CHARS, capped
 from gateway.core.model import Event, Failure, Stage
+from gateway.errors import DatabaseUnavailable
 
 # One statement commits a whole group. The rows travel as one JSON document (bodies in
 # base64, since they are bytes): encoding seven parameter arrays element by element cost
@@ -22,17 +25,107 @@ from gateway.core.model import Event, Failure, Stage
 # purpose: it covers UNIQUE (provider, event_id), the idempotency gate, and the partial
 # UNIQUE (provider, body_sha256) of sql/005, so a body-only signature replayed under a
 # forged id is skipped like a repeat (rows of one statement conflict with each other too).
-_INSERT_EVENTS = """
+_ROWS = """json_to_recordset($1::json)
+     AS r(provider text, event_id text, event_type text, subject text, headers jsonb,
+          body text, received_at timestamptz, body_sha256 text, source text, traceparent text,
+          order_key text, n int)"""
+_INSERT_EVENTS = f"""
 INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body,
                                 received_at, body_sha256, source, traceparent)
 SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers, decode(r.body, 'base64'),
        r.received_at, decode(r.body_sha256, 'hex'), r.source, r.traceparent
-FROM json_to_recordset($1::json)
-     AS r(provider text, event_id text, event_type text, subject text, headers jsonb,
-          body text, received_at timestamptz, body_sha256 text, source text, traceparent text)
+FROM {_ROWS}
 ON CONFLICT DO NOTHING
-RETURNING id, provider, event_id
+RETURNING id, provider, event_id, NULL::bigint AS key_seq
+"""  # noqa: S608 - only constants are interpolated
+
+# A group with keyed rows numbers them in the same statement, under the keys' locks
+# (`_LOCK_KEYS`, taken by the statement before, so the counters read here are the last
+# committed ones: READ COMMITTED takes a new snapshot per statement).
+# 1. `numbered`: each keyed row not already recorded (by id, or by body digest where it
+#    has one) gets last + 1, last + 2, ... per key, in arrival order (`n`).
+# 2. `inserted`: the rows, with their numbers; a row a concurrent writer recorded since
+#    this statement's snapshot is still skipped by ON CONFLICT (after waiting for it).
+# 3. `counted`: each key's counter moves to the highest number actually inserted.
+# 4. The answer: the rows inserted, with how many numbers were planned. A planned number
+#    whose row was skipped would leave a gap behind the ones after it, so the caller
+#    rolls the whole group back and numbers it again (`_numbered_group`).
+_INSERT_NUMBERED = f"""
+WITH r AS MATERIALIZED (SELECT r.*, decode(r.body_sha256, 'hex') AS digest FROM {_ROWS}),
+numbered AS (
+    SELECT r.n, coalesce(c.last_seq, 0)
+           + row_number() OVER (PARTITION BY r.provider, r.order_key ORDER BY r.n) AS key_seq
+    FROM r
+    LEFT JOIN order_counters c ON c.provider = r.provider AND c.order_key = r.order_key
+    WHERE r.order_key IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM processed_webhooks p
+                      WHERE p.provider = r.provider AND p.event_id = r.event_id)
+      AND (r.digest IS NULL OR NOT EXISTS (SELECT 1 FROM processed_webhooks p
+                      WHERE p.provider = r.provider AND p.body_sha256 = r.digest))
+),
+inserted AS (
+    INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body,
+                                    received_at, body_sha256, source, traceparent,
+                                    order_key, key_seq)
+    SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers,
+           decode(r.body, 'base64'), r.received_at, r.digest, r.source, r.traceparent,
+           r.order_key, numbered.key_seq
+    FROM r LEFT JOIN numbered ON numbered.n = r.n
+    ORDER BY r.n
+    ON CONFLICT DO NOTHING
+    RETURNING id, provider, event_id, order_key, key_seq
+),
+counted AS (
+    INSERT INTO order_counters AS c (provider, order_key, last_seq)
+    SELECT provider, order_key, max(key_seq) FROM inserted
+    WHERE key_seq IS NOT NULL
+    GROUP BY provider, order_key
+    ON CONFLICT (provider, order_key) DO UPDATE
+    SET last_seq = greatest(c.last_seq, EXCLUDED.last_seq), touched_at = now()
+)
+SELECT i.id, i.provider, i.event_id, i.order_key, i.key_seq, planned.n AS planned
+FROM (SELECT count(*) AS n FROM numbered) planned LEFT JOIN inserted i ON true
+"""  # noqa: S608 - only constants are interpolated
+
+# One lock per key, in ascending order (so two groups sharing keys never deadlock), all
+# in one statement and before the transaction's first write. Why before: the first write
+# gives the transaction its id (`outbox_xid`, the relay's walk order). A transaction that
+# got its id and then waited for a key would be walked before the one it waited for, and
+# the stream would carry a key's number 6 before its 5. Locked first, per key: id order
+# = lock order = commit order = number order. An advisory lock rather than the counter
+# row's: locking a row writes it (and so takes an id), and a key's first event has no
+# row to lock yet.
+_LOCK_KEYS = """
+SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest($1::bigint[]) AS k ORDER BY 1) keys
 """
+#: Attempts at numbering one group before it is refused as not durable (503: the sender
+#: retries). A second attempt only follows a concurrent writer of the same event under
+#: another key, whose row the retry then sees.
+NUMBERING_ATTEMPTS = 3
+
+
+class Recorded(NamedTuple):
+    """A row `record_events` inserted: its id, and its number among its key's events."""
+
+    webhook_id: int
+    key_seq: int | None
+
+
+def key_lock_id(provider: str, order_key: str) -> int:
+    """The 64-bit advisory lock id of a key (`_LOCK_KEYS`), the same in every process.
+
+    Two keys sharing one only wait for each other; the relay's and retention's own lock
+    ids are single constants a 64-bit hash meets with negligible odds.
+    """
+    digest = hashlib.blake2b(
+        f"{provider}\x00{order_key}".encode("utf-8", "surrogatepass"), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class _PlannedRowSkipped(Exception):
+    """A number was planned for a row a concurrent writer recorded first."""
+
 
 _UPSERT_DLQ = """
 INSERT INTO dlq_webhooks (webhook_id, stage, provider, event_id, subject, error_class,
@@ -67,44 +160,94 @@ def _headers_json(event: Event) -> str:
 
 
 async def insert_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, str], int]:
-    """Insert what is new; return the row id of each (provider, event_id) inserted.
+    """`record_events`, answering only the row ids."""
+    recorded = await record_events(conn, events)
+    return {key: row.webhook_id for key, row in recorded.items()}
 
+
+async def record_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, str], Recorded]:
+    """Insert what is new; return the row of each (provider, event_id) inserted.
+
+    Each new event with an `order_key` gets the key's next number (`key_seq`) in the same
+    transaction: 1, 2, 3, ... per key with no gap, in commit order; a repeat gets none.
     Invalid events that were new also get their `stage='ingest'` dead letter in the same
     transaction, so a committed row never lacks the reason it went no further. The
     events must be unique by (provider, event_id); the caller removes repeats. An event
     whose `body_sha256` is already recorded for its provider is not inserted (a replay
     under another id), so it is missing from the answer like any repeat.
     """
-    rows_json = orjson.dumps(
-        [
-            {
-                "provider": e.provider,
-                "event_id": e.event_id,
-                "event_type": e.event_type,
-                "subject": e.subject,
-                "headers": e.headers,
-                "body": base64.b64encode(e.body).decode("ascii"),
-                "received_at": e.received_at,
-                "body_sha256": None if e.body_sha256 is None else e.body_sha256.hex(),
-                "source": e.source,
-                "traceparent": e.traceparent,
-            }
-            for e in events
-        ],
-        default=dict,  # headers may be any Mapping
-    ).decode()
+    keyed = any(e.order_key is not None for e in events)
+    rows_json = _rows_json(events, keyed)
     with translate_errors():
-        if all(e.failure is None for e in events):
+        if not keyed and all(e.failure is None for e in events):
             # One statement is atomic on its own: no BEGIN/COMMIT round trips.
             rows = await conn.fetch(_INSERT_EVENTS, rows_json)
-            return {(r["provider"], r["event_id"]): int(r["id"]) for r in rows}
-        async with conn.transaction():
-            rows = await conn.fetch(_INSERT_EVENTS, rows_json)
-            inserted = {(r["provider"], r["event_id"]): int(r["id"]) for r in rows}
-            for event in events:
-                key = (event.provider, event.event_id)
-                if event.failure is not None and key in inserted:
-                    await _upsert_dlq(conn, inserted[key], Stage.INGEST, event, event.failure)
+            return {(r["provider"], r["event_id"]): Recorded(int(r["id"]), None) for r in rows}
+        if not keyed:
+            async with conn.transaction():
+                rows = await conn.fetch(_INSERT_EVENTS, rows_json)
+                return await _with_dead_letters(conn, events, rows)
+        locks = sorted({key_lock_id(e.provider, e.order_key) for e in events if e.order_key})
+        for _ in range(NUMBERING_ATTEMPTS):
+            try:
+                async with conn.transaction():
+                    await conn.execute(_LOCK_KEYS, locks)
+                    rows = await conn.fetch(_INSERT_NUMBERED, rows_json)
+                    _check_numbered(rows)
+                    return await _with_dead_letters(conn, events, rows)
+            except _PlannedRowSkipped:
+                continue  # rolled back: no number was used
+    raise DatabaseUnavailable(
+        f"could not number a group of {len(events)} events in {NUMBERING_ATTEMPTS} attempts"
+    )
+
+
+def _rows_json(events: Sequence[Event], keyed: bool) -> str:
+    rows: list[dict[str, Any]] = [
+        {
+            "provider": e.provider,
+            "event_id": e.event_id,
+            "event_type": e.event_type,
+            "subject": e.subject,
+            "headers": e.headers,
+            "body": base64.b64encode(e.body).decode("ascii"),
+            "received_at": e.received_at,
+            "body_sha256": None if e.body_sha256 is None else e.body_sha256.hex(),
+            "source": e.source,
+            "traceparent": e.traceparent,
+        }
+        for e in events
+    ]
+    if keyed:  # the arrival order numbers follow, and the keys
+        for n, (row, event) in enumerate(zip(rows, events, strict=True)):
+            row["n"] = n
+            row["order_key"] = event.order_key
+    return orjson.dumps(rows, default=dict).decode()  # headers may be any Mapping
+
+
+def _check_numbered(rows: Sequence[asyncpg.Record]) -> None:
+    """Raise `_PlannedRowSkipped` unless every planned number went to an inserted row and
+    every keyed row inserted got one (a row retention removed since the look-up)."""
+    planned = rows[0]["planned"] if rows else 0
+    numbered = sum(1 for r in rows if r["key_seq"] is not None)
+    unnumbered = any(r["order_key"] is not None and r["key_seq"] is None for r in rows)
+    if numbered != planned or unnumbered:
+        raise _PlannedRowSkipped
+
+
+async def _with_dead_letters(
+    conn: Conn, events: Sequence[Event], rows: Sequence[asyncpg.Record]
+) -> dict[tuple[str, str], Recorded]:
+    """The rows inserted; the new invalid events' dead letters written beside them."""
+    inserted = {
+        (r["provider"], r["event_id"]): Recorded(int(r["id"]), r["key_seq"])
+        for r in rows
+        if r["id"] is not None  # the planned count's row when nothing was inserted
+    }
+    for event in events:
+        key = (event.provider, event.event_id)
+        if event.failure is not None and key in inserted:
+            await _upsert_dlq(conn, inserted[key].webhook_id, Stage.INGEST, event, event.failure)
     return inserted
 
 
@@ -171,6 +314,9 @@ def stored_event(row: asyncpg.Record) -> StoredEvent:
         source=row["source"],
         # Only the outbox walk reads it: a re-published row joins its request's trace.
         traceparent=row.get("traceparent"),
+        # The walk reads them: a keyed, numbered message carries both as headers.
+        order_key=row.get("order_key"),
+        key_seq=row.get("key_seq"),
     )
     return StoredEvent(int(row["id"]), event)
 
@@ -200,7 +346,7 @@ WHERE outbox_published(pw)
 """
 _RECONCILE_CANDIDATES = f"""
 SELECT pw.id, pw.provider, pw.event_id, pw.event_type, pw.subject, pw.headers::text AS headers,
-       pw.body, pw.received_at, pw.source
+       pw.body, pw.received_at, pw.source, pw.order_key, pw.key_seq
 {_RECONCILE_WHERE}
   AND pw.payload_removed_at IS NULL
 ORDER BY pw.id
