@@ -25,6 +25,12 @@ class Removed(enum.StrEnum):
 #: The tables retention works on (the `table` label).
 WEBHOOKS = "processed_webhooks"
 DEAD_LETTERS = "dlq_webhooks"
+#: Per-key order's tables: an idle key's rows in all three go together (`Removed.KEY`),
+#: and a later event of the key is numbered from 1 again.
+ORDER_COUNTERS = "order_counters"
+ORDER_APPLIED = "order_applied"
+ORDER_LOG = "order_log"
+ORDER_TABLES = (ORDER_COUNTERS, ORDER_APPLIED, ORDER_LOG)
 
 
 #: How far ahead of the database's clock a row's `received_at` may be and still be
@@ -170,6 +176,9 @@ class RetentionReport:
             "removed": {
                 table: {what.value: self.count(table, what) for what in Removed}
                 for table in (WEBHOOKS, DEAD_LETTERS)
+            }
+            | {
+                table: {Removed.KEY.value: self.count(table, Removed.KEY)} for table in ORDER_TABLES
             },
             "batches": self.batches,
             "duration_s": round(self.duration_s, 3),

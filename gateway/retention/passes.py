@@ -13,6 +13,10 @@
 4. Keys (only with `key_max_age_s` > 0): rows received before `now - key_max_age_s` are
    deleted, except rows in the outbox or referenced by an open dead letter; resolved dead
    letters let go of the row (`webhook_id = NULL`) and are kept.
+5. Ordered keys (the same horizon): the counters, applied position and log of keys idle
+   since the cutoff and fully applied, with no hold, open deferral or open dead letter,
+   are deleted (`adapters.postgres.order_retention`); a later event of such a key is
+   numbered from 1 again.
 
 Each batch is its own short transaction, followed by `pause_s` of sleep, so ingestion
 never waits behind a long statement or a long-held row lock.
@@ -27,10 +31,13 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from gateway.adapters.postgres import Conn, Pool, connection
+from gateway.adapters.postgres import Conn, Pool, connection, order_retention
 from gateway.adapters.postgres import retention as store
 from gateway.core.retention import (
     DEAD_LETTERS,
+    ORDER_APPLIED,
+    ORDER_COUNTERS,
+    ORDER_LOG,
     WEBHOOKS,
     Cutoffs,
     Removed,
@@ -92,6 +99,7 @@ class RetentionPass:
             await self._dead_letters(conn, cut.payloads_before, trusted_until, scanned, report)
         if cut.keys_before is not None:
             await self._keys(conn, cut.keys_before, trusted_until, report)
+            await self._order_keys(conn, cut.keys_before, report)
 
     def _count(self, report: RetentionReport, table: str, what: Removed, rows: int) -> None:
         report.add(table, what, rows)
@@ -166,3 +174,28 @@ class RetentionPass:
             if scan.stop_id is not None or scan.scanned < limit or scan.last_id is None:
                 break
             after = scan.last_id
+
+    async def _order_keys(self, conn: Conn, cutoff: datetime, report: RetentionReport) -> None:
+        """Step 5: idle ordered keys, in batches of keys from a cursor (a key left for
+        the next pass is not looked at again by this one)."""
+        if report.dry_run:
+            self._count_order_keys(report, await order_retention.count_idle_keys(conn, cutoff))
+            return
+        after = None
+        limit = self._settings.batch_size
+        while True:
+            removed = await order_retention.remove_idle_keys(conn, cutoff, after, limit)
+            self._count_order_keys(report, removed)
+            if removed.last is None:
+                break
+            await self._batch_done(report)
+            if removed.looked_at < limit:
+                break
+            after = removed.last
+
+    def _count_order_keys(
+        self, report: RetentionReport, removed: order_retention.KeysRemoved
+    ) -> None:
+        self._count(report, ORDER_COUNTERS, Removed.KEY, removed.counters)
+        self._count(report, ORDER_APPLIED, Removed.KEY, removed.applied)
+        self._count(report, ORDER_LOG, Removed.KEY, removed.log)

@@ -107,6 +107,9 @@ def test_report_counts_and_json() -> None:
     assert doc["removed"] == {
         "processed_webhooks": {"payload": 15, "key": 0},
         "dlq_webhooks": {"payload": 0, "key": 0},
+        "order_counters": {"key": 0},
+        "order_applied": {"key": 0},
+        "order_log": {"key": 0},
     }
     assert doc["dry_run"] is True and doc["skipped"] is False
 
