@@ -220,6 +220,7 @@ async def test_release_skips_the_holder_and_leaves_the_blocked_rows_parked(
     )
     assert skipped["actor"]
     row = await db.fetchrow("SELECT * FROM dlq_webhooks WHERE id = $1", holder)
+    assert row is not None
     assert row["is_resolved"] and row["resolution"] == "manual"
     assert row["resolution_note"] == "merchant closed; refunded"
     assert row["resolved_by"] == skipped["actor"]
@@ -335,7 +336,7 @@ async def test_dlq_resolve_of_the_holder_releases_its_key(
     row = await db.fetchrow(
         "SELECT resolution, resolution_note FROM dlq_webhooks WHERE id = $1", holder
     )
-    assert tuple(row) == ("manual", "settled by hand")
+    assert row is not None and tuple(row) == ("manual", "settled by hand")
 
     # A blocked row holds nothing: resolving it is today's resolve, the key untouched.
     blocked = held_key["blocked_4"]

@@ -91,7 +91,7 @@ async def replayed(db: asyncpg.Connection) -> list[str]:
 async def parked_out_of_order(db: asyncpg.Connection) -> dict[str, int]:
     """Two keys' rows parked (and received) out of their key order, between two rows
     without a key; returns each event's dead-letter id."""
-    base = await db.fetchval("SELECT now() - interval '1 hour'")
+    base: datetime = await db.fetchval("SELECT now() - interval '1 hour'")
 
     def at(s: int) -> datetime:
         return base + timedelta(seconds=s)
