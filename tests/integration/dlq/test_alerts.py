@@ -54,7 +54,7 @@ def test_rules_file_is_valid() -> None:
     """`promtool check rules` accepts every rule."""
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 7 rules found" in result.stdout
+    assert "SUCCESS: 8 rules found" in result.stdout
 
 
 @needs_promtool
@@ -78,6 +78,7 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         "GatewayLedgerCritical",
         "GatewayBackfillRecoveredEvents",
         "GatewayBackfillPageSkipped",
+        "GatewayOrderKeyHeldTooLong",
     }
     firing: set[str] = set()
     quiet: set[str] = set()
@@ -94,7 +95,9 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         (") > 10", ") > 20"),
         ("> 3600", "> 7200"),
         ("[1m])) > 50", "[1m])) > 100"),
-        ("for: 5m", "for: 15m"),
+        ("lag_seconds) > 300\n        for: 5m", "lag_seconds) > 300\n        for: 15m"),
+        ("hold_seconds) > 900\n", "hold_seconds) > 1800\n"),
+        ("hold_seconds) > 900\n        for: 5m", "hold_seconds) > 900\n        for: 10m"),
         ("offset 15m) > 0)", "offset 15m) > 5)"),
         ('{outcome="recovered"}[15m])) > 0', '{outcome="recovered"}[15m])) > 5'),
         ("pages_skipped_total[1h])) > 0", "pages_skipped_total[1h])) > 5"),
