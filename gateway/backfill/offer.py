@@ -4,13 +4,14 @@ was recorded published at once (`publish`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from gateway.adapters.postgres import backfill as progress
 from gateway.adapters.postgres import connection
-from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
+from gateway.adapters.postgres.webhooks import StoredEvent, record_events
 from gateway.adapters.provider_api import Listed
 from gateway.backfill import pages, traced
 from gateway.backfill.parts import BackfillParts, BackfillReport
@@ -49,7 +50,7 @@ async def offer(
             if item.body is None:
                 await pace()  # a second call per event (GitHub)
             fetched = await parts.source.fetch(item)
-            shaped = shape(provider, item, fetched, now, parts.max_body_bytes)
+            shaped = shape(provider, item, fetched, now, parts.max_body_bytes, parts.ordered)
         except (ProviderApiRefused, RequestRejected) as exc:
             tally.add(Outcome.FAILED)
             shown = item.event_id or f"delivery {item.handle}"
@@ -73,14 +74,17 @@ async def offer(
     events = dict(zip(events, traced_events, strict=True))
     spans = dict(zip(events, started, strict=True))
     async with connection(parts.pool) as conn:
-        inserted = await insert_events(conn, list(events.values()))  # the gate
+        rows = await record_events(conn, list(events.values()))  # the gate
+    inserted = {key: row.webhook_id for key, row in rows.items()}
     stored: list[StoredEvent] = []
     for key, event in events.items():
         if key in inserted:
             tally.add(Outcome.RECOVERED)
             tally.inexact += key in inexact
             report.listed(event.event_id, event.event_type, Outcome.RECOVERED)
-            stored.append(StoredEvent(inserted[key], event))
+            # With its number: published now, the message must carry it.
+            numbered = dataclasses.replace(event, key_seq=rows[key].key_seq)
+            stored.append(StoredEvent(inserted[key], numbered))
             if event.failure is not None:
                 pages.parked(parts, event)
         else:  # a webhook or another run recorded it since the look-up

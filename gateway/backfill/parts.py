@@ -12,6 +12,7 @@ from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool
 from gateway.adapters.provider_api import EventSource
 from gateway.core.backfill import Outcome, Tally, Window
+from gateway.core.model import OrderedSubject
 from gateway.metrics import Metrics
 from gateway.settings import ProviderSettings
 from gateway.settings.provider_api import ApiLimits
@@ -36,6 +37,8 @@ class BackfillParts:
     monotonic: Callable[[], float] = time.monotonic
     #: `http.max_body_bytes`: a longer body is recorded and parked, never published.
     max_body_bytes: int = HttpSettings().max_body_bytes
+    #: Which subjects' events get an ordering key, as on the live path (None: none).
+    ordered: OrderedSubject | None = None
 
     @property
     def limits(self) -> ApiLimits:

@@ -19,7 +19,14 @@ from gateway.adapters.provider_api import Fetched, Listed
 from gateway.core.backfill import exact_github_body, github_bodies
 from gateway.core.backfill_items import encode
 from gateway.core.content import body_digest_id, nul_free, storable_headers
-from gateway.core.model import MAX_EVENT_TYPE_CHARS, Event, Failure, Source, webhook_event
+from gateway.core.model import (
+    MAX_EVENT_TYPE_CHARS,
+    Event,
+    Failure,
+    OrderedSubject,
+    Source,
+    webhook_event,
+)
 from gateway.core.signatures import get_scheme
 from gateway.errors import ErrorClass, ProviderApiAnswerInvalid
 from gateway.settings import ProviderSettings
@@ -39,8 +46,10 @@ def shape(
     fetched: Fetched,
     now: datetime,
     max_body_bytes: int,
+    ordered: OrderedSubject | None = None,
 ) -> Shaped:
-    """The `Event` the live path would have recorded for this request (`source` aside).
+    """The `Event` the live path would have recorded for this request (`source` aside),
+    its ordering key included (events on an `ordered` subject, by the provider's rules).
 
     Raises what `webhook_event` raises for a request without a usable event id, and
     `ProviderApiAnswerInvalid` for a payload no encoder can write.
@@ -87,6 +96,8 @@ def shape(
         event_types=provider.event_types,
         body_sha256=scheme.replay_digest(params, headers, body),
         source=Source.BACKFILL,
+        order_rules=provider.order_key,
+        ordered=ordered,
     )
     return Shaped(event, exact)
 

@@ -17,6 +17,7 @@ from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.backfill.run import BackfillParts, BackfillReport, backfill
 from gateway.core.backfill import make_window
 from gateway.errors import BackfillUsageError
+from gateway.ingest.endpoints import ordered_subject
 from gateway.metrics import Metrics
 from gateway.settings import ProviderSettings, Settings
 
@@ -89,6 +90,7 @@ async def backfill_parts(
                     metrics or Metrics(),
                     publisher,
                     max_body_bytes=settings.http.max_body_bytes,
+                    ordered=ordered_subject(settings),
                 )
         finally:
             await source.close()
@@ -117,6 +119,7 @@ def scheduled_parts(
                     metrics,
                     publisher,
                     max_body_bytes=settings.http.max_body_bytes,
+                    ordered=ordered_subject(settings),
                 )
         finally:
             await source.close()

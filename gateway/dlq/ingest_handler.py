@@ -12,9 +12,9 @@ import dataclasses
 import logging
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
-from gateway.adapters.postgres import Pool, connection
+from gateway.adapters.postgres import Pool, transaction
 from gateway.adapters.postgres.dead_letters import OutboxState, queue_for_outbox
-from gateway.adapters.postgres.webhooks import StoredEvent
+from gateway.adapters.postgres.webhooks import StoredEvent, lock_keys, number_row
 from gateway.core.content import DIGEST_ID_PREFIX
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Failure, webhook_event
@@ -28,6 +28,7 @@ from gateway.errors import (
     ProviderNotConfigured,
     StillInvalid,
 )
+from gateway.ingest.endpoints import ordered_subject
 from gateway.ingest.relay import publish_now
 from gateway.metrics import Metrics
 from gateway.settings import Settings
@@ -50,6 +51,7 @@ class IngestReplay:
         self._broker = broker
         self._metrics = metrics
         self._warned = False
+        self._ordered = ordered_subject(settings)  # keyed as the live path keys events
 
     async def __call__(self, row: DlqRow) -> None:
         provider = self._settings.providers.get(row.provider)
@@ -68,6 +70,8 @@ class IngestReplay:
             row.received_at,
             header_policy=provider.headers,
             event_types=provider.event_types,
+            order_rules=provider.order_key,
+            ordered=self._ordered,
         )
         if event.event_id != row.event_id:
             # Recording it under another id would bypass the idempotency gate.
@@ -85,10 +89,17 @@ class IngestReplay:
                     "send it again with one, or resolve this row once handled by hand"
                 )
             raise StillInvalid(failure.error_class, message)
-        async with connection(self._pool) as conn:
+        key_seq = None
+        async with transaction(self._pool) as conn:
+            # A keyed event is numbered as a new one would be: under its key's lock, taken
+            # before the row is written (its fresh transaction id is its place in the walk).
+            if event.order_key is not None:
+                await lock_keys(conn, [(event.provider, event.order_key)])
             state, webhook_id, received_at = await queue_for_outbox(
                 conn, row.provider, row.event_id, event.event_type, event.subject
             )
+            if state is OutboxState.QUEUED and webhook_id is not None and event.order_key:
+                key_seq = await number_row(conn, webhook_id, event.provider, event.order_key)
         if state is OutboxState.MISSING or webhook_id is None or received_at is None:
             raise EventNotRecorded(f"no processed_webhooks row for {row.provider}/{row.event_id}")
         if state is OutboxState.ALREADY_PUBLISHED or self._broker is None:
@@ -98,7 +109,9 @@ class IngestReplay:
                 self._warned = True
                 log.warning("NATS unreachable: replayed events wait for the outbox relay")
             return
-        stored = StoredEvent(webhook_id, dataclasses.replace(event, received_at=received_at))
+        stored = StoredEvent(
+            webhook_id, dataclasses.replace(event, received_at=received_at, key_seq=key_seq)
+        )
         try:
             # Publishing now is a courtesy: the row is committed with its subject and a
             # fresh transaction id, so the outbox relay publishes it anyway.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -249,6 +249,44 @@ async def _with_dead_letters(
         if event.failure is not None and key in inserted:
             await _upsert_dlq(conn, inserted[key].webhook_id, Stage.INGEST, event, event.failure)
     return inserted
+
+
+# A recorded row numbered after the fact (an `ingest` dead letter replayed once its
+# payload passes): the key's next number, unless the row has one already (a second replay
+# before the first was published). The caller holds the key's lock (`lock_keys`) and the
+# row's (`FOR UPDATE`), in the transaction that queues the row for the outbox.
+_NUMBER_ROW = """
+WITH target AS (SELECT id FROM processed_webhooks WHERE id = $1 AND key_seq IS NULL),
+counted AS (
+    INSERT INTO order_counters AS c (provider, order_key, last_seq)
+    SELECT $2, $3, 1 FROM target
+    ON CONFLICT (provider, order_key) DO UPDATE
+    SET last_seq = c.last_seq + 1, touched_at = now()
+    RETURNING last_seq
+),
+numbered AS (
+    UPDATE processed_webhooks p SET order_key = $3, key_seq = counted.last_seq
+    FROM counted WHERE p.id = $1
+    RETURNING p.key_seq
+)
+SELECT coalesce((SELECT key_seq FROM numbered),
+                (SELECT key_seq FROM processed_webhooks WHERE id = $1)) AS key_seq
+"""
+
+
+async def lock_keys(conn: Conn, keys: Iterable[tuple[str, str]]) -> None:
+    """Take the (provider, order_key) locks ingest numbers under, until the transaction
+    ends; call it before the transaction's first write (`_LOCK_KEYS` says why)."""
+    with translate_errors():
+        await conn.execute(_LOCK_KEYS, sorted({key_lock_id(p, k) for p, k in keys}))
+
+
+async def number_row(conn: Conn, webhook_id: int, provider: str, order_key: str) -> int | None:
+    """Give a recorded row its key's next number, or keep the one it has; its number
+    (None: no such row). Inside the transaction that holds `lock_keys` for the key."""
+    with translate_errors():
+        value = await conn.fetchval(_NUMBER_ROW, webhook_id, provider, order_key)
+    return None if value is None else int(value)
 
 
 async def _upsert_dlq(

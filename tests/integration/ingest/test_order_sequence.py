@@ -8,9 +8,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import orjson
@@ -19,13 +22,19 @@ import pytest
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.webhooks import insert_events, record_events
+from gateway.backfill.run import backfill
+from gateway.compose.backfill import backfill_parts
+from gateway.core.backfill import Window
 from gateway.core.model import Event, new_event
 from gateway.ingest.inbox import GroupCommitInbox
+from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import BILLING_TOKEN, config, running_server
+from tests.support.provider_apis import API_KEY, running_apis, stand_in_keys, stripe_event
 from tests.support.services import stream_messages, wait_until
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
+GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 def event(
@@ -260,3 +269,74 @@ async def test_a_providers_own_rules_replace_the_schemes(
         assert (await gw.client.post(d.path, content=d.body, headers=d.headers)).is_success
     [row] = await rows(database_url)
     assert (row["order_key"], row["key_seq"]) == (("cus_7", 1) if order_key else (None, None))
+
+
+async def test_a_parked_event_replayed_once_valid_takes_its_keys_next_number(
+    tmp_path: Path, database_url: str, nats_url: str
+) -> None:
+    """An event parked at ingest (no type) has no number; replayed with the fixed config
+    it is numbered after its key's events recorded meanwhile, and its message says so."""
+    doc = config(database_url, nats_url)
+    doc["providers"]["hmac"]["order_key"] = ["/data/id"]
+
+    def body(event_id: str) -> bytes:
+        return orjson.dumps({"event_id": event_id, "type": "payment_intent.succeeded",
+                             "data": {"id": "pi_r"}})  # fmt: skip
+
+    async with running_server(doc) as gw:
+        for event_id, event_type in (("h1", "payment_intent.succeeded"), ("h2", None),
+                                     ("h3", "payment_intent.succeeded")):  # fmt: skip
+            d = deliver("hmac", event_id, event_type, body=body(event_id))
+            assert (await gw.client.post(d.path, content=d.body, headers=d.headers)).is_success
+    numbered = {r["event_id"]: r["key_seq"] for r in await rows(database_url)}
+    assert numbered == {"h1": 1, "h2": None, "h3": 2}
+
+    doc["providers"]["hmac"]["event_type_from"] = "json:type"  # the operator's fix
+    path = write_toml(tmp_path / "fixed.toml", doc)
+    for _ in range(2):  # the second replay finds it resolved: no second number
+        await asyncio.to_thread(
+            subprocess.run, [GATEWAY, "dlq", "replay", "--all", "--stage", "ingest",
+                             "--config", str(path)], check=True, capture_output=True,
+        )  # fmt: skip
+    assert numbered | {"h2": 3} == {r["event_id"]: r["key_seq"] for r in await rows(database_url)}
+    assert await counters(database_url) == {("hmac", "pi_r"): 3}
+
+    async def replayed() -> list[dict[str, str]]:
+        return [h for _, h, _ in await stream_messages(nats_url) if h["Nats-Msg-Id"] == "hmac:h2"]
+
+    [headers] = await wait_until(replayed)
+    assert (headers["Gateway-Order-Key"], headers["Gateway-Key-Seq"]) == ("pi_r", "3")
+
+
+async def test_backfilled_events_are_keyed_and_numbered_like_live_ones(
+    database_url: str, nats_url: str
+) -> None:
+    """Four events of one payment intent, two delivered live: backfill records the other
+    two after them with the next numbers, and publishes them with both headers."""
+    doc = config(database_url, nats_url)
+    now = datetime.now(UTC).replace(microsecond=0)
+    events = [stripe_event(n, now - timedelta(minutes=50 - 10 * n)) for n in range(4)]
+    for e in events:
+        e["data"]["object"]["id"] = "pi_same"
+    async with running_apis() as apis, running_server(doc) as gw:
+        apis.stripe_events = events
+        for e in events[::2]:
+            d = deliver("stripe", e["id"], body=orjson.dumps(e))
+            assert (await gw.client.post(d.path, content=d.body, headers=d.headers)).is_success
+        doc["providers"]["stripe"] |= stand_in_keys(apis.url)
+        settings = settings_mod.parse(doc, env={"PROVIDER_API_KEY": API_KEY})
+        async with backfill_parts(settings, "stripe") as parts:
+            report = await backfill(parts, Window(now - timedelta(hours=1), now))
+        assert report.tally.recovered == 2 and report.unpublished == 0
+    found = {r["event_id"]: (r["order_key"], r["key_seq"]) for r in await rows(database_url)}
+    live, recovered = [e["id"] for e in events[::2]], [e["id"] for e in events[1::2]]
+    assert {found[i] for i in live} == {("pi_same", 1), ("pi_same", 2)}
+    assert {found[i] for i in recovered} == {("pi_same", 3), ("pi_same", 4)}
+
+    async def all_four() -> list[dict[str, str]]:
+        found = [h for _, h, _ in await stream_messages(nats_url)]
+        return found if len(found) == 4 else []
+
+    for headers in await wait_until(all_four, timeout_s=20):
+        event_id = headers["Gateway-Event-Id"]
+        assert (headers["Gateway-Order-Key"], int(headers["Gateway-Key-Seq"])) == found[event_id]
