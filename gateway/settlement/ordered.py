@@ -302,9 +302,9 @@ class OrderedGate:
         except Exception:  # not moved: redelivered, found settled, and moved then
             log.exception("could not move the batch's keys; their messages will be redelivered")
             effects.update(dict.fromkeys(later, KeyEffect.STOP))
-        self._parts.metrics.order_deferred_total.inc(
-            sum(1 for e in effects.values() if e is KeyEffect.DEFERRED)
-        )
+        deferrals = sum(1 for e in effects.values() if e is KeyEffect.DEFERRED)
+        if deferrals:
+            self._parts.metrics.order_deferred_total.inc(deferrals)
         answered = [
             self._answer(
                 messages[i], work[i], turn_of.get(i), deferred.get(i), effects.get(i), result, span

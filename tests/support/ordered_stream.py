@@ -1,0 +1,154 @@
+"""An in-memory stream for driving `SettlementWorker.handle` directly: messages shaped
+as the relay publishes them (gateway headers, ordering headers), answered as JetStream
+would take the answers (ack and term remove, nak puts back with one more delivery), and
+events of payments (captures and partial refunds) keyed as ingest keys them."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import orjson
+
+
+@dataclass(frozen=True)
+class Published:
+    """One event as the relay puts it on the stream."""
+
+    provider: str
+    event_id: str
+    event_type: str
+    subject: str
+    body: bytes
+    order_key: str | None = None
+    key_seq: int | None = None
+    stored_at_s: float = field(default_factory=time.time)
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "Gateway-Provider": self.provider,
+            "Gateway-Event-Id": self.event_id,
+            "Gateway-Event-Type": self.event_type,
+            "Gateway-Received-At": datetime.fromtimestamp(self.stored_at_s, UTC).isoformat(),
+        }
+        if self.order_key is not None and self.key_seq is not None:
+            headers["Gateway-Order-Key"] = self.order_key
+            headers["Gateway-Key-Seq"] = str(self.key_seq)
+        return headers
+
+
+class Message:
+    """A `Delivery` as the worker sees it, recording how it was answered."""
+
+    def __init__(self, stream: MemoryStream, event: Published, deliveries: int) -> None:
+        self._stream = stream
+        self.event = event
+        self.subject = event.subject
+        self.headers: Mapping[str, str] = event.headers()
+        self.data = event.body
+        self.num_delivered = deliveries
+        self.timestamp_s = event.stored_at_s
+        self.answer: str | None = None
+        self.delay_s: float | None = None
+
+    def __repr__(self) -> str:
+        return f"Message({self.event.event_id!r}, seq={self.event.key_seq}, n={self.num_delivered})"
+
+    async def ack(self) -> None:
+        self._answer("ack")
+
+    async def nak(self, delay_s: float | None = None) -> None:
+        self.delay_s = delay_s
+        self._answer("nak")
+
+    async def term(self) -> None:
+        self._answer("term")
+
+    def _answer(self, answer: str) -> None:
+        if self.answer is not None:
+            raise AssertionError(f"{self!r} answered twice: {self.answer}, then {answer}")
+        self.answer = answer
+        self._stream.answered(self)
+
+
+class MemoryStream:
+    """Pending events with their delivery counts; `fetch` hands out a batch (in the
+    order given, or shuffled by `rand`), and answers put them back or take them out."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Published, int]] = []
+        self.answers: list[tuple[Published, str]] = []
+        self.out: set[int] = set()  # ids of messages handed out and not answered yet
+
+    def publish(self, *events: Published) -> None:
+        self.pending.extend((e, 0) for e in events)
+
+    def fetch(self, size: int, rand: random.Random | None = None) -> list[Message]:
+        if rand is not None:
+            rand.shuffle(self.pending)
+        taken, self.pending = self.pending[:size], self.pending[size:]
+        batch = [Message(self, e, n + 1) for e, n in taken]
+        self.out.update(id(m) for m in batch)
+        return batch
+
+    def answered(self, msg: Message) -> None:
+        self.out.discard(id(msg))
+        self.answers.append((msg.event, msg.answer or ""))
+        if msg.answer == "nak":
+            self.pending.append((msg.event, msg.num_delivered))
+
+    def redeliver_unanswered(self, batch: Sequence[Message]) -> None:
+        """What ack_wait does to messages a worker never answered."""
+        for msg in batch:
+            if msg.answer is None:
+                self.out.discard(id(msg))
+                self.pending.append((msg.event, msg.num_delivered))
+
+
+@dataclass
+class Payment:
+    """One payment's events in the order its service sent them: a capture, then
+    partial refunds; numbered 1, 2, ... under the payment's key."""
+
+    service: str
+    payment_id: str
+    merchant: str
+    capture_minor: int
+    refunds_minor: list[int]
+    stored_at_s: float = field(default_factory=time.time)
+
+    def events(self) -> list[Published]:
+        events = [self._event(1, "payment.captured", self.capture_minor, None)]
+        for i, amount in enumerate(self.refunds_minor, start=1):
+            events.append(self._event(i + 1, "payment.refunded", amount, f"{self.payment_id}_r{i}"))
+        return events
+
+    @property
+    def balance_minor(self) -> int:
+        """The merchant's balance once every event is applied."""
+        return self.capture_minor - sum(self.refunds_minor)
+
+    def _event(self, seq: int, event_type: str, amount: int, refund_id: str | None) -> Published:
+        data: dict[str, object] = {
+            "settlement_id": self.payment_id,
+            "merchant_id": self.merchant,
+            "amount_minor": amount,
+            "currency": "USD",
+        }
+        if refund_id is not None:
+            data["refund_id"] = refund_id
+        event_id = f"{self.payment_id}_e{seq}"
+        body = orjson.dumps({"id": event_id, "type": event_type, "data": data})
+        return Published(
+            f"service:{self.service}",
+            event_id,
+            event_type,
+            f"events.{self.service}.{event_type}",
+            body,
+            order_key=self.payment_id,
+            key_seq=seq,
+            stored_at_s=self.stored_at_s,
+        )
