@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from gateway.errors import OrderingUsageError
+from gateway.errors import ErrorClass, OrderingUsageError
 
 #: The blocked rows a release names one by one in its `gateway dlq replay --id ...` hint;
 #: past this many the hint names them by provider and error class instead.
@@ -81,19 +81,23 @@ def replay_hint(provider: str, parked: Sequence[int]) -> str:
     if len(parked) <= HINT_IDS_MAX:
         how = "gateway dlq replay " + " ".join(f"--id {i}" for i in parked)
     else:
-        how = f"gateway dlq replay --all --provider {provider} --error-class BLOCKED_BY_PREDECESSOR"
-    return f"{rows} parked: replay them with {how}"
+        blocked = ErrorClass.BLOCKED_BY_PREDECESSOR.value
+        how = f"gateway dlq replay --all --provider {provider} --error-class {blocked}"
+    them = "it" if len(parked) == 1 else "them"
+    return f"{rows} parked: replay {them} with {how}"
 
 
 def release_line(release: Release) -> str:
     """The one line `gateway ordering release` prints."""
-    held = f"dead letter {release.dead_letter_id}" if release.dead_letter_id else "the hold"
+    held = (
+        f"dead letter {release.dead_letter_id} resolved by hand, " if release.dead_letter_id else ""
+    )
     if release.skipped <= 1:
         seqs = f"seq {release.to_seq}"
     else:
         seqs = f"seqs {release.from_seq + 1}-{release.to_seq}"
     return (
         f"released {release.provider} key {release.order_key} ({release.hold_reason}): "
-        f"{held} resolved by hand, {seqs} skipped by {release.actor}; "
+        f"{held}{seqs} skipped by {release.actor}; "
         + replay_hint(release.provider, release.parked_behind)
     )
