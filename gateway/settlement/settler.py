@@ -148,7 +148,9 @@ class Settler:
             [clearing_name(source, self._currency) for source in self._sources],
         )
 
-    async def settle(self, event: Event, attempt: int) -> SettleOutcome:
+    async def settle(
+        self, event: Event, attempt: int, with_settled: steps.WithSettled | None = None
+    ) -> SettleOutcome:
         """Settle `event` (delivery number `attempt`); raise a `GatewayError` on failure.
 
         A batch of one, settled alone: its steps' spans join the current span."""
@@ -156,7 +158,8 @@ class Settler:
         if instruction is None:
             return SettleOutcome.IGNORED
         tid = transfer_id(instruction)
-        return await self.settle_alone(Item(0, event, attempt, instruction, tid, tracing.current()))
+        item = Item(0, event, attempt, instruction, tid, tracing.current())
+        return await self.settle_alone(item, with_settled)
 
     async def settle_alone(
         self, item: Item, with_settled: steps.WithSettled | None = None

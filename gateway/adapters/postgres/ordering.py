@@ -21,6 +21,7 @@ __all__ = [
     "advance",
     "hold",
     "open_deferrals",
+    "place_of",
     "release",
     "resolve_deferral",
     "states",
@@ -268,3 +269,23 @@ async def release(conn: Conn, provider: str, order_key: str, actor: str, note: s
     if row is None or row["held_seq"] is None:
         return None
     return int(row["held_seq"])
+
+
+# A dead letter's place in its key: its own columns, else its event's row (a row parked
+# before it was numbered, or by a stage that does not know the number).
+_PLACE_OF = """
+SELECT coalesce(d.order_key, pw.order_key) AS order_key,
+       coalesce(d.key_seq, pw.key_seq) AS key_seq
+FROM dlq_webhooks d
+LEFT JOIN processed_webhooks pw ON pw.provider = d.provider AND pw.event_id = d.event_id
+WHERE d.id = $1
+"""
+
+
+async def place_of(conn: Conn, dlq_id: int) -> tuple[str, int] | None:
+    """The (order_key, key_seq) of a dead letter's event; None: it is not ordered."""
+    with translate_errors():
+        row = await conn.fetchrow(_PLACE_OF, dlq_id)
+    if row is None or row["order_key"] is None or row["key_seq"] is None:
+        return None
+    return str(row["order_key"]), int(row["key_seq"])
