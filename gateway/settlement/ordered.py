@@ -17,9 +17,8 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
@@ -28,37 +27,15 @@ from gateway.adapters.postgres import ordering as store
 from gateway.core import ordering as gate
 from gateway.core.disposition import Action, Policies, dispose
 from gateway.core.model import Event
-from gateway.core.ordering import Decision, Keyed, KeyEffect, Step, TurnResult
-from gateway.errors import BlockedByPredecessor, OrderPredecessorMissing, PaymentNotSettled
+from gateway.core.ordering import Keyed, KeyEffect, Step, TurnResult
+from gateway.errors import PaymentNotSettled
 from gateway.settlement.batch import settle_batch
-from gateway.settlement.items import Item, Result, SettleOutcome
+from gateway.settlement.items import Item, Result
+from gateway.settlement.ordered_answers import Answers, KeyAnswers
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
 
 log = logging.getLogger(__name__)
-
-#: Written in the dead letter's transaction, with its row id (a hold, a skip).
-AfterParked = Callable[[Conn, int], Awaitable[None]]
-
-
-class Answers(Protocol):
-    """How the worker answers a message (`SettlementWorker`)."""
-
-    async def settled(
-        self, msg: Delivery, outcome: SettleOutcome, span: tracing.Span | None
-    ) -> None:
-        """Ack a message whose event settled (or had nothing to settle)."""
-
-    async def failed(
-        self,
-        msg: Delivery,
-        event: Event,
-        deliveries: int,
-        exc: Exception,
-        span: tracing.Span | None = None,
-        then: AfterParked | None = None,
-    ) -> Action | None:
-        """Retry or park a message; what was done (None: neither could be sent)."""
 
 
 @dataclass
@@ -74,7 +51,7 @@ class OrderedGate:
 
     def __init__(self, parts: SettlementParts, answers: Answers, policies: Policies) -> None:
         self._parts = parts
-        self._answers = answers
+        self._say = KeyAnswers(answers, parts.metrics, parts.settings.ordering.gap_timeout_s)
         self._policies = policies
         self._ordering = parts.settings.ordering
         self._concurrency = parts.settings.settlement.concurrency
@@ -95,7 +72,7 @@ class OrderedGate:
         plan = await self._plan(keyed)
         # Answered while the rounds settle (gather starts them now).
         now = [
-            self._answer_now(messages[k.index], work[k.index], k, plan.decisions[k.index])
+            self._say.now(messages[k.index], work[k.index], k, plan.decisions[k.index])
             for k in keyed
             if plan.decisions[k.index].step not in (Step.TURN, Step.DEFERRED_RETRY)
         ]
@@ -131,7 +108,7 @@ class OrderedGate:
             for k in by_round.get(r, []):
                 if k.key in stopped:  # behind a turn that failed: wait, or park behind it
                     waiting.append(
-                        self._behind(messages[k.index], work[k.index], k, stopped[k.key])
+                        self._say.behind(messages[k.index], work[k.index], k, stopped[k.key])
                     )
                 else:
                     turns.append(k)
@@ -160,71 +137,6 @@ class OrderedGate:
             gap_timeout_s=self._ordering.gap_timeout_s,
             rand=random.random,
         )
-
-    async def _answer_now(
-        self, msg: Delivery, item: tuple[Event, int], k: Keyed, decision: Decision
-    ) -> None:
-        """A duplicate, a wait or a park, answered without settling."""
-        event, deliveries = item
-        if decision.step is Step.DUPLICATE:
-            await self._answers.settled(msg, SettleOutcome.DUPLICATE, None)
-        elif decision.step is Step.WAIT:
-            await self._wait(msg, k, decision.delay_s)
-        elif decision.step is Step.PARK_GAP:
-            exc = OrderPredecessorMissing(
-                f"waited over {self._ordering.gap_timeout_s:g} s for an earlier event of its key"
-            )
-            await self._answers.failed(msg, event, deliveries, exc, then=self._hold(k, exc))
-        elif decision.step is Step.PARK_BLOCKED:
-            await self._blocked(msg, item)
-
-    async def _wait(self, msg: Delivery, k: Keyed, delay_s: float | None) -> None:
-        self._parts.metrics.order_gap_waits_total.inc(provider=k.provider)
-        try:
-            await msg.nak(
-                delay_s if delay_s is not None else gate.wait_delay_s(k.deliveries, random.random)
-            )
-        except Exception:  # not answered: redelivered after ack_wait, and harmless
-            log.exception("nak failed; the message will be redelivered")
-
-    async def _blocked(self, msg: Delivery, item: tuple[Event, int]) -> None:
-        event, deliveries = item
-        exc = BlockedByPredecessor("an earlier event of its key is parked")
-        if await self._answers.failed(msg, event, deliveries, exc) is Action.DEAD_LETTER:
-            self._parts.metrics.order_blocked_parked_total.inc()
-
-    async def _behind(
-        self, msg: Delivery, item: tuple[Event, int], k: Keyed, effect: KeyEffect
-    ) -> None:
-        if effect is KeyEffect.HOLD:
-            await self._blocked(msg, item)
-        else:
-            await self._wait(msg, k, None)
-
-    def _hold(self, k: Keyed, exc: Exception) -> AfterParked:
-        async def then(conn: Conn, dlq_id: int) -> None:
-            reason = getattr(exc, "error_class", "UNEXPECTED_ERROR")
-            await store.hold(conn, k.provider, k.order_key, k.key_seq, dlq_id, str(reason))
-
-        return then
-
-    @staticmethod
-    def _skip(k: Keyed, event: Event) -> AfterParked:
-        async def then(conn: Conn, dlq_id: int) -> None:
-            del dlq_id  # the skip is explained by the dead letter of (provider, event_id)
-            await store.advance(
-                conn, [store.Advance(k.provider, k.order_key, k.key_seq, "skipped", event.event_id)]
-            )
-
-        return then
-
-    @staticmethod
-    def _parked_deferral(k: Keyed) -> AfterParked:
-        async def then(conn: Conn, dlq_id: int) -> None:
-            del dlq_id
-            await store.resolve_deferral(conn, k.provider, k.order_key, k.key_seq, "parked")
-
-        return then
 
     async def _round(
         self,
@@ -306,7 +218,7 @@ class OrderedGate:
         if deferrals:
             self._parts.metrics.order_deferred_total.inc(deferrals)
         answered = [
-            self._answer(
+            self._say.turn_settled(
                 messages[i], work[i], turn_of.get(i), deferred.get(i), effects.get(i), result, span
             )
             for i, result, span in zip(state.indices, results, spans, strict=True)
@@ -325,36 +237,3 @@ class OrderedGate:
             dependency = isinstance(exc, PaymentNotSettled)
             return gate.after_turn(TurnResult.DEPENDENCY if dependency else TurnResult.RETRY, "")
         return gate.after_turn(TurnResult.DEAD_LETTER, self.on_poison(k.provider))
-
-    async def _answer(
-        self,
-        msg: Delivery,
-        item: tuple[Event, int],
-        turn: Keyed | None,
-        deferral: Keyed | None,
-        effect: KeyEffect | None,
-        result: Result,
-        span: tracing.Span | None,
-    ) -> KeyEffect | None:
-        """Answer one settled message; what its turn did to its key in the end."""
-        event, deliveries = item
-        if not isinstance(result, Exception):
-            if effect is KeyEffect.STOP and turn is not None:
-                # Settled, but its key did not move: redelivered, found settled, moved then.
-                tracing.end(span)
-                await self._wait(msg, turn, None)
-                return effect
-            await self._answers.settled(msg, result, span)
-            return KeyEffect.APPLIED
-        then: AfterParked | None = None
-        if turn is not None and effect is KeyEffect.HOLD:
-            then = self._hold(turn, result)
-        elif turn is not None and effect is KeyEffect.SKIPPED:
-            then = self._skip(turn, event)
-        elif deferral is not None:
-            then = self._parked_deferral(deferral)
-        action = await self._answers.failed(msg, event, deliveries, result, span, then)
-        if turn is not None and effect in (KeyEffect.HOLD, KeyEffect.SKIPPED):
-            # Not parked: the hold or skip was not written, so the key waits for it.
-            return effect if action is Action.DEAD_LETTER else KeyEffect.STOP
-        return effect

@@ -27,7 +27,8 @@ from gateway.core.retry import RetryPolicy
 from gateway.errors import AlertNotDelivered, BrokerUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.items import SettleOutcome
-from gateway.settlement.ordered import AfterParked, OrderedGate
+from gateway.settlement.ordered import OrderedGate
+from gateway.settlement.ordered_answers import AfterParked
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
 
