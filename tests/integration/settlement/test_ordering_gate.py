@@ -229,3 +229,52 @@ async def test_events_after_a_gap_wait_then_park_and_hold_their_key(
         0, 2, dead[0]["id"], "ORDER_PREDECESSOR_MISSING"
     )  # fmt: skip
     assert await violations(conn) == []
+
+
+async def test_on_poison_skip_moves_the_key_past_a_parked_event(
+    database_url: str, nats_url: str, stub: Stub, redis_url: str, conn: asyncpg.Connection
+) -> None:
+    """With on_poison = "skip", a capture for a merchant without an account is parked
+    and its key moves past it: the log says 'skipped', explained by the dead letter, and
+    the key's later event is applied in its turn (here a refund, which then waits for
+    its payment on its own retries: deferred)."""
+    doc = settings_doc(database_url, nats_url, stub, redis_url, on_poison="skip")
+    async with settlement_parts(settings_mod.parse(doc, env={})) as parts:
+        await parts.settler.open_clearing_accounts()
+        stream = MemoryStream()
+        stream.publish(*Payment("billing", "pay_skip", "m_none", 900, [100]).events())
+        batch = stream.fetch(10)
+        await SettlementWorker(parts).handle(batch)  # type: ignore[arg-type]
+        assert sorted((m.event.key_seq, m.answer) for m in batch) == [(1, "term"), (2, "nak")]
+    rows = await conn.fetch(
+        "SELECT key_seq, outcome FROM order_log WHERE order_key = 'pay_skip' ORDER BY id"
+    )
+    assert [(r["key_seq"], r["outcome"]) for r in rows] == [(1, "skipped"), (2, "deferred")]
+    held = await conn.fetchval("SELECT count(*) FROM order_applied WHERE held_seq IS NOT NULL")
+    assert held == 0
+    assert await violations(conn, live=True) == []
+
+
+async def test_ordering_off_settles_keyed_messages_as_they_come(
+    database_url: str, nats_url: str, stub: Stub, redis_url: str, conn: asyncpg.Connection
+) -> None:
+    """[ordering] enabled = false: a refund numbered 2 arriving alone is not held back
+    by the gate (it fails for want of its payment, as before), and nothing is logged."""
+    doc = settings_doc(database_url, nats_url, stub, redis_url, enabled=False)
+    async with settlement_parts(settings_mod.parse(doc, env={})) as parts:
+        await parts.settler.open_clearing_accounts()
+        await open_merchants(parts, ["m_off"])
+        capture, refund = Payment("billing", "pay_off", "m_off", 900, [100]).events()
+        stream = MemoryStream()
+        stream.publish(refund)
+        batch = stream.fetch(10)
+        await SettlementWorker(parts).handle(batch)  # type: ignore[arg-type]
+        assert [m.answer for m in batch] == ["nak"]  # PaymentNotSettled, retried
+        stream.publish(capture)
+        again = stream.fetch(10)  # the refund again, and its capture: one batch
+        await SettlementWorker(parts).handle(again)  # type: ignore[arg-type]
+        assert [m.answer for m in again] == ["ack", "ack"]
+        assert await merchant_balance(parts, "m_off") == 800
+        assert parts.metrics.order_gap_waits_total.values == {}
+    assert await conn.fetchval("SELECT count(*) FROM order_log") == 0
+    assert await conn.fetchval("SELECT count(*) FROM order_applied") == 0
