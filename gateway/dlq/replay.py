@@ -3,10 +3,12 @@ stage table names for it, with the same idempotency as the live path.
 
 1. The rows are planned: unknown ids are refused, resolved rows and rows at
    `--max-attempts` are skipped, rows of a stage with no handler fail (left unchanged).
-2. Each remaining row is claimed alone, in a transaction, with `FOR UPDATE SKIP LOCKED`,
-   so overlapping replays never run a row twice: each key's rows in `key_seq` order
-   (settlement applies a key's events only in that order), then the rows without a key,
-   oldest `received_at` first; with `--unordered`, every row oldest first.
+2. The plan's rows are claimed one at a time, in its order, each in a transaction with
+   `FOR UPDATE SKIP LOCKED` and its conditions checked again under the lock, so
+   overlapping replays never run a row twice (a row another run holds or finished is
+   passed over). The order: each key's rows in `key_seq` order (settlement applies a
+   key's events only in that order), then the rows without a key, oldest `received_at`
+   first; with `--unordered`, every row oldest first.
 3. The handler runs; the row is resolved (`resolution = 'replayed'`) or gets one more
    attempt and the new error, in the same transaction that holds its lock.
 """
@@ -101,11 +103,13 @@ async def replay(
     built = Handlers(ctx, handlers)
     started_s = time.monotonic()
     claim = _Claim(f, options, stages, run_started_at)
-    for done in range(len(the_plan.to_replay)):
+    done = 0
+    for brief in the_plan.to_replay:
         await asyncio.sleep(pace_delay_s(started_s, done, options.rate_per_s, time.monotonic()))
-        result = await _replay_next(ctx.pool, built, claim)
-        if result is None:  # the rest were taken by an overlapping replay
-            break
+        result = await _replay_row(ctx.pool, built, claim, brief.id)
+        if result is None:  # taken, or already done, by an overlapping replay
+            continue
+        done += 1
         on_result(summary.add(result))
     return summary
 
@@ -120,20 +124,22 @@ class _Claim:
     run_started_at: datetime
 
 
-async def _replay_next(pool: Pool, handlers: Handlers, claim: _Claim) -> RowResult | None:
-    """Claim the next planned row still open, run its stage, record the outcome."""
+async def _replay_row(
+    pool: Pool, handlers: Handlers, claim: _Claim, row_id: int
+) -> RowResult | None:
+    """Claim the planned row if it is still replayable and no one else holds it, run its
+    stage, record the outcome; None when it was passed over."""
     options = claim.options
     async with transaction(pool) as conn:
-        # With --all the filter is claimed again rather than the plan's ids: sending a
-        # long id list with every claim would cost more than the rows themselves.
+        # Claimed by id, in the plan's order: a primary-key look-up, where claiming the
+        # first match of the filter in key order would sort every open row each time.
         row = await dead_letters.claim_next(
             conn,
             claim.f,
-            options.ids,
+            (row_id,),
             claim.stages,
             max_attempts=None if options.force else options.max_attempts,
             run_started_at=claim.run_started_at,
-            ordered=not options.unordered,
         )
         if row is None:
             return None

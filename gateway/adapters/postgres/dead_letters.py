@@ -45,10 +45,11 @@ SELECT id, stage, provider, event_id, subject, error_class, attempts, received_a
 FROM dlq_webhooks"""
 
 
-# The order a replay claims rows in. Ordered (the default): the rows of each key, grouped
-# by (provider, order_key), in key_seq order, since settlement applies a key's events only
-# in that order (a later one first would be parked behind the earlier one again); keys one
-# after another, then the rows without a key, oldest first. Unordered: arrival order.
+# The order a replay plans its rows in, and then claims them in, one by one. Ordered (the
+# default): the rows of each key, grouped by (provider, order_key), in key_seq order,
+# since settlement applies a key's events only in that order (a later one first would be
+# parked behind the earlier one again); keys one after another, then the rows without a
+# key, oldest first. Unordered: arrival order.
 _KEYED = "(order_key IS NOT NULL AND key_seq IS NOT NULL)"
 _IN_KEY_ORDER = (
     f"ORDER BY NOT {_KEYED}, CASE WHEN {_KEYED} THEN provider END,"
@@ -59,8 +60,8 @@ _IN_ARRIVAL_ORDER = "ORDER BY received_at, id"
 
 
 def replay_order(*, ordered: bool) -> str:
-    """The ORDER BY of a replay's plan and of each of its claims (the same, so the rows
-    a dry run lists are the rows, in the order, a run claims)."""
+    """The ORDER BY of a replay's plan: the order the run claims its rows in, and a dry
+    run lists them in."""
     return _IN_KEY_ORDER if ordered else _IN_ARRIVAL_ORDER
 
 
@@ -149,10 +150,9 @@ async def claim_next(
     *,
     max_attempts: int | None,
     run_started_at: datetime,
-    ordered: bool = True,
 ) -> DlqRow | None:
-    """Lock the first replayable row in `replay_order` no one else holds; None when none
-    is left.
+    """Lock the oldest replayable row no one else holds; None when none is left. A
+    replay names one row at a time in `ids`, in its plan's order.
 
     Must run inside a transaction: the lock lasts until it ends. A row whose last failure
     is later than `run_started_at` was already tried during this run, by this replay or an
@@ -166,7 +166,7 @@ async def claim_next(
         where.add("attempts < {}", max_attempts)
     where.add("last_failed_at < {}", run_started_at)
     # FOR UPDATE after LIMIT is how PostgreSQL spells it; LIMIT 1 locks one row.
-    sql, *args = where.query(_SELECT, replay_order(ordered=ordered), 1)
+    sql, *args = where.query(_SELECT, _IN_ARRIVAL_ORDER, 1)
     with translate_errors():
         record = await conn.fetchrow(sql + " FOR UPDATE SKIP LOCKED", *args)
     return None if record is None else _row(record)
