@@ -40,7 +40,9 @@ class KeyState:
 @dataclass(frozen=True)
 class Release:
     """What releasing a held key did: `applied_seq` moved from `from_seq` to `to_seq`,
-    each number in between logged as skipped by `actor` with `note`."""
+    each number after `from_seq` up to it logged as skipped by `actor` with `note` (a
+    hold after a gap skips the missing numbers too, so the key's log still rises by
+    exactly 1)."""
 
     provider: str
     order_key: str
@@ -55,13 +57,6 @@ class Release:
     @property
     def skipped(self) -> int:
         return max(0, self.to_seq - self.from_seq)
-
-
-def skipped_seqs(applied_seq: int, held_seq: int) -> range:
-    """The numbers a release logs as skipped: every one after `applied_seq` up to and
-    including the held one, so the key's log still rises by exactly 1 (a hold for a
-    missing predecessor sits past a gap)."""
-    return range(applied_seq + 1, held_seq + 1)
 
 
 def check_note(note: str) -> str:

@@ -2,7 +2,9 @@
 figures behind the hold gauges.
 
 A release is one transaction that locks the key's `order_applied` row first (as
-settlement's compare-and-set does), so it never races settlement moving the same key.
+settlement's compare-and-set does), so it never races settlement moving the same key;
+the move itself is settlement's store's (`ordering.release`), so there is one way a
+key is moved past a hold.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from datetime import datetime
 
 import asyncpg
 
-from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.order_admin import KeyState, Release, skipped_seqs
+from gateway.adapters.postgres import Conn, ordering, translate_errors
+from gateway.core.order_admin import KeyState, Release
 from gateway.errors import OrderingUsageError, OrderKeyNotFound
 
 # Every key has a counter (ingest numbers it before settlement sees it); the list walks
@@ -50,26 +52,11 @@ FOR UPDATE
 """
 _COUNTED = "SELECT EXISTS (SELECT 1 FROM order_counters WHERE provider = $1 AND order_key = $2)"
 
-# The blocking dead letter is resolved as `gateway dlq resolve` resolves a row. Its event
-# id goes on the log row of its own sequence, so that row names the dead letter too.
+# The blocking dead letter is resolved as `gateway dlq resolve` resolves a row.
 _RESOLVE_HOLDER = """
-WITH resolved AS (
-    UPDATE dlq_webhooks SET is_resolved = true, resolved_at = now(), resolution = 'manual',
-           resolution_note = $2, resolved_by = $3
-    WHERE id = $1 AND NOT is_resolved
-)
-SELECT event_id, key_seq FROM dlq_webhooks WHERE id = $1
-"""
-_LOG_SKIPS = """
-INSERT INTO order_log (provider, order_key, key_seq, outcome, event_id, actor, note)
-SELECT $1, $2, s, 'skipped', CASE WHEN s = $4 THEN $5 END, $6, $7
-FROM generate_series($3::bigint, $4::bigint) AS s
-"""
-_CLEAR_HOLD = """
-UPDATE order_applied
-SET applied_seq = greatest(applied_seq, $3), progressed_at = now(),
-    held_seq = NULL, held_dlq_id = NULL, hold_reason = NULL, held_at = NULL
-WHERE provider = $1 AND order_key = $2
+UPDATE dlq_webhooks SET is_resolved = true, resolved_at = now(), resolution = 'manual',
+       resolution_note = $2, resolved_by = $3
+WHERE id = $1 AND NOT is_resolved
 """
 # The key's other open dead letters: what stays parked behind it, in replay order.
 _PARKED = """
@@ -139,21 +126,13 @@ async def release_holder(conn: Conn, dlq_id: int, note: str, actor: str) -> Rele
 
 async def _release(conn: Conn, row: asyncpg.Record, note: str, actor: str) -> Release:
     """Inside the transaction that locked the key's row: resolve the blocking dead
-    letter by hand, log every number up to the held one as skipped by `actor`, move
-    `applied_seq` there and clear the hold."""
+    letter by hand, then log every number up to the held one as skipped by `actor`
+    (`core.order_admin.skipped_seqs`), move `applied_seq` there and clear the hold."""
     provider, order_key = row["provider"], row["order_key"]
     applied, held_seq, dlq_id = int(row["applied_seq"]), int(row["held_seq"]), row["held_dlq_id"]
-    event_id = None
     if dlq_id is not None:
-        holder = await conn.fetchrow(_RESOLVE_HOLDER, dlq_id, note, actor)
-        if holder is not None and holder["key_seq"] in (None, held_seq):
-            event_id = holder["event_id"]
-    seqs = skipped_seqs(applied, held_seq)
-    if seqs:
-        await conn.execute(
-            _LOG_SKIPS, provider, order_key, seqs.start, seqs.stop - 1, event_id, actor, note
-        )
-    await conn.execute(_CLEAR_HOLD, provider, order_key, held_seq)
+        await conn.execute(_RESOLVE_HOLDER, dlq_id, note, actor)
+    await ordering.release(conn, provider, order_key, actor, note)
     parked = await conn.fetch(_PARKED, provider, order_key, dlq_id or 0)
     return Release(
         provider=provider,
