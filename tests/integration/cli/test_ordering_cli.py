@@ -21,6 +21,7 @@ import orjson
 import pytest
 
 from tests.support.config_file import with_urls, write_toml
+from tests.support.ordering_property import violations
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
 
@@ -224,6 +225,7 @@ async def test_release_skips_the_holder_and_leaves_the_blocked_rows_parked(
     still_open = await db.fetch("SELECT id FROM dlq_webhooks WHERE NOT is_resolved ORDER BY id")
     assert [r["id"] for r in still_open] == [b4, b5]
 
+    assert await violations(db) == []  # the log still rises by 1 and the skip is explained
     again = await gateway("ordering", "release", "stripe", "pi_A", "--note", "x", "--config", cfg)
     assert again.returncode == 2
     assert "is not held; nothing to release" in again.stderr
@@ -267,6 +269,7 @@ async def test_release_past_a_gap_logs_every_number_it_skips(
         (4, "skipped", None),
     ]
     assert {r["note"] for r in log[1:]} == {"2 and 3 never came"}
+    assert await violations(db) == []
     assert await db.fetchval("SELECT applied_seq FROM order_applied WHERE order_key = 'txn_9'") == 4
 
 
@@ -335,6 +338,7 @@ async def test_dlq_resolve_of_the_holder_releases_its_key(
     )
     assert row is not None and tuple(row) == ("manual", "settled by hand")
 
+    assert await violations(db) == []
     # A blocked row holds nothing: resolving it is today's resolve, the key untouched.
     blocked = held_key["blocked_4"]
     plain = await gateway("dlq", "resolve", str(blocked), "--note", "dropped", "--config", cfg)

@@ -19,6 +19,7 @@ from gateway.core.retention import ORDER_APPLIED, ORDER_COUNTERS, ORDER_LOG, Rem
 from gateway.metrics import Metrics
 from gateway.retention.passes import RetentionPass
 from gateway.settings import RetentionSettings
+from tests.support.ordering_property import violations
 
 # Keys idle for a day are past a one-hour key horizon; batches of two keys.
 SETTINGS = RetentionSettings(payload_max_age_s=60, key_max_age_s=3600, batch_size=2, pause_s=0)
@@ -61,14 +62,27 @@ async def key(
     )
     if applied is None:
         return
+    holder = None
+    if held:
+        # Its dead letter resolved (by some other hand): only the hold keeps the key.
+        holder = await db.fetchval(
+            "INSERT INTO dlq_webhooks (stage, provider, event_id, error_class, error_message,"
+            " payload, order_key, key_seq, is_resolved)"
+            " VALUES ('settlement', 'stripe', $1, 'UNKNOWN_MERCHANT', 'x', '\\x7b7d', $2, $3,"
+            " true) RETURNING id",
+            f"evt_{order_key}_{applied + 1}",
+            order_key,
+            applied + 1,
+        )
     await db.execute(
         "INSERT INTO order_applied (provider, order_key, applied_seq, progressed_at, held_seq,"
-        " hold_reason, held_at) VALUES ('stripe', $1, $2, now() - make_interval(secs => $3),"
-        " $4, $5, $6)",
+        " held_dlq_id, hold_reason, held_at)"
+        " VALUES ('stripe', $1, $2, now() - make_interval(secs => $3), $4, $5, $6, $7)",
         order_key,
         applied,
         idle_s if progressed_idle_s is None else progressed_idle_s,
         applied + 1 if held else None,
+        holder,
         "UNKNOWN_MERCHANT" if held else None,
         datetime.now(UTC) if held else None,
     )
@@ -161,6 +175,7 @@ async def test_idle_fully_applied_keys_go_and_the_rest_stay(
         assert metrics.retention_removed_total.get(table=table, what="key") == rows
     assert 'gateway_retention_removed_total{table="order_log",what="key"} 15' in metrics.render()
 
+    assert await violations(db, live=True) == []  # what is left still reads whole
     again = await RetentionPass(pool, SETTINGS, metrics).run()
     assert again.count(ORDER_COUNTERS, Removed.KEY) == 0
 
@@ -226,6 +241,7 @@ async def test_a_later_event_of_a_removed_key_starts_again_at_1(
         await db.fetchval("SELECT last_seq FROM order_counters WHERE order_key = 'pi_again'") == 1
     )
     assert await db.fetchval("SELECT count(*) FROM order_applied") == 0
+    assert await violations(db) == []
 
 
 async def test_old_rows_are_dated_by_the_database_clock(pool: Pool, db: asyncpg.Connection) -> None:
