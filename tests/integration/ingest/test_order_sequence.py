@@ -340,3 +340,25 @@ async def test_backfilled_events_are_keyed_and_numbered_like_live_ones(
     for headers in await wait_until(all_four, timeout_s=20):
         event_id = headers["Gateway-Event-Id"]
         assert (headers["Gateway-Order-Key"], int(headers["Gateway-Key-Seq"])) == found[event_id]
+
+
+async def test_a_keys_idle_clock_moves_once_it_is_an_hour_old(database_url: str) -> None:
+    """Retention's `touched_at`: refreshed by a new event once over an hour old (an active
+    key never looks idle), and left as it is within the hour (the update stays in place)."""
+    async with open_pool(database_url) as pool, pool.acquire() as conn:
+        await record_events(conn, [event("t1", "k_old"), event("t2", "k_new")])
+        await conn.execute(
+            "UPDATE order_counters SET touched_at = now() - CASE order_key "
+            "WHEN 'k_old' THEN interval '61 minutes' ELSE interval '59 minutes' END"
+        )
+        await record_events(conn, [event("t3", "k_old"), event("t4", "k_new")])
+        ages = {
+            r["order_key"]: r["age_s"]
+            for r in await conn.fetch(
+                "SELECT order_key, extract(epoch FROM now() - touched_at) AS age_s "
+                "FROM order_counters"
+            )
+        }
+    assert ages["k_old"] < 60
+    assert 59 * 60 - 5 < ages["k_new"] < 60 * 60
+    assert await counters(database_url) == {("stripe", "k_old"): 2, ("stripe", "k_new"): 2}
