@@ -183,6 +183,8 @@ async def record_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
 
     Each new event with an `order_key` gets the key's next number (`key_seq`) in the same
     transaction: 1, 2, 3, ... per key with no gap, in commit order; a repeat gets none.
+    Such a group is its own transaction (BEGIN, the keys' locks, the INSERT, COMMIT), so
+    `conn` must not be inside one that has written already (`_LOCK_KEYS` says why).
     Invalid events that were new also get their `stage='ingest'` dead letter in the same
     transaction, so a committed row never lacks the reason it went no further. The
     events must be unique by (provider, event_id); the caller removes repeats. An event
