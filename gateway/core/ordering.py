@@ -118,10 +118,21 @@ class Plan:
     rounds: int
 
 
-def wait_delay_s(deliveries: int, rand: Callable[[], float]) -> float:
+def wait_delay_s(
+    deliveries: int, rand: Callable[[], float], stalled_s: float | None = None
+) -> float:
     """The nak delay of a message waiting for its predecessor after `deliveries`
-    deliveries: 0.25 s doubling per delivery up to 15 s, +-20 % jitter."""
+    deliveries: 0.25 s doubling per delivery up to 15 s, +-20 % jitter.
+
+    `stalled_s`: how long its key has not moved. A key that moved a moment ago has its
+    predecessor in flight (in another batch, or on another worker): the delay is then
+    at most half of that time (at least 0.25 s), so a busy key is not slowed down by
+    the doubling its messages' earlier waits built up; a key stalled for long waits by
+    the doubling alone.
+    """
     base_s = min(WAIT_MAX_S, WAIT_FIRST_S * 2.0 ** max(0, deliveries - 1))
+    if stalled_s is not None:
+        base_s = min(base_s, max(WAIT_FIRST_S, stalled_s / 2.0))
     return base_s * (1.0 + WAIT_JITTER * (2.0 * rand() - 1.0))
 
 
@@ -165,14 +176,13 @@ def plan(
                 turn += 1
                 expected += 1
             else:
-                since_s = max(m.stored_at_s, progressed_s or m.stored_at_s)
-                if now_s - since_s > gap_timeout_s:
+                stalled_s = now_s - max(m.stored_at_s, progressed_s or m.stored_at_s)
+                if stalled_s > gap_timeout_s:
                     decisions[m.index] = Decision(Step.PARK_GAP)
                     held = m.key_seq  # its successors in this batch park behind it
                 else:
-                    decisions[m.index] = Decision(
-                        Step.WAIT, delay_s=wait_delay_s(m.deliveries, rand)
-                    )
+                    delay_s = wait_delay_s(m.deliveries, rand, stalled_s)
+                    decisions[m.index] = Decision(Step.WAIT, delay_s=delay_s)
         rounds = max(rounds, turn)
     return Plan(decisions, rounds)
 

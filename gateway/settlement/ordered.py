@@ -38,6 +38,23 @@ from gateway.settlement.traced import settle_span
 log = logging.getLogger(__name__)
 
 
+#: The longest a waiting message is held in the worker (and the share of `ack_wait_s`):
+#: its predecessor is usually in another batch of this worker, or a moment behind on
+#: the stream, so holding it and planning it again with the next batch finds its turn
+#: without a round trip through the stream; after that it is put back with a delay.
+HOLD_MAX_S = 5.0
+HOLD_ACK_WAIT_SHARE = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A waiting message held in the worker, since `since_s` (monotonic)."""
+
+    msg: Delivery
+    item: tuple[Event, int]
+    since_s: float
+
+
 @dataclass
 class _Round:
     """One round's messages (indices into the batch) and what its turns did."""
@@ -54,28 +71,59 @@ class OrderedGate:
         self._say = KeyAnswers(answers, parts.metrics, parts.settings.ordering.gap_timeout_s)
         self._policies = policies
         self._ordering = parts.settings.ordering
-        self._concurrency = parts.settings.settlement.concurrency
+        section = parts.settings.settlement
+        self._concurrency = section.concurrency
+        self._held: list[_Held] = []
+        self._hold_s = min(HOLD_MAX_S, section.ack_wait_s * HOLD_ACK_WAIT_SHARE)
+        # Held and in-flight messages together stay within the consumer's max_ack_pending.
+        self._max_held = section.batch_size
+
+    @property
+    def holding(self) -> int:
+        """How many waiting messages the gate holds, to be planned again."""
+        return len(self._held)
+
+    async def put_back(self) -> None:
+        """Stopping: every held message goes back to the stream (another worker's)."""
+        held, self._held = self._held, []
+        for h in held:
+            await self._say.wait(h.msg, None, 0.0)
 
     def on_poison(self, provider: str) -> str:
         """The provider's own `on_poison`, else `[ordering] on_poison`."""
         own = self._parts.settings.providers.get(provider)
         return getattr(own, "on_poison", None) or self._ordering.on_poison
 
-    async def handle(self, messages: Sequence[Delivery], work: Sequence[tuple[Event, int]]) -> None:
-        """Settle a batch (read messages and their `(event, delivery number)`) in order."""
+    async def handle(self, fetched: Sequence[Delivery], read: Sequence[tuple[Event, int]]) -> None:
+        """Settle a batch (read messages and their `(event, delivery number)`) in order,
+        together with the waiting messages held from earlier batches."""
+        held, self._held = self._held, []
+        since = {id(h.msg): h.since_s for h in held}
+        messages = [*(h.msg for h in held), *fetched]
+        work = [*(h.item for h in held), *read]
         keyed = [
             Keyed(i, e.provider, e.order_key, e.key_seq, n, messages[i].timestamp_s)
             for i, (e, n) in enumerate(work)
             if e.order_key is not None and e.key_seq is not None
         ]
         unordered = [i for i, (e, _) in enumerate(work) if e.key_seq is None or e.order_key is None]
-        plan = await self._plan(keyed)
-        # Answered while the rounds settle (gather starts them now).
-        now = [
-            self._say.now(messages[k.index], work[k.index], k, plan.decisions[k.index])
-            for k in keyed
-            if plan.decisions[k.index].step not in (Step.TURN, Step.DEFERRED_RETRY)
-        ]
+        try:
+            plan = await self._plan(keyed)
+        except Exception:  # the database: every message back to the stream, shortly
+            log.exception("could not read the keys' positions; the batch is put back")
+            await asyncio.gather(*(self._say.wait(m, None, 1.0) for m in messages))
+            return
+        now_s = time.monotonic()
+        answers = []
+        for k in keyed:
+            decision = plan.decisions[k.index]
+            if decision.step is Step.WAIT:
+                first_s = since.get(id(messages[k.index]), now_s)
+                if now_s - first_s < self._hold_s and len(self._held) < self._max_held:
+                    self._held.append(_Held(messages[k.index], work[k.index], first_s))
+                    continue
+            if decision.step not in (Step.TURN, Step.DEFERRED_RETRY):
+                answers.append(self._say.now(messages[k.index], work[k.index], k, decision))
         by_round: dict[int, list[Keyed]] = {}
         for k in keyed:
             decision = plan.decisions[k.index]
@@ -86,7 +134,7 @@ class OrderedGate:
         deferred = {
             k.index: k for k in keyed if plan.decisions[k.index].step is Step.DEFERRED_RETRY
         }
-        answering = asyncio.gather(*now)
+        answering = asyncio.gather(*answers)  # answered while the rounds settle
         try:
             await self._rounds(messages, work, plan.rounds, by_round, sorted(unordered), deferred)
         finally:

@@ -104,12 +104,16 @@ class KeyAnswers:
         elif decision.step is Step.PARK_BLOCKED:
             await self.blocked(msg, item)
 
-    async def wait(self, msg: Delivery, k: Keyed, delay_s: float | None) -> None:
-        self._metrics.order_gap_waits_total.inc(provider=k.provider)
+    async def wait(self, msg: Delivery, k: Keyed | None, delay_s: float | None) -> None:
+        """Put a message back to wait for its key's predecessor (counted), or, without
+        `k`, back to the stream after `delay_s` (the worker stopping or the database
+        gone: not a wait of the gate's)."""
+        if k is not None:
+            self._metrics.order_gap_waits_total.inc(provider=k.provider)
+            if delay_s is None:
+                delay_s = gate.wait_delay_s(k.deliveries, random.random)
         try:
-            await msg.nak(
-                delay_s if delay_s is not None else gate.wait_delay_s(k.deliveries, random.random)
-            )
+            await msg.nak(delay_s)
         except Exception:  # not answered: redelivered after ack_wait, and harmless
             log.exception("nak failed; the message will be redelivered")
 

@@ -96,23 +96,36 @@ class SettlementWorker:
         try:
             while not stop.is_set():
                 await slots.acquire()
+                # Messages the ordering gate holds are planned again soon, with the next
+                # batch or, when none comes, on their own.
+                holding = self.holding
                 try:
-                    messages = await consumer.fetch(self._settings.batch_size, timeout_s=1.0)
+                    messages = await consumer.fetch(
+                        self._settings.batch_size, timeout_s=0.05 if holding else 1.0
+                    )
                 except BrokerUnavailable as exc:
                     slots.release()
                     log.warning("fetch failed", extra={"error": str(exc)})
                     await asyncio.sleep(1.0)
                     continue
-                if not messages:  # none within the timeout
+                if not messages and not holding:  # none within the timeout
                     slots.release()
                     continue
                 task = asyncio.create_task(self._in_slot(slots, messages))
                 batches.add(task)
                 task.add_done_callback(batches.discard)
         finally:
-            # Stopping (or cancelled): let the batches in hand finish and answer.
+            # Stopping (or cancelled): let the batches in hand finish and answer, and put
+            # back what the ordering gate holds.
             if batches:
                 await asyncio.wait(batches)
+            if self._gate is not None:
+                await self._gate.put_back()
+
+    @property
+    def holding(self) -> int:
+        """Waiting messages the ordering gate holds (to be planned again)."""
+        return 0 if self._gate is None else self._gate.holding
 
     async def _in_slot(self, slots: asyncio.Semaphore, messages: list[Delivery]) -> None:
         try:
@@ -133,7 +146,9 @@ class SettlementWorker:
                 readable.append(msg)
             except Exception:  # a header it cannot read; redelivered after ack_wait
                 log.exception("message unreadable; left for redelivery")
-        if self._gate is not None and any(e.key_seq is not None for e, _ in work):
+        if self._gate is not None and (
+            self._gate.holding or any(e.key_seq is not None for e, _ in work)
+        ):
             await self._gate.handle(readable, work)
             return
         # Each delivery's span, a child of the publish that sent it (None: not traced).

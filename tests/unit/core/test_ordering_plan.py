@@ -135,6 +135,29 @@ def test_wait_delay_grows_and_is_capped(deliveries: int, draw: float, expected_s
 
 
 @pytest.mark.parametrize(
+    ("deliveries", "stalled_s", "expected_s"),
+    [
+        (7, 0.1, 0.25),  # the key moved a moment ago: its predecessor is in flight
+        (7, 4.0, 2.0),  # half the time the key has stood still
+        (7, 100.0, 15.0),  # stalled for long: the doubling, capped
+        (2, 100.0, 0.5),  # and never more than the doubling
+    ],
+)
+def test_a_moving_key_waits_briefly(deliveries: int, stalled_s: float, expected_s: float) -> None:
+    assert wait_delay_s(deliveries, lambda: 0.5, stalled_s) == pytest.approx(expected_s)
+
+
+def test_the_plan_waits_by_how_long_the_key_stood_still() -> None:
+    """Seventh delivery of seq 3, key moved to 1 two seconds ago: a 1 s wait, not 15 s."""
+    waiting = [Keyed(0, "stripe", "k", 3, 7, NOW_S - 60)]
+    result = plan(waiting, {("stripe", "k"): At(1, at_s(NOW_S - 2))}, set(), now_s=NOW_S,
+                  gap_timeout_s=GAP_S, rand=lambda: 0.5)  # fmt: skip
+    decision = result.decisions[0]
+    assert decision.step is W
+    assert decision.delay_s == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
     ("result", "on_poison", "effect"),
     [
         (TurnResult.SUCCESS, "hold", KeyEffect.APPLIED),
