@@ -42,9 +42,13 @@ class Frame:
     raw: bytes  # the whole frame, as it is forwarded
 
 
-def is_stream_publish(frame: Frame, prefix: bytes = b"webhooks.") -> bool:
+#: The gateway stream's subjects: provider webhooks and internal services' events.
+STREAM_PREFIXES = (b"webhooks.", b"events.")
+
+
+def is_stream_publish(frame: Frame) -> bool:
     """A publish to one of the stream's subjects (not a JetStream API request)."""
-    return frame.op in (b"PUB", b"HPUB") and frame.subject.startswith(prefix)
+    return frame.op in (b"PUB", b"HPUB") and frame.subject.startswith(STREAM_PREFIXES)
 
 
 def is_pub_ack(frame: Frame) -> bool:

@@ -13,6 +13,7 @@ import pytest
 from chaos.nats_frames import FrameDropper, NatsFaultProxy, is_pub_ack, is_stream_publish
 
 PUB = b"HPUB webhooks.stripe.x _INBOX.a.1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+EVENT = b"PUB events.billing.t _INBOX.a.3 2\r\nhi\r\n"
 API = b"PUB $JS.API.STREAM.INFO.WEBHOOKS _INBOX.a.2 0\r\n\r\n"
 ACK = b'MSG _INBOX.a.1 1 29\r\n{"stream":"WEBHOOKS","seq":7}\r\n'
 DATA = b'HMSG _INBOX.b.9 2 12 23\r\nNATS/1.0\r\n\r\n{"id":"e1"}\r\n'
@@ -22,7 +23,7 @@ CONTROL = b"PING\r\nPONG\r\n+OK\r\nINFO {}\r\n"
 @pytest.mark.parametrize(
     ("pick", "share", "stream", "kept"),
     [
-        (is_stream_publish, 1.0, CONTROL + PUB + API + PUB, CONTROL + API),  # publishes only
+        (is_stream_publish, 1.0, CONTROL + PUB + API + EVENT, CONTROL + API),  # publishes only
         (is_stream_publish, 0.0, CONTROL + PUB + API, CONTROL + PUB + API),  # share 0: nothing
         (is_pub_ack, 1.0, ACK + DATA + CONTROL + ACK, DATA + CONTROL),  # PubAcks, not messages
         (is_pub_ack, 0.0, ACK + DATA, ACK + DATA),
