@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway.adapters.jetstream.broker import KEY_SEQ_HEADER, ORDER_KEY_HEADER, message_headers
-from gateway.adapters.postgres.webhooks import StoredEvent, key_lock_id
+from gateway.adapters.postgres.key_numbers import key_lock_id
+from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.model import Event, new_event
 from gateway.core.order_keys import MAX_KEY_BYTES
 from gateway.core.trace_context import TraceParent
