@@ -16,57 +16,45 @@ import asyncpg
 
 from gateway.adapters.postgres import Conn, translate_errors
 
-#: The group's rows as `webhooks.record_events` sends them: one JSON document, `$1`. `n`
-#: (arrival order) and `order_key` are set only for a group with keyed rows.
+#: The group's rows as `webhooks.record_events` sends them: one JSON document, `$1`. On
+#: keyed rows, `n` is the arrival order and `i` the row's place among its key's rows in
+#: the group (1, 2, ...).
 GROUP_ROWS = """json_to_recordset($1::json)
      AS r(provider text, event_id text, event_type text, subject text, headers jsonb,
           body text, received_at timestamptz, body_sha256 text, source text, traceparent text,
-          order_key text, n int)"""
+          order_key text, n int, i int)"""
 
-#: How far behind `order_counters.touched_at` may be (`_INSERT_NUMBERED`, 3.): far below
+#: How far behind `order_counters.touched_at` may be (`_INSERT_NUMBERED`, 2.): far below
 #: any retention horizon, and long enough that a key's events mostly update in place.
 TOUCH_GRANULARITY_S = 3600
 _TOUCH = f"interval '{TOUCH_GRANULARITY_S} seconds'"
 
-# A group with keyed rows numbers them in the same statement, under the keys' locks
-# (`_LOCK_KEYS`, taken by the statement before, so the counters and rows read here are the
-# last committed ones: READ COMMITTED takes a new snapshot per statement).
-# 1. `numbered`: each keyed row not already recorded (by id, or by body digest where it
-#    has one) gets last + 1, last + 2, ... per key, in arrival order (`n`). The look-ups
-#    are scalar subqueries on purpose: always one index probe per row, where a join or
-#    NOT EXISTS let the planner (which guesses 100 rows for the JSON) hash a scan of the
-#    whole counter table, or of every digest, into each group (measured: 20 ms a group
-#    at 5,000 keys).
-# 2. `inserted`: the rows, with their numbers; a row a concurrent writer recorded since
-#    this statement's snapshot is still skipped by ON CONFLICT (after waiting for it).
-# 3. `counted`: each key's counter moves to the highest number actually inserted.
+# A group with keyed rows numbers them as it records them, under the keys' locks
+# (`_LOCK_KEYS`, taken by the statement before, so the counters read here are the last
+# committed ones: READ COMMITTED takes a new snapshot per statement).
+# 1. `inserted`: each keyed row gets its key's last number plus its place `i` among the
+#    key's rows in the group. The counter is read by a scalar subquery on purpose: one
+#    index probe a row, where a join let the planner (which guesses 100 rows for the
+#    JSON) hash a scan of the whole counter table into each group (20 ms a group at
+#    5,000 keys). Rows are numbered optimistically, before ON CONFLICT says which are
+#    repeats: looking each up first cost 6 us an event more, and a repeat only matters
+#    when a new row of its key follows it in the group (`repeats_before_new`): that
+#    group is rolled back and numbered again without its repeats.
+# 2. `counted`: each key's counter moves to the highest number actually inserted.
 #    `touched_at` (retention's idle clock) moves only once it is an hour old: an update
 #    that leaves every indexed column as it was is HOT (no new index entries), which
 #    measured 10 against 16 us a key. It is never more than `TOUCH_GRANULARITY_S` behind.
-# 4. The answer: the rows inserted, with how many numbers were planned. A planned number
-#    whose row was skipped would leave a gap behind the ones after it, so the caller
-#    rolls the whole group back and numbers it again (`webhooks.record_events`).
 _INSERT_NUMBERED = f"""
-WITH r AS MATERIALIZED (SELECT r.*, decode(r.body_sha256, 'hex') AS digest FROM {GROUP_ROWS}),
-numbered AS (
-    SELECT r.n, coalesce((SELECT c.last_seq FROM order_counters c
-                          WHERE c.provider = r.provider AND c.order_key = r.order_key), 0)
-           + row_number() OVER (PARTITION BY r.provider, r.order_key ORDER BY r.n) AS key_seq
-    FROM r
-    WHERE r.order_key IS NOT NULL
-      AND (SELECT p.id FROM processed_webhooks p
-           WHERE p.provider = r.provider AND p.event_id = r.event_id) IS NULL
-      AND (r.digest IS NULL OR (SELECT p.id FROM processed_webhooks p
-           WHERE p.provider = r.provider AND p.body_sha256 = r.digest) IS NULL)
-),
-inserted AS (
+WITH inserted AS (
     INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body,
                                     received_at, body_sha256, source, traceparent,
                                     order_key, key_seq)
     SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers,
-           decode(r.body, 'base64'), r.received_at, r.digest, r.source, r.traceparent,
-           r.order_key, numbered.key_seq
-    FROM r LEFT JOIN numbered ON numbered.n = r.n
+           decode(r.body, 'base64'), r.received_at, decode(r.body_sha256, 'hex'), r.source,
+           r.traceparent, r.order_key,
+           (SELECT coalesce(max(c.last_seq), 0) FROM order_counters c
+            WHERE c.provider = r.provider AND c.order_key = r.order_key) + r.i
+    FROM {GROUP_ROWS}
     ORDER BY r.n
     ON CONFLICT DO NOTHING
     RETURNING id, provider, event_id, order_key, key_seq
@@ -80,8 +68,7 @@ counted AS (
     SET last_seq = greatest(c.last_seq, EXCLUDED.last_seq),
         touched_at = CASE WHEN c.touched_at < now() - {_TOUCH} THEN now() ELSE c.touched_at END
 )
-SELECT i.id, i.provider, i.event_id, i.order_key, i.key_seq, planned.n AS planned
-FROM (SELECT count(*) AS n FROM numbered) planned LEFT JOIN inserted i ON true
+SELECT id, provider, event_id, key_seq FROM inserted
 """  # noqa: S608 - only constants are interpolated
 
 # One lock per key, in ascending order (so two groups sharing keys never deadlock), all
@@ -96,8 +83,9 @@ _LOCK_KEYS = """
 SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest($1::bigint[]) AS k ORDER BY 1) keys
 """
 #: Attempts at numbering one group before it is refused as not durable (503: the sender
-#: retries). A second attempt only follows a concurrent writer of the same event under
-#: another key, whose row the retry then sees.
+#: retries). Each attempt after the first leaves out the repeats the one before found
+#: ahead of new rows of their key; a third needs a concurrent writer to record more of
+#: the group's events in between.
 NUMBERING_ATTEMPTS = 3
 
 
@@ -113,36 +101,56 @@ def key_lock_id(provider: str, order_key: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+#: A keyed row of a group: (provider, event_id, order_key, its place among the key's rows).
+KeyedRow = tuple[str, str, str, int]
+
+
 class PlannedRowSkipped(Exception):
-    """A number was planned for a row a concurrent writer recorded first."""
+    """Repeats came before new rows of their key: the group must be numbered again
+    without them (`repeats`, their (provider, event_id))."""
+
+    def __init__(self, repeats: frozenset[tuple[str, str]]) -> None:
+        super().__init__(f"{len(repeats)} repeats before new rows of their keys")
+        self.repeats = repeats
 
 
 async def insert_numbered(
-    conn: Conn, rows_json: str, keys: Iterable[tuple[str, str]]
+    conn: Conn, rows_json: str, keyed: Sequence[KeyedRow]
 ) -> list[asyncpg.Record]:
-    """Lock the keys, then insert the group numbering its keyed rows; the rows inserted
-    (`id` None on the one row of an answer where nothing was). Inside a transaction
-    that has not written yet; raises `PlannedRowSkipped` (roll it back, try again) when
-    a planned number's row was skipped."""
+    """Lock the keys, then insert the group numbering its keyed rows; the rows inserted.
+    Inside a transaction that has not written yet; raises `PlannedRowSkipped` (roll it
+    back, number the rest again) when a skipped row would leave a gap."""
     with translate_errors():
-        await conn.execute(_LOCK_KEYS, _lock_ids(keys))
+        await conn.execute(_LOCK_KEYS, _lock_ids((p, k) for p, _, k, _ in keyed))
         rows = await conn.fetch(_INSERT_NUMBERED, rows_json)
-    _check_numbered(rows)
+    repeats = repeats_before_new(keyed, {(r["provider"], r["event_id"]) for r in rows})
+    if repeats:
+        raise PlannedRowSkipped(repeats)
     return rows
+
+
+def repeats_before_new(
+    keyed: Sequence[KeyedRow], inserted: set[tuple[str, str]]
+) -> frozenset[tuple[str, str]]:
+    """The keyed rows not inserted, when one of them came before an inserted row of its
+    key (its number would be a gap); empty when every skipped row came after its key's
+    new ones (the numbers given are 1..m past the counter, as they should be)."""
+    last_new: dict[tuple[str, str], int] = {}
+    first_skipped: dict[tuple[str, str], int] = {}
+    skipped = set()
+    for provider, event_id, key, place in keyed:
+        if (provider, event_id) in inserted:
+            last_new[(provider, key)] = place
+        else:
+            skipped.add((provider, event_id))
+            first_skipped.setdefault((provider, key), place)
+    if any(last_new.get(key, 0) > place for key, place in first_skipped.items()):
+        return frozenset(skipped)
+    return frozenset()
 
 
 def _lock_ids(keys: Iterable[tuple[str, str]]) -> list[int]:
     return sorted({key_lock_id(provider, key) for provider, key in keys})
-
-
-def _check_numbered(rows: Sequence[asyncpg.Record]) -> None:
-    """Raise `PlannedRowSkipped` unless every planned number went to an inserted row and
-    every keyed row inserted got one (a row retention removed since the look-up)."""
-    planned = rows[0]["planned"] if rows else 0
-    numbered = sum(1 for r in rows if r["key_seq"] is not None)
-    unnumbered = any(r["order_key"] is not None and r["key_seq"] is None for r in rows)
-    if numbered != planned or unnumbered:
-        raise PlannedRowSkipped
 
 
 # A recorded row numbered after the fact (an `ingest` dead letter replayed once its

@@ -17,6 +17,7 @@ from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.key_numbers import (
     GROUP_ROWS,
     NUMBERING_ATTEMPTS,
+    KeyedRow,
     PlannedRowSkipped,
     insert_numbered,
 )
@@ -103,31 +104,52 @@ async def record_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
     whose `body_sha256` is already recorded for its provider is not inserted (a replay
     under another id), so it is missing from the answer like any repeat.
     """
-    keyed = any(e.order_key is not None for e in events)
-    rows_json = _rows_json(events, keyed)
+    if any(e.order_key is not None for e in events):
+        return await _record_numbered(conn, events)
+    rows_json = _rows_json(events, ())
     with translate_errors():
-        if not keyed and all(e.failure is None for e in events):
+        if all(e.failure is None for e in events):
             # One statement is atomic on its own: no BEGIN/COMMIT round trips.
             rows = await conn.fetch(_INSERT_EVENTS, rows_json)
             return {(r["provider"], r["event_id"]): Recorded(int(r["id"]), None) for r in rows}
-        if not keyed:
-            async with conn.transaction():
-                rows = await conn.fetch(_INSERT_EVENTS, rows_json)
-                return await _with_dead_letters(conn, events, rows)
-        keys = [(e.provider, e.order_key) for e in events if e.order_key is not None]
-        for _ in range(NUMBERING_ATTEMPTS):
-            try:
+        async with conn.transaction():
+            rows = await conn.fetch(_INSERT_EVENTS, rows_json)
+            return await _with_dead_letters(conn, events, rows)
+
+
+async def _record_numbered(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, str], Recorded]:
+    """`record_events` for a group with keyed events: its own transaction, tried again
+    without the repeats that would leave a gap (`key_numbers.repeats_before_new`)."""
+    for _ in range(NUMBERING_ATTEMPTS):
+        keyed_rows = _keyed_rows(events)
+        try:
+            with translate_errors():
                 async with conn.transaction():
-                    rows = await insert_numbered(conn, rows_json, keys)
+                    rows = await insert_numbered(conn, _rows_json(events, keyed_rows), keyed_rows)
                     return await _with_dead_letters(conn, events, rows)
-            except PlannedRowSkipped:
-                continue  # rolled back: no number was used
+        except PlannedRowSkipped as skipped:
+            # Rolled back, no number used. The rows skipped are recorded already (by this
+            # id, or this body's digest, or by a concurrent writer since): numbered again
+            # without them, they are answered as the repeats they are.
+            events = [e for e in events if (e.provider, e.event_id) not in skipped.repeats]
     raise DatabaseUnavailable(
         f"could not number a group of {len(events)} events in {NUMBERING_ATTEMPTS} attempts"
     )
 
 
-def _rows_json(events: Sequence[Event], keyed: bool) -> str:
+def _keyed_rows(events: Sequence[Event]) -> list[KeyedRow]:
+    """The keyed events with their place among their key's events in the group."""
+    places: dict[tuple[str, str], int] = {}
+    rows = []
+    for e in events:
+        if e.order_key is not None:
+            key = (e.provider, e.order_key)
+            places[key] = place = places.get(key, 0) + 1
+            rows.append((e.provider, e.event_id, e.order_key, place))
+    return rows
+
+
+def _rows_json(events: Sequence[Event], keyed: Sequence[KeyedRow]) -> str:
     rows: list[dict[str, Any]] = [
         {
             "provider": e.provider,
@@ -143,10 +165,12 @@ def _rows_json(events: Sequence[Event], keyed: bool) -> str:
         }
         for e in events
     ]
-    if keyed:  # the arrival order numbers follow, and the keys
+    if keyed:  # arrival order, and each keyed row's key and place among its key's rows
+        places = iter(keyed)
         for n, (row, event) in enumerate(zip(rows, events, strict=True)):
             row["n"] = n
-            row["order_key"] = event.order_key
+            if event.order_key is not None:
+                _, _, row["order_key"], row["i"] = next(places)
     return orjson.dumps(rows, default=dict).decode()  # headers may be any Mapping
 
 
@@ -154,11 +178,7 @@ async def _with_dead_letters(
     conn: Conn, events: Sequence[Event], rows: Sequence[asyncpg.Record]
 ) -> dict[tuple[str, str], Recorded]:
     """The rows inserted; the new invalid events' dead letters written beside them."""
-    inserted = {
-        (r["provider"], r["event_id"]): Recorded(int(r["id"]), r["key_seq"])
-        for r in rows
-        if r["id"] is not None  # the planned count's row when nothing was inserted
-    }
+    inserted = {(r["provider"], r["event_id"]): Recorded(int(r["id"]), r["key_seq"]) for r in rows}
     for event in events:
         key = (event.provider, event.event_id)
         if event.failure is not None and key in inserted:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway.adapters.jetstream.broker import KEY_SEQ_HEADER, ORDER_KEY_HEADER, message_headers
-from gateway.adapters.postgres.key_numbers import key_lock_id
+from gateway.adapters.postgres.key_numbers import KeyedRow, key_lock_id, repeats_before_new
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.model import Event, new_event
 from gateway.core.order_keys import MAX_KEY_BYTES
@@ -56,3 +56,20 @@ def test_a_keys_lock_id_is_fixed_across_processes_and_keeps_provider_and_key_apa
     assert key_lock_id("stripe", "pi_1") != key_lock_id("paddle", "pi_1")
     assert key_lock_id("a", "b c") != key_lock_id("a b", "c")
     assert all(-(2**63) <= key_lock_id("p", f"k{i}") < 2**63 for i in range(1000))
+
+
+@pytest.mark.parametrize(("keyed", "inserted", "again"), [
+    ([("p", "a", "k", 1), ("p", "b", "k", 2)], {"a", "b"}, set()),  # all new
+    ([("p", "a", "k", 1), ("p", "b", "k", 2)], {"a"}, set()),  # a repeat after: no gap
+    ([("p", "a", "k", 1), ("p", "b", "k", 2)], set(), set()),  # all repeats: no number used
+    ([("p", "a", "k", 1), ("p", "b", "k", 2)], {"b"}, {"a"}),  # b would be 2 after no 1
+    ([("p", "a", "k", 1), ("p", "b", "j", 1), ("p", "c", "k", 2)], {"a", "b"}, set()),
+    ([("p", "a", "k", 1), ("p", "b", "j", 1), ("p", "c", "j", 2)], {"a", "c"}, {"b"}),
+    ([("p", "a", "k", 1), ("q", "b", "k", 1), ("p", "c", "k", 2)], {"b", "c"}, {"a"}),
+    ([("p", "a", "k", 1), ("p", "b", "k", 2), ("p", "c", "k", 3)], {"c"}, {"a", "b"}),
+])  # fmt: skip
+def test_a_group_is_numbered_again_only_when_a_repeat_came_before_a_new_row_of_its_key(
+    keyed: list[KeyedRow], inserted: set[str], again: set[str]
+) -> None:
+    ids = {(p, e) for p, e, _, _ in keyed if e in inserted}
+    assert repeats_before_new(keyed, ids) == {(p, e) for p, e, _, _ in keyed if e in again}
