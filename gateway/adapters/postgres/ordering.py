@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.adapters.postgres import Conn, translate_errors
+from gateway.errors import DatabaseError
 
 __all__ = [
     "Advance",
@@ -113,88 +114,132 @@ async def open_deferrals(conn: Conn, items: Sequence[KeySeq]) -> set[KeySeq]:
     return {(r["provider"], r["order_key"], int(r["key_seq"])) for r in rows}
 
 
-# One statement for a batch of steps:
-#   1. `cur`: each key's applied_seq, its row locked (FOR UPDATE waits for a concurrent
-#      mover and then reads what it committed); a key without a row is at 0.
-#   2. `run`: per key, the steps after applied_seq in seq order that continue it without
-#      a gap (seq - its rank = applied_seq), so n and n + 1 in one call both move.
-#   3. `moved`: the compare-and-set. A new key's row is inserted; a key another
-#      transaction created or moved meanwhile (the conflict waits for it to commit)
-#      fails the WHERE and moves nothing. A hold
-#      at or below the new position is released.
-#   4. the log rows of the keys that moved, in seq order (ids follow commit order).
-_ADVANCE = """
-WITH s AS (
-    SELECT DISTINCT ON (provider, order_key, key_seq) *
-    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
-                $7::text[]) AS s(provider, order_key, key_seq, outcome, event_id, actor, note)
-    ORDER BY provider, order_key, key_seq
+# Two statements for a batch of steps, in the caller's transaction.
+#
+# 1. `_LOCK`: each key's applied_seq, its row locked until commit. A key without a row
+#    gets one (at 0), which its inserting transaction holds locked likewise. Rows are
+#    taken in key order, so two workers locking overlapping keys cannot deadlock. A key
+#    whose row another transaction is inserting at the same moment is missing from the
+#    answer (the insert waited for it and did nothing): it is asked again.
+# 2. `_MOVE`: with every key locked, the runs that continue each key (worked out here)
+#    move it and are logged, in one statement of flat arrays (no join the planner could
+#    misjudge: one with the log as a nested loop cost 70 ms for 512 keys). The
+#    compare-and-set in its WHERE cannot fail under the lock; a count that disagrees
+#    means a bug, and the transaction is rolled back.
+_LOCK = """
+WITH k AS (
+    SELECT DISTINCT provider, order_key
+    FROM unnest($1::text[], $2::text[]) AS k(provider, order_key)
 ), locked AS (
-    -- In key order, so two workers locking overlapping keys cannot deadlock.
-    SELECT a.provider, a.order_key, a.applied_seq FROM order_applied a
-    WHERE (a.provider, a.order_key) IN (SELECT provider, order_key FROM s)
+    SELECT a.provider, a.order_key, a.applied_seq
+    FROM order_applied a JOIN k USING (provider, order_key)
     ORDER BY a.provider, a.order_key
-    FOR UPDATE
-), cur AS (
-    SELECT k.provider, k.order_key, coalesce(l.applied_seq, 0) AS applied_seq
-    FROM (SELECT DISTINCT provider, order_key FROM s) k
-    LEFT JOIN locked l USING (provider, order_key)
-), ranked AS (
-    SELECT s.*, c.applied_seq,
-           s.key_seq - row_number() OVER (PARTITION BY s.provider, s.order_key
-                                          ORDER BY s.key_seq) AS base
-    FROM s JOIN cur c USING (provider, order_key)
-    WHERE s.key_seq > c.applied_seq
-), run AS (
-    SELECT * FROM ranked WHERE base = applied_seq
-), target AS (
-    SELECT provider, order_key, min(applied_seq) AS from_seq, max(key_seq) AS to_seq
-    FROM run GROUP BY provider, order_key
-), moved AS (
-    INSERT INTO order_applied AS a (provider, order_key, applied_seq, progressed_at)
-    SELECT provider, order_key, to_seq, now() FROM target
-    ON CONFLICT (provider, order_key) DO UPDATE
-    SET applied_seq = EXCLUDED.applied_seq,
+    FOR UPDATE OF a
+), created AS (
+    INSERT INTO order_applied (provider, order_key)
+    SELECT provider, order_key FROM k
+    WHERE NOT EXISTS (SELECT 1 FROM locked l
+                      WHERE l.provider = k.provider AND l.order_key = k.order_key)
+    ORDER BY provider, order_key
+    ON CONFLICT (provider, order_key) DO NOTHING
+    RETURNING provider, order_key, applied_seq
+)
+SELECT provider, order_key, applied_seq FROM locked
+UNION ALL
+SELECT provider, order_key, applied_seq FROM created
+"""
+
+_MOVE = """
+WITH moved AS (
+    UPDATE order_applied a
+    SET applied_seq = t.to_seq,
         progressed_at = now(),
-        held_seq = CASE WHEN a.held_seq <= EXCLUDED.applied_seq THEN NULL ELSE a.held_seq END,
-        held_dlq_id = CASE WHEN a.held_seq <= EXCLUDED.applied_seq THEN NULL
-                           ELSE a.held_dlq_id END,
-        hold_reason = CASE WHEN a.held_seq <= EXCLUDED.applied_seq THEN NULL
-                           ELSE a.hold_reason END,
-        held_at = CASE WHEN a.held_seq <= EXCLUDED.applied_seq THEN NULL ELSE a.held_at END
-    WHERE a.applied_seq = (SELECT t.from_seq FROM target t
-                           WHERE t.provider = a.provider AND t.order_key = a.order_key)
-    RETURNING a.provider, a.order_key
+        held_seq = CASE WHEN a.held_seq <= t.to_seq THEN NULL ELSE a.held_seq END,
+        held_dlq_id = CASE WHEN a.held_seq <= t.to_seq THEN NULL ELSE a.held_dlq_id END,
+        hold_reason = CASE WHEN a.held_seq <= t.to_seq THEN NULL ELSE a.hold_reason END,
+        held_at = CASE WHEN a.held_seq <= t.to_seq THEN NULL ELSE a.held_at END
+    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+         AS t(provider, order_key, from_seq, to_seq)
+    WHERE a.provider = t.provider AND a.order_key = t.order_key
+      AND a.applied_seq = t.from_seq
+    RETURNING 1
 ), logged AS (
     INSERT INTO order_log (provider, order_key, key_seq, outcome, event_id, actor, note)
-    SELECT r.provider, r.order_key, r.key_seq, r.outcome, r.event_id, r.actor, r.note
-    FROM run r JOIN moved m USING (provider, order_key)
-    ORDER BY r.provider, r.order_key, r.key_seq
-    RETURNING provider, order_key, key_seq
+    SELECT * FROM unnest($5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[],
+                         $10::text[], $11::text[])
+    RETURNING 1
 )
-SELECT provider, order_key, key_seq FROM logged
+SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM logged) AS logged
 """
 
 
+def runs(steps: Sequence[Advance], applied: dict[Key, int]) -> list[Advance]:
+    """The steps that continue their key from `applied` without a gap, per key in seq
+    order (a repeat of a seq counts once; a key not in `applied` moves nothing)."""
+    by_key: dict[Key, dict[int, Advance]] = {}
+    for step in steps:
+        by_key.setdefault((step.provider, step.order_key), {}).setdefault(step.key_seq, step)
+    chosen: list[Advance] = []
+    for key in sorted(by_key):
+        if key not in applied:
+            continue
+        seqs = by_key[key]
+        n = applied[key] + 1
+        while n in seqs:
+            chosen.append(seqs[n])
+            n += 1
+    return chosen
+
+
+async def _locked(conn: Conn, keys: Sequence[Key]) -> dict[Key, int]:
+    applied: dict[Key, int] = {}
+    missing = list(keys)
+    for _ in range(3):  # a key being created by another transaction: locked next time
+        rows = await conn.fetch(_LOCK, [k[0] for k in missing], [k[1] for k in missing])
+        applied.update({(r["provider"], r["order_key"]): int(r["applied_seq"]) for r in rows})
+        missing = [k for k in missing if k not in applied]
+        if not missing:
+            break
+    return applied
+
+
 async def advance(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
-    """Move each key through its steps that continue it from where it is (one
-    statement); the (provider, key, seq) that moved. A step at or below the key's
-    position, after a gap, or on a key another transaction moved meanwhile, moves
-    nothing: a second copy of an event changes nothing."""
+    """Move each key through its steps that continue it from where it is; the
+    (provider, key, seq) that moved. A step at or below the key's position, or after
+    a gap, moves nothing: a second copy of an event changes nothing. The keys stay
+    locked until the caller's transaction ends (outside one, it runs in its own)."""
     if not steps:
         return set()
+    if not conn.is_in_transaction():  # the lock must last from the first to the second
+        with translate_errors():
+            async with conn.transaction():
+                return await advance(conn, steps)
+    keys = sorted({(s.provider, s.order_key) for s in steps})
     with translate_errors():
-        rows = await conn.fetch(
-            _ADVANCE,
-            [s.provider for s in steps],
-            [s.order_key for s in steps],
-            [s.key_seq for s in steps],
-            [s.outcome for s in steps],
-            [s.event_id for s in steps],
-            [s.actor for s in steps],
-            [s.note for s in steps],
+        applied = await _locked(conn, keys)
+        chosen = runs(steps, applied)
+        if not chosen:
+            return set()
+        last: dict[Key, int] = {}
+        for s in chosen:
+            last[(s.provider, s.order_key)] = s.key_seq
+        row = await conn.fetchrow(
+            _MOVE,
+            [k[0] for k in last],
+            [k[1] for k in last],
+            [applied[k] for k in last],
+            list(last.values()),
+            [s.provider for s in chosen],
+            [s.order_key for s in chosen],
+            [s.key_seq for s in chosen],
+            [s.outcome for s in chosen],
+            [s.event_id for s in chosen],
+            [s.actor for s in chosen],
+            [s.note for s in chosen],
         )
-    return {(r["provider"], r["order_key"], int(r["key_seq"])) for r in rows}
+    if row is None or row["moved"] != len(last) or row["logged"] != len(chosen):
+        raise DatabaseError("a locked ordering key moved under its lock", None)
+    return {(s.provider, s.order_key, s.key_seq) for s in chosen}
 
 
 # The first parked event of a key holds it; one parked below an existing hold (its own
