@@ -17,8 +17,9 @@ The subject is one settlement does not consume, so the events carry no ordering 
 this is the stream's own guarantee, without the settlement gate.
 
 A second test loses single frames of the relay's connection instead (2 % of its
-publishes, 2 % of its PubAcks, through chaos/nats_frames): it is expected to fail, and
-says why in its `xfail` reason, until the relay keeps the order there too.
+publishes, 2 % of its PubAcks, through chaos/nats_frames): an atomic batch the stream
+refuses for a lost message is sent again one message at a time, each after the one
+before is answered, so the order holds there too.
 """
 
 from __future__ import annotations
@@ -175,13 +176,6 @@ async def test_one_publishers_order_survives_nats_restarts_and_a_relay_kill(
     assert relays[0].starts == 2 and all(r.alive for r in relays)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an atomic batch the stream refuses (one of its messages lost) is sent again one "
-    "message at a time, pipelined (gateway/core/publish_batches.py next_step: Step.SINGLY; "
-    "gateway/adapters/jetstream/atomic.py _Run.singly), and a message lost there is stored "
-    "after the later ones",
-)
 async def test_one_publishers_order_survives_single_lost_frames(
     make_scenario, database_url, nats_node
 ):

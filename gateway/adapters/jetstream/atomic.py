@@ -245,7 +245,7 @@ class _Run:
             (again,) = await self.publisher.send_in_turn(self, [batch])
             return await self.settle(batch, again, resent=True)
         if step is Step.SINGLY:
-            return await self.singly(batch)
+            return await self.in_turn(batch)
         if step is Step.SPLIT:
             for half in halves(range(len(batch))):
                 part = [batch[i] for i in half]
@@ -266,6 +266,28 @@ class _Run:
             if position in sub.too_large:
                 self.answers.too_large.add(index)
         return sub.settled
+
+    async def in_turn(self, indexes: Sequence[int]) -> bool:
+        """Publish the rows at `indexes` one message at a time, each once the stream has
+        answered the one before, so they are stored in their order; False at the first
+        without an answer (the rest are left unsent), or when one was refused.
+
+        A batch the stream refused goes this way rather than pipelined: pipelined, a
+        message that missed its PubAck would be sent again after later ones the stream
+        had stored, and one publisher's events would reach their subject out of order.
+        A message the stream answers with a refusal (or that can never fit) never
+        reaches it, so the ones after it still go.
+        """
+        for index in indexes:
+            self.answers.tried.add(index)
+            sub = await self.publisher.singly([self.events[index]], self.timeout_s)
+            self.answers.acked[index] = sub.acked[0]
+            if 0 in sub.too_large:
+                self.answers.too_large.add(index)
+            elif not sub.acked[0] and 0 not in sub.refused:
+                return False
+        # A refused row holds the cursor: nothing after this batch goes before it.
+        return all(self.answers.acked[i] or i in self.answers.too_large for i in indexes)
 
     def acked(self, batch: Sequence[int]) -> None:
         for index in batch:
