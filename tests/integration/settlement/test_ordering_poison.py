@@ -59,9 +59,9 @@ async def test_a_poison_capture_holds_only_its_key_until_fixed_and_replayed(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """100 payments of a capture and two refunds; one capture's merchant has no account.
-    Its refunds park as BLOCKED_BY_PREDECESSOR and the 99 others settle in full. Once
-    the account is opened, one `gateway dlq replay --all` settles the key in order and
-    no key is held."""
+    Its refunds park as BLOCKED_BY_PREDECESSOR and the 99 others settle in full; a
+    refund replayed alone before it stays parked. Once the account is opened, one
+    `gateway dlq replay --all` settles the key in order and no key is held."""
     doc = settings_doc(database_url, nats_url, stub, redis_url)
     cfg = str(write_toml(tmp_path / "gateway.toml", doc))
     payments = [Payment("billing", f"pay_{k}", f"m_{k}", 5_000, [700, 300]) for k in range(100)]
@@ -91,6 +91,19 @@ async def test_a_poison_capture_holds_only_its_key_until_fixed_and_replayed(
         ]
         assert await held_keys(conn) == 1
         assert await violations(conn) == []
+
+        # Replayed alone, a row parked behind the hold stays parked: it waits for seq 1.
+        third = await conn.fetchval("SELECT id FROM dlq_webhooks WHERE key_seq = 3")
+        early = await asyncio.to_thread(
+            cli.main, ["dlq", "replay", "--id", str(third), "--config", cfg]
+        )
+        assert early == 1
+        assert "ORDER_PREDECESSOR_MISSING" in capsys.readouterr().out
+        row = await conn.fetchrow(
+            "SELECT is_resolved, error_message FROM dlq_webhooks WHERE id = $1", third
+        )
+        assert row is not None and not row["is_resolved"]
+        assert "waits for seq 1 of its key (it is seq 3)" in row["error_message"]
 
         opened = await asyncio.to_thread(
             cli.main, ["ledger", "--config", cfg, "open-account", poisoned.merchant]
