@@ -105,3 +105,20 @@ def advance(
         done = cursor.target_snapshot
         return Step(Cursor(done, done, (0, 0)), len(batch), stuck=False)
     return Step(replace(cursor, after=after), len(batch), stuck=False)
+
+
+def holding_the_cursor(batch: Sequence[Position], failed: Collection[int]) -> list[int]:
+    """Of the rows of `batch` (in walk order) that failed, the one a publish attempt is
+    counted for: the first, which holds the cursor. Empty when none failed.
+
+    The rows after it are sent again by the next sweep whatever happened to them, so a
+    failure of theirs says nothing yet: counting it too would park rows the stream had
+    stored in an earlier sweep once enough of their copies' answers were lost (a commit
+    reply of a whole batch, or one PubAck in twenty). The first failure is the one that
+    repeats sweep after sweep when a row can never be published, and it alone is parked
+    after `max_publish_attempts`.
+    """
+    for _, row_id in batch:
+        if row_id in failed:
+            return [row_id]
+    return []

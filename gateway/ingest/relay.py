@@ -41,7 +41,7 @@ from gateway import tracing
 from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
 from gateway.adapters.postgres import Pool, connection, outbox, transaction
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.outbox import advance
+from gateway.core.outbox import advance, holding_the_cursor
 from gateway.core.publish_batches import BatchLimits
 from gateway.errors import GatewayError
 from gateway.ingest import traced
@@ -158,7 +158,9 @@ class OutboxRelay:
                     # Nothing acknowledged and the stream does not answer: the broker is
                     # in trouble, not these rows; an outage must not park genuine events.
                     failed = []
-                attempts = await outbox.count_publish_attempt(conn, failed)
+                attempts = await outbox.count_publish_attempt(
+                    conn, holding_the_cursor(positions, set(failed))
+                )
                 parked = await park_failed(
                     conn, batch, result, attempts, self._settings, self._metrics
                 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.outbox import EMPTY_SNAPSHOT, Cursor, advance, xip, xmax
+from gateway.core.outbox import EMPTY_SNAPSHOT, Cursor, advance, holding_the_cursor, xip, xmax
 from gateway.errors import OutboxCursorAhead
 
 DONE = "100:105:101"
@@ -106,3 +106,19 @@ def test_newer_rows_are_read_from_the_later_of_position_and_xmax(
     after: tuple[int, int], expected: tuple[int, int]
 ) -> None:
     assert Cursor(DONE, TARGET, after).newer_than == expected
+
+
+@pytest.mark.parametrize(
+    ("failed", "counted"),
+    [
+        (set(), []),  # nothing failed: no attempt counted
+        ({9}, [9]),
+        ({8, 9, 10}, [8]),  # only the first in walk order: the rest are sent again anyway
+        ({10, 7}, [7]),  # walk order, not id order of the set
+        ({99}, []),  # not a row of the batch
+    ],
+)
+def test_only_the_row_holding_the_cursor_counts_an_attempt(
+    failed: set[int], counted: list[int]
+) -> None:
+    assert holding_the_cursor(BATCH, failed) == counted
