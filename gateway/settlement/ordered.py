@@ -38,21 +38,24 @@ from gateway.settlement.traced import settle_span
 log = logging.getLogger(__name__)
 
 
-#: The longest a waiting message is held in the worker (and the share of `ack_wait_s`):
-#: its predecessor is usually in another batch of this worker, or a moment behind on
-#: the stream, so holding it and planning it again with the next batch finds its turn
-#: without a round trip through the stream; after that it is put back with a delay.
-HOLD_MAX_S = 5.0
-HOLD_ACK_WAIT_SHARE = 0.25
+#: A waiting message is held in the worker and planned again with every batch (or on
+#: its own when none comes) until its turn, its gap timeout, or the worker stops: its
+#: predecessor is usually in another batch, on another worker, or retrying. Putting it
+#: back to the stream instead spent a delivery per wait, so a message behind a retrying
+#: predecessor reached its own turn with its retry schedule used up (and a busy key
+#: crawled at a few events a second). The stream is told it is still in progress every
+#: third of `ack_wait_s`, so it is not delivered again meanwhile.
+PROGRESS_SHARE = 1 / 3
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Held:
-    """A waiting message held in the worker, since `since_s` (monotonic)."""
+    """A waiting message held in the worker; `told_s`: when the stream last heard it is
+    in progress (monotonic)."""
 
     msg: Delivery
     item: tuple[Event, int]
-    since_s: float
+    told_s: float
 
 
 @dataclass
@@ -74,8 +77,9 @@ class OrderedGate:
         section = parts.settings.settlement
         self._concurrency = section.concurrency
         self._held: list[_Held] = []
-        self._hold_s = min(HOLD_MAX_S, section.ack_wait_s * HOLD_ACK_WAIT_SHARE)
-        # Held and in-flight messages together stay within the consumer's max_ack_pending.
+        self._progress_s = section.ack_wait_s * PROGRESS_SHARE
+        # Held and in-flight messages together stay within the consumer's max_ack_pending;
+        # past this many, a waiting message is put back to the stream with a delay.
         self._max_held = section.batch_size
 
     @property
@@ -98,7 +102,7 @@ class OrderedGate:
         """Settle a batch (read messages and their `(event, delivery number)`) in order,
         together with the waiting messages held from earlier batches."""
         held, self._held = self._held, []
-        since = {id(h.msg): h.since_s for h in held}
+        told = {id(h.msg): h.told_s for h in held}
         messages = [*(h.msg for h in held), *fetched]
         work = [*(h.item for h in held), *read]
         keyed = [
@@ -113,17 +117,16 @@ class OrderedGate:
             log.exception("could not read the keys' positions; the batch is put back")
             await asyncio.gather(*(self._say.wait(m, None, 1.0) for m in messages))
             return
-        now_s = time.monotonic()
-        answers = []
+        answers: list[Awaitable[None]] = []
         for k in keyed:
             decision = plan.decisions[k.index]
-            if decision.step is Step.WAIT:
-                first_s = since.get(id(messages[k.index]), now_s)
-                if now_s - first_s < self._hold_s and len(self._held) < self._max_held:
-                    self._held.append(_Held(messages[k.index], work[k.index], first_s))
-                    continue
+            if decision.step is Step.WAIT and self._held_again(
+                messages[k.index], work[k.index], k, told
+            ):
+                continue
             if decision.step not in (Step.TURN, Step.DEFERRED_RETRY):
                 answers.append(self._say.now(messages[k.index], work[k.index], k, decision))
+        answers.append(self._tell_progress())
         by_round: dict[int, list[Keyed]] = {}
         for k in keyed:
             decision = plan.decisions[k.index]
@@ -136,9 +139,35 @@ class OrderedGate:
         }
         answering = asyncio.gather(*answers)  # answered while the rounds settle
         try:
-            await self._rounds(messages, work, plan.rounds, by_round, sorted(unordered), deferred)
+            await self._rounds(
+                messages, work, plan.rounds, by_round, sorted(unordered), deferred, told
+            )
         finally:
             await answering
+
+    def _held_again(
+        self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: dict[int, float]
+    ) -> bool:
+        """Hold a waiting message (again) if there is room; a delivery's first wait is
+        counted."""
+        if len(self._held) >= self._max_held:
+            return False  # put back to the stream with its delay (counted there)
+        told_s = told.get(id(msg))
+        if told_s is None:  # just delivered: the stream's ack_wait starts now
+            self._parts.metrics.order_gap_waits_total.inc(provider=k.provider)
+            told_s = time.monotonic()
+        self._held.append(_Held(msg, item, told_s))
+        return True
+
+    async def _tell_progress(self) -> None:
+        """The stream hears that the held messages are still in progress, in time."""
+        now_s = time.monotonic()
+        due = [h for h in self._held if now_s - h.told_s >= self._progress_s]
+        for h in due:
+            h.told_s = now_s
+        results = await asyncio.gather(*(h.msg.in_progress() for h in due), return_exceptions=True)
+        if any(isinstance(r, Exception) for r in results):  # redelivered after ack_wait: harmless
+            log.warning("could not tell the stream a held message is in progress")
 
     async def _rounds(
         self,
@@ -148,6 +177,7 @@ class OrderedGate:
         by_round: dict[int, list[Keyed]],
         unordered: list[int],
         deferred: dict[int, Keyed],
+        told: dict[int, float],
     ) -> None:
         stopped: dict[tuple[str, str], KeyEffect] = {}  # keys whose turns end in this batch
         waiting: list[Awaitable[object]] = []
@@ -155,9 +185,9 @@ class OrderedGate:
             turns: list[Keyed] = []
             for k in by_round.get(r, []):
                 if k.key in stopped:  # behind a turn that failed: wait, or park behind it
-                    waiting.append(
-                        self._say.behind(messages[k.index], work[k.index], k, stopped[k.key])
-                    )
+                    msg, item = messages[k.index], work[k.index]
+                    if stopped[k.key] is KeyEffect.HOLD or not self._held_again(msg, item, k, told):
+                        waiting.append(self._say.behind(msg, item, k, stopped[k.key]))
                 else:
                     turns.append(k)
             extra = unordered if r == 0 else []

@@ -101,7 +101,7 @@ class SettlementWorker:
                 holding = self.holding
                 try:
                     messages = await consumer.fetch(
-                        self._settings.batch_size, timeout_s=0.05 if holding else 1.0
+                        self._settings.batch_size, timeout_s=0.25 if holding else 1.0
                     )
                 except BrokerUnavailable as exc:
                     slots.release()

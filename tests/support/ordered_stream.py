@@ -53,12 +53,18 @@ class Message:
         self.timestamp_s = event.stored_at_s
         self.answer: str | None = None
         self.delay_s: float | None = None
+        self.progress = 0  # how often it was said to be in progress
 
     def __repr__(self) -> str:
         return f"Message({self.event.event_id!r}, seq={self.event.key_seq}, n={self.num_delivered})"
 
     async def ack(self) -> None:
         self._answer("ack")
+
+    async def in_progress(self) -> None:
+        if self.answer is not None:
+            raise AssertionError(f"{self!r} in progress after {self.answer}")
+        self.progress += 1
 
     async def nak(self, delay_s: float | None = None) -> None:
         self.delay_s = delay_s

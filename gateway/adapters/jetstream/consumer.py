@@ -95,6 +95,14 @@ class Delivery:
         except NATS_ERRORS as exc:
             raise BrokerUnavailable(f"ack not sent: {type(exc).__name__}") from exc
 
+    async def in_progress(self) -> None:
+        """Still being worked on: the stream waits another `ack_wait` before it delivers
+        the message again (the ordering gate holding a message for its turn)."""
+        try:
+            await self._msg.in_progress()
+        except NATS_ERRORS as exc:
+            raise BrokerUnavailable(f"progress not sent: {type(exc).__name__}") from exc
+
     async def nak(self, delay_s: float | None = None) -> None:
         """Not now: the stream delivers the message again after `delay_s` (None: at once)."""
         try:

@@ -5,12 +5,14 @@ acks), and what it leaves is read from the ledger, `order_log` and the dead lett
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import asyncpg
+import orjson
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -189,11 +191,11 @@ async def test_a_refund_before_its_capture_is_deferred_and_both_settle(
 async def test_events_after_a_gap_wait_then_park_and_hold_their_key(
     database_url: str, nats_url: str, stub: Stub, redis_url: str, conn: asyncpg.Connection
 ) -> None:
-    """Seq 1 never comes: 2 waits, held in the worker for a quarter of ack_wait_s and
-    then put back with a delay (counted); once gap_timeout_s has passed it is parked as
-    ORDER_PREDECESSOR_MISSING with its key held, and 3, arriving after, is parked
-    behind it. Another key is not held up."""
-    doc = settings_doc(database_url, nats_url, stub, redis_url, gap_timeout_s=1.0)
+    """Seq 1 never comes: 2 waits, held in the worker (counted once, told to the stream
+    as in progress every third of ack_wait_s, never put back); once gap_timeout_s has
+    passed it is parked as ORDER_PREDECESSOR_MISSING with its key held, and 3, arriving
+    after, is parked behind it. Another key is not held up."""
+    doc = settings_doc(database_url, nats_url, stub, redis_url, gap_timeout_s=1.5)
     async with settlement_parts(settings_mod.parse(doc, env={})) as parts:
         await parts.settler.open_clearing_accounts()
         await open_merchants(parts, ["m_gap", "m_ok"])
@@ -206,22 +208,19 @@ async def test_events_after_a_gap_wait_then_park_and_hold_their_key(
         await worker.handle(first)  # type: ignore[arg-type]
         assert await merchant_balance(parts, "m_ok") == 700
         (waited,) = [m for m in first if m.event.order_key == "pay_gap"]
-        assert (waited.answer, worker.holding) == (None, 1)  # held: ack_wait_s 2 s / 4
+        assert (waited.answer, worker.holding, waited.progress) == (None, 1, 0)
+        await asyncio.sleep(0.8)  # ack_wait_s is 2 s in these tests
         await worker.handle([])
-        assert (waited.answer, worker.holding) == (None, 1)
-        await asyncio.sleep(0.5)
-        await worker.handle([])  # held long enough: back to the stream, counted
-        assert (waited.answer, worker.holding) == ("nak", 0)
-        assert waited.delay_s is not None and 0.2 <= waited.delay_s <= 0.3
+        assert (waited.answer, worker.holding, waited.progress) == (None, 1, 1)
         assert parts.metrics.order_gap_waits_total.values == {
             (("provider", "service:billing"),): 1.0
         }
-
-        await asyncio.sleep(0.6)  # past gap_timeout_s since it was stored
+        await asyncio.sleep(0.8)  # past gap_timeout_s since it was stored
         stream.publish(third)
         later = stream.fetch(10)
         await worker.handle(later)  # type: ignore[arg-type]
-        assert sorted((m.event.key_seq, m.answer) for m in later) == [(2, "term"), (3, "term")]
+        assert (waited.answer, worker.holding) == ("term", 0)
+        assert [(m.event.key_seq, m.answer) for m in later] == [(3, "term")]
         assert await merchant_balance(parts, "m_gap") == 0
 
     dead = await conn.fetch(
@@ -286,3 +285,33 @@ async def test_ordering_off_settles_keyed_messages_as_they_come(
         assert parts.metrics.order_gap_waits_total.values == {}
     assert await conn.fetchval("SELECT count(*) FROM order_log") == 0
     assert await conn.fetchval("SELECT count(*) FROM order_applied") == 0
+
+
+async def test_an_event_behind_a_retrying_turn_waits_in_the_worker_with_its_budget_whole(
+    parts: SettlementParts, conn: asyncpg.Connection, stub: Stub
+) -> None:
+    """The capture (seq 1, in EUR) cannot get a rate: it is retried by its schedule, and
+    its refund (seq 2) is held in the worker meanwhile, not put back: once the rate is
+    there, both settle in order and the refund settles on its first delivery."""
+    await open_merchants(parts, ["m_fx"])
+    capture, refund = Payment("billing", "pay_fx", "m_fx", 10_000, [1_000]).events()
+    doc = orjson.loads(capture.body)
+    doc["data"]["currency"] = "EUR"
+    capture = dataclasses.replace(capture, body=orjson.dumps(doc))
+    await stub.control(mode="fail")
+    worker = SettlementWorker(parts)
+    stream = MemoryStream()
+    stream.publish(capture, refund)
+    batch = stream.fetch(10)
+    await worker.handle(batch)  # type: ignore[arg-type]
+    assert [m.answer for m in batch] == ["nak", None]  # the capture retried, the refund held
+    assert worker.holding == 1
+    await stub.control(mode="ok")
+    await drain(worker, stream, random.Random(4), limit=200)
+
+    assert [(m.answer, m.num_delivered) for m in batch] == [("nak", 1), ("ack", 1)]
+    assert await merchant_balance(parts, "m_fx") == 10_800 - 1_000  # EUR 100 at 1.08
+    rows = await conn.fetch(
+        "SELECT key_seq, outcome FROM order_log WHERE order_key = 'pay_fx' ORDER BY id"
+    )
+    assert [(r["key_seq"], r["outcome"]) for r in rows] == [(1, "applied"), (2, "applied")]
