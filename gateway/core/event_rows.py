@@ -32,6 +32,10 @@ class EventRow:
     headers: Mapping[str, Any]
     body: bytes
     publish_attempts: int
+    # The key's number as ingest gave it (both or neither): a replay sends them again so
+    # settlement applies the copy in its key's order, not outside it.
+    order_key: str | None = None
+    key_seq: int | None = None
 
     def __repr__(self) -> str:  # never print the body
         return f"EventRow(id={self.brief.id}, provider={self.brief.provider!r})"

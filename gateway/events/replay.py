@@ -10,6 +10,9 @@
    so JetStream's duplicate window lets it through, and `Gateway-Replayed: <time>` so a
    consumer can tell. Consumers are idempotent by `(provider, event_id)`, so a replayed
    settlement event settles once, however often it is replayed.
+4. A keyed row keeps its `Gateway-Order-Key` and `Gateway-Key-Seq`: settlement applies
+   the copy at its place in the key's order (a number already applied is a duplicate
+   there), so an event lost from the stream and replayed lets its key's later ones go.
 """
 
 from __future__ import annotations
@@ -113,8 +116,8 @@ class ReplayRun:
 
 
 def replay_headers(row: EventRow, token: str, replayed_at: datetime) -> dict[str, str]:
-    """The event's usual stream headers with the replay's own `Nats-Msg-Id` and the
-    `Gateway-Replayed` time."""
+    """The event's usual stream headers (its key and number included when it has both)
+    with the replay's own `Nats-Msg-Id` and the `Gateway-Replayed` time."""
     b = row.brief
     event = Event(
         b.provider,
@@ -125,6 +128,8 @@ def replay_headers(row: EventRow, token: str, replayed_at: datetime) -> dict[str
         row.body,
         b.received_at,
         source=b.source,
+        order_key=row.order_key,
+        key_seq=row.key_seq,
     )
     headers = message_headers(StoredEvent(b.id, event))
     headers["Nats-Msg-Id"] = replay_msg_id(b.provider, b.event_id, token)

@@ -19,7 +19,9 @@ _BRIEF_COLUMNS = """id, provider, event_id, event_type, subject, source, receive
             WHEN outbox_holds(processed_webhooks) THEN 'waiting'
             ELSE 'published' END AS publish_state,
        payload_removed_at"""
-_FULL_COLUMNS = f"{_BRIEF_COLUMNS}, headers::text AS headers, body, publish_attempts"
+_FULL_COLUMNS = (
+    f"{_BRIEF_COLUMNS}, headers::text AS headers, body, publish_attempts, order_key, key_seq"
+)
 
 
 def _brief(r: asyncpg.Record) -> EventBrief:
@@ -27,7 +29,14 @@ def _brief(r: asyncpg.Record) -> EventBrief:
 
 
 def _row(r: asyncpg.Record) -> EventRow:
-    return EventRow(_brief(r), orjson.loads(r["headers"]), bytes(r["body"]), r["publish_attempts"])
+    return EventRow(
+        _brief(r),
+        orjson.loads(r["headers"]),
+        bytes(r["body"]),
+        r["publish_attempts"],
+        r["order_key"],
+        r["key_seq"],
+    )
 
 
 def _where(f: EventFilter, after_id: int | None = None) -> tuple[str, list[Any]]:

@@ -271,3 +271,55 @@ async def test_replay_stops_when_nats_is_away(tmp_path: Path, database_url: str)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "replayed 0, failed 1, skipped 0" in r.stdout
     assert "stopped early: NATS is not reachable" in r.stdout
+
+
+async def test_replay_keeps_the_key_and_its_number(
+    cfg: str, database_url: str, nats_url: str
+) -> None:
+    """A keyed row's replayed copy carries the key and the number ingest gave the row,
+    so settlement applies it in its key's order; an unkeyed row's carries neither."""
+    await _seed(database_url, nats_url)  # a running gateway made the stream
+    now = datetime.now(UTC)
+    conn = await asyncpg.connect(database_url)
+    try:
+        await insert_events(
+            conn,
+            [
+                Event(
+                    "stripe",
+                    f"evt_k{n}",
+                    "charge.captured",
+                    "webhooks.stripe.charge.captured",
+                    {},
+                    b'{"data": {"object": {"payment_intent": "pi_1"}}}',
+                    now,
+                    order_key="pi_1",
+                )
+                for n in (1, 2)
+            ],
+        )
+        numbers = {
+            r["event_id"]: r["key_seq"]
+            for r in await conn.fetch(
+                "SELECT event_id, key_seq FROM processed_webhooks WHERE order_key = 'pi_1'"
+            )
+        }
+    finally:
+        await conn.close()
+    assert numbers == {"evt_k1": 1, "evt_k2": 2}
+
+    chosen = [a for e in ("evt_k1", "evt_k2", "evt_a") for a in ("--event-id", e)]
+    r = await arun("events", "replay", *chosen, "--config", cfg)
+    assert r.returncode == 0, r.stderr
+    assert "replayed 3, failed 0, skipped 0" in r.stdout
+    replayed = {
+        h["Gateway-Event-Id"]: h
+        for _, h, _ in await stream_messages(nats_url)
+        if "Gateway-Replayed" in h
+    }
+    assert sorted(replayed) == ["evt_a", "evt_k1", "evt_k2"]
+    for event_id, seq in numbers.items():
+        assert replayed[event_id]["Gateway-Order-Key"] == "pi_1"
+        assert replayed[event_id]["Gateway-Key-Seq"] == str(seq)
+    assert "Gateway-Order-Key" not in replayed["evt_a"]
+    assert "Gateway-Key-Seq" not in replayed["evt_a"]
