@@ -25,7 +25,7 @@ def _before(cutoff: datetime | None, what: str) -> str:
 
 def summary(report: RetentionReport) -> list[str]:
     """The text answer: one line of counts, one of cutoffs."""
-    from gateway.core.retention import DEAD_LETTERS, WEBHOOKS, Removed
+    from gateway.core.retention import DEAD_LETTERS, ORDER_COUNTERS, ORDER_LOG, WEBHOOKS, Removed
 
     if report.skipped:
         return ["retention: skipped, another process holds the retention lock"]
@@ -34,9 +34,13 @@ def summary(report: RetentionReport) -> list[str]:
     webhooks = report.count(WEBHOOKS, Removed.PAYLOAD)
     dead_letters = report.count(DEAD_LETTERS, Removed.PAYLOAD)
     keys = report.count(WEBHOOKS, Removed.KEY)
+    # One counter row per ordering key: its count is the keys'; the log has a row a number.
+    order_keys = report.count(ORDER_COUNTERS, Removed.KEY)
+    order_log = report.count(ORDER_LOG, Removed.KEY)
     return [
         f"{head} {webhooks} event payload(s) and {dead_letters} dead-letter payload(s), "
-        f"{delete} {keys} key(s); {report.batches} batch(es) in {report.duration_s:.2f} s",
+        f"{delete} {keys} key(s) and {order_keys} ordering key(s) ({order_log} order log "
+        f"row(s)); {report.batches} batch(es) in {report.duration_s:.2f} s",
         f"  {_before(report.payloads_before, 'payloads')}; {_before(report.keys_before, 'keys')}",
     ]
 

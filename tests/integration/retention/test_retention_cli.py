@@ -16,6 +16,7 @@ import pytest
 
 from gateway.adapters.postgres import retention as store
 from tests.integration.dlq.test_dlq_cli import park, toml
+from tests.integration.retention.test_order_retention import key
 from tests.support.gateway import config
 from tests.support.outbox import pass_cursor
 
@@ -81,6 +82,34 @@ async def test_dry_run_then_run_text_and_json(cfg: str, db: asyncpg.Connection) 
 
     text = await arun("--json", "retention", "run", "--config", cfg)  # flag before the name
     assert json.loads(text.stdout)["removed"]["processed_webhooks"]["payload"] == 0
+
+
+async def test_the_text_summary_counts_the_ordering_keys_removed(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Two keys idle past the key horizon and fully applied (five numbers logged) are
+    counted by the dry run and removed by the run; one still behind is kept."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await key(conn, "pi_done_a", last=3, applied=3)
+        await key(conn, "pi_done_b", last=2, applied=2)
+        await key(conn, "pi_behind", last=3, applied=2)
+        retention = {"payload_max_age_s": 60, "key_max_age_s": 3600, "pause_s": 0}
+        path = tmp_path / "keys.toml"
+        path.write_text(toml(config(database_url, "nats://127.0.0.1:1", retention=retention)))
+        dry = await arun("retention", "run", "--dry-run", "--config", str(path))
+        assert dry.returncode == 0, dry.stderr
+        assert "would delete 0 key(s) and 2 ordering key(s) (5 order log row(s));" in dry.stdout
+        assert await conn.fetchval("SELECT count(*) FROM order_counters") == 3
+        done = await arun("retention", "run", "--config", str(path))
+        assert done.returncode == 0, done.stderr
+        assert "deleted 0 key(s) and 2 ordering key(s) (5 order log row(s));" in done.stdout
+        left = await conn.fetch("SELECT order_key FROM order_counters")
+        assert [r["order_key"] for r in left] == ["pi_behind"]
+        again = await arun("retention", "run", "--config", str(path))
+        assert "deleted 0 key(s) and 0 ordering key(s) (0 order log row(s));" in again.stdout
+    finally:
+        await conn.close()
 
 
 async def test_a_run_finding_the_lock_held_says_so_and_exits_0(
