@@ -32,30 +32,11 @@ from gateway.errors import PaymentNotSettled
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.items import Item, Result
 from gateway.settlement.ordered_answers import Answers, KeyAnswers
+from gateway.settlement.ordered_holding import WaitingRoom
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
 
 log = logging.getLogger(__name__)
-
-
-#: A waiting message is held in the worker and planned again with every batch (or on
-#: its own when none comes) until its turn, its gap timeout, or the worker stops: its
-#: predecessor is usually in another batch, on another worker, or retrying. Putting it
-#: back to the stream instead spent a delivery per wait, so a message behind a retrying
-#: predecessor reached its own turn with its retry schedule used up (and a busy key
-#: crawled at a few events a second). The stream is told it is still in progress every
-#: third of `ack_wait_s`, so it is not delivered again meanwhile.
-PROGRESS_SHARE = 1 / 3
-
-
-@dataclass(slots=True)
-class _Held:
-    """A waiting message held in the worker; `told_s`: when the stream last heard it is
-    in progress (monotonic)."""
-
-    msg: Delivery
-    item: tuple[Event, int]
-    told_s: float
 
 
 @dataclass
@@ -76,22 +57,17 @@ class OrderedGate:
         self._ordering = parts.settings.ordering
         section = parts.settings.settlement
         self._concurrency = section.concurrency
-        self._held: list[_Held] = []
-        self._progress_s = section.ack_wait_s * PROGRESS_SHARE
-        # Held and in-flight messages together stay within the consumer's max_ack_pending;
-        # past this many, a waiting message is put back to the stream with a delay.
-        self._max_held = section.batch_size
+        # Past a batch of held messages, a waiting one is put back with a delay.
+        self._room = WaitingRoom(parts.metrics, section.ack_wait_s, section.batch_size)
 
     @property
     def holding(self) -> int:
         """How many waiting messages the gate holds, to be planned again."""
-        return len(self._held)
+        return len(self._room)
 
     async def put_back(self) -> None:
         """Stopping: every held message goes back to the stream (another worker's)."""
-        held, self._held = self._held, []
-        for h in held:
-            await self._say.wait(h.msg, None, 0.0)
+        await self._room.put_back()
 
     def on_poison(self, provider: str) -> str:
         """The provider's own `on_poison`, else `[ordering] on_poison`."""
@@ -101,8 +77,7 @@ class OrderedGate:
     async def handle(self, fetched: Sequence[Delivery], read: Sequence[tuple[Event, int]]) -> None:
         """Settle a batch (read messages and their `(event, delivery number)`) in order,
         together with the waiting messages held from earlier batches."""
-        held, self._held = self._held, []
-        told = {id(h.msg): h.told_s for h in held}
+        held, told = self._room.take()
         messages = [*(h.msg for h in held), *fetched]
         work = [*(h.item for h in held), *read]
         keyed = [
@@ -120,13 +95,13 @@ class OrderedGate:
         answers: list[Awaitable[None]] = []
         for k in keyed:
             decision = plan.decisions[k.index]
-            if decision.step is Step.WAIT and self._held_again(
+            if decision.step is Step.WAIT and self._room.hold(
                 messages[k.index], work[k.index], k, told
             ):
                 continue
             if decision.step not in (Step.TURN, Step.DEFERRED_RETRY):
                 answers.append(self._say.now(messages[k.index], work[k.index], k, decision))
-        answers.append(self._tell_progress())
+        answers.append(self._room.tell_progress())
         by_round: dict[int, list[Keyed]] = {}
         for k in keyed:
             decision = plan.decisions[k.index]
@@ -145,30 +120,6 @@ class OrderedGate:
         finally:
             await answering
 
-    def _held_again(
-        self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: dict[int, float]
-    ) -> bool:
-        """Hold a waiting message (again) if there is room; a delivery's first wait is
-        counted."""
-        if len(self._held) >= self._max_held:
-            return False  # put back to the stream with its delay (counted there)
-        told_s = told.get(id(msg))
-        if told_s is None:  # just delivered: the stream's ack_wait starts now
-            self._parts.metrics.order_gap_waits_total.inc(provider=k.provider)
-            told_s = time.monotonic()
-        self._held.append(_Held(msg, item, told_s))
-        return True
-
-    async def _tell_progress(self) -> None:
-        """The stream hears that the held messages are still in progress, in time."""
-        now_s = time.monotonic()
-        due = [h for h in self._held if now_s - h.told_s >= self._progress_s]
-        for h in due:
-            h.told_s = now_s
-        results = await asyncio.gather(*(h.msg.in_progress() for h in due), return_exceptions=True)
-        if any(isinstance(r, Exception) for r in results):  # redelivered after ack_wait: harmless
-            log.warning("could not tell the stream a held message is in progress")
-
     async def _rounds(
         self,
         messages: Sequence[Delivery],
@@ -186,7 +137,7 @@ class OrderedGate:
             for k in by_round.get(r, []):
                 if k.key in stopped:  # behind a turn that failed: wait, or park behind it
                     msg, item = messages[k.index], work[k.index]
-                    if stopped[k.key] is KeyEffect.HOLD or not self._held_again(msg, item, k, told):
+                    if stopped[k.key] is KeyEffect.HOLD or not self._room.hold(msg, item, k, told):
                         waiting.append(self._say.behind(msg, item, k, stopped[k.key]))
                 else:
                     turns.append(k)

@@ -1,0 +1,94 @@
+"""The waiting room of the ordering gate (`gateway.settlement.ordered`): messages that
+wait for an earlier event of their key, held in the worker and planned again with every
+batch (or on their own when none comes) until their turn, their gap timeout, or the
+worker's stop.
+
+Their predecessor is usually in another batch, on another worker, or retrying. Putting
+a waiting message back to the stream instead spent a delivery per wait, so a message
+behind a retrying predecessor reached its own turn with its retry schedule used up (and
+a busy key crawled at a few events a second through the stream). The stream is told a
+held message is still in progress every third of `ack_wait_s`, so it does not deliver it
+again meanwhile; a worker killed holding messages leaves them to be redelivered after
+`ack_wait_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from gateway.adapters.jetstream.consumer import Delivery
+from gateway.core.model import Event
+from gateway.core.ordering import Keyed
+from gateway.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+#: How often, as a share of `ack_wait_s`, the stream hears that a held message is in
+#: progress: twice more before the stream would give up on it.
+PROGRESS_SHARE = 1 / 3
+
+
+@dataclass(slots=True)
+class Held:
+    """A waiting message held in the worker; `told_s`: when the stream last heard it is
+    in progress (monotonic)."""
+
+    msg: Delivery
+    item: tuple[Event, int]
+    told_s: float
+
+
+class WaitingRoom:
+    """The held messages of one worker, at most `max_held` of them: with the batches in
+    flight they stay within the consumer's `max_ack_pending`."""
+
+    def __init__(self, metrics: Metrics, ack_wait_s: float, max_held: int) -> None:
+        self._metrics = metrics
+        self._progress_s = ack_wait_s * PROGRESS_SHARE
+        self._max_held = max_held
+        self._held: list[Held] = []
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def take(self) -> tuple[list[Held], dict[int, float]]:
+        """Every held message, to be planned again (each comes back by `hold`), and when
+        the stream last heard of each."""
+        held, self._held = self._held, []
+        return held, {id(h.msg): h.told_s for h in held}
+
+    def hold(
+        self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: dict[int, float]
+    ) -> bool:
+        """Hold a waiting message (again) if there is room; a delivery's first wait is
+        counted. False: no room, the caller puts it back to the stream."""
+        if len(self._held) >= self._max_held:
+            return False
+        told_s = told.get(id(msg))
+        if told_s is None:  # just delivered: the stream's ack_wait starts now
+            self._metrics.order_gap_waits_total.inc(provider=k.provider)
+            told_s = time.monotonic()
+        self._held.append(Held(msg, item, told_s))
+        return True
+
+    async def tell_progress(self) -> None:
+        """The stream hears that the held messages are still in progress, in time."""
+        now_s = time.monotonic()
+        due = [h for h in self._held if now_s - h.told_s >= self._progress_s]
+        for h in due:
+            h.told_s = now_s
+        results = await asyncio.gather(*(h.msg.in_progress() for h in due), return_exceptions=True)
+        if any(isinstance(r, Exception) for r in results):  # redelivered after ack_wait
+            log.warning("could not tell the stream a held message is in progress")
+
+    async def put_back(self) -> None:
+        """Stopping: every held message goes back to the stream, for another worker."""
+        held, self._held = self._held, []
+        for h in held:
+            try:
+                await h.msg.nak(0.0)
+            except Exception:  # not answered: redelivered after ack_wait, and harmless
+                log.exception("nak failed; the message will be redelivered")
