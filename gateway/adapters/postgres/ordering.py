@@ -1,10 +1,11 @@
 """Settlement's side of ordering: how far each key is applied (`order_applied`), its
 hold, and the log of what was applied (`order_log`), from sql/014_ordering.sql.
 
-A key moves from n - 1 to n only by a compare-and-set on `applied_seq`, with its
-`order_log` row written by the same statement, so two workers holding copies of one
-event cannot both move it: the second changes nothing. Callers run `advance` in the
-transaction that marks the settlements settled.
+A key moves from n - 1 to n only under the lock of its `order_applied` row, by a
+compare-and-set on `applied_seq` with its `order_log` row written in the same
+statement, so two workers holding copies of one event cannot both move it: the second
+waits for the first, then finds the key past it and changes nothing. Callers run
+`advance` in the transaction that marks the settlements settled.
 """
 
 from __future__ import annotations
