@@ -120,7 +120,8 @@ class Metrics:
         )
         self.order_gap_waits_total = Counter(
             "gateway_order_gap_waits_total",
-            "Deliveries put back because an earlier event of their key was not applied yet.",
+            "Deliveries that had to wait for an earlier event of their key (held in the "
+            "worker or put back), counted once each.",
             ("provider",),
             reg,
         )

@@ -79,11 +79,14 @@ async def post_stripe(server: RunningServer, event_id: str, body: bytes) -> str:
 
 
 async def post_internal(server: RunningServer, key: str, event: dict[str, object]) -> None:
-    response = await server.client.post(
-        "/v1/events",
-        json=event,
-        headers={"Authorization": f"Bearer {BILLING_TOKEN}", "Idempotency-Key": key},
-    )
+    """Publish as a billing service would: each payment's events under its own
+    `Ordering-Key` (without one, every event of the subject would share one key)."""
+    data = event.get("data")
+    payment = data.get("settlement_id") if isinstance(data, dict) else None
+    headers = {"Authorization": f"Bearer {BILLING_TOKEN}", "Idempotency-Key": key}
+    if isinstance(payment, str):
+        headers["Ordering-Key"] = payment
+    response = await server.client.post("/v1/events", json=event, headers=headers)
     assert response.status_code == 200, response.text
 
 
