@@ -59,6 +59,8 @@ class OrderedGate:
         self._concurrency = section.concurrency
         # Past a batch of held messages, a waiting one is put back with a delay.
         self._room = WaitingRoom(parts.metrics, section.ack_wait_s, section.batch_size)
+        # The keys of the batches being settled, each with its batch's end (`handle`).
+        self._busy: dict[tuple[str, str], asyncio.Future[None]] = {}
 
     @property
     def holding(self) -> int:
@@ -76,8 +78,42 @@ class OrderedGate:
 
     async def handle(self, fetched: Sequence[Delivery], read: Sequence[tuple[Event, int]]) -> None:
         """Settle a batch (read messages and their `(event, delivery number)`) in order,
-        together with the waiting messages held from earlier batches."""
-        held, told = self._room.take()
+        together with the waiting messages held from earlier batches.
+
+        The messages of a key that an earlier batch of this worker is still settling
+        are settled once that batch is done: planned now, against a position that is
+        about to move, they would only wait (held, planned again) for what this process
+        already knows. The rest of the batch goes at once.
+        """
+        busy = self._busy
+        later = {i for i, (e, _) in enumerate(read) if _key(e) in busy}
+        before = {busy[key] for i in later if (key := _key(read[i][0])) is not None}
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        mine = {key for e, _ in read if (key := _key(e)) is not None}
+        for key in mine:
+            busy[key] = done
+        try:
+            now = [i for i in range(len(read)) if i not in later]
+            await self._settle([fetched[i] for i in now], [read[i] for i in now], with_held=True)
+            if later:
+                await asyncio.wait(before)
+                rest = sorted(later)
+                await self._settle([fetched[i] for i in rest], [read[i] for i in rest])
+        finally:
+            done.set_result(None)
+            for key in mine:
+                if busy.get(key) is done:
+                    del busy[key]
+
+    async def _settle(
+        self,
+        fetched: Sequence[Delivery],
+        read: Sequence[tuple[Event, int]],
+        *,
+        with_held: bool = False,
+    ) -> None:
+        """Settle messages in their keys' order (with the held ones, `with_held`)."""
+        held, told = self._room.take() if with_held else ([], {})
         messages = [*(h.msg for h in held), *fetched]
         work = [*(h.item for h in held), *read]
         keyed = [
@@ -266,3 +302,10 @@ class OrderedGate:
             dependency = isinstance(exc, PaymentNotSettled)
             return gate.after_turn(TurnResult.DEPENDENCY if dependency else TurnResult.RETRY, "")
         return gate.after_turn(TurnResult.DEAD_LETTER, self.on_poison(k.provider))
+
+
+def _key(event: Event) -> tuple[str, str] | None:
+    """The (provider, key) an ordered event moves; None for an unordered one."""
+    if event.order_key is None or event.key_seq is None:
+        return None
+    return event.provider, event.order_key
