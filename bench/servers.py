@@ -71,7 +71,8 @@ def write_gateway_config(
     path: Path, backend: Backend, port: int, settings: dict[str, dict[str, Any]]
 ) -> Path:
     """A gateway.toml for one run: its own database and NATS, one Stripe provider, and
-    `settings` (sections such as `ingest` and `outbox`) over the shipped defaults."""
+    `settings` (sections such as `ingest` and `outbox`, and `providers.stripe` keys)
+    over the shipped defaults."""
     doc: dict[str, dict[str, Any]] = {
         "database": {"url": backend.dsn},
         "nats": {"url": backend.nats.url},
@@ -81,12 +82,14 @@ def write_gateway_config(
         "outbox": {"relay_metrics_port": 0},
     }
     for name, values in settings.items():
-        doc[name] = {**doc.get(name, {}), **values}
+        if name != "providers":
+            doc[name] = {**doc.get(name, {}), **values}
     doc["providers"] = {
         "stripe": {
             "scheme": "stripe",
             "secrets": [STRIPE_SECRET],
             "tolerance_s": STRIPE_TOLERANCE_S,
+            **settings.get("providers", {}).get("stripe", {}),
         }
     }
     return write_toml(path, doc)

@@ -27,7 +27,11 @@ once with that reason (exit status 2), as the contract tests skip. The cluster o
 the run, so the run's ids carry a tag of their own (see `bench.settlement_ledger`).
 
     .venv/bin/python -m bench.settlement [--events N] [--ledger postgres|tigerbeetle]
-        [--batch-size N]
+        [--batch-size N] [--ordering on|off|both] [--keys N]
+
+With `[ordering]` on (the default, as shipped) the events are spread over `--keys` keys
+(1,000) and settled in each key's order; `--ordering both` drains the same backlog with
+ordering off and then on, and reports the ratio of the two rates (target: at least 0.8).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from bench.servers import (
     write_gateway_config,
 )
 from bench.settlement_backlog import (
+    ORDER_KEY_POINTER,
     load_backlog,
     plan_payments,
 )
@@ -69,11 +74,19 @@ from bench.settlement_ledger import (
     ledger_section,
     require_tigerbeetle,
 )
-from bench.settlement_report import TARGET_EVENTS_PER_S, table, verify
+from bench.settlement_report import (
+    ORDERING_TARGET_RATIO,
+    TARGET_EVENTS_PER_S,
+    ordering_table,
+    table,
+    verify,
+)
 from gateway import settings as settings_mod
 from tests.support.services import REDIS_URL, free_port
 
 BACKLOG_EVENTS = 50_000
+#: Ordering keys the backlog's events are spread over (`--keys`).
+ORDER_KEYS = 1_000
 GATEWAY = [sys.executable, "-m", "gateway"]
 
 
@@ -135,16 +148,20 @@ def settlement_benchmark(
     profile: Path | None = None,
     ledger: str = "postgres",
     batch_size: int | None = None,
+    ordering: bool = True,
+    keys: int = ORDER_KEYS,
 ) -> dict[str, Any]:
-    """Drain `events` payment events with `gateway settle` into `ledger`; the figures
-    and checks. `LedgerNotHere` before anything starts when TigerBeetle is not there."""
+    """Drain `events` payment events with `gateway settle` into `ledger`, with
+    `[ordering]` on (the events spread over `keys` keys) or off; the figures and checks.
+    `LedgerNotHere` before anything starts when TigerBeetle is not there."""
     if ledger not in LEDGERS:
         raise ValueError(f"ledger must be one of {', '.join(LEDGERS)}, got {ledger!r}")
     target = require_tigerbeetle() if ledger == "tigerbeetle" else None
     compile_sources()
     print(
         f"== settlement: drain {events:,} payment events with gateway settle "
-        f"({LEDGER_NAMES[ledger]} ledger)"
+        f"({LEDGER_NAMES[ledger]} ledger, ordering "
+        f"{f'on over {keys:,} keys' if ordering else 'off'})"
     )
     # A TigerBeetle cluster keeps earlier runs' transfers: this run's ids are its own.
     run_tag = f"{uuid.uuid4().hex[:8]}_" if ledger == "tigerbeetle" else ""
@@ -155,6 +172,8 @@ def settlement_benchmark(
         "ledger": ledger,
         "events": events,
         "refunds": sum(p.kind == "refund" for p in payments),
+        "ordering": ordering,
+        "keys": keys if ordering else 0,
         "target_events_per_s": TARGET_EVENTS_PER_S,
     }
     try:
@@ -168,13 +187,16 @@ def settlement_benchmark(
                     "settlement": {"metrics_port": 0}
                     | ({} if batch_size is None else {"batch_size": batch_size}),
                     "ledger": ledger_section(ledger, target),
+                    "ordering": {"enabled": ordering},
+                    # The same bodies either way; only with ordering on is the key read.
+                    "providers": {"stripe": {"order_key": [ORDER_KEY_POINTER]}},
                 }
                 config = workdir / "settle.toml"
                 write_gateway_config(config, backend, free_port(), sections)
                 settings = settings_mod.load(str(config))
                 out["batch_size"] = settings.settlement.batch_size
                 started = time.monotonic()
-                asyncio.run(load_backlog(settings, payments))
+                asyncio.run(load_backlog(settings, payments, keys))
                 out["backlog_load_s"] = round(time.monotonic() - started, 1)
                 print(f"  backlog recorded and published in {out['backlog_load_s']} s")
                 out.update(_drain(backend, settings, config, workdir, events, timeout_s, profile))
@@ -188,6 +210,25 @@ def settlement_benchmark(
         all(c["ok"] for c in out["checks"]) and out["events_per_s"] >= TARGET_EVENTS_PER_S
     )
     print(table(out))
+    return out
+
+
+def ordering_comparison(events: int, **kwargs: Any) -> dict[str, Any]:
+    """The same backlog drained with ordering off, then on, in one sitting: both runs'
+    figures and the ratio of their drain rates."""
+    off = settlement_benchmark(events, ordering=False, **kwargs)
+    on = settlement_benchmark(events, ordering=True, **kwargs)
+    ratio = on["events_per_s"] / off["events_per_s"] if off["events_per_s"] else 0.0
+    out = {
+        "off": off,
+        "on": on,
+        "on_over_off": round(ratio, 3),
+        "target_ratio": ORDERING_TARGET_RATIO,
+    }
+    out["passed"] = all(c["ok"] for c in off["checks"] + on["checks"]) and (
+        ratio >= ORDERING_TARGET_RATIO
+    )
+    print(ordering_table(out))
     return out
 
 
@@ -287,22 +328,39 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="the worker's [settlement] batch_size (default: the configuration's default)",
     )
+    parser.add_argument(
+        "--ordering",
+        choices=("on", "off", "both"),
+        default="on",
+        help="[ordering] enabled for the drain; both: off, then on, and their ratio",
+    )
+    parser.add_argument(
+        "--keys", type=int, default=ORDER_KEYS, help="ordering keys the events are spread over"
+    )
     args = parser.parse_args(argv)
+    if args.keys < 1:
+        parser.error("--keys must be at least 1")
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    options: dict[str, Any] = {
+        "refund_share": args.refund_share,
+        "profile": args.profile,
+        "ledger": args.ledger,
+        "batch_size": args.batch_size,
+        "keys": args.keys,
+    }
     try:
-        result = settlement_benchmark(
-            args.events,
-            refund_share=args.refund_share,
-            profile=args.profile,
-            ledger=args.ledger,
-            batch_size=args.batch_size,
-        )
+        if args.ordering == "both":
+            result = ordering_comparison(args.events, **options)
+            checks = result["off"]["checks"] + result["on"]["checks"]
+        else:
+            result = settlement_benchmark(args.events, ordering=args.ordering == "on", **options)
+            checks = result["checks"]
     except LedgerNotHere as exc:
         print(f"bench.settlement: --ledger {args.ledger}: {exc}", file=sys.stderr)
         return 2
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return 0 if all(c["ok"] for c in result["checks"]) else 1
+    return 0 if all(c["ok"] for c in checks) else 1
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -27,9 +27,9 @@ import orjson
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import open_pool
-from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
+from gateway.adapters.postgres.webhooks import StoredEvent, record_events
 from gateway.compose.settlement import open_ledger
-from gateway.core.model import Event, webhook_event
+from gateway.core.model import Event, ordered_subjects, webhook_event
 from gateway.core.money import convert_minor
 from gateway.core.settlement import (
     SettlementInstruction,
@@ -46,6 +46,10 @@ from gateway.settings import Settings
 #: Share of captures per currency (the stub quotes each against USD).
 CURRENCY_MIX = {"USD": 40, "EUR": 25, "GBP": 15, "JPY": 8, "CAD": 6, "CHF": 6}
 MERCHANTS = 50
+#: Where the backlog's events keep their ordering key (`[providers.stripe] order_key` of
+#: the benchmark's configuration): a group of payments, so a run can spread its events
+#: over as many keys as it asks for; a payment's refunds share its capture's key.
+ORDER_KEY_POINTER = "/data/object/metadata/order_group"
 _GROUP_ROWS = 256  # rows per commit and messages per pipelined publish, as the outbox
 
 
@@ -143,8 +147,14 @@ def expected_merchant_total(payments: Sequence[Payment], ledger_currency: str) -
     )
 
 
-def _body(p: Payment, seq: int, created_s: int) -> bytes:
+def order_group(payment_id: str, keys: int) -> str:
+    """The ordering key of a payment's events: one of `keys` groups, by payment number."""
+    return f"og{int(payment_id.rsplit('_', 1)[-1]) % keys:05d}"
+
+
+def _body(p: Payment, seq: int, created_s: int, keys: int) -> bytes:
     """A Stripe event body, trimmed but with the fields a real one carries."""
+    group = order_group(p.payment_id, keys)
     if p.kind == "capture":
         obj = {
             "id": p.payment_id,
@@ -154,7 +164,7 @@ def _body(p: Payment, seq: int, created_s: int) -> bytes:
             "currency": p.currency.lower(),
             "status": "succeeded",
             "latest_charge": f"ch_{p.payment_id[3:]}",
-            "metadata": {"merchant_id": p.merchant_id},
+            "metadata": {"merchant_id": p.merchant_id, "order_group": group},
         }
         event_type = "payment_intent.succeeded"
     else:
@@ -168,7 +178,7 @@ def _body(p: Payment, seq: int, created_s: int) -> bytes:
             "currency": p.currency.lower(),
             "refunded": False,
             "refunds": {"object": "list", "data": [refund]},
-            "metadata": {"merchant_id": p.merchant_id},
+            "metadata": {"merchant_id": p.merchant_id, "order_group": group},
         }
         event_type = "charge.refunded"
     doc = {
@@ -184,15 +194,18 @@ def _body(p: Payment, seq: int, created_s: int) -> bytes:
     return orjson.dumps(doc)
 
 
-def stripe_events(settings: Settings, payments: Sequence[Payment]) -> Iterator[Event]:
-    """The events `POST /webhooks/stripe` would record for these payments."""
+def stripe_events(settings: Settings, payments: Sequence[Payment], keys: int) -> Iterator[Event]:
+    """The events `POST /webhooks/stripe` would record for these payments: keyed by the
+    provider's rules when `[ordering]` is on, as the gateway shapes them."""
     provider = settings.providers["stripe"]
+    ordering = settings.ordering.enabled
+    ordered = ordered_subjects(settings.settlement.subjects) if ordering else None
     scheme = get_scheme(provider.scheme)
     params = provider.params
     now = datetime.now(UTC)
     headers = {"content-type": "application/json", "user-agent": "Stripe/1.0"}
     for seq, p in enumerate(payments):
-        body = _body(p, seq, int(now.timestamp()))
+        body = _body(p, seq, int(now.timestamp()), keys)
         yield webhook_event(
             "stripe",
             scheme.id_ref(params),
@@ -200,6 +213,8 @@ def stripe_events(settings: Settings, payments: Sequence[Payment]) -> Iterator[E
             headers,
             body,
             now,
+            order_rules=provider.order_key if ordering else (),
+            ordered=ordered,
         )
 
 
@@ -214,7 +229,7 @@ def _groups(events: Iterator[Event]) -> Iterator[list[Event]]:
         yield group
 
 
-async def load_backlog(settings: Settings, payments: Sequence[Payment]) -> int:
+async def load_backlog(settings: Settings, payments: Sequence[Payment], keys: int) -> int:
     """Open the merchants' accounts, then record and publish every payment event.
 
     Returns how many messages JetStream acknowledged (raises if any was not).
@@ -230,10 +245,17 @@ async def load_backlog(settings: Settings, payments: Sequence[Payment]) -> int:
         published = 0
         try:
             await broker.jetstream(timeout_s=10)
-            for group in _groups(stripe_events(settings, payments)):
+            for group in _groups(stripe_events(settings, payments, keys)):
                 async with pool.acquire() as conn:
-                    ids = await insert_events(conn, group)
-                    stored = [StoredEvent(ids[(e.provider, e.event_id)], e) for e in group]
+                    rows = await record_events(conn, group)
+                    # As the outbox reads them back: with the number ingest gave each.
+                    stored = [
+                        StoredEvent(
+                            rows[(e.provider, e.event_id)].webhook_id,
+                            replace(e, key_seq=rows[(e.provider, e.event_id)].key_seq),
+                        )
+                        for e in group
+                    ]
                     result = await broker.publish(stored, timeout_s=10)
                     if result.failed:
                         raise RuntimeError(f"{len(result.failed)} backlog messages not acked")

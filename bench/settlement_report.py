@@ -12,8 +12,11 @@ from bench.servers import Backend
 from bench.settlement_backlog import Payment, expected_merchant_total, expected_transfers
 from bench.settlement_ledger import LEDGER_NAMES, ledger_facts
 from gateway.settings import Settings
+from tests.support.ordering_property import summary, violations
 
 TARGET_EVENTS_PER_S = 10_000
+#: Settlement with ordering on against off, on the same backlog in the same sitting.
+ORDERING_TARGET_RATIO = 0.8
 
 
 async def _table_facts(dsn: str) -> dict[str, int]:
@@ -28,6 +31,18 @@ async def _table_facts(dsn: str) -> dict[str, int]:
     finally:
         await conn.close()
     return {k: int(v) for k, v in dict(row or {}).items()}
+
+
+async def _ordering_facts(dsn: str) -> tuple[list[str], int, int, int]:
+    """The ordering property's breaches, the keys applied, the keys held, and the keys
+    whose last numbered event is not applied."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        broken = await violations(conn)
+        seen = await summary(conn)
+    finally:
+        await conn.close()
+    return broken, seen.keys, seen.held, seen.behind
 
 
 def verify(backend: Backend, settings: Settings, payments: list[Payment]) -> list[dict[str, Any]]:
@@ -60,7 +75,36 @@ def verify(backend: Backend, settings: Settings, payments: list[Payment]) -> lis
         check("merchants hold captures minus refunds, converted once",
                ledger.merchants_total == total,
                f"{ledger.merchants_total:,} in the ledger, {total:,} computed"),
+    ] + (_ordering_checks(backend) if settings.ordering.enabled else [])  # fmt: skip
+
+
+def _ordering_checks(backend: Backend) -> list[dict[str, Any]]:
+    broken, keys, held, behind = asyncio.run(_ordering_facts(backend.dsn))
+    return [
+        check("ordering property holds", not broken,
+              f"{keys:,} keys checked; " + ("; ".join(broken[:3]) or "no breach")),
+        check("every key applied to its last event", held == behind == 0,
+              f"{held} held, {behind} behind"),
     ]  # fmt: skip
+
+
+def ordering_table(result: dict[str, Any]) -> str:
+    """Ordering off against on, printed after `--ordering both`."""
+    off, on = result["off"], result["on"]
+    verdict = "PASS" if result["passed"] else "FAIL"
+    return "\n".join(
+        [
+            f"ordering off: {off['events_per_s']:,.0f} events/s "
+            f"({off['drain_events_per_s']:,.0f}/s after start-up), worker "
+            f"{off['worker_cpu_us_per_event']} µs/event, postgres "
+            f"{off['postgres_db_cpu_us_per_event']} µs/event",
+            f"ordering on ({on['keys']:,} keys): {on['events_per_s']:,.0f} events/s "
+            f"({on['drain_events_per_s']:,.0f}/s after start-up), worker "
+            f"{on['worker_cpu_us_per_event']} µs/event, postgres "
+            f"{on['postgres_db_cpu_us_per_event']} µs/event",
+            f"on / off: {result['on_over_off']:.2f} (target >= {ORDERING_TARGET_RATIO}): {verdict}",
+        ]
+    )
 
 
 def table(result: dict[str, Any]) -> str:
@@ -68,6 +112,7 @@ def table(result: dict[str, Any]) -> str:
     rows = [
         ("ledger", LEDGER_NAMES[result.get("ledger", "postgres")]),
         ("events (refunds)", f"{result['events']:,} ({result['refunds']:,})"),
+        ("ordering", f"on, {result['keys']:,} keys" if result.get("ordering") else "off"),
         ("wall time from worker start", f"{result['wall_s']} s"),
         (f"events/s (target >= {TARGET_EVENTS_PER_S:,})", f"{result['events_per_s']:,.0f}"),
         ("events/s after start-up", f"{result['drain_events_per_s']:,.0f} "

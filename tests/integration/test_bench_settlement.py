@@ -62,7 +62,10 @@ def test_the_checks_hold_on_the_postgres_ledger(
         "no dead letters",
         "ledger balanced (Ledger.check)",
         "merchants hold captures minus refunds, converted once",
+        "ordering property holds",  # ordering is on, as shipped: the events are keyed
+        "every key applied to its last event",
     }
+    assert result["ordering"] and result["keys"] == 1_000
     one_each = checks.pop("one transfer per event")
     assert all(c["ok"] for c in checks.values()), checks
     assert one_each["ok"] is not lost
