@@ -26,6 +26,7 @@ __all__ = [
     "Step",
     "TurnResult",
     "after_turn",
+    "outage_delay_s",
     "plan",
     "wait_delay_s",
 ]
@@ -39,6 +40,15 @@ Key = tuple[str, str]
 WAIT_FIRST_S = 0.25
 WAIT_MAX_S = 15.0
 WAIT_JITTER = 0.20
+#: A waiting message delivered this often is parked even before `gap_timeout_s`: the
+#: consumer stops delivering a message at its `max_deliver` (100), and an event must be
+#: parked (and hold its key) before that, never left undelivered.
+GAP_MAX_DELIVERIES = 50
+#: The database could not be read: the batch goes back to the stream after 1 s, 2 s,
+#: 4 s, ... at most a minute, so an outage spends a message's deliveries slowly (100
+#: deliveries last about an hour and a half).
+OUTAGE_FIRST_S = 1.0
+OUTAGE_MAX_S = 60.0
 
 
 class Step(enum.StrEnum):
@@ -46,7 +56,8 @@ class Step(enum.StrEnum):
 
     TURN = "turn"  # its key's next: settle it in its round, then move the key
     DUPLICATE = "duplicate"  # at or below the key's position: ack, change nothing
-    DEFERRED_RETRY = "deferred_retry"  # a deferral's own retry: settle, resolve it
+    # at or below the position, but moved past unsettled (deferred, skipped): settle it
+    DEFERRED_RETRY = "deferred_retry"
     WAIT = "wait"  # after a gap (or behind a turn that failed): nak with a delay
     PARK_GAP = "park_gap"  # waited past gap_timeout_s: park, hold the key
     PARK_BLOCKED = "park_blocked"  # its key is held by an earlier event: park behind it
@@ -86,15 +97,15 @@ class Position(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Keyed:
-    """One keyed message: its place in the batch, key, number, delivery count and the
-    time the stream stored it."""
+    """One keyed message: its place in the batch, key, number, delivery count, and since
+    when it waits (the time the gate first saw it wait; now for one not seen waiting)."""
 
     index: int
     provider: str
     order_key: str
     key_seq: int
     deliveries: int
-    stored_at_s: float
+    waiting_since_s: float
 
     @property
     def key(self) -> Key:
@@ -136,10 +147,16 @@ def wait_delay_s(
     return base_s * (1.0 + WAIT_JITTER * (2.0 * rand() - 1.0))
 
 
+def outage_delay_s(deliveries: int) -> float:
+    """How long a message waits after delivery number `deliveries` found the keys'
+    positions unreadable: doubling from `OUTAGE_FIRST_S` to `OUTAGE_MAX_S`."""
+    return min(OUTAGE_MAX_S, OUTAGE_FIRST_S * 2.0 ** min(max(0, deliveries - 1), 16))
+
+
 def plan(
     messages: Sequence[Keyed],
     positions: Mapping[Key, Position],
-    open_deferrals: Collection[tuple[str, str, int]],
+    still_owed: Collection[tuple[str, str, int]],
     *,
     now_s: float,
     gap_timeout_s: float,
@@ -169,15 +186,19 @@ def plan(
             if held is not None and m.key_seq > held:
                 decisions[m.index] = Decision(Step.PARK_BLOCKED)
             elif m.key_seq <= applied:
-                deferred = (m.provider, m.order_key, m.key_seq) in open_deferrals
-                decisions[m.index] = Decision(Step.DEFERRED_RETRY if deferred else Step.DUPLICATE)
+                owed = (m.provider, m.order_key, m.key_seq) in still_owed
+                decisions[m.index] = Decision(Step.DEFERRED_RETRY if owed else Step.DUPLICATE)
             elif m.key_seq == expected:
                 decisions[m.index] = Decision(Step.TURN, round=turn)
                 turn += 1
                 expected += 1
             else:
-                stalled_s = now_s - max(m.stored_at_s, progressed_s or m.stored_at_s)
-                if stalled_s > gap_timeout_s:
+                # Since the later of the key's last move and the gate's first sight of
+                # this wait: not since the stream stored it, or a backlog older than
+                # the timeout would park every event whose predecessor is in flight.
+                since_s = max(m.waiting_since_s, progressed_s or m.waiting_since_s)
+                stalled_s = now_s - since_s
+                if stalled_s > gap_timeout_s or m.deliveries >= GAP_MAX_DELIVERIES:
                     decisions[m.index] = Decision(Step.PARK_GAP)
                     held = m.key_seq  # its successors in this batch park behind it
                 else:

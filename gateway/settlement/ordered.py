@@ -61,6 +61,9 @@ class OrderedGate:
         self._room = WaitingRoom(parts.metrics, section.ack_wait_s, section.batch_size)
         # The keys of the batches being settled, each with its batch's end (`handle`).
         self._busy: dict[tuple[str, str], asyncio.Future[None]] = {}
+        # (provider, key, seq) of waiting messages -> when first seen waiting.
+        self._waits: dict[tuple[str, str, int], float] = {}
+        self._waits_max = 8 * section.batch_size
 
     @property
     def holding(self) -> int:
@@ -114,20 +117,32 @@ class OrderedGate:
     ) -> None:
         """Settle messages in their keys' order (with the held ones, `with_held`)."""
         held, told = self._room.take() if with_held else ([], {})
+        # A message the stream delivered again while it was held here: only the fresh
+        # delivery is answered. Planned as two copies, one would be acked as the other's
+        # repeat (which removes the message from the stream) while the held one waits,
+        # and a nak of that one later would bring nothing back.
+        fresh = {m.stream_seq for m in fetched}
+        held = [h for h in held if h.msg.stream_seq not in fresh]
         messages = [*(h.msg for h in held), *fetched]
         work = [*(h.item for h in held), *read]
+        now_s = time.time()
+        waits = self._waits
         keyed = [
-            Keyed(i, e.provider, e.order_key, e.key_seq, n, messages[i].timestamp_s)
+            Keyed(i, e.provider, e.order_key, e.key_seq, n,
+                  waits.get((e.provider, e.order_key, e.key_seq), now_s))
             for i, (e, n) in enumerate(work)
             if e.order_key is not None and e.key_seq is not None
-        ]
+        ]  # fmt: skip
         unordered = [i for i, (e, _) in enumerate(work) if e.key_seq is None or e.order_key is None]
         try:
-            plan = await self._plan(keyed)
-        except Exception:  # the database: every message back to the stream, shortly
+            plan = await self._plan(keyed, now_s)
+        except Exception:  # the database: every message back to the stream, backing off
             log.exception("could not read the keys' positions; the batch is put back")
-            await asyncio.gather(*(self._say.wait(m, None, 1.0) for m in messages))
+            await asyncio.gather(
+                *(self._say.wait(m, None, gate.outage_delay_s(m.num_delivered)) for m in messages)
+            )
             return
+        self._remember_waits(keyed, plan, now_s)
         answers: list[Awaitable[None]] = []
         for k in keyed:
             decision = plan.decisions[k.index]
@@ -182,7 +197,20 @@ class OrderedGate:
                 stopped.update(await self._round(messages, work, turns, extra, deferred))
         await asyncio.gather(*waiting)
 
-    async def _plan(self, keyed: Sequence[Keyed]) -> gate.Plan:
+    def _remember_waits(self, keyed: Sequence[Keyed], plan: gate.Plan, now_s: float) -> None:
+        """When each waiting message was first seen waiting (the gap clock's start), for
+        as long as it waits; bounded, the oldest forgotten first."""
+        waits = self._waits
+        for k in keyed:
+            seq = (k.provider, k.order_key, k.key_seq)
+            if plan.decisions[k.index].step is Step.WAIT:
+                waits.setdefault(seq, now_s)
+            else:
+                waits.pop(seq, None)
+        while len(waits) > self._waits_max:
+            del waits[next(iter(waits))]
+
+    async def _plan(self, keyed: Sequence[Keyed], now_s: float) -> gate.Plan:
         if not keyed:
             return gate.Plan({}, 0)
         keys = list({k.key for k in keyed})
@@ -193,12 +221,12 @@ class OrderedGate:
                 for k in keyed
                 if k.key_seq <= positions[k.key].applied_seq
             ]
-            deferrals = await store.open_deferrals(conn, below)
+            owed = await store.still_owed(conn, below)
         return gate.plan(
             keyed,
             positions,
-            deferrals,
-            now_s=time.time(),
+            owed,
+            now_s=now_s,
             gap_timeout_s=self._ordering.gap_timeout_s,
             rand=random.random,
         )

@@ -119,8 +119,12 @@ class SettlementWorker:
             # back what the ordering gate holds.
             if batches:
                 await asyncio.wait(batches)
-            if self._gate is not None:
-                await self._gate.put_back()
+            await self.put_back()
+
+    async def put_back(self) -> None:
+        """Stopping: what the ordering gate holds goes back to the stream."""
+        if self._gate is not None:
+            await self._gate.put_back()
 
     @property
     def holding(self) -> int:

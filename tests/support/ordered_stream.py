@@ -1,6 +1,7 @@
 """An in-memory stream for driving `SettlementWorker.handle` directly: messages shaped
 as the relay publishes them (gateway headers, ordering headers), answered as JetStream
-would take the answers (ack and term remove, nak puts back with one more delivery), and
+would take the answers (ack and term remove the message, from then on whichever of its
+deliveries answers; nak puts it back with one more delivery, unless it is removed), and
 events of payments (captures and partial refunds) keyed as ingest keys them."""
 
 from __future__ import annotations
@@ -43,14 +44,16 @@ class Published:
 class Message:
     """A `Delivery` as the worker sees it, recording how it was answered."""
 
-    def __init__(self, stream: MemoryStream, event: Published, deliveries: int) -> None:
+    def __init__(
+        self, stream: MemoryStream, event: Published, deliveries: int, stream_seq: int
+    ) -> None:
         self._stream = stream
         self.event = event
+        self.stream_seq = stream_seq
         self.subject = event.subject
         self.headers: Mapping[str, str] = event.headers()
         self.data = event.body
         self.num_delivered = deliveries
-        self.timestamp_s = event.stored_at_s
         self.answer: str | None = None
         self.delay_s: float | None = None
         self.progress = 0  # how often it was said to be in progress
@@ -85,33 +88,46 @@ class MemoryStream:
     order given, or shuffled by `rand`), and answers put them back or take them out."""
 
     def __init__(self) -> None:
-        self.pending: list[tuple[Published, int]] = []
+        # (event, deliveries so far, stream sequence)
+        self.pending: list[tuple[Published, int, int]] = []
         self.answers: list[tuple[Published, str]] = []
         self.out: set[int] = set()  # ids of messages handed out and not answered yet
+        self.removed: set[int] = set()  # stream sequences acked or termed
+        self._next_seq = 0
 
     def publish(self, *events: Published) -> None:
-        self.pending.extend((e, 0) for e in events)
+        for e in events:
+            self._next_seq += 1
+            self.pending.append((e, 0, self._next_seq))
 
     def fetch(self, size: int, rand: random.Random | None = None) -> list[Message]:
         if rand is not None:
             rand.shuffle(self.pending)
         taken, self.pending = self.pending[:size], self.pending[size:]
-        batch = [Message(self, e, n + 1) for e, n in taken]
+        batch = [Message(self, e, n + 1, seq) for e, n, seq in taken]
         self.out.update(id(m) for m in batch)
         return batch
 
     def answered(self, msg: Message) -> None:
         self.out.discard(id(msg))
         self.answers.append((msg.event, msg.answer or ""))
-        if msg.answer == "nak":
-            self.pending.append((msg.event, msg.num_delivered))
+        if msg.answer in ("ack", "term"):
+            self.removed.add(msg.stream_seq)
+            self.pending = [p for p in self.pending if p[2] != msg.stream_seq]
+        elif msg.answer == "nak" and msg.stream_seq not in self.removed:
+            self.pending.append((msg.event, msg.num_delivered, msg.stream_seq))
+
+    def lose_ack(self, msg: Message) -> None:
+        """An ack that never reached the server: the message is delivered again."""
+        self.removed.discard(msg.stream_seq)
+        self.pending.append((msg.event, msg.num_delivered, msg.stream_seq))
 
     def redeliver_unanswered(self, batch: Sequence[Message]) -> None:
         """What ack_wait does to messages a worker never answered."""
         for msg in batch:
-            if msg.answer is None:
+            if msg.answer is None and msg.stream_seq not in self.removed:
                 self.out.discard(id(msg))
-                self.pending.append((msg.event, msg.num_delivered))
+                self.pending.append((msg.event, msg.num_delivered, msg.stream_seq))
 
 
 @dataclass

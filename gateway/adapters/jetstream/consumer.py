@@ -78,15 +78,16 @@ class Delivery:
         return self._msg.metadata.num_delivered  # other layouts, or the library's error
 
     @property
-    def timestamp_s(self) -> float:
-        """When the stream stored this message (Unix seconds), from the reply subject
-        as `num_delivered` reads it; the ordering gate's clock for a missing predecessor."""
+    def stream_seq(self) -> int:
+        """The message's sequence in the stream, the same in every delivery of it (the
+        ordering gate tells a redelivery of a message it holds by it), from the reply
+        subject as `num_delivered` reads it."""
         reply = self._msg.reply
         tokens: list[str] = reply.split(".") if reply else []
         if len(tokens) == _V1_REPLY_TOKENS and tokens[0] == "$JS" and tokens[1] == "ACK":
             with contextlib.suppress(ValueError):
-                return int(tokens[7]) / 1e9
-        return self._msg.metadata.timestamp.timestamp()  # other layouts, or the library's error
+                return int(tokens[5])
+        return self._msg.metadata.sequence.stream  # other layouts, or the library's error
 
     async def ack(self) -> None:
         """Done: the stream forgets the message."""

@@ -22,11 +22,11 @@ __all__ = [
     "KeyState",
     "advance",
     "hold",
-    "open_deferrals",
     "place_of",
     "release",
     "resolve_deferral",
     "states",
+    "still_owed",
 ]
 
 #: (provider, order_key)
@@ -96,21 +96,26 @@ async def states(conn: Conn, keys: Sequence[Key]) -> dict[Key, KeyState]:
     return found
 
 
-_OPEN_DEFERRALS = """
+# A key moved past a number without settling its event in two ways: a deferral (a
+# refund before its capture), and a skip (an operator's release, `on_poison = "skip"`).
+# Either event may still come (its own retry, a replayed row republished), and it must
+# then be settled, not taken for a repeat of something applied.
+_STILL_OWED = """
 SELECT l.provider, l.order_key, l.key_seq
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(provider, order_key, key_seq)
 JOIN order_log l USING (provider, order_key, key_seq)
-WHERE l.outcome = 'deferred' AND l.resolution IS NULL
+WHERE l.outcome IN ('deferred', 'skipped') AND l.resolution IS NULL
 """
 
 
-async def open_deferrals(conn: Conn, items: Sequence[KeySeq]) -> set[KeySeq]:
-    """Which of these (provider, key, seq) are deferrals still to be settled."""
+async def still_owed(conn: Conn, items: Sequence[KeySeq]) -> set[KeySeq]:
+    """Which of these (provider, key, seq), at or below their key's position, were moved
+    past without being settled (deferred or skipped) and are still to be settled."""
     if not items:
         return set()
     with translate_errors():
         rows = await conn.fetch(
-            _OPEN_DEFERRALS, [i[0] for i in items], [i[1] for i in items], [i[2] for i in items]
+            _STILL_OWED, [i[0] for i in items], [i[1] for i in items], [i[2] for i in items]
         )
     return {(r["provider"], r["order_key"], int(r["key_seq"])) for r in rows}
 
@@ -269,14 +274,15 @@ async def hold(
 _RESOLVE_DEFERRAL = """
 UPDATE order_log SET resolution = $4, resolved_at = now()
 WHERE provider = $1 AND order_key = $2 AND key_seq = $3
-  AND outcome = 'deferred' AND resolution IS NULL
+  AND outcome IN ('deferred', 'skipped') AND resolution IS NULL
 """
 
 
 async def resolve_deferral(
     conn: Conn, provider: str, order_key: str, seq: int, resolution: str
 ) -> None:
-    """Close an open deferral: 'settled' (it settled on its own retries) or 'parked'."""
+    """Close a number still owed (`still_owed`): 'settled' (it settled after all) or
+    'parked'."""
     with translate_errors():
         await conn.execute(_RESOLVE_DEFERRAL, provider, order_key, seq, resolution)
 

@@ -100,9 +100,9 @@ async def test_deferrals_open_and_resolve(database_url: str) -> None:
     try:
         await ordering.advance(conn, [step(1, outcome="deferred"), step(2)])
         asked = [("stripe", "pi_1", 1), ("stripe", "pi_1", 2), ("stripe", "pi_1", 3)]
-        assert await ordering.open_deferrals(conn, asked) == {("stripe", "pi_1", 1)}
+        assert await ordering.still_owed(conn, asked) == {("stripe", "pi_1", 1)}
         await ordering.resolve_deferral(conn, "stripe", "pi_1", 1, "settled")
-        assert await ordering.open_deferrals(conn, asked) == set()
+        assert await ordering.still_owed(conn, asked) == set()
         row = await conn.fetchrow("SELECT resolution, resolved_at FROM order_log WHERE key_seq = 1")
         assert row is not None
         assert row["resolution"] == "settled" and row["resolved_at"] is not None

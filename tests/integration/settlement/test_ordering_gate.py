@@ -75,7 +75,7 @@ async def drain(
         stream.redeliver_unanswered(batch)
         for msg in batch:
             if msg.answer == "ack" and rand.random() < lost_ack_p:
-                stream.pending.append((msg.event, msg.num_delivered))
+                stream.lose_ack(msg)
     raise AssertionError(f"not drained: {len(stream.pending)} pending")
 
 
@@ -315,3 +315,33 @@ async def test_an_event_behind_a_retrying_turn_waits_in_the_worker_with_its_budg
         "SELECT key_seq, outcome FROM order_log WHERE order_key = 'pay_fx' ORDER BY id"
     )
     assert [(r["key_seq"], r["outcome"]) for r in rows] == [(1, "applied"), (2, "applied")]
+
+
+async def test_a_message_delivered_again_while_held_is_answered_once_and_never_lost(
+    parts: SettlementParts, conn: asyncpg.Connection
+) -> None:
+    """The refund (2) waits for its capture (1), held in the worker, and the stream
+    delivers it again (its ack_wait ran out while the worker was busy). The fresh
+    delivery replaces the held one: neither is acked as a repeat of the other while the
+    refund is unsettled, so when the worker stops and puts back what it holds, the
+    refund is still on the stream, and settles once its capture comes."""
+    await open_merchants(parts, ["m_again"])
+    capture, refund = Payment("billing", "pay_again", "m_again", 900, [100]).events()
+    worker = SettlementWorker(parts)
+    stream = MemoryStream()
+    stream.publish(refund)
+    first = stream.fetch(10)
+    await worker.handle(first)  # type: ignore[arg-type]
+    assert worker.holding == 1 and [m.answer for m in first] == [None]
+    stream.redeliver_unanswered(first)  # ack_wait ran out: delivered again
+    again = stream.fetch(10)
+    assert [m.num_delivered for m in again] == [2]
+    await worker.handle(again)  # type: ignore[arg-type]
+    assert [m.answer for m in first + again] == [None, None]
+    assert worker.holding == 1
+    await worker.put_back()  # stopping
+    assert [m.answer for m in again] == ["nak"]
+    stream.publish(capture)
+    await drain(worker, stream, random.Random(3))
+    assert await merchant_balance(parts, "m_again") == 800
+    assert await violations(conn) == []

@@ -8,12 +8,14 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway.core.ordering import (
+    GAP_MAX_DELIVERIES,
     Decision,
     Keyed,
     KeyEffect,
     Step,
     TurnResult,
     after_turn,
+    outage_delay_s,
     plan,
     wait_delay_s,
 )
@@ -34,9 +36,9 @@ def at_s(seconds: float) -> datetime:
 
 
 def msgs(
-    *seqs: int, key: str = "k", stored_at_s: float = NOW_S, deliveries: int = 1
+    *seqs: int, key: str = "k", waiting_since_s: float = NOW_S, deliveries: int = 1
 ) -> list[Keyed]:
-    return [Keyed(i, "stripe", key, s, deliveries, stored_at_s) for i, s in enumerate(seqs)]
+    return [Keyed(i, "stripe", key, s, deliveries, waiting_since_s) for i, s in enumerate(seqs)]
 
 
 def steps(decided: dict[int, Decision]) -> list[tuple[Step, int]]:
@@ -82,9 +84,10 @@ def test_plan(
 
 
 GAP_CASES = [
-    # (intent, message stored at, key progressed at, expected)
-    ("a message newer than the timeout waits", NOW_S - 10, None, W),
-    ("one older than the timeout, with a key that never moved since, parks", NOW_S - 301,
+    # (intent, first seen waiting at, key progressed at, expected)
+    ("a message seen waiting for less than the timeout waits", NOW_S - 10, None, W),
+    ("a message seen waiting for the first time waits, however old", NOW_S, None, W),
+    ("one waiting past the timeout, with a key that never moved since, parks", NOW_S - 301,
      None, GAP),
     ("the clock starts at the key's last progress when that is later", NOW_S - 400,
      at_s(NOW_S - 100), W),
@@ -92,19 +95,19 @@ GAP_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("intent", "stored_at_s", "progressed", "expected"), GAP_CASES)
+@pytest.mark.parametrize(("intent", "waiting_since_s", "progressed", "expected"), GAP_CASES)
 def test_gap_clock(
-    intent: str, stored_at_s: float, progressed: datetime | None, expected: Step
+    intent: str, waiting_since_s: float, progressed: datetime | None, expected: Step
 ) -> None:
     positions = {("stripe", "k"): At(1, progressed)}
-    result = plan(msgs(3, stored_at_s=stored_at_s), positions, set(), now_s=NOW_S,
+    result = plan(msgs(3, waiting_since_s=waiting_since_s), positions, set(), now_s=NOW_S,
                   gap_timeout_s=GAP_S, rand=lambda: 0.5)  # fmt: skip
     assert result.decisions[0].step is expected, intent
 
 
 def test_a_gap_park_holds_the_key_for_the_rest_of_the_batch() -> None:
     """2 is missing: 3 parks after the gap and holds the key, 4 and 5 park behind it."""
-    result = plan(msgs(4, 5, 3, stored_at_s=NOW_S - 1000), {("stripe", "k"): At(1)}, set(),
+    result = plan(msgs(4, 5, 3, waiting_since_s=NOW_S - 1000), {("stripe", "k"): At(1)}, set(),
                   now_s=NOW_S, gap_timeout_s=GAP_S, rand=lambda: 0.5)  # fmt: skip
     assert steps(dict(result.decisions)) == [(BLK, 0), (BLK, 0), (GAP, 0)]
 
@@ -170,3 +173,20 @@ def test_the_plan_waits_by_how_long_the_key_stood_still() -> None:
 )
 def test_after_turn(result: TurnResult, on_poison: str, effect: KeyEffect) -> None:
     assert after_turn(result, on_poison) is effect
+
+
+def test_a_wait_delivered_too_often_parks_before_the_timeout() -> None:
+    """Near the consumer's max_deliver a waiting event is parked (holding its key), so it
+    is never left undelivered for good."""
+    positions = {("stripe", "k"): At(1)}
+    for deliveries, expected in ((GAP_MAX_DELIVERIES - 1, W), (GAP_MAX_DELIVERIES, GAP)):
+        result = plan(msgs(3, deliveries=deliveries), positions, set(), now_s=NOW_S,
+                      gap_timeout_s=GAP_S, rand=lambda: 0.5)  # fmt: skip
+        assert result.decisions[0].step is expected, deliveries
+
+
+@pytest.mark.parametrize(
+    ("deliveries", "delay_s"), [(1, 1.0), (2, 2.0), (3, 4.0), (7, 60.0), (100, 60.0)]
+)
+def test_an_outage_puts_a_batch_back_backing_off(deliveries: int, delay_s: float) -> None:
+    assert outage_delay_s(deliveries) == delay_s
