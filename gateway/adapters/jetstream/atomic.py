@@ -269,14 +269,16 @@ class _Run:
 
     async def in_turn(self, indexes: Sequence[int]) -> bool:
         """Publish the rows at `indexes` one message at a time, each once the stream has
-        answered the one before, so they are stored in their order; False at the first
-        without an answer (the rest are left unsent), or when one was refused.
+        stored the one before, so they are stored in their order; False at the first
+        one not stored (the rest are left unsent).
 
         A batch the stream refused goes this way rather than pipelined: pipelined, a
         message that missed its PubAck would be sent again after later ones the stream
         had stored, and one publisher's events would reach their subject out of order.
-        A message the stream answers with a refusal (or that can never fit) never
-        reaches it, so the ones after it still go.
+        A refusal stops it too ("no responders" while a restarted server has no stream
+        yet is one): the row is sent again first by the next sweep, and counts its
+        publish attempts until it is stored or parked. Only a message that can never fit
+        is passed over (it is parked, never stored).
         """
         for index in indexes:
             self.answers.tried.add(index)
@@ -284,10 +286,9 @@ class _Run:
             self.answers.acked[index] = sub.acked[0]
             if 0 in sub.too_large:
                 self.answers.too_large.add(index)
-            elif not sub.acked[0] and 0 not in sub.refused:
+            elif not sub.acked[0]:
                 return False
-        # A refused row holds the cursor: nothing after this batch goes before it.
-        return all(self.answers.acked[i] or i in self.answers.too_large for i in indexes)
+        return True
 
     def acked(self, batch: Sequence[int]) -> None:
         for index in batch:

@@ -63,7 +63,6 @@ class Answers:
     def __init__(self, size: int) -> None:
         self.acked = [False] * size
         self.too_large: set[int] = set()  # never publishable: park, do not retry
-        self.refused: set[int] = set()  # answered, but not stored: not on the stream
 
     @property
     def settled(self) -> bool:
@@ -94,10 +93,6 @@ class _Batch(Answers):
         reply = read_reply(data)
         if reply.err_code == _JS_MESSAGE_TOO_LARGE and 0 <= index < len(self.acked):
             self.too_large.add(index)
-        if not reply.acked and 0 <= index < len(self.acked):
-            # An error, or "no responders" (no stream takes the subject): an answer
-            # that the message was not stored, unlike a reply that never came.
-            self.refused.add(index)
         self.answer(index, reply.acked)
 
 

@@ -175,9 +175,9 @@ async def test_a_batch_the_stream_does_not_answer_holds_the_cursor_and_nothing_a
     database_url: str, nats_url: str, db: asyncpg.Connection
 ) -> None:
     """A row whose subject no stream takes is refused (no responders): its batch goes
-    one message at a time, so the genuine rows of it are published and the row alone
-    counts a publish attempt; it holds the cursor, and the batches after it are not
-    sent (they would land ahead of it) and count nothing."""
+    one message at a time, each once the one before is stored, so the rows before it
+    are published and it stops there, alone counting a publish attempt; it holds the
+    cursor, and nothing after it is sent (it would land ahead of it) or counted."""
     events = [event(f"e{i:02}") for i in range(12)]
     events[5] = event("e05", subject="nowhere.billing.x")
     await record(db, events)
@@ -185,7 +185,7 @@ async def test_a_batch_the_stream_does_not_answer_holds_the_cursor_and_nothing_a
         done = await relay.sweep()
     assert done.stuck
     messages = await stream_messages(nats_url)
-    assert ids(messages) == ["e00", "e01", "e02", "e03", "e04", "e06", "e07"]
+    assert ids(messages) == ["e00", "e01", "e02", "e03", "e04"]
     assert await owed(db) == [e.event_id for e in events[5:]]
     attempts = await db.fetch(
         "SELECT event_id FROM processed_webhooks WHERE publish_attempts > 0 ORDER BY id"
