@@ -86,9 +86,18 @@ async def _settle_in_turn(
         )
     step = order_store.Advance(event.provider, order_key, seq, "applied", event.event_id)
     if seq <= state.applied_seq:
-        outcome = await _settle(parts, event)
-        async with connection(ctx.pool) as conn:
+        closed: list[Item] = []
+
+        async def close(conn: Conn, items: Sequence[Item]) -> None:
+            # In the transaction marking it settled: a number still owed its settlement
+            # (deferred, skipped) is closed with it, or not at all.
             await order_store.resolve_deferral(conn, event.provider, order_key, seq, "settled")
+            closed.extend(items)
+
+        outcome = await _settle(parts, event, close)
+        if not closed:  # settled before (a duplicate): nothing was marked, so close it now
+            async with connection(ctx.pool) as conn:
+                await order_store.resolve_deferral(conn, event.provider, order_key, seq, "settled")
         return outcome
     posted: list[Item] = []
 

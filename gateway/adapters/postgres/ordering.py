@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.errors import DatabaseError
+from gateway.errors import DatabaseError, DatabaseUnavailable
 
 __all__ = [
     "Advance",
@@ -123,10 +123,13 @@ async def still_owed(conn: Conn, items: Sequence[KeySeq]) -> set[KeySeq]:
 # Two statements for a batch of steps, in the caller's transaction.
 #
 # 1. `_LOCK`: each key's applied_seq, its row locked until commit. A key without a row
-#    gets one (at 0), which its inserting transaction holds locked likewise. Rows are
-#    taken in key order, so two workers locking overlapping keys cannot deadlock. A key
-#    whose row another transaction is inserting at the same moment is missing from the
-#    answer (the insert waited for it and did nothing): it is asked again.
+#    gets one (at 0), which its inserting transaction holds locked likewise. Existing
+#    rows are taken in key order, then new ones, so two workers locking overlapping keys
+#    rarely wait on each other crosswise; when they do (a key created meanwhile, asked
+#    again below), PostgreSQL ends one with a deadlock error, a transient failure its
+#    events are retried for. A key whose row another transaction is inserting at the
+#    same moment is missing from the answer (the insert waited for it and did nothing):
+#    it is asked again, and a key still missing fails the transaction.
 # 2. `_MOVE`: with every key locked, the runs that continue each key (worked out here)
 #    move it and are logged, in one statement of flat arrays (no join the planner could
 #    misjudge: one with the log as a nested loop cost 70 ms for 512 keys). The
@@ -205,8 +208,10 @@ async def _locked(conn: Conn, keys: Sequence[Key]) -> dict[Key, int]:
         applied.update({(r["provider"], r["order_key"]): int(r["applied_seq"]) for r in rows})
         missing = [k for k in missing if k not in applied]
         if not missing:
-            break
-    return applied
+            return applied
+    # Never settle a turn without moving its key: the caller's transaction (the one
+    # marking the settlements settled) rolls back, and the events are retried.
+    raise DatabaseUnavailable(f"{len(missing)} ordering key(s) could not be locked")
 
 
 async def advance(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
