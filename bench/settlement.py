@@ -214,7 +214,7 @@ def settlement_benchmark(
 
 
 def ordering_comparison(events: int, **kwargs: Any) -> dict[str, Any]:
-    """The same backlog drained with ordering off, then on, in one sitting: both runs'
+    """The same backlog drained with ordering off, then on, in one run: both runs'
     figures and the ratio of their drain rates."""
     off = settlement_benchmark(events, ordering=False, **kwargs)
     on = settlement_benchmark(events, ordering=True, **kwargs)

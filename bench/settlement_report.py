@@ -15,7 +15,7 @@ from gateway.settings import Settings
 from tests.support.ordering_property import summary, violations
 
 TARGET_EVENTS_PER_S = 10_000
-#: Settlement with ordering on against off, on the same backlog in the same sitting.
+#: Settlement with ordering on against off, on the same backlog in the same run.
 ORDERING_TARGET_RATIO = 0.8
 
 
