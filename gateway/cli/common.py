@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import getpass
 import logging
 import math
 import sys
@@ -59,6 +61,14 @@ def common_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Arg
     )
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=JSON_HELP)
     return common
+
+
+def login_name() -> str | None:
+    """The operator's login name, recorded with what they resolve or release; None where
+    the process has none (some containers)."""
+    with contextlib.suppress(OSError, KeyError):
+        return getpass.getuser()
+    return None
 
 
 def help_texts(about: str, examples: Sequence[str] = ()) -> dict[str, Any]:

@@ -7,8 +7,6 @@ Exit status: 0 done; 1 a row failed to replay, an id is unknown or a row is not 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import getpass
 import sys
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
@@ -25,6 +23,7 @@ from gateway.cli.common import (
     SubParsers,
     help_texts,
     load_settings,
+    login_name,
     operator_command,
     operator_family,
 )
@@ -105,9 +104,7 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
     note = args.note.strip()
     if not note:
         raise DlqUsageError("--note must say what was done (it is kept as the cause)")
-    user: str | None = None
-    with contextlib.suppress(OSError, KeyError):  # no login name in some containers
-        user = getpass.getuser()
+    user = login_name()
     # A row that holds its key is resolved by releasing the key, in one transaction.
     release = await release_holder(settings, row_id, note, user or ordering.operator_name())
     if release is not None:

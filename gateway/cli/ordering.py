@@ -7,8 +7,6 @@ cannot be used, or the key is not held. Bad input is one line, never a stack.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import getpass
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
@@ -19,12 +17,13 @@ from gateway.cli.common import (
     SubParsers,
     help_texts,
     load_settings,
+    login_name,
     operator_command,
     operator_family,
 )
 from gateway.cli.format import dumps, format_age, short, table, when
 from gateway.compose import ordering as compose
-from gateway.core.order_admin import KeyState, Release, check_note, release_line
+from gateway.core.order_admin import KeyListing, Release, check_note, release_line
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]
@@ -36,9 +35,7 @@ _KEY_CHARS = 64
 def operator_name() -> str:
     """Who releases: the login name, as `gateway dlq resolve` records it. The skip's log
     row needs an actor to be explained, so an unnamed operator is still one."""
-    with contextlib.suppress(OSError, KeyError):  # no login name in some containers
-        return getpass.getuser()
-    return "operator"
+    return login_name() or "operator"
 
 
 def release_doc(release: Release) -> dict[str, Any]:
@@ -57,7 +54,7 @@ def release_doc(release: Release) -> dict[str, Any]:
     }
 
 
-def key_doc(key: KeyState, now: datetime) -> dict[str, Any]:
+def key_doc(key: KeyListing, now: datetime) -> dict[str, Any]:
     held_s = None if key.held_at is None else max(0.0, (now - key.held_at).total_seconds())
     return {
         "provider": key.provider,
@@ -75,7 +72,7 @@ def key_doc(key: KeyState, now: datetime) -> dict[str, Any]:
     }
 
 
-def key_table(keys: list[KeyState], now: datetime) -> str:
+def key_table(keys: list[KeyListing], now: datetime) -> str:
     headings = ("provider", "key", "applied", "last", "hold", "held since", "dlq id")
     rows = [
         (

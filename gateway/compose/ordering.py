@@ -6,13 +6,13 @@ from __future__ import annotations
 from gateway.adapters.postgres import connection
 from gateway.adapters.postgres import order_admin as store
 from gateway.compose.ops import database
-from gateway.core.order_admin import KeyState, Release
+from gateway.core.order_admin import KeyListing, Release
 from gateway.settings import Settings
 
 
 async def key_states(
     settings: Settings, *, held: bool, provider: str | None, limit: int
-) -> tuple[list[KeyState], bool]:
+) -> tuple[list[KeyListing], bool]:
     """`ordering keys`: the keys shown, and whether more match."""
     async with database(settings) as pool, connection(pool) as conn:
         return await store.list_keys(conn, held=held, provider=provider, limit=limit)

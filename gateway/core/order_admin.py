@@ -18,14 +18,17 @@ HINT_IDS_MAX = 10
 
 
 @dataclass(frozen=True)
-class KeyState:
-    """One key as `order_counters` (ingest) and `order_applied` (settlement) hold it."""
+class KeyListing:
+    """One key as `gateway ordering keys` lists it, from `order_counters` (ingest) and
+    `order_applied` (settlement)."""
 
     provider: str
     order_key: str
     applied_seq: int  # 0 while settlement has applied nothing of the key
     last_seq: int | None  # the last number ingest gave; None: no counter (removed)
-    touched_at: datetime | None  # when ingest last numbered an event of the key
+    # when ingest last numbered an event of the key, to within an hour (the counter's
+    # time moves at most hourly, to keep its update in place)
+    touched_at: datetime | None
     progressed_at: datetime | None  # when settlement last moved applied_seq
     held_seq: int | None = None
     held_dlq_id: int | None = None

@@ -14,7 +14,7 @@ from datetime import datetime
 import asyncpg
 
 from gateway.adapters.postgres import Conn, ordering, translate_errors
-from gateway.core.order_admin import KeyState, Release
+from gateway.core.order_admin import KeyListing, Release
 from gateway.errors import OrderingUsageError, OrderKeyNotFound
 
 # Every key has a counter (ingest numbers it before settlement sees it); the list walks
@@ -70,8 +70,8 @@ _HOLDS = (
 )
 
 
-def _state(r: asyncpg.Record) -> KeyState:
-    return KeyState(
+def _state(r: asyncpg.Record) -> KeyListing:
+    return KeyListing(
         provider=r["provider"],
         order_key=r["order_key"],
         applied_seq=int(r["applied_seq"]),
@@ -87,7 +87,7 @@ def _state(r: asyncpg.Record) -> KeyState:
 
 async def list_keys(
     conn: Conn, *, held: bool, provider: str | None, limit: int
-) -> tuple[list[KeyState], bool]:
+) -> tuple[list[KeyListing], bool]:
     """Keys newest first (held ones: oldest hold first), up to `limit`; and whether
     more match."""
     with translate_errors():
