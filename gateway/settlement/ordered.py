@@ -122,13 +122,17 @@ class OrderedGate:
         fresh = {m.stream_seq for m in fetched}
         held = [h for h in held if h.msg.stream_seq not in fresh]
         messages = [*(h.msg for h in held), *fetched]
-        work = [*(h.item for h in held), *read]
+        # The attempt numbers settlement and its retry schedules see: without the
+        # deliveries this worker spent putting an event back to wait for its turn.
+        events = [*(h.item[0] for h in held), *(e for e, _ in read)]
+        attempt = self._say.attempt
+        work = [(e, attempt(e, m.num_delivered)) for m, e in zip(messages, events, strict=True)]
         now_s = time.time()
         waits = self._waits
         keyed = [
-            Keyed(i, e.provider, e.order_key, e.key_seq, n,
+            Keyed(i, e.provider, e.order_key, e.key_seq, messages[i].num_delivered,
                   waits.get((e.provider, e.order_key, e.key_seq), now_s))
-            for i, (e, n) in enumerate(work)
+            for i, e in enumerate(events)
             if e.order_key is not None and e.key_seq is not None
         ]  # fmt: skip
         unordered = [i for i, (e, _) in enumerate(work) if e.key_seq is None or e.order_key is None]

@@ -82,10 +82,24 @@ class KeyAnswers:
     """Answers the gate's messages through the worker's `Answers`, counting the gate's
     metrics."""
 
+    #: How many events' put-back waits are remembered (the oldest forgotten first).
+    WAITS_REMEMBERED = 100_000
+
     def __init__(self, answers: Answers, metrics: Metrics, gap_timeout_s: float) -> None:
         self._answers = answers
         self._metrics = metrics
         self._gap_timeout_s = gap_timeout_s
+        # (provider, key, seq) -> deliveries this worker spent putting it back to wait.
+        self._put_back: dict[tuple[str, str, int], int] = {}
+
+    def attempt(self, event: Event, deliveries: int) -> int:
+        """The event's attempt number: its deliveries less those spent waiting for its
+        turn (put back by this worker), so a wait does not use up the retry schedule
+        its own failures are given (a wait held in the worker spends none)."""
+        if event.order_key is None or event.key_seq is None:
+            return deliveries
+        waited = self._put_back.get((event.provider, event.order_key, event.key_seq), 0)
+        return max(1, deliveries - waited)
 
     async def now(
         self, msg: Delivery, item: tuple[Event, int], k: Keyed, decision: Decision
@@ -112,6 +126,11 @@ class KeyAnswers:
             self._metrics.order_gap_waits_total.inc(provider=k.provider)
             if delay_s is None:
                 delay_s = gate.wait_delay_s(k.deliveries, random.random)
+            put_back = self._put_back
+            seq = (k.provider, k.order_key, k.key_seq)
+            put_back[seq] = put_back.pop(seq, 0) + 1  # most recent last
+            while len(put_back) > self.WAITS_REMEMBERED:
+                del put_back[next(iter(put_back))]
         try:
             await msg.nak(delay_s)
         except Exception:  # not answered: redelivered after ack_wait, and harmless
