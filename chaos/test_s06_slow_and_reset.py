@@ -25,6 +25,10 @@ PROFILE = {
 }
 
 
+#: The ordering gate's line for a batch whose keys' positions could not be read.
+_PUT_BACK = "could not read the keys' positions; the batch is put back"
+
+
 def port_of(listen: str) -> int:
     return int(listen.rpartition(":")[2])
 
@@ -75,8 +79,11 @@ async def test_latency_and_resets_on_currency_and_ledger(
 
     assert result.ok, result.table()
     assert result.figures["unexpected_parked"] == 0
-    schedule = check_schedule(worker.log_lines(), worker_doc)
+    lines = worker.log_lines()
+    schedule = check_schedule(lines, worker_doc)
     assert not schedule.violations, schedule.violations[:10]
-    # The faults were felt: connections failed and were retried.
+    # The faults were felt: connections failed and were retried, as a settlement's retry
+    # or as a batch the ordering gate put back when it could not read its keys.
     faults = {c: n for c, n in schedule.retries.items() if c != "PAYMENT_NOT_SETTLED"}
-    assert sum(faults.values()) > 0, schedule.retries
+    put_back = sum(line.get("msg") == _PUT_BACK for line in lines)
+    assert sum(faults.values()) + put_back > 0, (schedule.retries, put_back)
