@@ -8,6 +8,7 @@
 """
 
 from gateway.settings.config import CONFIG_ENV, Settings, load, parse
+from gateway.settings.console import ConsoleSettings
 from gateway.settings.ordering import OnPoison, OrderingSettings
 from gateway.settings.sections import (
     RETRY_HORIZON_S,
@@ -27,6 +28,7 @@ __all__ = [
     "CONFIG_ENV",
     "RETRY_HORIZON_S",
     "SCHEME_NAMES",
+    "ConsoleSettings",
     "CurrencySettings",
     "HttpSettings",
     "IngestSettings",

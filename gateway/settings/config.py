@@ -7,6 +7,7 @@ variables so the same file serves several environments. Secrets may be written i
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from typing import Any
 
 from gateway.core.alerting import AlertSettings
 from gateway.errors import ConfigError
+from gateway.settings.console import ConsoleSettings
 from gateway.settings.ordering import OnPoison, OrderingSettings
 from gateway.settings.sections import (
     HEADER_BUDGET_BYTES,
@@ -77,6 +79,7 @@ SECTIONS = (
     "retention",
     "tracing",
     "ordering",
+    "console",
 )
 
 
@@ -111,6 +114,7 @@ class Settings:
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)
     ordering: OrderingSettings = field(default_factory=OrderingSettings)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -176,6 +180,37 @@ def _ordering(data: Mapping[str, Any]) -> OrderingSettings:
             "ordering.on_poison", f"must be 'hold' or 'skip', got {ordering.on_poison!r}"
         )
     return ordering
+
+
+#: The bounds of `[console]`'s numbers: (key, low, high).
+_CONSOLE_BOUNDS = (
+    ("port", 1, 65_535),
+    ("session_max_s", 60, 28_800),
+    ("session_idle_s", 60, 1_800),
+    ("login_failures_per_min", 1, 100),
+)
+
+
+def _console(data: Mapping[str, Any]) -> ConsoleSettings:
+    console: ConsoleSettings = _read(ConsoleSettings, data, "console")
+    for key, low, high in _CONSOLE_BOUNDS:
+        value = getattr(console, key)
+        if not low <= value <= high:
+            raise ConfigError(f"console.{key}", f"must be {low} to {high}, got {value}")
+    origin = console.public_origin
+    if origin and (not origin.startswith(("http://", "https://")) or origin.count("/") != 2):
+        raise ConfigError(
+            "console.public_origin",
+            f"must be a scheme and host, like https://console.example.com, got {origin!r}",
+        )
+    for address in console.trusted_proxies:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ConfigError(
+                "console.trusted_proxies", f"must be IP addresses, got {address!r}"
+            ) from None
+    return console
 
 
 def _tracing(data: Mapping[str, Any], env: Mapping[str, str]) -> TracingSettings:
@@ -271,6 +306,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         retention=_retention(data),
         tracing=_tracing(data, env),
         ordering=_ordering(data),
+        console=_console(data),
     )
 
 
