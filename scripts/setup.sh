@@ -8,6 +8,8 @@
 #     Its own port, not 4222: a system nats-server there (Debian ships 2.9) lacks
 #     sync_interval and multi-subject consumer filters, which the gateway relies on.
 #   - optional tools: wrk, promtool (warnings only; not for `make run`)
+#   - the console's browser tests: Debian's chromium and, from tests/browser's
+#     package-lock.json, axe-core (not for `make run`)
 #   - a demo gateway.toml (never overwritten)
 #   - database migrations (gateway migrate)
 #
@@ -16,8 +18,9 @@
 # Environment:
 #   SETUP_SKIP_SERVICES=1  skip PostgreSQL/Redis/NATS, the optional tools and the
 #                          migrations (lint-only runs)
-#   SETUP_SKIP_TOOLS=1     skip installing wrk/promtool (`make run` sets it; only
-#                          `make test` and `make bench` need them)
+#   SETUP_SKIP_TOOLS=1     skip installing wrk/promtool, chromium and axe-core (`make run`
+#                          sets it; only `make test`, `make bench` and `make screenshots`
+#                          need them)
 #   SETUP_UNLOCKED=1       install the newest versions pyproject.toml allows instead of
 #                          requirements-dev.lock (to try an upgrade before `make lock`)
 #   PYTHON=...             interpreter used to create .venv (default: python3)
@@ -348,6 +351,38 @@ setup_tools() {
     ((ok == 0)) || log "wrk and promtool are available"
 }
 
+# ------------------------------------------------------------- browser tests
+# The console's browser tests (tests/browser/) and its documentation screenshots drive
+# Debian's chromium through Playwright. Never `playwright install`: it downloads a browser
+# build of its own. axe-core, which the accessibility checks inject into each page, comes
+# from the npm registry at the version tests/browser/package-lock.json pins.
+BROWSER_DIR="tests/browser"
+CHROMIUM=/usr/bin/chromium
+
+npm_stamp() { sha256sum "$BROWSER_DIR/package.json" "$BROWSER_DIR/package-lock.json" | sha256sum | cut -d' ' -f1; }
+
+setup_browser() {
+    if [[ ! -x "$CHROMIUM" ]]; then
+        log "installing chromium (the console's browser tests)"
+        apt_install chromium || die "could not install chromium (apt-get install chromium); the browser tests need $CHROMIUM"
+    fi
+    if ! have node || ! have npm; then
+        log "installing nodejs and npm (they fetch axe-core for the accessibility tests)"
+        apt_install nodejs npm || die "could not install nodejs and npm (apt-get install nodejs npm)"
+    fi
+    local stamp="$BROWSER_DIR/node_modules/.setup-package-lock.sha256" want
+    want="$(npm_stamp)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -f "$BROWSER_DIR/node_modules/axe-core/axe.min.js" ]]; then
+        log "chromium and axe-core are available"
+        return
+    fi
+    log "npm ci --prefix $BROWSER_DIR (axe-core, pinned by its package-lock.json)"
+    npm ci --prefix "$BROWSER_DIR" --no-audit --no-fund --loglevel=error >/dev/null ||
+        die "npm ci --prefix $BROWSER_DIR failed"
+    printf '%s\n' "$want" >"$stamp"
+    log "chromium and axe-core are available"
+}
+
 # --------------------------------------------------------------- demo config
 write_demo_config() {
     if [[ -e gateway.toml ]]; then
@@ -404,9 +439,10 @@ setup_postgres
 setup_redis
 setup_nats
 if [[ "${SETUP_SKIP_TOOLS:-0}" == "1" ]]; then
-    log "SETUP_SKIP_TOOLS=1: skipping wrk/promtool"
+    log "SETUP_SKIP_TOOLS=1: skipping wrk/promtool, chromium and axe-core"
 else
     setup_tools
+    setup_browser
 fi
 
 log "running migrations: .venv/bin/gateway migrate --config gateway.toml"
