@@ -78,6 +78,13 @@ def _where(f: EventFilter, after_id: int | None = None) -> tuple[str, list[Any]]
     return " AND ".join(parts), args
 
 
+#: The same columns, WHERE clause and rows for the console's event log, which adds its
+#: own conditions after these (numbering its parameters on from `len(args)`).
+BRIEF_COLUMNS = _BRIEF_COLUMNS
+where_clause = _where
+brief_of = _brief
+
+
 def _statement(columns: str, where: str, tail: str = "") -> str:
     """`SELECT columns FROM processed_webhooks WHERE where tail`, from fixed fragments."""
     return " ".join(["SELECT", columns, "FROM processed_webhooks WHERE", where, tail])
