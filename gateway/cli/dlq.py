@@ -60,6 +60,9 @@ def _filter(args: argparse.Namespace) -> DlqFilter:
         resolved=getattr(args, "resolved", False),
         unresolved=getattr(args, "unresolved", False),
         include_all=getattr(args, "any", False),
+        types=args.type or (),
+        search=args.search,
+        min_attempts=args.min_attempts,
     )
 
 
@@ -170,6 +173,26 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter
     return 1 if summary.failed and not options.dry_run else 0
 
 
+def run_jobs_command(args: argparse.Namespace) -> int:
+    """`gateway dlq run-jobs`: run the console's replay jobs until SIGINT/SIGTERM (a second
+    signal forces exit), or with --once those runnable now."""
+    # Imported here, as replay_body does: running a job loads the stage handlers.
+    from gateway.compose.signals import run_until_signalled
+    from gateway.dlq.jobs import RunnerOptions, run_jobs
+
+    settings = load_settings(args)
+    options = RunnerOptions(once=args.once, poll_s=args.poll_s)
+    ran: list[int] = []
+
+    async def main() -> None:
+        ran.append(await run_jobs(settings, options))
+
+    run_until_signalled(main)
+    if args.once:
+        _out(dumps({"jobs_run": ran[0] if ran else 0}) if args.json else f"ran {sum(ran)} job(s)")
+    return 0
+
+
 def _parser(
     sub: argparse._SubParsersAction[OneLineParser],
     common: OneLineParser,
@@ -192,6 +215,13 @@ def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
     when = "2026-11-30T10:00Z, or a duration ago: 30m, 2h, 1d"
     p.add_argument("--since", help=f"first failure at or after: {when}")
     p.add_argument("--until", help=f"first failure before: {when}")
+    p.add_argument("--type", action="append", metavar="T", help=f"invoice.paid or invoice.* {each}")
+    p.add_argument(
+        "--search",
+        metavar="TEXT",
+        help="text in the event id or the error message (literal, any case)",
+    )
+    p.add_argument("--min-attempts", metavar="N", help="rows tried at least N times")
     if states:
         p.add_argument("--unresolved", action="store_true", help="open rows only (default)")
         p.add_argument("--resolved", action="store_true", help="resolved rows only")
@@ -200,6 +230,8 @@ def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
 
 #: `--max-attempts`: a row's attempts are counted one per replay or retry.
 MAX_ATTEMPTS = Number(1, 1_000_000)
+#: `run-jobs --poll-s`: how often an idle runner looks for a job.
+POLL_S = Number(0.05, 3600, whole=False)
 
 DLQ_ABOUT = """Dead letters are events the gateway kept but could not process: parked at
 ingest (payload invalid), publish (the stream refused them) or settlement (the ledger or
@@ -309,3 +341,26 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         many arrived recently and how old the oldest open one is.""",
         (f"gateway dlq stats {CFG}", f"gateway dlq stats --json {CFG}"),
     )
+    p = sub.add_parser(
+        "run-jobs",
+        help="Run the replay jobs planned in the console.",
+        parents=[common_one_line],
+        **help_texts(
+            """Run replay jobs (planned in the console or its API) until SIGINT or SIGTERM:
+            claim the oldest planned job, replay its rows one at a time in the plan's order
+            with the same code as 'gateway dlq replay' (events: 'gateway events replay'),
+            record each row's outcome, and honour pause and cancel between rows. A job
+            whose runner stopped sending heartbeats for 30 s is taken over; rows already
+            done are not run again. Any number of runners may run.""",
+            (f"gateway dlq run-jobs {CFG}", f"gateway dlq run-jobs --once {CFG}"),
+        ),
+    )
+    p.add_argument("--once", action="store_true", help="run the jobs runnable now, then exit")
+    p.add_argument(
+        "--poll-s",
+        type=POLL_S,
+        default=2.0,
+        metavar="S",
+        help="seconds between looks for a new job when idle (default 2)",
+    )
+    p.set_defaults(func=run_jobs_command)

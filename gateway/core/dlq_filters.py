@@ -3,18 +3,31 @@
 The times and ids inside are read by `core.operator_input`, as every command reads them.
 Pure: `now` is passed in. Every problem is a `DlqUsageError` whose message is the one
 line the operator sees.
+
+`gateway dlq list` and the console read the same grammar with the same code: the CLI
+passes its flags to `build_filter`, the console its query string through
+`filter_from_query`, which calls `build_filter`; `filter_query` writes a filter back as
+the query string that reads as it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
+from gateway.core.content import has_control_chars
 from gateway.core.model import Stage
 from gateway.core.operator_input import parse_ids, parse_instant
+from gateway.core.type_patterns import TypePattern, parse_pattern
 from gateway.errors import DlqUsageError, UsageError
+
+#: `--search`: longer text is refused (an event id or a phrase of a message is short,
+#: and the search is a substring scan over the rows the other filters leave).
+MAX_SEARCH_CHARS = 200
+#: `--min-attempts`: a row's attempts are counted one per delivery, replay or retry.
+MAX_MIN_ATTEMPTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -27,11 +40,62 @@ class DlqFilter:
     since: datetime | None = None  # first failure at or after
     until: datetime | None = None  # first failure before
     resolved: bool | None = False  # None: both
+    #: The event's type (from its `processed_webhooks` row): exact or a prefix `a.*`.
+    types: tuple[TypePattern, ...] = ()
+    #: A literal, case-insensitive substring of the event id or the error message.
+    search: str | None = None
+    min_attempts: int | None = None  # attempts at least
 
     @property
     def narrowed(self) -> bool:
         """True if any filter beyond the default resolved/unresolved choice was given."""
-        return bool(self.stages or self.error_classes or self.providers or self.since or self.until)
+        return bool(
+            self.stages
+            or self.error_classes
+            or self.providers
+            or self.since
+            or self.until
+            or self.types
+            or self.search
+            or self.min_attempts
+        )
+
+
+def _parse_type(text: str) -> TypePattern:
+    try:
+        return parse_pattern(text.strip())
+    except ValueError as exc:
+        raise DlqUsageError(
+            f"--type: {exc}; give a type exactly (invoice.paid) or a prefix ending in * (invoice.*)"
+        ) from None
+
+
+def _parse_search(text: str | None) -> str | None:
+    value = (text or "").strip()
+    if not value:
+        return None
+    if len(value) > MAX_SEARCH_CHARS:
+        raise DlqUsageError(f"--search: at most {MAX_SEARCH_CHARS} characters")
+    if has_control_chars(value):
+        raise DlqUsageError("--search: must not hold control characters")
+    return value
+
+
+def _parse_min_attempts(text: str | int | None) -> int | None:
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    value = str(text).strip()
+    if not (
+        len(value) <= 9
+        and value.isascii()
+        and value.isdigit()
+        and 1 <= int(value) <= MAX_MIN_ATTEMPTS
+    ):
+        shown = value if len(value) <= 24 else value[:24] + "..."
+        raise DlqUsageError(
+            f"--min-attempts: {shown!r} is not a whole number from 1 to {MAX_MIN_ATTEMPTS:,}"
+        )
+    return int(value)
 
 
 def build_filter(
@@ -45,6 +109,9 @@ def build_filter(
     resolved: bool = False,
     unresolved: bool = False,
     include_all: bool = False,
+    types: Sequence[str] = (),
+    search: str | None = None,
+    min_attempts: str | int | None = None,
 ) -> DlqFilter:
     """Check the filter flags together and turn them into a `DlqFilter`."""
     known = [s.value for s in Stage]
@@ -68,7 +135,80 @@ def build_filter(
         since=start,
         until=end,
         resolved=None if include_all else resolved,
+        types=tuple(dict.fromkeys(_parse_type(t) for t in types)),
+        search=_parse_search(search),
+        min_attempts=_parse_min_attempts(min_attempts),
     )
+
+
+# The console's query string: one key per CLI flag (`error_class` for `--error-class`),
+# and `state` for the choice of `--unresolved` (open, the default), `--resolved`, `--any`.
+_LISTS = {
+    "stage": "stages",
+    "error_class": "error_classes",
+    "provider": "providers",
+    "type": "types",
+}
+_SINGLE = ("since", "until", "search", "min_attempts", "state")
+_STATES = {"open": (False, False), "resolved": (True, False), "any": (False, True)}
+#: The query-string keys a filter is read from; others (a cursor, a limit) are the page's.
+FILTER_KEYS = frozenset(_LISTS) | frozenset(_SINGLE)
+
+
+def filter_from_query(now: datetime, params: Mapping[str, Sequence[str]]) -> DlqFilter:
+    """A query string's filter (each key with its list of values, as parsed from the
+    URL), read by `build_filter`. Empty values are absent fields of a GET form; a
+    single-valued key given twice is refused rather than one of them picked."""
+    lists: dict[str, list[str]] = {name: [] for name in _LISTS.values()}
+    single: dict[str, str | None] = dict.fromkeys(_SINGLE)
+    for key, values in params.items():
+        given = [v for v in values if v.strip()]
+        if key in _LISTS:
+            lists[_LISTS[key]] += given
+        elif key in single and given:
+            if len(given) > 1:
+                raise DlqUsageError(f"{key}: give it once, not {len(given)} times")
+            single[key] = given[0]
+    state = (single["state"] or "open").strip().lower()
+    if state not in _STATES:
+        raise DlqUsageError(f"state: {state!r} is not one of {', '.join(_STATES)}")
+    resolved, include_all = _STATES[state]
+    return build_filter(
+        now,
+        stages=[s.strip().lower() for s in lists["stages"]],
+        error_classes=[c.strip() for c in lists["error_classes"]],
+        providers=[p.strip() for p in lists["providers"]],
+        types=lists["types"],
+        since=single["since"],
+        until=single["until"],
+        search=single["search"],
+        min_attempts=single["min_attempts"],
+        resolved=resolved,
+        unresolved=not (resolved or include_all),
+        include_all=include_all,
+    )
+
+
+def _instant(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def filter_query(f: DlqFilter) -> list[tuple[str, str]]:
+    """The query string `filter_from_query` reads back as `f` (times absolute, so a
+    link or a bulk form means the same rows later as when the page was drawn)."""
+    pairs = [("state", {False: "open", True: "resolved", None: "any"}[f.resolved])]
+    pairs += [("stage", s) for s in f.stages] + [("provider", p) for p in f.providers]
+    pairs += [("error_class", c) for c in f.error_classes]
+    pairs += [("type", t.text) for t in f.types]
+    if f.since is not None:
+        pairs.append(("since", _instant(f.since)))
+    if f.until is not None:
+        pairs.append(("until", _instant(f.until)))
+    if f.search is not None:
+        pairs.append(("search", f.search))
+    if f.min_attempts is not None:
+        pairs.append(("min_attempts", str(f.min_attempts)))
+    return pairs
 
 
 @dataclass(frozen=True)

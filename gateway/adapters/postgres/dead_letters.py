@@ -92,6 +92,12 @@ class _Where:
         return [sql, *args]
 
 
+_TYPED = (
+    "EXISTS (SELECT 1 FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id"
+    " AND (p.event_type = ANY({}::text[]) OR p.event_type LIKE ANY({}::text[])))"
+)
+
+
 def _filtered(f: DlqFilter) -> _Where:
     where = _Where()
     if f.resolved is not None:
@@ -106,7 +112,28 @@ def _filtered(f: DlqFilter) -> _Where:
         where.add("first_failed_at >= {}", f.since)
     if f.until is not None:
         where.add("first_failed_at < {}", f.until)
+    if f.types:
+        # The type is the event's, on its own row (a dead letter does not copy it): one
+        # primary-key look-up per candidate row. A row without one matches no pattern.
+        exact = [t.text for t in f.types if not t.is_prefix]
+        prefixes = [like_literal(t.prefix) + "%" for t in f.types if t.is_prefix]
+        where.args += [exact, prefixes]
+        n = len(where.args)
+        where.parts.append(_TYPED.format(f"${n - 1}", f"${n}"))
+    if f.search is not None:
+        # `{0}` twice: one parameter, both columns.
+        where.add(
+            "(event_id ILIKE {0} OR error_message ILIKE {0})", "%" + like_literal(f.search) + "%"
+        )
+    if f.min_attempts is not None:
+        where.add("attempts >= {}", f.min_attempts)
     return where
+
+
+def like_literal(text: str) -> str:
+    """`text` as a LIKE pattern that matches only itself: `%`, `_` and the escape
+    character `\\` (LIKE's default) taken literally."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 async def list_rows(conn: Conn, f: DlqFilter, limit: int) -> tuple[list[RowBrief], int]:
