@@ -1,0 +1,83 @@
+"""`GET /console/api/v1/openapi.json`: the admin API's OpenAPI 3.1 document, merged from
+each area's fragment in `gateway/console/openapi/*.json` (`{"paths", "components"}`)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+import gateway
+from gateway.console.web import require
+from gateway.core.console_roles import Capability
+
+OPENAPI_PATH = "/console/api/v1/openapi.json"
+
+
+class FragmentClash(ValueError):
+    """Two fragments define the same path operation or schema differently."""
+
+
+def merge(fragments: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One document from the fragments (by file name, merged in name order)."""
+    paths: dict[str, dict[str, Any]] = {}
+    schemas: dict[str, Any] = {}
+    for source in sorted(fragments):
+        fragment = fragments[source]
+        for path, operations in fragment.get("paths", {}).items():
+            merged = paths.setdefault(path, {})
+            for method, operation in operations.items():
+                if method in merged and merged[method] != operation:
+                    raise FragmentClash(f"{source}: {method.upper()} {path} defined twice")
+                merged[method] = operation
+        for name, schema in fragment.get("components", {}).get("schemas", {}).items():
+            if name in schemas and schemas[name] != schema:
+                raise FragmentClash(f"{source}: schema {name} defined twice, differently")
+            schemas[name] = schema
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Payments webhook gateway: console admin API",
+            "version": gateway.__version__,
+            "description": (
+                "The operator console's JSON API. Authenticate with "
+                "`Authorization: Bearer <token>` (`gateway console token create`). Lists "
+                "answer `{items, next_cursor}`; errors are `application/problem+json`."
+            ),
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": dict(sorted(paths.items())),
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": dict(sorted(schemas.items())),
+        },
+    }
+
+
+def read_fragments() -> dict[str, dict[str, Any]]:
+    folder = importlib.resources.files("gateway.console") / "openapi"
+    found: dict[str, dict[str, Any]] = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(".json"):
+            found[entry.name] = json.loads(entry.read_text(encoding="utf-8"))
+    return found
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    """The merged document (read once per process)."""
+    return merge(read_fragments())
+
+
+async def openapi(request: Request) -> Response:
+    await require(request, Capability.VIEW)
+    return JSONResponse(document())
+
+
+ROUTES: list[BaseRoute] = [Route(OPENAPI_PATH, openapi, methods=["GET"])]

@@ -1,0 +1,86 @@
+"""The console's Starlette app: every area's routes, the static files, the OpenAPI
+document, the authentication middleware, and the answers to `Refused`."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+
+from gateway.console.auth import ConsoleAuth
+from gateway.console.web import ConsoleDeps, Refused, is_api, problem, render
+
+#: The route modules, in this order; each exposes `ROUTES`.
+ROUTE_MODULES = (
+    "gateway.console.login",
+    "gateway.console.tokens",
+    "gateway.console.overview",
+    "gateway.console.dead_letters",
+    "gateway.console.replays",
+    "gateway.console.events",
+    "gateway.console.keys",
+    "gateway.console.audit_log",
+    "gateway.console.api_doc",
+)
+
+
+def route_modules() -> list[ModuleType]:
+    return [importlib.import_module(name) for name in ROUTE_MODULES]
+
+
+def all_routes() -> list[BaseRoute]:
+    routes: list[BaseRoute] = []
+    for module in route_modules():
+        routes.extend(module.ROUTES)
+    routes.append(
+        Mount(
+            "/console/static",
+            app=StaticFiles(packages=[("gateway.console", "static")]),
+            name="static",
+        )
+    )
+    return routes
+
+
+async def on_refused(request: Request, exc: Exception) -> Response:
+    """401: to the login page (HTML) or problem+json (API); 403: a page or problem+json."""
+    assert isinstance(exc, Refused)
+    if exc.status == 401:
+        if is_api(request):
+            return problem(
+                401,
+                "Unauthorized",
+                exc.detail,
+                headers={"WWW-Authenticate": 'Bearer realm="gateway-console"'},
+            )
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/console/login?next={quote(target, safe='')}", status_code=303)
+    if exc.status != 403:
+        title = "Payload Too Large" if exc.status == 413 else "Refused"
+        return problem(exc.status, title, exc.detail)
+    if is_api(request):
+        return problem(exc.status, "Forbidden", exc.detail)
+    return render(
+        request,
+        "forbidden.html",
+        {"detail": exc.detail, "needed": exc.needed},
+        status=exc.status,
+    )
+
+
+def build_app(console: ConsoleDeps) -> Starlette:
+    """The console for `console`'s pool and settings."""
+    app = Starlette(
+        routes=all_routes(),
+        middleware=[Middleware(ConsoleAuth)],
+        exception_handlers={Refused: on_refused},
+    )
+    app.state.deps = console
+    return app

@@ -1,0 +1,7 @@
+"""The console's audit log area (routes to come)."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+ROUTES: list[BaseRoute] = []

@@ -1,0 +1,266 @@
+"""What every console route module codes against: who is asking (`Principal`), the
+console's dependencies (`ConsoleDeps`), the capability check (`require`), and the ways
+to answer (`render`, `problem`).
+
+Authentication itself (cookie sessions, bearer tokens, trusted proxy headers), the
+cross-site check and the security headers are in `gateway.console.auth`; it leaves the
+principal (or None) on `request.state.principal` before any route runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl
+
+import jinja2
+from starlette.datastructures import FormData, UploadFile
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from gateway.adapters.postgres import Pool, transaction
+from gateway.adapters.postgres.console_audit import record, record_for
+from gateway.core.console_access import LoginThrottle, console_origin
+from gateway.core.console_roles import Capability, Role, can, least_role
+from gateway.settings import Settings
+
+__all__ = [
+    "ConsoleDeps",
+    "Principal",
+    "Refused",
+    "client_address",
+    "deps",
+    "is_api",
+    "is_htmx",
+    "make_templates",
+    "principal_of",
+    "problem",
+    "read_form",
+    "render",
+    "require",
+]
+
+PROBLEM_JSON = "application/problem+json"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Someone authenticated: a token's name (by cookie session or bearer), or a user a
+    trusted SSO proxy named."""
+
+    name: str
+    role: Role
+    via: str  # "cookie" | "bearer" | "proxy"
+    token_id: int | None = None
+
+    @property
+    def actor(self) -> str:
+        """How the audit trail and resolved rows name them."""
+        return f"console:{self.name}"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def make_templates() -> jinja2.Environment:
+    """The console's templates, from the package; autoescaped (payloads are hostile)."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("gateway.console", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+@dataclass
+class ConsoleDeps:
+    """What routes reach through `deps(request)`."""
+
+    pool: Pool
+    settings: Settings
+    #: The current time, UTC (tests pass a clock they move).
+    now: Callable[[], datetime] = _utc_now
+    templates: jinja2.Environment = field(default_factory=make_templates)
+    #: A JetStream connection for the overview's consumer pending count; None if the
+    #: console runs without one.
+    nats: Any = None
+    #: Failed logins per address (in this process's memory).
+    throttle: LoginThrottle | None = None
+
+    def __post_init__(self) -> None:
+        if self.throttle is None:
+            self.throttle = LoginThrottle(limit=self.settings.console.login_failures_per_min)
+
+    @property
+    def origin(self) -> str:
+        """The console's origin as browsers see it."""
+        c = self.settings.console
+        return console_origin(c.public_origin, c.host, c.port)
+
+
+class Refused(Exception):
+    """The request may not go on: 401 (not authenticated) or 403 (lacks a capability).
+    The app's handler answers it as HTML or problem+json."""
+
+    def __init__(self, status: int, detail: str = "", needed: Role | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.needed = needed
+
+
+def deps(request: Request) -> ConsoleDeps:
+    found: ConsoleDeps = request.app.state.deps
+    return found
+
+
+def principal_of(request: Request) -> Principal | None:
+    """Who is asking, or None (set by the authentication middleware)."""
+    return getattr(request.state, "principal", None)
+
+
+def client_address(request: Request) -> str:
+    """The peer's address (the proxy's, behind a proxy: forwarded-for is not trusted)."""
+    return request.client.host if request.client else "unknown"
+
+
+def is_htmx(request: Request) -> bool:
+    """Whether htmx sent this (answer a partial template)."""
+    return request.headers.get("hx-request", "").lower() == "true"
+
+
+def is_api(request: Request) -> bool:
+    return request.url.path.startswith("/console/api/")
+
+
+async def require(request: Request, cap: Capability) -> Principal:
+    """The principal if it holds `cap`. Otherwise raises `Refused`: 401 without a live
+    session or token, 403 (after an audit row "forbidden") without the capability."""
+    principal = principal_of(request)
+    if principal is None:
+        raise Refused(401, "log in, or send a valid bearer token")
+    if can(principal.role, cap):
+        return principal
+    needed = least_role(cap)
+    async with transaction(deps(request).pool) as conn:
+        await record_for(
+            conn,
+            principal,
+            client_address(request),
+            "forbidden",
+            f"{request.method} {request.url.path}",
+            outcome="refused",
+            detail={"capability": str(cap), "needs": str(needed)},
+        )
+    raise Refused(403, f"this needs the {needed} role or higher", needed)
+
+
+async def audit_anonymous(
+    request: Request, action: str, outcome: str, detail: Mapping[str, Any] | None = None
+) -> None:
+    """An audit row for a request without a principal (failed logins, refusals)."""
+    address = client_address(request)
+    async with transaction(deps(request).pool) as conn:
+        await record(
+            conn,
+            actor=address,
+            role=None,
+            via="anonymous",
+            address=address,
+            action=action,
+            target=f"{request.method} {request.url.path}",
+            outcome=outcome,
+            detail=detail,
+        )
+
+
+#: The navigation: (label, path, capability needed to see the link).
+NAV: tuple[tuple[str, str, Capability], ...] = (
+    ("Overview", "/console/", Capability.VIEW),
+    ("Dead letters", "/console/dlq", Capability.VIEW),
+    ("Replays", "/console/replays", Capability.VIEW),
+    ("Events", "/console/events", Capability.VIEW),
+    ("Held keys", "/console/keys", Capability.VIEW),
+    ("Audit", "/console/audit", Capability.VIEW),
+    ("Tokens", "/console/tokens", Capability.ADMINISTER),
+)
+
+
+def nav_for(request: Request) -> list[dict[str, Any]]:
+    principal = principal_of(request)
+    if principal is None:
+        return []
+    path = request.url.path
+    items = []
+    for label, href, cap in NAV:
+        if not can(principal.role, cap):
+            continue
+        current = path == href if href == "/console/" else path.startswith(href)
+        items.append({"label": label, "href": href, "current": current})
+    return items
+
+
+def render(
+    request: Request,
+    template: str,
+    context: Mapping[str, Any] | None = None,
+    *,
+    status: int = 200,
+    no_store: bool = False,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """A page (or, for htmx, a partial) from `template`. `no_store=True` on every page
+    that shows a payload or header value, so no cache keeps it."""
+    env = deps(request).templates
+    full: dict[str, Any] = {
+        "request": request,
+        "principal": principal_of(request),
+        "nav": nav_for(request),
+        "htmx": is_htmx(request),
+    }
+    full.update(context or {})
+    body = env.get_template(template).render(full)
+    response = HTMLResponse(body, status_code=status, headers=dict(headers or {}))
+    if no_store:
+        response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def problem(
+    status: int, title: str, detail: str = "", headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """An `application/problem+json` error (RFC 9457)."""
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+#: The largest form the console reads (its forms carry a few fields and notes).
+MAX_FORM_BYTES = 1 << 20
+
+
+async def read_form(request: Request) -> FormData:
+    """The posted form fields (`application/x-www-form-urlencoded`, what the console's
+    forms send; other bodies read as empty). Use this, not `request.form()`, which needs
+    python-multipart, a dependency the console does without. Raises `Refused(413)` past
+    `MAX_FORM_BYTES`."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise Refused(413, "the form is too large")
+    if kind != "application/x-www-form-urlencoded":
+        return FormData()
+    text = body.decode("utf-8", errors="replace")
+    fields: list[tuple[str, str | UploadFile]] = list(
+        parse_qsl(text, keep_blank_values=True, max_num_fields=10_000)
+    )
+    return FormData(fields)
+
+
+def form_value(form: Mapping[str, Any], key: str, default: str = "") -> str:
+    """A form field as text (an upload or a missing field counts as `default`)."""
+    value = form.get(key, default)
+    return value if isinstance(value, str) else default
