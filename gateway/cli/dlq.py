@@ -180,16 +180,22 @@ def run_jobs_command(args: argparse.Namespace) -> int:
     from gateway.compose.signals import run_until_signalled
     from gateway.dlq.jobs import RunnerOptions, run_jobs
 
+    if args.once:  # a batch: an interrupted one leaves its job to the next runner
+        return _command(run_once_body)(args)
     settings = load_settings(args)
-    options = RunnerOptions(once=args.once, poll_s=args.poll_s)
-    ran: list[int] = []
+    run_until_signalled(lambda: _forget(run_jobs(settings, RunnerOptions(poll_s=args.poll_s))))
+    return 0
 
-    async def main() -> None:
-        ran.append(await run_jobs(settings, options))
 
-    run_until_signalled(main)
-    if args.once:
-        _out(dumps({"jobs_run": ran[0] if ran else 0}) if args.json else f"ran {sum(ran)} job(s)")
+async def _forget(ran: Coroutine[Any, Any, int]) -> None:
+    await ran
+
+
+async def run_once_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
+    from gateway.dlq.jobs import RunnerOptions, run_jobs
+
+    count = await run_jobs(settings, RunnerOptions(once=True, poll_s=args.poll_s))
+    _out(dumps({"jobs_run": count}) if args.json else f"ran {count} job(s)")
     return 0
 
 

@@ -73,15 +73,13 @@ def next_state(action: JobAction, state: JobState) -> JobState | None:
 
 
 def allowed_actions(state: JobState, counts: Progress) -> list[JobAction]:
-    """The actions a page offers for a job in `state` (retry only with failed items, or,
-    for a cancelled job, with anything left to run)."""
+    """The actions a page offers for a job in `state` (retry only with something to run
+    again: failed items, or pending ones a cancel or a stopped run left)."""
     found = []
     for action in JobAction:
         if next_state(action, state) is None:
             continue
-        if action is JobAction.RETRY and not (
-            counts.failed or (state is JobState.CANCELLED and counts.pending)
-        ):
+        if action is JobAction.RETRY and not (counts.failed or counts.pending):
             continue
         found.append(action)
     return found
@@ -173,3 +171,71 @@ def confirmed(rows: int, typed: str | None) -> bool:
         return True
     digits = (typed or "").strip().replace(",", "").replace("_", "").replace(" ", "")
     return digits.isascii() and digits.isdigit() and int(digits) == rows
+
+
+class JobKind(enum.StrEnum):
+    """What a job replays (`replay_jobs.kind`)."""
+
+    DLQ = "dlq"  # dead letters, through `gateway dlq replay`'s code
+    EVENTS = "events"  # accepted events, re-published as `gateway events replay` does
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """A `replay_jobs` row."""
+
+    id: int
+    kind: JobKind
+    state: JobState
+    created_by: str
+    created_at: datetime
+    idempotency_key: str | None
+    request: Mapping[str, object]  # the filter or ids and the options, as asked
+    rate_per_s: float | None
+    max_attempts: int
+    ordered: bool
+    total: int
+    runner: str | None
+    heartbeat_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+
+    @property
+    def force(self) -> bool:
+        """Replay rows past `max_attempts` too (`--force`), as the request asked."""
+        return bool(self.request.get("force", False))
+
+
+@dataclass(frozen=True)
+class JobItem:
+    """A `replay_job_items` row: one dead letter or one accepted event, at its place in
+    the plan's order."""
+
+    job_id: int
+    position: int
+    dlq_id: int | None
+    webhook_id: int | None
+    state: ItemState
+    error_class: str | None
+    message: str | None
+    done_at: datetime | None
+
+    @property
+    def row_id(self) -> int:
+        """The dead letter's or the event's id, whichever the job's kind replays."""
+        return self.dlq_id if self.dlq_id is not None else int(self.webhook_id or 0)
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What a planner asks to be created: the plan's row ids in replay order."""
+
+    kind: JobKind
+    created_by: str
+    request: Mapping[str, object]
+    row_ids: tuple[int, ...]
+    rate_per_s: float | None = None
+    max_attempts: int = 5
+    ordered: bool = True
+    idempotency_key: str | None = None

@@ -80,6 +80,8 @@ OFFERED = [
     (F, Progress(replayed=2, failed=1), [JobAction.RETRY]),
     (C, Progress(pending=2, replayed=1), [JobAction.RETRY]),
     (C, Progress(replayed=1, skipped=1), []),
+    # A run stopped by NATS going away: failed, nothing failed, the rest still pending.
+    (F, Progress(pending=3, replayed=1), [JobAction.RETRY]),
 ]
 
 
