@@ -22,8 +22,14 @@ SERVICES = {
     "gateway-relay.service": "relay",
     "gateway-settle.service": "settle",
     "gateway-reconcile.service": "reconcile",
+    "gateway-dlq-jobs.service": "dlq run-jobs",
 }
-LONG_RUNNING = ["gateway-serve.service", "gateway-relay.service", "gateway-settle.service"]
+LONG_RUNNING = [
+    "gateway-serve.service",
+    "gateway-relay.service",
+    "gateway-settle.service",
+    "gateway-dlq-jobs.service",
+]
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 
 
@@ -64,7 +70,7 @@ def test_systemd_analyze_verify_accepts_every_unit(tmp_path: Path) -> None:
             encoding="utf-8",
         )
         copies.append(str(copy))
-    assert len(copies) == 5
+    assert len(copies) == len(SERVICES) + 1  # and the reconcile timer
     assert SYSTEMD_ANALYZE is not None
     result = subprocess.run(
         [SYSTEMD_ANALYZE, "verify", "--man=no", *copies],
