@@ -15,6 +15,7 @@ import gateway
 from gateway import logs
 from gateway.cli import (
     backfill,
+    console,
     dlq,
     events,
     ledger,
@@ -77,7 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common = common_parser()
-    families = (processes, tools, ledger, dlq, ordering, events, reconcile, retention, backfill)
+    families = (
+        processes,
+        tools,
+        ledger,
+        dlq,
+        ordering,
+        events,
+        reconcile,
+        retention,
+        backfill,
+        console,
+    )
     for family in families:
         family.add_commands(sub, common)
     return parser

@@ -183,6 +183,8 @@ def normalise_origin(origin: str | None) -> str:
     parts = urlsplit(origin.strip())
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
     port = parts.port
     if port is None or (scheme, port) in (("http", 80), ("https", 443)):
         return f"{scheme}://{host}"

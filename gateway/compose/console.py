@@ -1,0 +1,165 @@
+"""The composition root of `gateway console`: the pool, a NATS connection made on first
+use (for the overview's consumer backlog), the app, and uvicorn; and of `gateway console
+token create|revoke`.
+
+Like the console itself, this imports neither ingest nor settlement: the console
+process never loads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gateway.adapters.postgres import Pool, connection, open_pool, transaction
+from gateway.adapters.postgres.console_access import live_token_exists
+from gateway.adapters.postgres.console_audit import record
+from gateway.console.token_admin import issue, revoke
+from gateway.console.web import ConsoleDeps
+from gateway.core.console_access import is_loopback
+from gateway.errors import ConfigError
+from gateway.settings import Settings
+from gateway.settings.sections import NatsSettings
+
+log = logging.getLogger(__name__)
+
+#: How long one page may wait for NATS to connect (the overview shows "unavailable").
+NATS_CONNECT_TIMEOUT_S = 1.0
+
+
+class LazyNats:
+    """A NATS connection opened when first asked for and kept, reconnecting by itself:
+    the console starts while NATS is down, and a page never waits long for it
+    (`gateway.adapters.jetstream.consumer_info` takes either a client or this)."""
+
+    def __init__(self, settings: NatsSettings) -> None:
+        self._settings = settings
+        self._nc: Any = None
+        self._lock = asyncio.Lock()
+
+    async def jetstream(self) -> Any:
+        async with self._lock:
+            if self._nc is None or self._nc.is_closed:
+                import nats
+
+                self._nc = await nats.connect(
+                    self._settings.servers,
+                    name="gateway-console",
+                    connect_timeout=NATS_CONNECT_TIMEOUT_S,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=1,
+                )
+        return self._nc.jetstream(timeout=self._settings.request_timeout_s)
+
+    async def close(self) -> None:
+        if self._nc is not None and not self._nc.is_closed:
+            with contextlib.suppress(Exception):
+                await self._nc.close()
+
+
+@contextlib.asynccontextmanager
+async def console_deps(settings: Settings) -> AsyncIterator[ConsoleDeps]:
+    """What the console's routes use, for as long as the block runs."""
+    async with open_pool(settings.database_url, max_size=8) as pool:
+        nats = LazyNats(settings.nats)
+        try:
+            yield ConsoleDeps(pool=pool, settings=settings, nats=nats)
+        finally:
+            await nats.close()
+
+
+async def check_protected(pool: Pool, host: str, trusted_proxies: tuple[str, ...]) -> None:
+    """Refuse (`ConfigError`, exit 2) to listen beyond loopback with no way to log in:
+    at least one live token, or a trusted SSO proxy, must exist first."""
+    if is_loopback(host) or trusted_proxies:
+        return
+    async with connection(pool) as conn:
+        if await live_token_exists(conn, datetime.now(UTC)):
+            return
+    raise ConfigError(
+        "console.host",
+        f"refusing to listen on {host}, beyond this machine, with no live token and no "
+        "console.trusted_proxies: issue one with 'gateway console token create' first",
+    )
+
+
+def uvicorn_options(settings: Settings, host: str, port: int) -> dict[str, Any]:
+    return {
+        "host": host,
+        "port": port,
+        "log_config": None,  # the gateway's JSON logs, not uvicorn's own
+        "access_log": False,
+        # The peer's own address is what `trusted_proxies` and the login throttle see:
+        # a forwarded-for header is never believed.
+        "proxy_headers": False,
+        "server_header": False,
+        "lifespan": "off",
+    }
+
+
+async def serve_console(settings: Settings, host: str, port: int) -> bool:
+    """Serve until SIGINT/SIGTERM; False if the server did not start."""
+    import uvicorn
+
+    from gateway.compose.sockets import bound_socket
+    from gateway.console.app import build_app
+
+    async with console_deps(settings) as deps:
+        await check_protected(deps.pool, host, settings.console.trusted_proxies)
+        sock = bound_socket(host, port, "console.port")
+        try:
+            config = uvicorn.Config(build_app(deps), **uvicorn_options(settings, host, port))
+            server = uvicorn.Server(config)
+            log.info("console listening", extra={"host": host, "port": sock.getsockname()[1]})
+            await server.serve(sockets=[sock])
+            return bool(server.started)
+        finally:
+            sock.close()
+
+
+async def create_token(
+    settings: Settings, name: str, role: str, created_by: str, expires_in: timedelta | None
+) -> str:
+    """`gateway console token create`: the new token (audited as done from the CLI)."""
+    async with open_pool(settings.database_url, max_size=1) as pool, transaction(pool) as conn:
+        token = await issue(
+            conn,
+            name=name,
+            role=role,
+            created_by=created_by,
+            now=datetime.now(UTC),
+            expires_in=expires_in,
+        )
+        await record(
+            conn,
+            actor=created_by,
+            role=None,
+            via="cli",
+            address=None,
+            action="token.create",
+            target=f"token:{name}",
+            detail={"role": role, "expires_s": expires_in.total_seconds() if expires_in else None},
+        )
+    return token
+
+
+async def revoke_token(settings: Settings, name: str, revoked_by: str) -> bool:
+    """`gateway console token revoke`: whether a live token of that name was revoked."""
+    async with open_pool(settings.database_url, max_size=1) as pool, transaction(pool) as conn:
+        revoked = await revoke(conn, name=name, revoked_by=revoked_by, now=datetime.now(UTC))
+        if revoked:
+            await record(
+                conn,
+                actor=revoked_by,
+                role=None,
+                via="cli",
+                address=None,
+                action="token.revoke",
+                target=f"token:{name}",
+            )
+    return revoked
