@@ -3,9 +3,10 @@
 -- safe to apply again.
 --
 -- The single-column first_failed_at indexes of 001 and 003 bound a page's start but
--- not its tie-break on id, so a deep page would read every row of its first second
--- again; these carry the whole key. The open rows' index is partial, as the list's
--- default is open rows only.
+-- not its tie-break on id: rows parked in one transaction share their now(), and a page
+-- inside such a group read and sorted the whole group again (200,000 rows, 50,000 to a
+-- time: 18 ms a page, against 0.1 ms through these). The open rows' index is partial,
+-- as the list's default is open rows only.
 CREATE INDEX IF NOT EXISTS dlq_webhooks_open_page_idx
     ON dlq_webhooks (first_failed_at, id)
     WHERE NOT is_resolved;

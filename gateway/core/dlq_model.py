@@ -25,6 +25,7 @@ class RowBrief:
     is_resolved: bool
     resolution: str | None
     source: str | None = None  # how the event arrived (live, backfill); None: no event row
+    error_message: str | None = None  # read by the console's list; the CLI's leaves it out
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from gateway.core.dead_letter_view import (
     trace_id,
 )
 from gateway.core.dlq_filters import build_filter, filter_from_query, filter_query
-from gateway.core.dlq_pages import DlqPage, Position, decode_cursor, encode_cursor, page_rows
+from gateway.core.dlq_pages import DlqPage, decode_cursor, encode_cursor, page_rows
+from gateway.core.keyset import Keyset
 from gateway.core.runbook import runbook_entry
 from gateway.errors import DlqUsageError
 
@@ -104,10 +105,16 @@ def test_bad_query_is_one_line(params: dict[str, list[str]], message: str) -> No
 
 def test_cursor_round_trips_and_refuses_forgeries() -> None:
     """A cursor names a position; anything else is refused, never guessed at."""
-    at = Position(datetime(2026, 11, 30, 9, 1, 2, 345678, tzinfo=UTC), 412)
+    at = Keyset(datetime(2026, 11, 30, 9, 1, 2, 345678, tzinfo=UTC), 412)
     assert decode_cursor(encode_cursor(at)) == at
     assert decode_cursor(None) is None and decode_cursor("") is None
-    for bad in ("nope", "!!!", encode_cursor(at)[:-3], "x" * 300, "MjAyNi0xMS0zMHwtMQ"):
+    for bad in (
+        "nope",
+        "!!!",
+        encode_cursor(at)[:-3],
+        "x" * 300,
+        "WyIyMDI2LTExLTMwVDA5OjAxOjAyKzAwOjAwIiwtMV0",
+    ):
         with pytest.raises(DlqUsageError, match="cursor"):
             decode_cursor(bad)
 

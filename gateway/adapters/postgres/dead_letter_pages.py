@@ -1,0 +1,190 @@
+"""The SQL behind the console's dead-letter pages: keyset pages of the list in the order
+`gateway dlq list` prints (first_failed_at, id), a capped count, the error class by
+stage matrix, one row's extras (its key, event type and trace), its key's neighbours,
+its audit trail, and resolving by hand one row or many.
+
+The filter is `dead_letters._filtered`, the one the CLI's list uses, so the console and
+`gateway dlq list` choose the same rows. A page never uses OFFSET: it starts after the
+last row of the one before, through `dlq_webhooks_open_page_idx` (open rows, the
+default) or `dlq_webhooks_page_idx` (sql/016_console_lists.sql).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gateway.adapters.postgres import Conn, translate_errors
+from gateway.adapters.postgres import order_admin as keys
+from gateway.adapters.postgres.dead_letters import _filtered, _Where, resolve_by_hand
+from gateway.core.dlq_filters import DlqFilter
+from gateway.core.dlq_model import RowBrief
+from gateway.core.dlq_pages import COUNT_CAP, DlqPage
+from gateway.core.keyset import Keyset
+
+_BRIEF = """
+SELECT id, stage, provider, event_id, subject, error_class, attempts, received_at,
+       first_failed_at, last_failed_at, is_resolved, resolution, error_message,
+       (SELECT p.source FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id) AS source
+FROM dlq_webhooks"""
+_ORDER = "ORDER BY first_failed_at, id"
+_CAPPED_COUNT = "SELECT count(*) FROM (SELECT 1 FROM dlq_webhooks"
+_EXPORT = """
+SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
+       error_detail, attempts, received_at, first_failed_at, last_failed_at, is_resolved,
+       resolved_at, resolution, resolution_note, resolved_by, order_key, key_seq
+FROM dlq_webhooks"""
+_EXPORT_PAYLOADS = """
+SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
+       error_detail, attempts, received_at, first_failed_at, last_failed_at, is_resolved,
+       resolved_at, resolution, resolution_note, resolved_by, order_key, key_seq,
+       payload, headers::text AS headers, payload_removed_at
+FROM dlq_webhooks"""
+
+
+def _after(where: _Where, after: Keyset | None) -> _Where:
+    if after is not None:
+        # A row comparison: the index on (first_failed_at, id) starts the scan there.
+        where.args += [after.at, after.id]
+        n = len(where.args)
+        where.parts.append(f"(first_failed_at, id) > (${n - 1}::timestamptz, ${n}::bigint)")
+    return where
+
+
+def page_query(f: DlqFilter, after: Keyset | None, limit: int) -> list[Any]:
+    """`[sql, *args]` of a page: `limit` + 1 rows (the one more says a next page exists)."""
+    return _after(_filtered(f), after).query(_BRIEF, _ORDER, limit + 1)
+
+
+def count_query(f: DlqFilter) -> list[Any]:
+    """`[sql, *args]` of the capped count: a LIMIT inside, so 1 M open rows cost 10,001."""
+    sql, *args = _filtered(f).query(_CAPPED_COUNT, "", COUNT_CAP + 1)
+    return [sql + ") AS capped", *args]
+
+
+async def list_page(conn: Conn, f: DlqFilter, after: Keyset | None, limit: int) -> DlqPage:
+    """The `limit` rows after `after` in the list's order, whether more follow, and how
+    many match `f` in all, counted up to the cap."""
+    with translate_errors():
+        records = await conn.fetch(*page_query(f, after, limit))
+        total = int(await conn.fetchval(*count_query(f)))
+    rows = [RowBrief(**dict(r)) for r in records[:limit]]
+    more = len(records) > limit
+    last = rows[-1] if rows else None
+    next_after = Keyset(last.first_failed_at, last.id) if more and last else None
+    return DlqPage(rows, next_after, total, total > COUNT_CAP)
+
+
+async def matching_ids(conn: Conn, f: DlqFilter, limit: int) -> list[int]:
+    """The ids of up to `limit` rows matching `f`, in the list's order."""
+    with translate_errors():
+        records = await conn.fetch(
+            *_filtered(f).query("SELECT id FROM dlq_webhooks", _ORDER, limit)
+        )
+    return [int(r["id"]) for r in records]
+
+
+async def stream_rows(
+    conn: Conn, f: DlqFilter, after: Keyset | None, limit: int, *, payloads: bool
+) -> list[dict[str, Any]]:
+    """A batch of the export: every stored field of `limit` rows after `after`, the
+    payload (as bytes) only when asked for."""
+    head = _EXPORT_PAYLOADS if payloads else _EXPORT
+    with translate_errors():
+        records = await conn.fetch(*_after(_filtered(f), after).query(head, _ORDER, limit))
+    return [dict(r) for r in records]
+
+
+async def groups(conn: Conn, f: DlqFilter) -> list[tuple[str, str, int]]:
+    """(error_class, stage, rows) of the rows matching `f`, most rows first."""
+    sql, *args = _filtered(f).query(
+        "SELECT error_class, stage, count(*) AS n FROM dlq_webhooks",
+        "GROUP BY error_class, stage ORDER BY count(*) DESC, error_class, stage",
+    )
+    with translate_errors():
+        records = await conn.fetch(sql, *args)
+    return [(r["error_class"], r["stage"], int(r["n"])) for r in records]
+
+
+@dataclass(frozen=True)
+class RowExtras:
+    """What a detail page shows beside the stored row: its place on its key and its
+    event's type and trace, from the event's own row."""
+
+    order_key: str | None
+    key_seq: int | None
+    event_type: str | None
+    traceparent: str | None
+    held: bool  # the row holds its key (resolving it releases the key)
+
+
+_EXTRAS = """
+SELECT d.order_key, d.key_seq, p.event_type, p.traceparent,
+       EXISTS (SELECT 1 FROM order_applied a
+               WHERE a.held_dlq_id = d.id AND a.held_at IS NOT NULL) AS held
+FROM dlq_webhooks d LEFT JOIN processed_webhooks p ON p.id = d.webhook_id
+WHERE d.id = $1
+"""
+_NEIGHBOURS = """
+(SELECT id, key_seq, stage, error_class, is_resolved FROM dlq_webhooks
+ WHERE provider = $1 AND order_key = $2 AND key_seq < $3 ORDER BY key_seq DESC LIMIT $4)
+UNION ALL
+(SELECT id, key_seq, stage, error_class, is_resolved FROM dlq_webhooks
+ WHERE provider = $1 AND order_key = $2 AND key_seq >= $3 AND id <> $5
+ ORDER BY key_seq LIMIT $4)
+ORDER BY key_seq, id
+"""
+_TRAIL = """
+SELECT id, at, actor, role, via, action, outcome, detail::text AS detail FROM console_audit
+WHERE target = $1 ORDER BY id DESC LIMIT $2
+"""
+
+
+async def extras(conn: Conn, row_id: int) -> RowExtras | None:
+    with translate_errors():
+        r = await conn.fetchrow(_EXTRAS, row_id)
+    return None if r is None else RowExtras(**dict(r))
+
+
+async def neighbours(
+    conn: Conn, row_id: int, provider: str, order_key: str, key_seq: int, each_side: int = 5
+) -> list[dict[str, Any]]:
+    """Up to `each_side` dead letters of the key before and after `key_seq`."""
+    with translate_errors():
+        records = await conn.fetch(_NEIGHBOURS, provider, order_key, key_seq, each_side, row_id)
+    return [dict(r) for r in records]
+
+
+async def audit_trail(conn: Conn, target: str, limit: int = 50) -> list[dict[str, Any]]:
+    """The console's audit rows about `target` (e.g. `dlq:412`), newest first."""
+    with translate_errors():
+        records = await conn.fetch(_TRAIL, target, limit)
+    return [dict(r) for r in records]
+
+
+async def resolve_one(conn: Conn, row_id: int, note: str, actor: str) -> tuple[bool, bool]:
+    """Resolve an open row by hand as `gateway dlq resolve` does: a row holding its key
+    releases the key. (resolved, released) — neither when the row is not open. Run it
+    inside the caller's transaction, with the audit row."""
+    release = await keys.release_holder(conn, row_id, note, actor)
+    if release is not None:
+        return True, True
+    return await resolve_by_hand(conn, row_id, note, actor), False
+
+
+async def open_among(conn: Conn, ids: Sequence[int]) -> list[int]:
+    """Which of `ids` are open rows, locked until the transaction ends, in id order."""
+    with translate_errors():
+        records = await conn.fetch(
+            "SELECT id FROM dlq_webhooks WHERE id = ANY($1::bigint[]) AND NOT is_resolved"
+            " ORDER BY id FOR UPDATE",
+            list(ids),
+        )
+    return [int(r["id"]) for r in records]
+
+
+async def database_now(conn: Conn) -> datetime:
+    with translate_errors():
+        return await conn.fetchval("SELECT now()")  # type: ignore[no-any-return]
