@@ -1,7 +1,193 @@
-"""The console's events area (routes to come)."""
+"""The event log: accepted events found with `gateway events list`'s filters inside a
+required window (at most 31 days), a page at a time by keyset; one event's publish and
+settlement state, its key's place and its dead letters; its payload for investigators
+and above (each view audited). HTML at /console/events, JSON at /console/api/v1/events.
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlencode
 
-ROUTES: list[BaseRoute] = []
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.adapters.postgres import connection, transaction
+from gateway.adapters.postgres.console_audit import record_for
+from gateway.adapters.postgres.console_events import search_events
+from gateway.console.event_pages import (
+    PUBLISH_MEANING,
+    EventDetail,
+    brief_doc,
+    detail_doc,
+    event_detail,
+    replay_link,
+)
+from gateway.console.web import Principal, client_address, deps, is_htmx, problem, render, require
+from gateway.core.console_roles import Capability, can
+from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
+from gateway.core.event_rows import EventBrief
+from gateway.core.event_search import EventSearch, PublishState, parse_event_search
+from gateway.core.keyset import encode_cursor
+from gateway.core.model import Source
+from gateway.core.operator_input import parse_ids
+from gateway.errors import EventsUsageError, UsageError
+
+
+def query_params(request: Request) -> dict[str, list[str]]:
+    """The query string, every value of every name (filters repeat)."""
+    params: dict[str, list[str]] = {}
+    for name, value in request.query_params.multi_items():
+        params.setdefault(name, []).append(value)
+    return params
+
+
+async def _search(request: Request) -> tuple[EventSearch, list[EventBrief], str | None]:
+    """Raises `EventsUsageError` for a search that cannot be run."""
+    console = deps(request)
+    search = parse_event_search(query_params(request), console.now())
+    async with connection(console.pool) as conn:
+        rows, after = await search_events(conn, search)
+    return search, rows, None if after is None else encode_cursor(after)
+
+
+def _form(params: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """The filter fields as typed, to fill the form in again."""
+    names = ("provider", "type", "since", "until", "id", "event_id", "source", "state")
+    filled = {n: ", ".join(v for v in params.get(n, ()) if v) for n in names}
+    filled["contains"] = next(iter(params.get("contains", ())), "")
+    return filled
+
+
+def _split(params: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A form field may hold several values separated by commas (`stripe, github`)."""
+    out = dict(params)
+    for name in ("provider", "type", "id", "event_id"):
+        if name in out:
+            out[name] = [p.strip() for v in out[name] for p in v.split(",") if p.strip()]
+    return out
+
+
+async def events_page(request: Request) -> Response:
+    principal = await require(request, Capability.VIEW)
+    console = deps(request)
+    params = query_params(request)
+    context: dict[str, Any] = {
+        "form": _form(params),
+        "states": [s.value for s in PublishState],
+        "sources": [s.value for s in Source],
+        "meaning": PUBLISH_MEANING,
+        "rows": [],
+        "next_href": None,
+        "error": None,
+        "search": None,
+        "replay_all_href": None,
+        "replay_page_href": None,
+    }
+    try:
+        search = parse_event_search(_split(params), console.now())
+        async with connection(console.pool) as conn:
+            rows, after = await search_events(conn, search)
+    except EventsUsageError as exc:
+        context["error"] = str(exc)
+        return render(request, "events/list.html", context, status=400)
+    pairs = search.query()
+    context.update(rows=rows, search=search)
+    if after is not None:
+        context["next_href"] = _href("/console/events", [*pairs, ("cursor", encode_cursor(after))])
+    if can(principal.role, Capability.OPERATE):
+        if search.state is None and search.contains is None:
+            # The planner replays by `gateway events replay`'s filters, which have no
+            # state or containment: with those, only the rows shown can be carried.
+            context["replay_all_href"] = replay_link(pairs)
+        if rows:
+            context["replay_page_href"] = replay_link([("id", str(r.id)) for r in rows])
+    template = "events/_rows.html" if is_htmx(request) else "events/list.html"
+    return render(request, template, context)
+
+
+def _href(path: str, pairs: list[tuple[str, str]]) -> str:
+    return f"{path}?{urlencode(pairs)}"
+
+
+def _row_id(request: Request) -> int | None:
+    try:
+        (row_id,) = parse_ids([request.path_params["id"]], "id")
+    except UsageError:
+        return None
+    return row_id
+
+
+async def _detail(request: Request, principal: Principal) -> tuple[EventDetail | None, bool]:
+    """The event and whether its payload is shown (audited as `payload.view` in the
+    transaction that reads it: a failed audit write shows nothing)."""
+    console = deps(request)
+    row_id = _row_id(request)
+    if row_id is None:
+        return None, False
+    shows = can(principal.role, Capability.READ_PAYLOADS)
+    async with transaction(console.pool) as conn:
+        detail = await event_detail(conn, console.settings, row_id)
+        if detail is not None and shows:
+            await record_for(
+                conn,
+                principal,
+                client_address(request),
+                "payload.view",
+                f"event:{row_id}",
+                detail={"via": "api" if request.url.path.startswith("/console/api/") else "page"},
+            )
+    return detail, shows
+
+
+async def event_page(request: Request) -> Response:
+    principal = await require(request, Capability.VIEW)
+    detail, shows = await _detail(request, principal)
+    if detail is None:
+        missing = {"detail": f"no accepted event with id {request.path_params['id']!r}"}
+        return render(request, "events/missing.html", missing, status=404)
+    row = detail.row
+    context: dict[str, Any] = {
+        "d": detail,
+        "e": row.brief,
+        "meaning": PUBLISH_MEANING,
+        "shows_payload": shows,
+        "trace_id": trace_id(row.headers),
+        "header_names": sorted(row.headers),
+        "headers": masked_headers(row.headers) if shows else [],
+        "view": payload_view(row.body, removed=row.brief.payload_removed_at is not None)
+        if shows
+        else None,
+        "replay_href": replay_link([("id", str(row.brief.id))])
+        if can(principal.role, Capability.OPERATE)
+        else None,
+    }
+    return render(request, "events/detail.html", context, no_store=shows)
+
+
+async def api_events(request: Request) -> Response:
+    await require(request, Capability.VIEW)
+    try:
+        _, rows, cursor = await _search(request)
+    except EventsUsageError as exc:
+        return problem(400, "Bad Request", str(exc))
+    return JSONResponse({"items": [brief_doc(r) for r in rows], "next_cursor": cursor})
+
+
+async def api_event(request: Request) -> Response:
+    principal = await require(request, Capability.VIEW)
+    detail, shows = await _detail(request, principal)
+    if detail is None:
+        return problem(404, "Not Found", f"no accepted event with id {request.path_params['id']!r}")
+    headers = {"Cache-Control": "no-store"} if shows else None
+    return JSONResponse(detail_doc(detail, with_payload=shows), headers=headers)
+
+
+ROUTES: list[BaseRoute] = [
+    Route("/console/events", events_page, methods=["GET"]),
+    Route("/console/events/{id}", event_page, methods=["GET"]),
+    Route("/console/api/v1/events", api_events, methods=["GET"]),
+    Route("/console/api/v1/events/{id}", api_event, methods=["GET"]),
+]

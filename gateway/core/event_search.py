@@ -112,20 +112,24 @@ def parse_contains(text: str) -> str:
 
 
 def window(
-    since: datetime | None, until: datetime | None, now: datetime
+    since: datetime | None,
+    until: datetime | None,
+    now: datetime,
+    default: timedelta = WINDOW_DEFAULT,
+    widest: timedelta = WINDOW_MAX,
 ) -> tuple[datetime, datetime]:
-    """The window searched: the last 24 h by default, one end given moves the other
-    24 h from it; wider than `WINDOW_MAX` is refused."""
+    """The window searched: the last `default` when none is given, one end given moves
+    the other `default` from it; wider than `widest` is refused."""
     if until is None:
-        until = now if since is None or since < now else since + WINDOW_DEFAULT
+        until = now if since is None or since < now else since + default
     if since is None:
-        since = until - WINDOW_DEFAULT
+        since = until - default
     width = until - since
-    if width > WINDOW_MAX:
+    if width > widest:
         days = width.total_seconds() / 86_400
         raise EventsUsageError(
             f"the time window is {days:.1f} days wide; search at most "
-            f"{WINDOW_MAX.days} days at a time (narrow since and until)"
+            f"{widest.days} days at a time (narrow since and until)"
         )
     return since, until
 

@@ -53,3 +53,34 @@ def decode_cursor(text: str) -> Keyset:
     if at.tzinfo is None or not isinstance(row_id, int) or not 0 < row_id <= MAX_ROW_ID:
         raise refused
     return Keyset(at, row_id)
+
+
+@dataclass(frozen=True)
+class KeyKeyset:
+    """Where a page of held keys ended: the hold's start, then the key itself."""
+
+    at: datetime
+    provider: str
+    order_key: str
+
+
+def encode_key_cursor(key: KeyKeyset) -> str:
+    raw = orjson.dumps([key.at.isoformat(), key.provider, key.order_key])
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode_key_cursor(text: str) -> KeyKeyset:
+    """The keyset a held-keys cursor carries; `BadCursor` for anything else."""
+    refused = BadCursor("cursor: not a page cursor of this console; start from the first page")
+    # A key is at most 200 bytes; its provider short: a cursor stays well under 1 KiB.
+    if not text or len(text) > 4 * CURSOR_MAX_CHARS:
+        raise refused
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        at_text, provider, order_key = orjson.loads(raw)
+        at = datetime.fromisoformat(at_text)
+    except (binascii.Error, ValueError, TypeError, orjson.JSONDecodeError):
+        raise refused from None
+    if at.tzinfo is None or not isinstance(provider, str) or not isinstance(order_key, str):
+        raise refused
+    return KeyKeyset(at, provider, order_key)

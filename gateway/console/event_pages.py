@@ -1,0 +1,134 @@
+"""What the event log's pages and API answer with: one event's documents (brief and
+detail), gathered from its row, its dead letters, its key's place and its settlement.
+The routes are in `gateway.console.events`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from gateway.adapters.postgres import Conn, settlements
+from gateway.adapters.postgres import console_events as store
+from gateway.adapters.postgres.events import get_event
+from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
+from gateway.core.event_rows import EventBrief, EventRow
+from gateway.core.event_search import PublishState
+from gateway.core.event_settlement import settlement_asked
+from gateway.settings import Settings
+
+#: What each publish state means, as the pages say it.
+PUBLISH_MEANING = {
+    PublishState.PUBLISHED.value: "on the stream",
+    PublishState.WAITING.value: "owed: waiting in the outbox",
+    PublishState.PARKED.value: "parked: the relay gave up (see its publish dead letter)",
+    PublishState.NO_SUBJECT.value: "never published: parked at ingest, no subject",
+}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def brief_doc(r: EventBrief) -> dict[str, Any]:
+    """An event as the list (and the API's items) show it: no body, no headers."""
+    return {
+        "id": r.id,
+        "provider": r.provider,
+        "event_id": r.event_id,
+        "event_type": r.event_type,
+        "subject": r.subject,
+        "source": r.source,
+        "received_at": _iso(r.received_at),
+        "publish_state": r.publish_state,
+        "payload_removed_at": _iso(r.payload_removed_at),
+    }
+
+
+def replay_link(pairs: list[tuple[str, str]]) -> str:
+    """The replay planner, asked to plan these events (`kind=events` and the filter)."""
+    return "/console/replays/new?" + urlencode([("kind", "events"), *pairs])
+
+
+@dataclass(frozen=True)
+class EventDetail:
+    row: EventRow
+    dead_letters: list[store.EventDeadLetter]
+    key: store.KeyPlace | None
+    settlement: dict[str, Any]
+
+
+async def event_detail(conn: Conn, settings: Settings, row_id: int) -> EventDetail | None:
+    row = await get_event(conn, row_id)
+    if row is None:
+        return None
+    b = row.brief
+    dead = await store.dead_letters_of(conn, b.id, b.provider, b.event_id)
+    key = None
+    if row.order_key is not None and row.key_seq is not None:
+        key = await store.key_place(conn, b.provider, row.order_key, row.key_seq)
+    return EventDetail(row, dead, key, await _settlement(conn, settings, row))
+
+
+async def _settlement(conn: Conn, settings: Settings, row: EventRow) -> dict[str, Any]:
+    """Where the event's settlement stands: the worker's own transfer id, read from the
+    body (a body retention removed can no longer say)."""
+    b = row.brief
+    if b.payload_removed_at is not None:
+        return {"state": None, "reason": "its body was removed by retention"}
+    schemes = {name: p.scheme for name, p in settings.providers.items()}
+    asked = settlement_asked(b.provider, b.event_type, row.body, schemes)
+    if asked.transfer_id is None or asked.instruction is None:
+        return {"state": None, "reason": asked.reason}
+    found = await settlements.by_transfer(conn, asked.transfer_id)
+    base = {
+        "transfer_id": str(asked.transfer_id),
+        "kind": asked.instruction.kind.value,
+        "settlement_id": asked.instruction.settlement_id,
+        "amount_minor": asked.instruction.amount_minor,
+        "currency": asked.instruction.currency,
+    }
+    if found is None:
+        return base | {"state": "not started", "reason": "no settlement row yet", "attempts": 0}
+    return base | {"state": found.state.value, "reason": "", "attempts": found.attempts}
+
+
+def detail_doc(d: EventDetail, *, with_payload: bool) -> dict[str, Any]:
+    """The API's answer for one event; the payload and header values only `with_payload`."""
+    row, b = d.row, d.row.brief
+    doc = brief_doc(b) | {
+        "publish_attempts": row.publish_attempts,
+        "order_key": row.order_key,
+        "key_seq": row.key_seq,
+        "key": None if d.key is None else _key_doc(d.key),
+        "settlement": d.settlement,
+        "dead_letters": [_dead_letter_doc(x) for x in d.dead_letters],
+        "trace_id": trace_id(row.headers),
+        "header_names": sorted(row.headers),
+    }
+    if not with_payload:
+        return doc | {"headers": None, "payload": None}
+    view = payload_view(row.body, removed=b.payload_removed_at is not None)
+    return doc | {
+        "headers": {h.name: h.value for h in masked_headers(row.headers)},
+        "payload": {
+            "form": view.form.value,
+            "size_bytes": view.size_bytes,
+            "sha256": view.sha256,
+            "text": view.raw,
+            "truncated": view.truncated,
+        },
+    }
+
+
+def _key_doc(k: store.KeyPlace) -> dict[str, Any]:
+    doc = asdict(k)
+    doc["held_at"] = _iso(k.held_at)
+    return doc
+
+
+def _dead_letter_doc(x: store.EventDeadLetter) -> dict[str, Any]:
+    doc = asdict(x)
+    doc["last_failed_at"] = _iso(x.last_failed_at)
+    return doc
