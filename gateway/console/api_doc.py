@@ -1,5 +1,9 @@
 """`GET /console/api/v1/openapi.json`: the admin API's OpenAPI 3.1 document, merged from
-each area's fragment in `gateway/console/openapi/*.json` (`{"paths", "components"}`)."""
+each area's fragment in `gateway/console/openapi/*.json` (`{"paths", "components"}`).
+
+`_common.json` holds what every area refers to: the `Problem` schema and the
+`BadRequest`, `Unauthorized`, `Forbidden`, `NotFound` and `Conflict` responses. A
+component defined twice must be defined the same way (`FragmentClash` otherwise)."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ class FragmentClash(ValueError):
 def merge(fragments: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One document from the fragments (by file name, merged in name order)."""
     paths: dict[str, dict[str, Any]] = {}
-    schemas: dict[str, Any] = {}
+    components: dict[str, dict[str, Any]] = {}
     for source in sorted(fragments):
         fragment = fragments[source]
         for path, operations in fragment.get("paths", {}).items():
@@ -35,10 +39,12 @@ def merge(fragments: dict[str, dict[str, Any]]) -> dict[str, Any]:
                 if method in merged and merged[method] != operation:
                     raise FragmentClash(f"{source}: {method.upper()} {path} defined twice")
                 merged[method] = operation
-        for name, schema in fragment.get("components", {}).get("schemas", {}).items():
-            if name in schemas and schemas[name] != schema:
-                raise FragmentClash(f"{source}: schema {name} defined twice, differently")
-            schemas[name] = schema
+        for kind, entries in fragment.get("components", {}).items():
+            merged_kind = components.setdefault(kind, {})
+            for name, entry in entries.items():
+                if name in merged_kind and merged_kind[name] != entry:
+                    raise FragmentClash(f"{source}: {kind} {name} defined twice, differently")
+                merged_kind[name] = entry
     return {
         "openapi": "3.1.0",
         "info": {
@@ -54,8 +60,8 @@ def merge(fragments: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "security": [{"bearer": []}],
         "paths": dict(sorted(paths.items())),
         "components": {
+            **{kind: dict(sorted(entries.items())) for kind, entries in sorted(components.items())},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": dict(sorted(schemas.items())),
         },
     }
 

@@ -65,11 +65,12 @@ class ConsoleHarness:
     def origin(self) -> str:
         return self.deps.origin
 
-    def anonymous(self, **kwargs: Any) -> httpx.AsyncClient:
-        """A client with no credentials."""
-        client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=self.app), base_url=self.origin, **kwargs
-        )
+    def anonymous(
+        self, *, transport_client: tuple[str, int] = ("127.0.0.1", 50000), **kwargs: Any
+    ) -> httpx.AsyncClient:
+        """A client with no credentials, seen by the console as `transport_client`."""
+        transport = httpx.ASGITransport(app=self.app, client=transport_client)
+        client = httpx.AsyncClient(transport=transport, base_url=self.origin, **kwargs)
         self._clients.append(client)
         return client
 
