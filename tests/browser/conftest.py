@@ -1,0 +1,71 @@
+"""Fixtures of the browser tests: headless Chromium (Debian's, through Playwright), a
+seeded console with a token per role, and pages that fail the test on any dialog, script
+error or console error they see."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright
+
+from tests.browser.harness import CHROMIUM, Console, Seeded, running_console, seed
+from tests.browser.pages import Guard
+
+if not CHROMIUM.exists():
+    # scripts/setup.sh installs it (`make test`); Playwright's own browser download is
+    # not used.
+    pytest.skip(
+        f"{CHROMIUM} is missing: run `make setup` (apt-get install chromium)",
+        allow_module_level=True,
+    )
+
+NewPage = Callable[..., Awaitable[tuple[Page, Guard]]]
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as pw:
+        # Root (CI, containers) cannot use Chromium's user-namespace sandbox.
+        args = ["--no-sandbox"] if os.geteuid() == 0 else []
+        launched = await pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture
+async def seeded(database_url: str, nats_url: str) -> Seeded:
+    return await seed(database_url, nats_url)
+
+
+@pytest.fixture
+async def console(
+    tmp_path: Path, database_url: str, nats_url: str, seeded: Seeded
+) -> AsyncIterator[Console]:
+    with running_console(tmp_path, database_url, nats_url) as running:
+        yield running
+
+
+@pytest.fixture
+async def new_page(browser: Browser) -> AsyncIterator[NewPage]:
+    """`await new_page(java_script_enabled=..., ...)`: a page in a fresh context (its own
+    cookies) and the guard watching it; every guard is checked when the test ends."""
+    contexts: list[BrowserContext] = []
+    guards: list[Guard] = []
+
+    async def make(**options: object) -> tuple[Page, Guard]:
+        context = await browser.new_context(**options)  # type: ignore[arg-type]
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        page = await context.new_page()
+        guard = Guard.watch(page)
+        guards.append(guard)
+        return page, guard
+
+    yield make
+    for context in contexts:
+        await context.close()
+    for guard in guards:
+        guard.assert_clean()
