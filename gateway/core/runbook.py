@@ -1,15 +1,17 @@
 """Where the runbook speaks of an error class: the section of the operations page for
 it, chosen by the class's family and the stage it failed at. Pure.
 
-What a class means comes from `gateway.errors.ErrorClass`, what to do about it from the
-error-code reference's table of actions; this module adds only the pointer to the
-procedure, so a page about one dead letter can say all three without a copy of the text.
+What a class means comes from `gateway.errors.ErrorClass`, what to do about it from
+`core.error_actions` (the error-code reference's last column); this module adds only the
+pointer to the procedure, so a page about one dead letter says all three without a copy
+of the text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.core.error_actions import ACTIONS
 from gateway.errors import ErrorClass, Family
 
 PAGE = "docs/operations.md"
@@ -53,7 +55,7 @@ class RunbookEntry:
     section: str  # e.g. "docs/operations.md#publish-failures"
 
 
-def runbook_entry(error_class: str, stage: str, action: str | None) -> RunbookEntry | None:
+def runbook_entry(error_class: str, stage: str) -> RunbookEntry | None:
     """The entry for a stored class; None for a class this gateway does not know (a
     row written by another version)."""
     try:
@@ -69,6 +71,6 @@ def runbook_entry(error_class: str, stage: str, action: str | None) -> RunbookEn
         error_class=member.value,
         family=member.family.value,
         meaning=member.description,
-        action=action or "See the runbook section below.",
+        action=ACTIONS[member],
         section=f"{PAGE}#{anchor}",
     )

@@ -190,10 +190,10 @@ def test_trace_id_from_headers_or_row() -> None:
 
 def test_runbook_points_at_the_stage_section() -> None:
     """A permanent class points at its stage's section, others at their family's."""
-    entry = runbook_entry("unknown_merchant", "settlement", "open the account")
+    entry = runbook_entry("unknown_merchant", "settlement")
     assert entry is not None and entry.section.endswith("#settlement-data-and-accounts")
-    assert entry.action == "open the account" and entry.family == "permanent"
-    assert runbook_entry("LEDGER_UNAVAILABLE", "settlement", None).section.endswith(  # type: ignore[union-attr]
-        "#retries-exhausted"
-    )
-    assert runbook_entry("NOT_A_CODE", "ingest", None) is None
+    assert entry.action == "`gateway ledger open-account MERCHANT_ID`, then replay."
+    assert entry.family == "permanent" and entry.meaning == "The merchant has no ledger account."
+    transient = runbook_entry("LEDGER_UNAVAILABLE", "settlement")
+    assert transient is not None and transient.section.endswith("#retries-exhausted")
+    assert runbook_entry("NOT_A_CODE", "ingest") is None
