@@ -16,7 +16,7 @@ import logging
 
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from gateway.adapters.postgres import transaction
 from gateway.adapters.postgres.console_access import find_session, find_token
@@ -38,6 +38,7 @@ from gateway.core.console_access import (
     sha256,
 )
 from gateway.core.console_roles import Role
+from gateway.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +131,26 @@ def proxy_principal(request: Request, console: ConsoleDeps) -> Principal | None:
     return Principal(user, Role(role), "proxy", None)
 
 
+def _failure(request: Request, status: int, title: str, detail: str) -> Response:
+    if is_api(request):
+        return problem(status, title, detail)
+    return PlainTextResponse(f"{status} {title}: {detail}\n", status_code=status)
+
+
 class ConsoleAuth(BaseHTTPMiddleware):
     """Authentication, the cross-site check and the security headers."""
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        response = await self._answer(request, call_next)
+        try:
+            response = await self._answer(request, call_next)
+        except DatabaseUnavailable:
+            # Said plainly, with the headers: the console cannot answer without its
+            # database, and a stack trace would tell an attacker more than an operator.
+            log.warning("console request failed: database unavailable")
+            response = _failure(request, 503, "Service Unavailable", "the database is unavailable")
+        except Exception:
+            log.exception("console request failed", extra={"path": request.url.path})
+            response = _failure(request, 500, "Internal Server Error", "see the console's log")
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         return response
@@ -188,6 +204,4 @@ class ConsoleAuth(BaseHTTPMiddleware):
         text = "a cross-site request cannot change anything here"
         if is_api(request):
             return problem(403, "Forbidden", text)
-        from starlette.responses import PlainTextResponse
-
         return PlainTextResponse(f"403 Forbidden: {text}\n", status_code=403)

@@ -174,3 +174,75 @@ async def console_factory(database_url: str) -> AsyncIterator[ConsoleFactory]:
 async def console(console_factory: ConsoleFactory) -> ConsoleHarness:
     """The console with default settings, on a fresh migrated database."""
     return await console_factory()
+
+
+#: A route and role case: (method, concrete path, least role allowed, form or JSON body).
+Case = tuple[str, str, Role, dict[str, Any] | None]
+
+#: What a state digest leaves out: columns every request may touch without changing
+#: anything (a token's last use, a session's last request).
+_DIGEST_SKIP = {"console_tokens": ("last_used_at",), "console_sessions": ("last_seen_at",)}
+
+
+async def state_digest(pool: Pool) -> dict[str, str]:
+    """Every table's rows as one md5 each (the audit trail without its 'forbidden'
+    rows): equal digests before and after a request mean it changed nothing."""
+    async with pool.acquire() as conn:
+        tables = [
+            r["table_name"]
+            for r in await conn.fetch(
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = 'public' AND table_type = 'BASE TABLE'"
+                " ORDER BY table_name"
+            )
+        ]
+        digest: dict[str, str] = {}
+        for table in tables:
+            columns = [
+                r["column_name"]
+                for r in await conn.fetch(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position",
+                    table,
+                )
+                if r["column_name"] not in _DIGEST_SKIP.get(table, ())
+            ]
+            listed = ", ".join(f'"{c}"' for c in columns)
+            where = " WHERE action <> 'forbidden'" if table == "console_audit" else ""
+            digest[table] = await conn.fetchval(
+                f"SELECT md5(coalesce(string_agg(r::text, '|' ORDER BY r::text), ''))"  # noqa: S608
+                f' FROM (SELECT {listed} FROM "{table}"{where}) r'
+            )
+    return digest
+
+
+async def send_case(
+    client: httpx.AsyncClient, method: str, path: str, body: dict[str, Any] | None
+) -> httpx.Response:
+    """The case's request: a JSON body under /console/api/, a form elsewhere."""
+    if body is None:
+        return await client.request(method, path)
+    if path.startswith("/console/api/"):
+        return await client.request(method, path, json=body)
+    return await client.request(method, path, data=body)
+
+
+async def check_case(console: ConsoleHarness, case: Case, role: Role) -> httpx.Response:
+    """Send `case` as `role` (by bearer token). Below the least role: 403, nothing
+    changed, one more 'forbidden' audit row. At or above: anything but 403."""
+    from gateway.core.console_roles import CAPABILITIES
+
+    method, path, least, body = case
+    before = await state_digest(console.pool)
+    forbidden_before = len(await console.audit("forbidden"))
+    r = await send_case(console.client(role), method, path, body)
+    allowed = CAPABILITIES[least] <= CAPABILITIES[role]
+    if allowed:
+        assert r.status_code != 403, f"{role} {method} {path}: {r.status_code} {r.text[:300]}"
+        return r
+    assert r.status_code == 403, f"{role} {method} {path}: {r.status_code} {r.text[:300]}"
+    after = await state_digest(console.pool)
+    changed = sorted(t for t in before if before[t] != after.get(t))
+    assert not changed, f"{role} {method} {path} was refused but changed {changed}"
+    assert len(await console.audit("forbidden")) == forbidden_before + 1
+    return r
