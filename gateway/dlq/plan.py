@@ -15,6 +15,11 @@ from gateway.core.dlq_filters import ReplayOptions
 from gateway.core.dlq_model import RowBrief
 from gateway.errors import ErrorClass
 
+#: The stages a replay can run again: the keys of `gateway.dlq.replay.STAGE_HANDLERS`
+#: (a test holds them equal), named here so a planner (the console's) can plan without
+#: loading the handlers and the settlement side they import.
+REPLAYABLE_STAGES: tuple[str, ...] = ("ingest", "publish", "settlement")
+
 
 class RowOutcome(enum.StrEnum):
     """What a replay did with one row."""

@@ -144,3 +144,10 @@ async def missing_ids(conn: Conn, ids: tuple[int, ...]) -> list[int]:
         )
     found = {int(r["id"]) for r in records}
     return [i for i in ids if i not in found]
+
+
+# For the replay planner (`replay_jobs.event_briefs`), which must choose the same rows as
+# `gateway events replay` does: the same filter, the same columns.
+BRIEF_COLUMNS = _BRIEF_COLUMNS
+where_of = _where
+brief_of = _brief
