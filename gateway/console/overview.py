@@ -1,7 +1,198 @@
-"""The console's overview area (routes to come)."""
+"""The overview: dead letters (by stage, recent additions, net growth per hour against
+the burst alert's threshold, the oldest open row), the outbox, the settlement
+consumer's backlog, held keys, each sender's newest event (a silent one stands out)
+and the replay jobs still running.
+
+GET /console/ is the page; htmx polls GET /console/overview/partial every 10 s while
+the tab is visible and swaps the figures in; with JavaScript off the page has a
+refresh link. GET /console/api/v1/stats/overview answers the same figures as JSON.
+Everything here needs VIEW: no payload is shown.
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+import asyncio
+from datetime import datetime
+from typing import Any
 
-ROUTES: list[BaseRoute] = []
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.adapters.jetstream.consumer_info import ConsumerBacklog, consumer_backlog
+from gateway.adapters.postgres import connection
+from gateway.adapters.postgres import console_stats as stats
+from gateway.console.charts import Bar, Chart, Threshold, bar_chart
+from gateway.console.web import ConsoleDeps, deps, is_htmx, render, require
+from gateway.core.console_overview import (
+    Overview,
+    Thresholds,
+    provider_names,
+    to_json,
+)
+from gateway.core.console_roles import Capability
+
+#: The polling interval of the page (htmx), in seconds.
+REFRESH_S = 10
+
+
+async def _backlog(console: ConsoleDeps) -> ConsumerBacklog:
+    s = console.settings
+    return await consumer_backlog(console.nats, s.nats.stream, s.settlement.consumer)
+
+
+async def gather(console: ConsoleDeps) -> Overview:
+    """Every figure, read now: the database's in one borrowed connection, NATS's
+    meanwhile (bounded to about a second, so NATS being down costs the page no more)."""
+    now = console.now()
+    settings = console.settings
+    thresholds = Thresholds.from_alerts(settings.alerts)
+    senders = provider_names(list(settings.providers), list(settings.services))
+    backlog = asyncio.create_task(_backlog(console))
+    try:
+        async with connection(console.pool) as conn:
+            dlq = await stats.dead_letter_figures(conn, now, thresholds)
+            owed, lag_s = await stats.outbox_owed(conn)
+            held, oldest_hold_s = await stats.held_keys(conn, now)
+            providers = await stats.last_events(conn, senders, now, thresholds.silent_after_s)
+            jobs = await stats.live_jobs(conn)
+    except BaseException:
+        backlog.cancel()
+        raise
+    consumer = await backlog
+    return Overview(
+        at=now,
+        thresholds=thresholds,
+        open_by_stage=dlq.open_by_stage,
+        added_5m=dlq.added_5m,
+        added_1h=dlq.added_1h,
+        added_24h=dlq.added_24h,
+        added_in_window=dlq.added_in_window,
+        hours=dlq.hours,
+        oldest_open=dlq.oldest_open,
+        outbox_pending=owed,
+        outbox_lag_s=lag_s,
+        held_keys=held,
+        oldest_hold_s=oldest_hold_s,
+        providers=providers,
+        jobs=jobs,
+        settlement_pending=consumer.pending,
+        settlement_note=consumer.unavailable,
+    )
+
+
+def format_age(seconds: float | None) -> str:
+    """An age as a reader takes it in at a glance: "45 s", "12 min", "3 h 5 min",
+    "2 d 4 h"."""
+    if seconds is None:
+        return "never"
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86_400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86_400} d {s % 86_400 // 3600} h"
+
+
+def _utc(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def growth_chart(view: Overview) -> Chart:
+    """Net growth per hour (opened minus resolved), with the burst alert's line."""
+    t = view.thresholds
+    window = format_age(t.dlq_window_s)
+    line = Threshold(
+        t.growth_per_hour,
+        f"alert: more than {t.dlq_rows_max} in {window} ({t.growth_per_hour:g} an hour)",
+    )
+    bars = [
+        Bar(b.start.strftime("%H:00"), b.net, f"{b.opened} opened, {b.resolved} resolved")
+        for b in view.hours
+    ]
+    return bar_chart(
+        bars,
+        chart_id="growth",
+        title="Dead letters: net growth per hour (opened minus resolved), UTC",
+        description=(
+            f"{len(bars)} hourly bars from {bars[0].label if bars else '-'} to "
+            f"{bars[-1].label if bars else '-'}; the dashed line is the burst alert's "
+            "threshold as an hourly rate."
+        ),
+        threshold=line,
+        label_heading="Hour (UTC)",
+        value_heading="Net growth",
+        detail_heading="Opened, resolved",
+    )
+
+
+def context(view: Overview) -> dict[str, Any]:
+    """What the templates show, every figure formatted once here."""
+    t = view.thresholds
+    oldest = view.oldest_open
+    return {
+        "view": view,
+        "updated": _utc(view.at),
+        "refresh_s": REFRESH_S,
+        "chart": growth_chart(view),
+        "oldest_age": None if oldest is None else format_age(oldest.age_s),
+        "oldest_at": None if oldest is None else _utc(oldest.first_failed_at),
+        "oldest_limit": format_age(t.oldest_unresolved_max_s),
+        "burst_window": format_age(t.dlq_window_s),
+        "lag": format_age(view.outbox_lag_s) if view.outbox_pending else "none owed",
+        "lag_over": view.outbox_pending > 0 and view.outbox_lag_s > t.outbox_lag_max_s,
+        "lag_limit": format_age(t.outbox_lag_max_s),
+        "hold_age": format_age(view.oldest_hold_s) if view.held_keys else None,
+        "hold_over": view.oldest_hold_s is not None and view.oldest_hold_s > t.hold_max_s,
+        "silent_after": format_age(t.silent_after_s),
+        "providers": [
+            {
+                "name": p.provider,
+                "last_id": p.last_id,
+                "last_at": _utc(p.last_at),
+                "age": format_age(p.age_s),
+                "silent": p.silent,
+            }
+            for p in view.providers
+        ],
+        "jobs": [
+            {
+                "job": j,
+                "done": j.total - j.pending,
+                "percent": _percent(j.total - j.pending, j.total),
+            }
+            for j in view.jobs
+        ],
+    }
+
+
+def _percent(done: int, total: int) -> int:
+    return 100 if total <= 0 else min(100, round(100 * done / total))
+
+
+async def overview_page(request: Request) -> Response:
+    await require(request, Capability.VIEW)
+    view = await gather(deps(request))
+    template = "overview/_figures.html" if is_htmx(request) else "overview/page.html"
+    return render(request, template, context(view))
+
+
+async def overview_partial(request: Request) -> Response:
+    """The figures alone, for htmx to swap into the page (a plain GET shows them too)."""
+    await require(request, Capability.VIEW)
+    view = await gather(deps(request))
+    return render(request, "overview/_figures.html", context(view))
+
+
+async def overview_api(request: Request) -> Response:
+    await require(request, Capability.VIEW)
+    return JSONResponse(to_json(await gather(deps(request))))
+
+
+ROUTES: list[BaseRoute] = [
+    Route("/console/", overview_page, methods=["GET"]),
+    Route("/console/overview/partial", overview_partial, methods=["GET"]),
+    Route("/console/api/v1/stats/overview", overview_api, methods=["GET"]),
+]
