@@ -1,0 +1,89 @@
+"""`GET /console/dlq/export.ndjson`: the rows a filter of the list chooses, one JSON
+document a line, streamed in keyset batches (never the whole result in memory).
+
+Two exports, two capabilities:
+
+- metadata only (the default): every stored field but the payload and the headers,
+  what the list and a viewer's detail page show. It needs VIEW and changes nothing, so
+  it writes no audit row.
+- `payloads=1`: also the payload (base64) and the headers (secret values masked, as
+  on the detail page). It needs READ_PAYLOADS, and writes one `payload.view` audit row
+  (target `dlq:export`, with the filter) before the first line is sent.
+
+An export stops after `EXPORT_MAX_ROWS` rows; its last line is then
+`{"truncated": true, "next_cursor": ...}`, and the same URL with `cursor=` goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from gateway.adapters.postgres import connection, transaction
+from gateway.adapters.postgres import dead_letter_pages as pages
+from gateway.adapters.postgres.console_audit import record_for
+from gateway.console.dead_letter_docs import export_doc, query_lists
+from gateway.console.web import client_address, deps, render, require
+from gateway.core.console_roles import Capability
+from gateway.core.dlq_filters import DlqFilter, filter_query
+from gateway.core.dlq_filters import filter_from_query as read_filter
+from gateway.core.dlq_pages import decode_cursor, encode_cursor
+from gateway.core.keyset import Keyset
+from gateway.errors import DlqUsageError
+
+EXPORT_MAX_ROWS = 100_000
+#: Rows read per round trip: a connection is held for one batch, not the whole export.
+BATCH_ROWS = 500
+
+
+async def _lines(
+    request: Request, f: DlqFilter, after: Keyset | None, payloads: bool
+) -> AsyncIterator[bytes]:
+    pool = deps(request).pool
+    sent = 0
+    while sent < EXPORT_MAX_ROWS:
+        want = min(BATCH_ROWS, EXPORT_MAX_ROWS - sent)
+        async with connection(pool) as conn:
+            batch = await pages.stream_rows(conn, f, after, want, payloads=payloads)
+        for record in batch:
+            yield orjson.dumps(export_doc(record)) + b"\n"
+        sent += len(batch)
+        if len(batch) < want:
+            return
+        after = Keyset(batch[-1]["first_failed_at"], batch[-1]["id"])
+    if after is not None:
+        # There may be more: say where to go on rather than end as if complete.
+        yield orjson.dumps({"truncated": True, "next_cursor": encode_cursor(after)}) + b"\n"
+
+
+async def export(request: Request) -> Response:
+    payloads = request.query_params.get("payloads", "").lower() in ("1", "true", "yes", "on")
+    principal = await require(request, Capability.READ_PAYLOADS if payloads else Capability.VIEW)
+    try:
+        f = read_filter(deps(request).now(), query_lists(request.query_params.multi_items()))
+        after = decode_cursor(request.query_params.get("cursor"))
+    except DlqUsageError as exc:
+        return render(
+            request,
+            "dead_letters/refused.html",
+            {"title": "Not exported", "detail": str(exc), "back": "/console/dlq"},
+            status=400,
+        )
+    headers = {"Content-Disposition": 'attachment; filename="dead-letters.ndjson"'}
+    if payloads:
+        async with transaction(deps(request).pool) as conn:
+            await record_for(
+                conn,
+                principal,
+                client_address(request),
+                "payload.view",
+                "dlq:export",
+                detail={"via": "export", "filter": query_lists(filter_query(f))},
+            )
+        headers["Cache-Control"] = "no-store"
+    return StreamingResponse(
+        _lines(request, f, after, payloads), media_type="application/x-ndjson", headers=headers
+    )
