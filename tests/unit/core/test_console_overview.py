@@ -1,0 +1,80 @@
+"""The overview's pure decisions: which hours the chart has, which provider is silent,
+how the burst threshold reads as an hourly rate."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gateway.core.alerting import AlertSettings
+from gateway.core.console_overview import (
+    HOURS,
+    Thresholds,
+    age_s,
+    fill_hours,
+    hour_starts,
+    provider_last,
+    provider_names,
+)
+
+NOW = datetime(2026, 12, 1, 14, 25, 30, tzinfo=UTC)
+
+
+def test_the_chart_has_the_current_hour_and_the_23_before_it() -> None:
+    starts = hour_starts(NOW)
+    assert len(starts) == HOURS == 24
+    assert starts[-1] == datetime(2026, 12, 1, 14, tzinfo=UTC)
+    assert starts[0] == datetime(2026, 11, 30, 15, tzinfo=UTC)
+    assert all(b - a == timedelta(hours=1) for a, b in itertools.pairwise(starts))
+
+
+def test_hours_without_rows_are_zero_and_rows_outside_the_chart_are_left_out() -> None:
+    this_hour = datetime(2026, 12, 1, 14, tzinfo=UTC)
+    too_old = datetime(2026, 11, 30, 14, tzinfo=UTC)
+    buckets = fill_hours(NOW, {this_hour: 5, too_old: 9}, {this_hour: 7})
+    assert len(buckets) == 24
+    assert (buckets[-1].opened, buckets[-1].resolved, buckets[-1].net) == (5, 7, -2)
+    assert sum(b.opened for b in buckets) == 5
+    assert all(b.net == 0 for b in buckets[:-1])
+
+
+@pytest.mark.parametrize(
+    ("last_at", "silent", "age"),
+    [
+        (None, True, None),  # never an event: silent
+        (NOW - timedelta(hours=23), False, 23 * 3600.0),
+        (NOW - timedelta(hours=24), False, 24 * 3600.0),  # at the limit: not yet
+        (NOW - timedelta(hours=24, seconds=1), True, 24 * 3600.0 + 1),
+        (NOW + timedelta(seconds=5), False, 0.0),  # another host's clock ahead: age 0
+    ],
+)
+def test_a_provider_is_silent_past_the_limit(
+    last_at: datetime | None, silent: bool, age: float | None
+) -> None:
+    judged = provider_last("stripe", 1, last_at, NOW)
+    assert (judged.silent, judged.age_s) == (silent, age)
+
+
+def test_services_are_named_as_their_rows_name_them() -> None:
+    assert provider_names(["stripe", "adyen"], ["billing"]) == [
+        "adyen",
+        "stripe",
+        "service:billing",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rows_max", "window_s", "per_hour"), [(10, 300.0, 120.0), (10, 3600.0, 10.0), (5, 60.0, 300.0)]
+)
+def test_the_burst_threshold_as_an_hourly_rate(
+    rows_max: int, window_s: float, per_hour: float
+) -> None:
+    t = Thresholds.from_alerts(AlertSettings(dlq_rows_max=rows_max, dlq_window_s=window_s))
+    assert t.growth_per_hour == per_hour
+
+
+def test_age_is_never_negative() -> None:
+    assert age_s(NOW, NOW + timedelta(minutes=1)) == 0.0
+    assert age_s(NOW, None) is None
