@@ -48,9 +48,8 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:
-    from gateway.adapters.postgres.console_access import NameTaken
     from gateway.compose.console import create_token
-    from gateway.console.token_admin import BadTokenRequest, check_request
+    from gateway.console.token_admin import BadTokenRequest, NameTaken, check_request
     from gateway.core.console_access import parse_expires
 
     name = "gateway console token create"

@@ -8,13 +8,13 @@ process never loads them.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from gateway.adapters.jetstream.lazy import LazyNats
 from gateway.adapters.postgres import Pool, connection, open_pool, transaction
 from gateway.adapters.postgres.console_access import live_token_exists
 from gateway.adapters.postgres.console_audit import record
@@ -23,43 +23,8 @@ from gateway.console.web import ConsoleDeps
 from gateway.core.console_access import is_loopback
 from gateway.errors import ConfigError
 from gateway.settings import Settings
-from gateway.settings.sections import NatsSettings
 
 log = logging.getLogger(__name__)
-
-#: How long one page may wait for NATS to connect (the overview shows "unavailable").
-NATS_CONNECT_TIMEOUT_S = 1.0
-
-
-class LazyNats:
-    """A NATS connection opened when first asked for and kept, reconnecting by itself:
-    the console starts while NATS is down, and a page never waits long for it
-    (`gateway.adapters.jetstream.consumer_info` takes either a client or this)."""
-
-    def __init__(self, settings: NatsSettings) -> None:
-        self._settings = settings
-        self._nc: Any = None
-        self._lock = asyncio.Lock()
-
-    async def jetstream(self) -> Any:
-        async with self._lock:
-            if self._nc is None or self._nc.is_closed:
-                import nats
-
-                self._nc = await nats.connect(
-                    self._settings.servers,
-                    name="gateway-console",
-                    connect_timeout=NATS_CONNECT_TIMEOUT_S,
-                    allow_reconnect=True,
-                    max_reconnect_attempts=-1,
-                    reconnect_time_wait=1,
-                )
-        return self._nc.jetstream(timeout=self._settings.request_timeout_s)
-
-    async def close(self) -> None:
-        if self._nc is not None and not self._nc.is_closed:
-            with contextlib.suppress(Exception):
-                await self._nc.close()
 
 
 @contextlib.asynccontextmanager

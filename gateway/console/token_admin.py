@@ -8,7 +8,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from gateway.adapters.postgres import Conn
-from gateway.adapters.postgres.console_access import create_token, revoke_token
+from gateway.adapters.postgres import console_access as store
 from gateway.core.console_access import TOKEN_BYTES, sha256, token_from_bytes
 from gateway.core.console_roles import Role
 
@@ -18,6 +18,10 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 
 class BadTokenRequest(ValueError):
     """A name or role the console does not accept; the message says which."""
+
+
+class NameTaken(Exception):
+    """A live token already has this name."""
 
 
 def check_request(name: str, role: str) -> Role:
@@ -47,18 +51,21 @@ async def issue(
     `BadTokenRequest`, or `NameTaken` when a live token has the name."""
     checked = check_request(name, role)
     token = token_from_bytes(secrets.token_bytes(TOKEN_BYTES))
-    await create_token(
-        conn,
-        name=name,
-        role=str(checked),
-        token_sha256=sha256(token),
-        created_by=created_by,
-        now=now,
-        expires_at=now + expires_in if expires_in is not None else None,
-    )
+    try:
+        await store.create_token(
+            conn,
+            name=name,
+            role=str(checked),
+            token_sha256=sha256(token),
+            created_by=created_by,
+            now=now,
+            expires_at=now + expires_in if expires_in is not None else None,
+        )
+    except store.NameTaken:
+        raise NameTaken(name) from None
     return token
 
 
 async def revoke(conn: Conn, *, name: str, revoked_by: str, now: datetime) -> bool:
     """Revoke the live token `name` and end its sessions; False if none is live."""
-    return await revoke_token(conn, name=name, revoked_by=revoked_by, now=now)
+    return await store.revoke_token(conn, name=name, revoked_by=revoked_by, now=now)

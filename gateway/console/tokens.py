@@ -12,9 +12,9 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console_access import NameTaken, list_tokens
+from gateway.adapters.postgres.console_access import list_tokens
 from gateway.adapters.postgres.console_audit import record_for
-from gateway.console.token_admin import BadTokenRequest, issue, revoke
+from gateway.console.token_admin import BadTokenRequest, NameTaken, issue, revoke
 from gateway.console.web import (
     Principal,
     client_address,

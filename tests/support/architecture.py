@@ -31,6 +31,7 @@ PURE_STDLIB = frozenset(
         "functools",
         "hashlib",
         "hmac",
+        "ipaddress",
         "itertools",
         "json",
         "math",
@@ -41,6 +42,8 @@ PURE_STDLIB = frozenset(
         "typing",
     }
 )
+#: Pure modules of standard-library packages whose other modules are not (urllib.request).
+PURE_STDLIB_MODULES = frozenset({"urllib.parse"})
 #: Pure third-party libraries the core may use.
 PURE_LIBRARIES = frozenset({"orjson"})
 #: Parts of importlib that read package data and metadata and never import a module by
@@ -134,6 +137,7 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
         top = _top(imp.target)
         if _within(imp.importer, core) and not (
             top in PURE_STDLIB
+            or imp.target in PURE_STDLIB_MODULES
             or top in PURE_LIBRARIES
             or _within(imp.target, core)
             or imp.target == f"{package}.errors"
@@ -168,6 +172,55 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
             imp.target == "builtins"
         ):
             yield f"no registration by import side effect: {where}"
+
+
+#: What the console process must never load: the ingest and settlement sides, and the
+#: replay code that drives them (the console writes replay jobs; `gateway dlq run-jobs`
+#: runs them).
+CONSOLE_FORBIDDEN = re.compile(
+    r"^{pkg}\.(ingest|settlement)(\.|$)|^{pkg}\.dlq\.(replay|\w+_handler)$"
+)
+
+
+def _loaded_by(name: str, mods: Mapping[str, Module]) -> list[str]:
+    """What importing `name` runs: the module and each package above it."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in mods]
+
+
+def console_isolation(
+    found: Iterable[Import], mods: Mapping[str, Module], package: str
+) -> Iterator[str]:
+    """`package.console` never imports ingest, settlement, `dlq.replay` or a dlq
+    `*_handler`, directly or through anything it imports (function-level imports
+    included): reported with the chain that gets there."""
+    forbidden = re.compile(CONSOLE_FORBIDDEN.pattern.replace("{pkg}", re.escape(package)))
+    graph: dict[str, set[str]] = {name: set() for name in mods}
+    for imp in found:
+        for target in _loaded_by(imp.target, mods):
+            if target != imp.importer:
+                graph[imp.importer].add(target)
+    console = f"{package}.console"
+    starts = sorted(n for n in mods if _within(n, console))
+    came_from: dict[str, str | None] = {}
+    queue: list[str] = []
+    for start in starts:
+        for loaded in _loaded_by(start, mods):
+            if loaded not in came_from:
+                came_from[loaded] = None if loaded == start else start
+                queue.append(loaded)
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph[node]):
+            if nxt not in came_from:
+                came_from[nxt] = node
+                queue.append(nxt)
+    for name in sorted(came_from):
+        if forbidden.search(name):
+            chain = [name]
+            while came_from[chain[-1]] is not None:
+                chain.append(came_from[chain[-1]])  # type: ignore[arg-type]
+            yield f"the console never loads {name}: {' -> '.join(reversed(chain))}"
 
 
 def side_effect_imports(mods: Mapping[str, Module]) -> Iterator[str]:
@@ -298,6 +351,7 @@ def check(root: Path, package: str) -> list[str]:
     problems = list(namespace_packages(root, package))
     problems += layering(found, package)
     problems += side_effect_imports(mods)
+    problems += console_isolation(found, mods, package)
     problems += sql_outside_adapters(mods, package)
     problems += logger_names(mods, package)
     problems += [f"import cycle: {' -> '.join(group)}" for group in cycles(found, mods)]

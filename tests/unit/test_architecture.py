@@ -50,9 +50,37 @@ GOOD = {
     "pkg/tracing/otel.py": "from opentelemetry import trace\n",
     "pkg/cli/__init__.py": "from pkg.compose import run\n",
     "pkg/__main__.py": "from pkg.cli import run\n",
+    "pkg/console/__init__.py": "",
+    "pkg/console/app.py": "from pkg.core import rules\nfrom pkg.dlq import plan\n",
+    "pkg/dlq/__init__.py": "",
+    "pkg/dlq/plan.py": "from pkg.core import rules\n",
+    "pkg/dlq/replay.py": "from pkg.settlement import worker\n",
+    "pkg/dlq/settlement_handler.py": "from pkg.settlement import worker\n",
 }
 
 BROKEN = [
+    (
+        "pkg/console/app.py",
+        "def f():\n    from pkg.ingest import app\n",
+        "the console never loads pkg.ingest: pkg.console.app -> pkg.ingest",
+    ),
+    (
+        "pkg/dlq/plan.py",
+        "from pkg.dlq import replay\n",
+        "the console never loads pkg.dlq.replay: pkg.console.app -> pkg.dlq.plan -> pkg.dlq.replay",
+    ),
+    (
+        "pkg/dlq/__init__.py",
+        "from pkg.dlq import settlement_handler\n",
+        "the console never loads pkg.dlq.settlement_handler: pkg.console.app -> pkg.dlq"
+        " -> pkg.dlq.settlement_handler",
+    ),
+    (
+        "pkg/console/app.py",
+        "from pkg.compose import run\n",
+        "the console never loads pkg.ingest.app: pkg.console.app -> pkg.compose.run"
+        " -> pkg.ingest.app",
+    ),
     ("pkg/core/rules.py", "import socket\n", "core does no I/O: pkg.core.rules:1 imports socket"),
     (
         "pkg/core/rules.py",
@@ -146,9 +174,9 @@ BROKEN = [
         "import cycle: pkg.core.other -> pkg.core.rules",
     ),
     (
-        "pkg/dlq/replay.py",
+        "pkg/retention/task.py",
         "from pkg.core import rules\n",
-        "a package has an __init__.py: pkg/dlq",
+        "a package has an __init__.py: pkg/retention",
     ),
 ]
 
@@ -211,4 +239,36 @@ def test_the_serving_path_loads_no_settlement_redis_or_tigerbeetle() -> None:
         or m.startswith("gateway.settlement")
     ]
     assert "gateway.ingest.app" in loaded
+    assert unwanted == []
+
+
+def test_the_console_process_loads_no_ingest_settlement_or_replay() -> None:
+    """Building the console's app as `gateway console` does (CLI included) leaves the
+    ingest and settlement sides and the replay code unloaded."""
+    probe = textwrap.dedent(
+        """
+        import sys
+        from typing import Any, cast
+        from gateway import cli
+        from gateway.compose import console as compose_console
+        from gateway.console.app import build_app
+        from gateway.console.web import ConsoleDeps
+        from gateway.settings import parse
+        from tests.support.config_file import with_urls
+        cli.build_parser().parse_args(["console"])
+        build_app(ConsoleDeps(pool=cast(Any, None), settings=parse(with_urls({}), env={})))
+        print("\\n".join(sorted(sys.modules)))
+        """
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
+    unwanted = [
+        m
+        for m in loaded
+        if m.startswith(("gateway.ingest", "gateway.settlement"))
+        or m == "gateway.dlq.replay"
+        or (m.startswith("gateway.dlq.") and m.endswith("_handler"))
+    ]
+    assert "gateway.console.app" in loaded and "gateway.compose.console" in loaded
     assert unwanted == []

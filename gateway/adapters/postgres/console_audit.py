@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gateway.adapters.postgres import Conn, translate_errors
 
-if TYPE_CHECKING:
-    from gateway.console.web import Principal
+
+class Actor(Protocol):
+    """Who did it (the console's `Principal`)."""
+
+    @property
+    def actor(self) -> str: ...
+    @property
+    def role(self) -> Any: ...
+    @property
+    def via(self) -> str: ...
+
 
 _INSERT = """
 INSERT INTO console_audit (actor, role, via, address, action, target, outcome, detail)
@@ -48,7 +57,7 @@ async def record(
 
 async def record_for(
     conn: Conn,
-    principal: Principal,
+    principal: Actor,
     request_address: str | None,
     action: str,
     target: str | None,
