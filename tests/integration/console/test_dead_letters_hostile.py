@@ -33,9 +33,7 @@ async def test_markup_in_a_dead_letter_is_escaped_everywhere(console: ConsoleHar
         assert "<script>alert" not in page and "<img src=x" not in page, path
         assert "onerror=alert(1)>" not in page.replace("onerror=alert(1)&gt;", ""), path
         # The text is all there, escaped, for a person to read.
-        assert (
-            html.escape(IMG, quote=False).replace('"', "&#34;") in page or html.escape(IMG) in page
-        ), path
+        assert str(escape(IMG)) in page, path
     detail = (await browser.get(f"/console/dlq/{row_id}")).text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail
     # Both payload views and the header value carry the text, escaped.
