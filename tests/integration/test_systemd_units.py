@@ -23,12 +23,14 @@ SERVICES = {
     "gateway-settle.service": "settle",
     "gateway-reconcile.service": "reconcile",
     "gateway-dlq-jobs.service": "dlq run-jobs",
+    "gateway-console.service": "console",
 }
 LONG_RUNNING = [
     "gateway-serve.service",
     "gateway-relay.service",
     "gateway-settle.service",
     "gateway-dlq-jobs.service",
+    "gateway-console.service",
 ]
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 
