@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import httpx
 import pytest
 
 from gateway.console import replay_ops
@@ -28,6 +29,7 @@ from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import UnknownMerchant
 from gateway.settings import Settings
 from tests.support.console import ConsoleHarness
+from tests.support.openapi import check_answer
 from tests.support.services import stream_messages
 
 
@@ -344,3 +346,40 @@ async def test_an_events_job_republishes_through_the_events_replay(
         "stripe:evt_0",
         "stripe:evt_2",
     ]
+
+
+async def test_the_api_answers_as_its_openapi_document_says(
+    console: ConsoleHarness, handler: Handler
+) -> None:
+    ids = await park(console, 2)
+    api = console.client(Role.OPERATOR)
+    doc = (await api.get("/console/api/v1/openapi.json")).json()
+    base = "/console/api/v1/replays"
+
+    def check(template: str, method: str, r: httpx.Response) -> None:
+        if r.status_code < 400:
+            check_answer(doc, template, method, r.status_code, r.headers, r.content)
+            return
+        # Problems: documented, and a problem+json object (the checker reads it as text).
+        assert str(r.status_code) in doc["paths"][template][method]["responses"]
+        assert r.headers["content-type"] == "application/problem+json"
+        assert r.json()["status"] == r.status_code
+
+    check(base, "post", await api.post(base, json={"ids": ids, "dry_run": True}))
+    created = await api.post(base, json={"ids": ids}, headers={"Idempotency-Key": "doc"})
+    check(base, "post", created)
+    job_id = created.json()["job_id"]
+    check(base, "post", await api.post(base, json={"ids": [999]}))  # 404
+    check(base, "post", await api.post(base, json={"ids": "x"}))  # 400
+    check(base, "get", await api.get(base))
+    check(f"{base}/{{job_id}}", "get", await api.get(f"{base}/{job_id}"))
+    check(f"{base}/{{job_id}}", "get", await api.get(f"{base}/999"))
+    check(f"{base}/{{job_id}}/pause", "post", await api.post(f"{base}/{job_id}/pause"))
+    check(f"{base}/{{job_id}}/pause", "post", await api.post(f"{base}/{job_id}/pause"))  # 409
+    check(f"{base}/{{job_id}}/resume", "post", await api.post(f"{base}/{job_id}/resume"))
+    await run_jobs(console)
+    check(f"{base}/{{job_id}}", "get", await api.get(f"{base}/{job_id}"))
+    check(f"{base}/{{job_id}}/items", "get", await api.get(f"{base}/{job_id}/items"))
+    check(f"{base}/{{job_id}}/cancel", "post", await api.post(f"{base}/{job_id}/cancel"))
+    viewer = console.client(Role.VIEWER)
+    check(base, "post", await viewer.post(base, json={"ids": ids}))  # 403
