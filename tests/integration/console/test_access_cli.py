@@ -176,7 +176,7 @@ async def test_the_console_serves_on_loopback_without_a_token(cfg: str) -> None:
     proc = await serving(cfg, "127.0.0.1", port)
     try:
         r = await wait_until(lambda: answer(f"http://127.0.0.1:{port}/console/login"), 20)
-        assert r.status_code == 200
+        assert r is not None and r.status_code == 200
         assert "default-src 'none'" in r.headers["content-security-policy"]
         assert "server" not in r.headers
     finally:
@@ -192,7 +192,7 @@ async def test_the_console_serves_beyond_loopback_once_a_token_exists(cfg: str) 
     proc = await serving(cfg, "0.0.0.0", port)
     try:
         r = await wait_until(lambda: answer(f"http://127.0.0.1:{port}/console/login"), 20)
-        assert r.status_code == 200
+        assert r is not None and r.status_code == 200
         async with httpx.AsyncClient() as client:
             api = await client.get(
                 f"http://127.0.0.1:{port}/console/api/v1/tokens",
