@@ -30,6 +30,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("dlq", "replay", "--all"),
     ("dlq", "resolve", "1", "--note", "done"),
     ("dlq", "stats"),
+    ("dlq", "run-jobs", "--once"),
     ("ordering", "keys", "--held"),
     ("ordering", "release", "stripe", "pi_1", "--note", "done"),
     ("retention", "run", "--dry-run"),
