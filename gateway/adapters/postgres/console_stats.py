@@ -64,14 +64,19 @@ WHERE is_resolved AND resolved_at >= $2::timestamptz AND resolved_at <= $1
 GROUP BY 2
 """
 
-# The configured senders in one statement: a LATERAL backward step per name.
+# The configured senders in one statement: a LATERAL backward step per name along
+# (provider, received_at). The provider is bounded by a range of one value, not `=`:
+# with `=` the planner drops the provider from the ORDER BY and, a sender being a fifth
+# of the rows, walked processed_webhooks_received_idx backwards filtering on it, which
+# for a silent sender reads every event (943 ms at 1 M events against 0.25 ms this way).
+# Ordered by both columns, only this index yields the order without a sort.
 _LAST_EVENTS = """
 SELECT p.name, last.id, last.received_at
 FROM unnest($1::text[]) WITH ORDINALITY AS p(name, n)
 LEFT JOIN LATERAL (
     SELECT w.id, w.received_at FROM processed_webhooks w
-    WHERE w.provider = p.name
-    ORDER BY w.received_at DESC LIMIT 1
+    WHERE w.provider >= p.name AND w.provider <= p.name
+    ORDER BY w.provider DESC, w.received_at DESC LIMIT 1
 ) last ON true
 ORDER BY p.n
 """

@@ -1,0 +1,421 @@
+"""The console's lists at scale: a fresh database filled with 1,000,000 dead letters and
+10,000,000 events, then the p95 latency of the first page and of a deep-cursor page of
+the dead-letter and event list APIs (and of the overview), and the EXPLAIN plans that
+show each is read along an index.
+
+    python -m bench.console_lists [--events 10000000] [--dead-letters 1000000]
+                                  [--requests 50] [--keep] [--reuse DBNAME]
+
+The rows are made by `INSERT ... SELECT FROM generate_series` in PostgreSQL, with
+realistic spreads taken from a hash of the row number (so every run makes the same
+rows): five senders (stripe half of the events), a dozen event types, 30 days of
+arrivals; dead letters in four stages and eight error classes, skewed, 30 % of them
+open. The secondary indexes are dropped for the fill and built again afterwards, as a
+restore would (one sort per index instead of ten million insertions each), then the
+tables are vacuumed and analysed. Requests go through the whole console app (bearer
+authentication, the route, the adapter, JSON) over httpx's ASGI transport, one at a
+time; the figures are per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+
+from gateway.adapters.postgres import create_pool, migrate
+from gateway.adapters.postgres import dead_letter_pages as dlq_pages
+from gateway.adapters.postgres.console_events import search_sql
+from gateway.console.app import build_app
+from gateway.console.token_admin import issue
+from gateway.console.web import ConsoleDeps
+from gateway.core.dlq_filters import filter_from_query
+from gateway.core.event_search import parse_event_search
+from gateway.core.keyset import Keyset, encode_cursor
+from gateway.settings import parse
+from tests.support.services import ADMIN_DSN, create_database, drop_database, unique_name
+
+#: The issue's target for every list page.
+P95_TARGET_MS = 200.0
+EVENT_DAYS = 30
+CHUNK_ROWS = 1_000_000
+TABLES = ("processed_webhooks", "dlq_webhooks")
+
+# Spreads from a hash of the row number g: h(g, k) is a number 0..99, the same each run.
+_H = "(abs(hashint8({g}::bigint * {k} + {k})) % 100)"
+_PROVIDER = (
+    "CASE WHEN {h} < 50 THEN 'stripe' WHEN {h} < 70 THEN 'adyen' WHEN {h} < 80 THEN 'github'"
+    " WHEN {h} < 90 THEN 'paddle' ELSE 'service:billing' END"
+)
+_TYPES = (
+    "payment_intent.succeeded", "payment_intent.payment_failed", "charge.succeeded",
+    "charge.refunded", "invoice.paid", "invoice.payment_failed", "customer.created",
+    "customer.subscription.updated", "payout.paid", "transfer.created", "push", "order.paid",
+)  # fmt: skip
+_CLASSES = (
+    "SCHEMA_INVALID", "CURRENCY_UNAVAILABLE", "UNSUPPORTED_PAIR", "LEDGER_UNAVAILABLE",
+    "MISSING_FIELD", "INVALID_AMOUNT", "INSUFFICIENT_FUNDS", "BLOCKED_BY_PREDECESSOR",
+)  # fmt: skip
+
+
+def _provider(g: str) -> str:
+    return _PROVIDER.format(h=_H.format(g=g, k=1))
+
+
+def _pick(values: tuple[str, ...], g: str, k: int, skew: bool = False) -> str:
+    """One of `values` by the hash; skewed towards the first ones when asked (a few
+    error classes make most dead letters, as in life)."""
+    h = _H.format(g=g, k=k)
+    index = f"floor(power({h} / 100.0, 2) * {len(values)})" if skew else f"{h} % {len(values)}"
+    listed = ", ".join(f"'{v}'" for v in values)
+    return f"(ARRAY[{listed}])[1 + {index}::int]"
+
+
+def _received(g: str) -> str:
+    """Arrival times rise with the row number over EVENT_DAYS days to $3 (now)."""
+    return f"($3::timestamptz - make_interval(secs => ($2::bigint - {g}) * $4::float8))"
+
+
+def _events_sql() -> str:
+    provider, etype = _provider("g"), _pick(_TYPES, "g", 2)
+    return f"""
+INSERT INTO processed_webhooks (id, provider, event_id, event_type, subject, headers, body,
+                                received_at, published_at, outbox_xid, source)
+SELECT g, {provider}, 'evt_' || g, {etype},
+       CASE WHEN {provider} LIKE 'service:%' THEN 'events.billing.' ELSE 'webhooks.'
+            || {provider} || '.' END || {etype},
+       '{{"content-type": "application/json"}}'::jsonb,
+       convert_to(json_build_object('id', 'evt_' || g, 'type', {etype}, 'data',
+           json_build_object('amount', g % 100000, 'currency', 'EUR'))::text, 'UTF8'),
+       {_received("g")}, {_received("g")}, NULL,
+       CASE WHEN {_H.format(g="g", k=3)} < 2 THEN 'backfill' ELSE 'live' END
+FROM generate_series($1::bigint, $5::bigint) AS g
+"""  # noqa: S608 - only this module's constants are formatted in
+
+
+def _dead_letters_sql() -> str:
+    # Dead letter g is about event g * $6 (every tenth event, with the default sizes).
+    w = "(g * $6::bigint)"
+    stage = (
+        f"CASE WHEN {_H.format(g='g', k=5)} < 70 THEN 'settlement' WHEN {_H.format(g='g', k=5)}"
+        f" < 85 THEN 'ingest' WHEN {_H.format(g='g', k=5)} < 90 THEN 'publish'"
+        " ELSE 'forward:crm' END"
+    )
+    failed = f"{_received(w)} + make_interval(secs => {_H.format(g='g', k=6)} * 3)"
+    open_ = f"({_H.format(g='g', k=7)} < 30)"
+    return f"""
+INSERT INTO dlq_webhooks (webhook_id, stage, provider, event_id, subject, error_class,
+                          error_message, error_detail, payload, attempts, received_at,
+                          first_failed_at, last_failed_at, is_resolved, resolved_at,
+                          resolution)
+SELECT CASE WHEN {w} <= $2::bigint THEN {w} END, {stage}, {_provider(w)}, 'evt_' || {w},
+       'webhooks.' || {_provider(w)} || '.' || {_pick(_TYPES, w, 2)},
+       {_pick(_CLASSES, "g", 8, skew=True)}, 'the event failed: see the detail',
+       'Traceback (most recent call last):\n  File "worker.py", line 1, in settle\n'
+           || 'GatewayError: failed', '{{}}'::bytea, 1 + {_H.format(g="g", k=9)} % 5,
+       {_received(w)}, {failed}, {failed}, NOT {open_},
+       CASE WHEN NOT {open_} THEN {failed} + make_interval(secs => {_H.format(g="g", k=10)}
+           * 1728) END,
+       CASE WHEN NOT {open_} THEN 'replayed' END
+FROM generate_series($1::bigint, $5::bigint) AS g
+"""  # noqa: S608 - only this module's constants are formatted in
+
+
+async def _timed(label: str, work: Awaitable[Any]) -> Any:
+    started = time.monotonic()
+    result = await work
+    print(f"  {label}: {time.monotonic() - started:.1f} s", flush=True)
+    return result
+
+
+async def fill(dsn: str, events: int, dead_letters: int, now: datetime) -> None:
+    """Rows in bulk, with the secondary indexes (and unique constraints) built after."""
+    conn = await asyncpg.connect(dsn, command_timeout=None)
+    try:
+        await conn.execute("SET maintenance_work_mem = '1GB'")
+        # The dead letters' foreign key is checked by construction (ids exist); skipping
+        # its trigger saves a look-up per row.
+        await conn.execute("SET session_replication_role = replica")
+        indexes = await conn.fetch(
+            "SELECT i.indexrelid::regclass::text AS name, pg_get_indexdef(i.indexrelid) AS ddl"
+            " FROM pg_index i LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid"
+            " WHERE i.indrelid = ANY($1::regclass[]) AND c.oid IS NULL",
+            list(TABLES),
+        )
+        uniques = await conn.fetch(
+            "SELECT conrelid::regclass::text AS tab, conname, pg_get_constraintdef(oid) AS ddl"
+            " FROM pg_constraint WHERE conrelid = ANY($1::regclass[]) AND contype = 'u'",
+            list(TABLES),
+        )
+        for r in indexes:
+            await conn.execute(f"DROP INDEX {r['name']}")
+        for r in uniques:
+            await conn.execute(f"ALTER TABLE {r['tab']} DROP CONSTRAINT {r['conname']}")
+        step_s = EVENT_DAYS * 86_400 / max(events, 1)
+        print(f"filling {events:,} events and {dead_letters:,} dead letters", flush=True)
+        sql = _events_sql()
+        for lo in range(1, events + 1, CHUNK_ROWS):
+            hi = min(events, lo + CHUNK_ROWS - 1)
+            await _timed(f"events {lo:,}-{hi:,}", conn.execute(sql, lo, events, now, step_s, hi))
+        if events:
+            await conn.execute("SELECT setval('processed_webhooks_id_seq', $1)", events)
+        ratio = max(1, events // max(dead_letters, 1))
+        sql = _dead_letters_sql()
+        for lo in range(1, dead_letters + 1, CHUNK_ROWS):
+            hi = min(dead_letters, lo + CHUNK_ROWS - 1)
+            await _timed(
+                f"dead letters {lo:,}-{hi:,}",
+                conn.execute(sql, lo, events, now, step_s, hi, ratio),
+            )
+        for r in uniques:
+            await _timed(
+                f"constraint {r['conname']}",
+                conn.execute(f"ALTER TABLE {r['tab']} ADD CONSTRAINT {r['conname']} {r['ddl']}"),
+            )
+        for r in indexes:
+            await _timed(f"index {r['name']}", conn.execute(r["ddl"]))
+        for table in TABLES:
+            await _timed(f"vacuum analyze {table}", conn.execute(f"VACUUM ANALYZE {table}"))
+    finally:
+        await conn.close()
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: str
+    params: dict[str, str]
+    explain: Callable[[], list[Any]] | None  # [sql, *args] of the page's statement
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+async def _keyset(pool: asyncpg.Pool, sql: str, *args: Any) -> Keyset:
+    row = await pool.fetchrow(sql, *args)
+    if row is None:
+        raise SystemExit(f"no row for a deep cursor: {sql}")
+    return Keyset(row[0], int(row[1]))
+
+
+async def cases(pool: asyncpg.Pool, now: datetime) -> list[Case]:
+    """The pages measured: first and deep, unfiltered and by one sender."""
+    since = (now - timedelta(days=EVENT_DAYS)).isoformat()
+    until = (now + timedelta(seconds=1)).isoformat()
+    open_rows = int(await pool.fetchval("SELECT count(*) FROM dlq_webhooks WHERE NOT is_resolved"))
+    deep_open = await _keyset(
+        pool,
+        "SELECT first_failed_at, id FROM dlq_webhooks WHERE NOT is_resolved"
+        " ORDER BY first_failed_at, id OFFSET $1 LIMIT 1",
+        int(open_rows * 0.9),
+    )
+    deep_stripe = await _keyset(
+        pool,
+        "SELECT first_failed_at, id FROM dlq_webhooks WHERE NOT is_resolved"
+        " AND stage = 'settlement' AND provider = 'stripe'"
+        " ORDER BY first_failed_at, id OFFSET $1 LIMIT 1",
+        int(open_rows * 0.9 * 0.7 * 0.5),
+    )
+    events = int(await pool.fetchval("SELECT coalesce(max(id), 0) FROM processed_webhooks"))
+    deep_event = await _keyset(
+        pool, "SELECT received_at, id FROM processed_webhooks WHERE id = $1", max(1, events // 10)
+    )
+    deep_github = await _keyset(
+        pool,
+        "SELECT received_at, id FROM processed_webhooks WHERE provider = 'github' AND id <= $1"
+        " ORDER BY id DESC LIMIT 1",
+        max(1, events // 10),
+    )
+
+    def dlq(params: dict[str, str]) -> Callable[[], list[Any]]:
+        def sql() -> list[Any]:
+            from gateway.core.dlq_pages import decode_cursor
+
+            f = filter_from_query(now, {k: [v] for k, v in params.items() if k != "cursor"})
+            return dlq_pages.page_query(f, decode_cursor(params.get("cursor")), 50)
+
+        return sql
+
+    def ev(params: dict[str, str]) -> Callable[[], list[Any]]:
+        def sql() -> list[Any]:
+            text, args = search_sql(parse_event_search({k: [v] for k, v in params.items()}, now))
+            return [text, *args]
+
+        return sql
+
+    stripe = {"stage": "settlement", "provider": "stripe"}
+    window = {"since": since, "until": until}
+    made = [
+        ("dead letters, first page (open)", "/console/api/v1/dlq", {}),
+        ("dead letters, deep cursor (90 %)", "/console/api/v1/dlq",
+         {"cursor": encode_cursor(deep_open)}),
+        ("dead letters settlement/stripe, first page", "/console/api/v1/dlq", stripe),
+        ("dead letters settlement/stripe, deep cursor", "/console/api/v1/dlq",
+         {**stripe, "cursor": encode_cursor(deep_stripe)}),
+        ("events 30 days, first page", "/console/api/v1/events", window),
+        ("events 30 days, deep cursor (90 %)", "/console/api/v1/events",
+         {**window, "cursor": encode_cursor(deep_event)}),
+        ("events github 30 days, first page", "/console/api/v1/events",
+         {**window, "provider": "github"}),
+        ("events github 30 days, deep cursor", "/console/api/v1/events",
+         {**window, "provider": "github", "cursor": encode_cursor(deep_github)}),
+        ("events default 24 h, first page", "/console/api/v1/events", {}),
+    ]  # fmt: skip
+    found = [
+        Case(name, path, params, (dlq if "dlq" in path else ev)(params))
+        for name, path, params in made
+    ]
+    found.append(Case("overview", "/console/api/v1/stats/overview", {}, None))
+    return found
+
+
+async def measure(client: httpx.AsyncClient, case: Case, requests: int) -> list[float]:
+    for _ in range(3):  # warm the caches and the prepared statements
+        r = await client.get(case.path, params=case.params)
+        if r.status_code != 200:
+            raise SystemExit(f"{case.name}: {r.status_code} {r.text[:300]}")
+    times_ms: list[float] = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        r = await client.get(case.path, params=case.params)
+        times_ms.append((time.perf_counter() - started) * 1000)
+        if r.status_code != 200:
+            raise SystemExit(f"{case.name}: {r.status_code} {r.text[:300]}")
+    return times_ms
+
+
+async def explain(pool: asyncpg.Pool, case: Case) -> tuple[str, bool]:
+    """The page statement's plan as run (EXPLAIN ANALYZE), and whether it reads the big
+    table along an index only (no sequential scan of it)."""
+    assert case.explain is not None
+    sql, *args = case.explain()
+    async with pool.acquire() as conn:
+        rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, *args)
+    plan = "\n".join(r[0] for r in rows)
+    indexed = "Index" in plan and not any(f"Seq Scan on {t}" in plan for t in TABLES)
+    return plan, indexed
+
+
+async def overview_plans(pool: asyncpg.Pool, now: datetime) -> list[tuple[str, str]]:
+    """The overview's own statements on the same data (the console's newest-event step
+    per sender, the hourly growth): their plans, to show they use indexes too."""
+    from gateway.adapters.postgres import console_stats as stats
+
+    senders = ["stripe", "adyen", "github", "paddle", "service:billing", "silent"]
+    first_hour = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
+    statements: list[tuple[str, str, list[Any]]] = [
+        ("newest event per sender", stats._LAST_EVENTS, [senders]),
+        ("dead letters added and resolved per hour", stats._GROWTH, [now, first_hour, 300.0]),
+        ("open dead letters by stage", stats._OPEN_BY_STAGE, []),
+        ("oldest open dead letter", stats._OLDEST_OPEN, []),
+    ]
+    plans = []
+    async with pool.acquire() as conn:
+        for name, sql, args in statements:
+            rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, *args)
+            plans.append((name, "\n".join(r[0] for r in rows)))
+    return plans
+
+
+async def run(args: argparse.Namespace) -> int:
+    name = args.reuse or unique_name("gw_bench_console")
+    dsn = ADMIN_DSN.rpartition("/")[0] + "/" + name
+    now = datetime.now(UTC).replace(microsecond=0)
+    if not args.reuse:
+        await create_database(name)
+        await migrate(dsn)
+        started = time.monotonic()
+        await fill(dsn, args.events, args.dead_letters, now)
+        print(f"fill done in {time.monotonic() - started:.0f} s", flush=True)
+    pool = await create_pool(dsn, max_size=4, command_timeout_s=60)
+    if args.reuse:  # the fill's own clock: its newest event arrived then
+        now = await pool.fetchval("SELECT max(received_at) FROM processed_webhooks") or now
+    failures = 0
+    try:
+        sizes = await pool.fetch(
+            "SELECT relname, reltuples::bigint AS n,"
+            " pg_size_pretty(pg_total_relation_size(oid)) AS size FROM pg_class"
+            " WHERE relname = ANY($1::text[])",
+            list(TABLES),
+        )
+        for r in sizes:
+            print(f"{r['relname']}: ~{r['n']:,} rows, {r['size']} with indexes")
+        settings = parse(
+            {
+                "database": {"url": dsn},
+                "nats": {"url": "nats://127.0.0.1:1"},
+                "providers": {
+                    p: {"scheme": "stripe", "secrets": [f"whsec_{p}"]}
+                    for p in ("stripe", "adyen", "github", "paddle")
+                },
+                "services": {
+                    "billing": {"token": "bench-billing", "subjects": ["events.billing.>"]}
+                },
+            },
+            env={},
+        )
+        deps = ConsoleDeps(pool=pool, settings=settings, now=lambda: now)
+        async with pool.acquire() as conn:
+            token = await issue(
+                conn, name=unique_name("bench")[:60], role="viewer", created_by="bench",
+                now=now, expires_in=None,
+            )  # fmt: skip
+        transport = httpx.ASGITransport(app=build_app(deps))
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url="http://127.0.0.1:8070",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        ) as client:
+            print(f"\n{'case':<46} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  plan")
+            found = await cases(pool, now)
+            plans: list[tuple[str, str]] = []
+            for case in found:
+                times_ms = await measure(client, case, args.requests)
+                p95 = percentile(times_ms, 95)
+                verdict = "-"
+                if case.explain is not None:
+                    plan, indexed = await explain(pool, case)
+                    plans.append((case.name, plan))
+                    verdict = "index" if indexed else "NO INDEX"
+                    failures += not indexed
+                failures += case.explain is not None and p95 > P95_TARGET_MS
+                print(
+                    f"{case.name:<46} {statistics.median(times_ms):8.1f} {p95:8.1f}"
+                    f" {max(times_ms):8.1f}  {verdict}{'' if p95 <= P95_TARGET_MS else '  SLOW'}",
+                    flush=True,
+                )
+        print(f"\n(target: p95 under {P95_TARGET_MS:.0f} ms, {args.requests} requests each)")
+        for case_name, plan in plans + await overview_plans(pool, now):
+            print(f"\n--- {case_name}\n{plan}")
+    finally:
+        await pool.close()
+        if not args.keep and not args.reuse:
+            await drop_database(name)
+        elif not args.reuse:
+            print(f"\nkept database {name} (--reuse {name} measures it again)")
+    return 1 if failures else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--dead-letters", type=int, default=1_000_000)
+    parser.add_argument("--requests", type=int, default=50, help="requests per case")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    parser.add_argument("--reuse", metavar="DBNAME", help="measure a kept database again")
+    raise SystemExit(asyncio.run(run(parser.parse_args())))
+
+
+if __name__ == "__main__":
+    main()
