@@ -81,6 +81,19 @@ def _parse_search(text: str | None) -> str | None:
     return value
 
 
+def _names(flag: str, values: Sequence[str]) -> list[str]:
+    """Provider names and error classes as typed: no control characters (PostgreSQL
+    refuses a NUL in text, and no stored name holds one), at most MAX_SEARCH_CHARS."""
+    for value in values:
+        if has_control_chars(value) or len(value) > MAX_SEARCH_CHARS:
+            shown = value[:24].encode("unicode_escape").decode()
+            raise DlqUsageError(
+                f"{flag}: {shown!r} is not a name"
+                f" (printable, at most {MAX_SEARCH_CHARS} characters)"
+            )
+    return list(values)
+
+
 def _parse_min_attempts(text: str | int | None) -> int | None:
     if text is None or (isinstance(text, str) and not text.strip()):
         return None
@@ -130,8 +143,10 @@ def build_filter(
     return DlqFilter(
         stages=tuple(dict.fromkeys(stages)),
         # Error classes are upper-case names; accept what an operator types at 3 a.m.
-        error_classes=tuple(dict.fromkeys(c.upper() for c in error_classes)),
-        providers=tuple(dict.fromkeys(providers)),
+        error_classes=tuple(
+            dict.fromkeys(c.upper() for c in _names("--error-class", error_classes))
+        ),
+        providers=tuple(dict.fromkeys(_names("--provider", providers))),
         since=start,
         until=end,
         resolved=None if include_all else resolved,

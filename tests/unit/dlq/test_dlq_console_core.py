@@ -94,6 +94,8 @@ def test_filter_query_round_trips() -> None:
         ({"min_attempts": ["9" * 5000]}, "--min-attempts: '9999"),
         ({"min_attempts": ["²"]}, "--min-attempts"),
         ({"since": ["1h"], "until": ["2h"]}, "--since must be earlier than --until"),
+        ({"error_class": ["a\x00"]}, "--error-class: .* is not a name"),
+        ({"provider": ["p" * 201]}, "--provider: .* is not a name"),
     ],
 )
 def test_bad_query_is_one_line(params: dict[str, list[str]], message: str) -> None:
