@@ -290,3 +290,28 @@ async def test_export_ndjson(console: ConsoleHarness) -> None:
     assert r.headers["cache-control"] == "no-store"
     [view] = await console.audit("payload.view")
     assert view["target"] == "dlq:export"
+
+
+async def test_detail_of_an_emptied_row_of_an_unknown_class(console: ConsoleHarness) -> None:
+    """A row retention emptied, with a class another version wrote, still has its page;
+    its download is gone (410)."""
+    async with console.pool.acquire() as conn:
+        row_id = await park(conn, "evt_old", error_class="FROM_THE_FUTURE", with_event=False)
+        await conn.execute(
+            "UPDATE dlq_webhooks SET payload = ''::bytea, headers = '{}',"
+            " payload_removed_at = now() WHERE id = $1",
+            row_id,
+        )
+    investigator = console.client(Role.INVESTIGATOR)
+    r = await investigator.get(f"/console/dlq/{row_id}")
+    assert r.status_code == 200
+    assert "Retention removed the payload." in r.text
+    assert "FROM_THE_FUTURE is not a code this gateway knows" in r.text
+    assert "no event row" in r.text
+    r = await investigator.get(f"/console/dlq/{row_id}/payload")
+    assert r.status_code == 410
+    r = await investigator.get("/console/dlq/9223372036854775808")
+    assert r.status_code == 404
+    operator = await console.session_client(Role.OPERATOR)
+    r = await operator.get("/console/dlq")
+    assert "Plan a replay of the selected rows" in r.text and "Resolve selected" in r.text
