@@ -46,11 +46,12 @@ COOKIE_NAME = "gateway_console"
 COOKIE_PATH = "/console"
 STATIC_PREFIX = "/console/static/"
 
-#: On every answer, static files and errors included.
+#: On every answer, static files and errors included. `connect-src 'self'`: htmx's partial
+#: updates and polling are requests of the page's own (default-src 'none' refuses them).
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",

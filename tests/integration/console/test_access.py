@@ -14,7 +14,7 @@ from tests.support.console import SAME_ORIGIN, ConsoleFactory, ConsoleHarness
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 
 
