@@ -31,7 +31,15 @@ from gateway.console.replay_ops import (
 from gateway.console.replay_plans import ask_from_params, filter_summary
 from gateway.console.web import deps, form_value, is_htmx, read_form, render, require
 from gateway.core.console_roles import Capability, can
-from gateway.core.replay_jobs import CONFIRM_ABOVE_ROWS, FINISHED, ItemState, JobAction
+from gateway.core.replay_jobs import (
+    CONFIRM_ABOVE_ROWS,
+    FINISHED,
+    STALE_AFTER_S,
+    ItemState,
+    JobAction,
+    JobState,
+    is_stale,
+)
 from gateway.errors import RowNotFound, UsageError
 
 
@@ -160,6 +168,10 @@ async def job_page(request: Request) -> Response:
         "can_operate": can(principal.role, Capability.OPERATE),
         "labels": {a.value: label for a, label in ACTION_LABELS.items()},
         "refused": refused if refused in {a.value for a in JobAction} else None,
+        # A running job whose runner went quiet is taken over by the next runner.
+        "stale_after_s": int(STALE_AFTER_S),
+        "runner_quiet": detail.job.state is JobState.RUNNING
+        and is_stale(detail.job.heartbeat_at, detail.now, STALE_AFTER_S),
     }
     if is_htmx(request) and request.query_params.get("part") == "status":
         return render(request, "replays/_status.html", context)

@@ -141,11 +141,9 @@ class JobRunner:
                 item = await store.next_pending(conn, job.id)
             if item is None:
                 return await self._finish(job)
-            await asyncio.sleep(pace_delay_s(started_s, done, job.rate_per_s, time.monotonic()))
-            # After the pacing wait: a pause during a slow rate's wait takes effect now.
-            async with connection(self.pool) as conn:
-                if not await store.heartbeat(conn, job.id, self.options.name):
-                    return "stopped: paused, cancelled or taken over"
+            delay_s = pace_delay_s(started_s, done, job.rate_per_s, time.monotonic())
+            if not await self._still_ours(job.id, delay_s):
+                return "stopped: paused, cancelled or taken over"
             try:
                 outcome = await self._replay(job, item)
             except RunStopped as exc:
@@ -170,6 +168,20 @@ class JobRunner:
                     "error_class": outcome.error_class,
                 },
             )
+
+    async def _still_ours(self, job_id: int, delay_s: float) -> bool:
+        """Wait `delay_s` (the pacing), renewing the heartbeat and looking at the job's
+        state at least every heartbeat interval: a pause during a slow rate's wait takes
+        effect then, not after it. False once the job is no longer this runner's."""
+        deadline_s = time.monotonic() + delay_s
+        while True:
+            async with connection(self.pool) as conn:
+                if not await store.heartbeat(conn, job_id, self.options.name):
+                    return False
+            left_s = deadline_s - time.monotonic()
+            if left_s <= 0:
+                return True
+            await asyncio.sleep(min(left_s, self.options.heartbeat_s))
 
     async def _replay(self, job: ReplayJob, item: JobItem) -> ItemOutcome:
         if job.kind is JobKind.EVENTS:

@@ -383,3 +383,25 @@ async def test_the_api_answers_as_its_openapi_document_says(
     check(f"{base}/{{job_id}}/cancel", "post", await api.post(f"{base}/{job_id}/cancel"))
     viewer = console.client(Role.VIEWER)
     check(base, "post", await viewer.post(base, json={"ids": ids}))  # 403
+
+
+async def test_a_job_page_says_when_it_waits_for_a_runner_or_its_runner_went_quiet(
+    console: ConsoleHarness,
+) -> None:
+    ids = await park(console, 1)
+    api = console.client(Role.OPERATOR)
+    job_id = (await api.post("/console/api/v1/replays", json={"ids": ids})).json()["job_id"]
+    viewer = await console.session_client(Role.VIEWER)
+    page = await viewer.get(f"/console/replays/{job_id}")
+    assert "Waiting for a runner" in page.text
+    assert '<form method="post"' not in page.text.split("<main")[1]  # a viewer gets no buttons
+    await console.fetch(
+        "UPDATE replay_jobs SET state = 'running', runner = 'gone:1',"
+        " heartbeat_at = now() - interval '1 minute' WHERE id = $1",
+        job_id,
+    )
+    partial = await viewer.get(
+        f"/console/replays/{job_id}?part=status", headers={"HX-Request": "true"}
+    )
+    assert partial.text.lstrip().startswith('<div id="job-status"')  # the fragment alone
+    assert "no heartbeat for over 30 s" in partial.text

@@ -307,3 +307,23 @@ async def test_run_jobs_once_from_the_command_line(
         counts = (await store.progress(conn, [job_id]))[job_id]
     assert counts.replayed == 2 and counts.pending == 0
     assert [s for s, _ in await items(db, job_id)] == [ItemState.REPLAYED.value] * 2
+
+
+async def test_a_pause_during_a_slow_rates_wait_takes_effect_within_a_heartbeat(
+    settings: settings_mod.Settings, db: asyncpg.Connection, handler: Handler
+) -> None:
+    """At 0.2 rows/s the second row waits 5 s; a pause 0.3 s into it stops the run then."""
+    ids = [await park(db, f"evt_{n}") for n in range(2)]
+    job_id = await new_job(settings, ids, rate_per_s=0.2)
+    run = asyncio.create_task(run_once(settings))
+    await asyncio.wait_for(_until(lambda: bool(handler.calls)), 10)
+    await asyncio.sleep(0.3)
+    assert await action(settings, job_id, JobAction.PAUSE)
+    await asyncio.wait_for(run, 2)  # well before the 5 s wait would have ended
+    assert handler.calls == ["evt_0"]
+    assert await job_state(db, job_id) == "paused"
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    while not predicate():
+        await asyncio.sleep(0.02)
