@@ -6,6 +6,7 @@ audit trail being insert-only."""
 from __future__ import annotations
 
 import asyncpg
+import httpx
 import pytest
 
 from gateway.core.console_access import sha256
@@ -451,3 +452,25 @@ async def test_the_openapi_document_merges_the_fragments(console: ConsoleHarness
     assert doc["openapi"].startswith("3.1")
     assert "/console/api/v1/tokens" in doc["paths"]
     assert set(doc["paths"]["/console/api/v1/tokens"]) == {"get", "post"}
+
+
+async def test_a_database_outage_answers_503_with_the_headers() -> None:
+    from gateway.adapters.postgres import create_pool
+    from gateway.console.app import build_app
+    from gateway.console.web import ConsoleDeps
+    from tests.support.console import console_settings
+
+    dsn = "postgresql://postgres@127.0.0.1:1/nowhere"
+    pool = await create_pool(dsn, connect_timeout_s=1.0)
+    try:
+        app = build_app(ConsoleDeps(pool=pool, settings=console_settings(dsn)))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8070") as c:
+            r = await c.get("/console/api/v1/tokens", headers={"Authorization": "Bearer x"})
+            assert r.status_code == 503
+            assert r.json()["detail"] == "the database is unavailable"
+            assert r.headers["content-security-policy"] == CSP
+            r = await c.get("/console/login")
+            assert r.status_code == 200, "the login page needs no database"
+    finally:
+        await pool.close()

@@ -1,0 +1,97 @@
+"""The framework's pieces that need no database: the principal's actor name, forms read
+without python-multipart, problem+json, and pages rendered with the nav a role sees."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.console.web import (
+    ConsoleDeps,
+    Principal,
+    is_htmx,
+    problem,
+    read_form,
+    render,
+)
+from gateway.core.console_roles import Role
+from tests.support.console import console_settings
+
+
+def test_the_actor_is_console_and_the_name() -> None:
+    assert Principal("alice", Role.VIEWER, "cookie").actor == "console:alice"
+
+
+def test_a_problem_is_problem_json() -> None:
+    r = problem(409, "Conflict", "taken")
+    assert r.status_code == 409
+    assert r.media_type == "application/problem+json"
+    assert (
+        bytes(r.body) == b'{"type":"about:blank","title":"Conflict","status":409,"detail":"taken"}'
+    )
+
+
+async def echo_form(request: Request) -> Response:
+    form = await read_form(request)
+    return JSONResponse({k: form.getlist(k) for k in form})
+
+
+async def page(request: Request) -> Response:
+    request.state.principal = Principal(
+        request.query_params["who"], Role(request.query_params["role"]), "cookie"
+    )
+    return render(request, "forbidden.html", {"detail": "<b>x</b>", "needed": None}, no_store=True)
+
+
+async def htmx(request: Request) -> Response:
+    return JSONResponse({"htmx": is_htmx(request)})
+
+
+def app() -> Starlette:
+    made = Starlette(
+        routes=[
+            Route("/form", echo_form, methods=["POST"]),
+            Route("/page", page),
+            Route("/htmx", htmx),
+        ]
+    )
+    made.state.deps = ConsoleDeps(
+        pool=cast(Any, None), settings=console_settings("postgresql://127.0.0.1:1/x")
+    )
+    return made
+
+
+def client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app()), base_url="http://t")
+
+
+async def test_forms_are_read_without_multipart() -> None:
+    async with client() as c:
+        r = await c.post("/form", data={"a": ["1", "2"], "note": "x & y", "empty": ""})
+        assert r.json() == {"a": ["1", "2"], "note": ["x & y"], "empty": [""]}
+        r = await c.post("/form", json={"a": 1})
+        assert r.json() == {}, "a body that is not a form reads as no fields"
+
+
+async def test_pages_escape_and_show_the_nav_a_role_may_see() -> None:
+    async with client() as c:
+        r = await c.get("/page", params={"who": "<i>eve</i>", "role": "viewer"})
+        assert r.headers["cache-control"] == "no-store"
+        assert "&lt;b&gt;x&lt;/b&gt;" in r.text and "<b>x</b>" not in r.text
+        assert "&lt;i&gt;eve&lt;/i&gt;" in r.text
+        assert 'href="/console/dlq"' in r.text
+        assert 'href="/console/tokens"' not in r.text, "tokens are for admins"
+        r = await c.get("/page", params={"who": "root", "role": "admin"})
+        assert 'href="/console/tokens"' in r.text
+        assert '<form method="post" action="/console/logout">' in r.text
+
+
+async def test_htmx_requests_are_told_apart() -> None:
+    async with client() as c:
+        assert (await c.get("/htmx", headers={"HX-Request": "true"})).json() == {"htmx": True}
+        assert (await c.get("/htmx")).json() == {"htmx": False}
