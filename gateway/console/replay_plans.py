@@ -58,6 +58,10 @@ def _unflag(message: str) -> str:
     )
 
 
+def _shown(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
 def _number(text: str | None, name: str, low: float, high: float, *, whole: bool) -> float | None:
     if text is None or not str(text).strip():
         return None
@@ -67,7 +71,9 @@ def _number(text: str | None, name: str, low: float, high: float, *, whole: bool
         value = math.nan
     if not (low <= value <= high):
         kind = "a whole number" if whole else "a number"
-        raise UsageError(f"{name}: must be {kind} from {low:g} to {high:g}, got {text!r}")
+        raise UsageError(
+            f"{name}: must be {kind} from {_shown(low)} to {_shown(high)}, got {text!r}"
+        )
     return value
 
 
@@ -165,6 +171,8 @@ def ask_from_json(body: Mapping[str, Any]) -> PlanAsk:
         isinstance(i, int) and not isinstance(i, bool) for i in ids
     ):
         raise UsageError("ids: give a list of row ids (whole numbers)")
+    if ids and (raw_filter or body.get("limit") is not None):
+        raise UsageError("a filter and limit choose rows instead of ids: give ids, or a filter")
     ordered = body.get("ordered", True)
     force = body.get("force", False)
     if not isinstance(ordered, bool) or not isinstance(force, bool):
