@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gateway.adapters.jetstream.lazy import LazyNats
+from gateway.adapters.jetstream.lazy import LazyNats as LazyNats  # re-exported
 from gateway.adapters.postgres import Pool, connection, open_pool, transaction
 from gateway.adapters.postgres.console_access import live_token_exists
 from gateway.adapters.postgres.console_audit import record
