@@ -32,6 +32,7 @@ from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import UnknownMerchant
 from tests.support.config_file import with_urls, write_toml
+from tests.support.services import free_port
 
 
 @dataclass
@@ -327,3 +328,35 @@ async def test_a_pause_during_a_slow_rates_wait_takes_effect_within_a_heartbeat(
 async def _until(predicate: Callable[[], bool]) -> None:
     while not predicate():
         await asyncio.sleep(0.02)
+
+
+async def test_an_events_job_stops_when_nats_is_away_and_keeps_its_items_pending(
+    tmp_path: Path, database_url: str, db: asyncpg.Connection
+) -> None:
+    """The first publish fails: the job fails with the reason, its items stay pending
+    for "retry" to continue once NATS is back."""
+    doc = with_urls(
+        {
+            "database": {"url": database_url},
+            "nats": {"url": f"nats://127.0.0.1:{free_port()}", "request_timeout_s": 1},
+        }
+    )
+    settings = settings_mod.load(str(write_toml(tmp_path / "nats-away.toml", doc)))
+    ids = [
+        await db.fetchval(
+            "INSERT INTO processed_webhooks (provider, event_id, event_type, subject, body)"
+            " VALUES ('stripe', $1, 'invoice.paid', 'webhooks.stripe.invoice.paid', '\\x7b7d')"
+            " RETURNING id",
+            f"evt_{n}",
+        )
+        for n in range(2)
+    ]
+    async with ops.database(settings) as pool, transaction(pool) as conn:
+        job_id, _ = await store.create_job(
+            conn, NewJob(JobKind.EVENTS, "console:alice", {"ids": ids}, tuple(ids))
+        )
+    assert await run_once(settings) == 1
+    row = await db.fetchrow("SELECT state, error FROM replay_jobs WHERE id = $1", job_id)
+    assert row is not None and row["state"] == "failed"
+    assert row["error"].startswith(f"stopped at event {ids[0]}: NATS is not reachable")
+    assert [s for s, _ in await items(db, job_id)] == ["pending", "pending"]
