@@ -4,7 +4,10 @@
 #     currency-service at currency.url)
 #   - gateway settle (the settlement worker; opens the demo merchant's account first)
 #   - gateway serve on 127.0.0.1:8080 (http.port)
-# Ctrl-C stops all three. If one of them exits, the others are stopped, and the one that
+#   - gateway console on 127.0.0.1:8070 (console.port), with a fresh admin token `demo`
+#     printed at start (valid one day), and gateway dlq run-jobs, which runs the replays
+#     planned in it
+# Ctrl-C stops them all. If one of them exits, the others are stopped, and the one that
 # died is named with the end of its log (exit status 1). Before anything starts, every
 # port they would listen on is checked: a taken one is named, with its setting, in one
 # line.
@@ -12,7 +15,7 @@
 # Environment (the defaults are what `make run` uses):
 #   GATEWAY_CONFIG    the config file (default gateway.toml; ports come from it)
 #   GATEWAY_BIN       directory of the `gateway` and `python` to run (default .venv/bin)
-#   GATEWAY_RUN_LOGS  directory of the three logs (default .data)
+#   GATEWAY_RUN_LOGS  directory of the logs (default .data)
 #   GATEWAY_RUN_MERCHANT  the demo merchant whose account is opened (default m_1)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,10 +27,10 @@ TAIL_LINES=20
 mkdir -p "$LOGS"
 
 # 1. The config loads and no port is taken (one line naming the port and setting if so).
-stub_address=$("$BIN/python" scripts/run_preflight.py "$CONFIG") || exit $?
-read -r stub_host stub_port <<<"$stub_address"
+addresses=$("$BIN/python" scripts/run_preflight.py "$CONFIG") || exit $?
+read -r stub_host stub_port console_address <<<"$addresses"
 
-# 2. Start the three, each with a log of its own (serve's is also on the terminal).
+# 2. Start them, each with a log of its own (serve's is also on the terminal).
 names=()
 pids=()
 stopping=0
@@ -54,6 +57,12 @@ start currency-stub "$BIN/gateway" currency-stub --host "$stub_host" --port "$st
 "$BIN/gateway" ledger open-account "$MERCHANT" --config "$CONFIG" >/dev/null
 start settle "$BIN/gateway" settle --config "$CONFIG"
 echo "run: currency-stub (log $LOGS/currency-stub.log) and settle (log $LOGS/settle.log) started"
+# The demo's console token: the previous run's is revoked, so only one is ever live.
+"$BIN/gateway" console token revoke demo --config "$CONFIG" >/dev/null 2>&1 || true
+token=$("$BIN/gateway" console token create --name demo --role admin --expires 1d --config "$CONFIG")
+start console "$BIN/gateway" console --config "$CONFIG"
+start run-jobs "$BIN/gateway" dlq run-jobs --config "$CONFIG"
+echo "run: console on http://$console_address/console/ (log $LOGS/console.log), log in with: $token"
 "$BIN/gateway" serve --config "$CONFIG" 2> >(tee -a "$LOGS/serve.log" >&2) &
 names+=(serve)
 pids+=($!)

@@ -1,7 +1,8 @@
 """`scripts/run.sh`'s check before it starts anything: the config loads, and every port
 the three processes will listen on is free.
 
-Prints the currency stub's host and port (from `currency.url`) on success. Otherwise one line on
+Prints the currency stub's host and port (from `currency.url`) and the console's
+`host:port` on success. Otherwise one line on
 stderr naming the port and the setting it comes from, and exit status 1 (2 for a bad
 configuration, as every `gateway` command).
 
@@ -38,6 +39,8 @@ def listeners(config: settings_mod.Settings) -> list[tuple[str, int, str, str]]:
         (config.http.host, config.http.port, "http.port", "gateway serve"),
         (stub.hostname or "127.0.0.1", stub.port or 80, "currency.url", "the currency stub"),
     ]
+    console = config.console
+    found.append((console.host, console.port, "console.port", "gateway console"))
     if config.http.admin_port:
         found.append(
             (config.http.admin_host, config.http.admin_port, "http.admin_port", "gateway serve")
@@ -66,7 +69,11 @@ def main(argv: list[str]) -> int:
             )
             return 1
     stub = urlsplit(config.currency.url)
-    print(stub.hostname or "127.0.0.1", stub.port or 80)
+    print(
+        stub.hostname or "127.0.0.1",
+        stub.port or 80,
+        f"{config.console.host}:{config.console.port}",
+    )
     return 0
 
 

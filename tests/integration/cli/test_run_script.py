@@ -1,4 +1,4 @@
-"""`scripts/run.sh` (`make run`) supervises its three processes and checks its ports first.
+"""`scripts/run.sh` (`make run`) supervises its processes and checks its ports first.
 
 run.sh is run for real, with a config, ports and logs of the test's own (GATEWAY_CONFIG,
 GATEWAY_RUN_LOGS) and this interpreter's `gateway` (GATEWAY_BIN).
@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.gateway import SECRETS
@@ -28,7 +29,12 @@ RUN_SH = REPO / "scripts" / "run.sh"
 
 def write_config(path: Path, database_url: str, nats_url: str) -> dict[str, int]:
     """A config with free ports for every listener; the ports by setting."""
-    ports = {"http.port": free_port(), "currency.url": free_port(), "metrics": free_port()}
+    ports = {
+        "http.port": free_port(),
+        "currency.url": free_port(),
+        "metrics": free_port(),
+        "console.port": free_port(),
+    }
     path.write_text(
         f"""
 [database]
@@ -42,6 +48,8 @@ port = {ports["http.port"]}
 url = "http://127.0.0.1:{ports["currency.url"]}"
 [settlement]
 metrics_port = {ports["metrics"]}
+[console]
+port = {ports["console.port"]}
 [providers.stripe]
 scheme = "stripe"
 secrets = ["{SECRETS["stripe"]}"]
@@ -101,7 +109,7 @@ def children(pid: int) -> dict[str, int]:
         except FileNotFoundError:
             continue
         words = [a.decode() for a in argv]
-        for command in ("currency-stub", "settle", "serve"):
+        for command in ("currency-stub", "settle", "serve", "console", "run-jobs"):
             if command in words:
                 found[command] = child
     return found
@@ -112,7 +120,7 @@ def port_free(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-@pytest.mark.parametrize("victim", ["settle", "currency-stub"])
+@pytest.mark.parametrize("victim", ["settle", "currency-stub", "run-jobs"])
 def test_when_one_process_dies_the_others_stop_and_it_is_named(
     tmp_path: Path,
     database_url: str,
@@ -120,8 +128,8 @@ def test_when_one_process_dies_the_others_stop_and_it_is_named(
     cleanup: list[subprocess.Popen[str]],
     victim: str,
 ) -> None:
-    """Killing one of the three ends run.sh with status 1, naming it with its log's tail,
-    and the other two are stopped."""
+    """Killing one of them ends run.sh with status 1, naming it with its log's tail,
+    and the others are stopped."""
     config = tmp_path / "gateway.toml"
     ports = write_config(config, database_url, nats_url)
     proc = start_run_sh(tmp_path, config)
@@ -129,7 +137,7 @@ def test_when_one_process_dies_the_others_stop_and_it_is_named(
     for port in ports.values():
         wait_for_port(port, timeout_s=60)
     running = children(proc.pid)
-    assert set(running) == {"currency-stub", "settle", "serve"}, running
+    assert set(running) == {"currency-stub", "settle", "serve", "console", "run-jobs"}, running
     # Listening comes before the first log line (settle binds /metrics first): wait for
     # the line, so that there is a tail to show.
     log = tmp_path / "logs" / f"{victim}.log"
@@ -149,17 +157,30 @@ def test_when_one_process_dies_the_others_stop_and_it_is_named(
         assert port_free(port), port
 
 
-def test_ctrl_c_stops_all_three(
+def test_ctrl_c_stops_them_all(
     tmp_path: Path, database_url: str, nats_url: str, cleanup: list[subprocess.Popen[str]]
 ) -> None:
-    """SIGINT to run.sh (Ctrl-C) stops every process it started and exits 130."""
+    """SIGINT to run.sh (Ctrl-C) stops every process it started and exits 130; the
+    console's address and a demo token that logs in were printed first."""
     config = tmp_path / "gateway.toml"
     ports = write_config(config, database_url, nats_url)
     proc = start_run_sh(tmp_path, config)
     cleanup.append(proc)
+    assert proc.stdout is not None
+    line = ""
+    while "log in with:" not in line:
+        line = proc.stdout.readline()
+        assert line, "run.sh printed no console line"
+    address, _, token = line.removeprefix("run: console on ").partition(" (log ")
+    assert address == f"http://127.0.0.1:{ports['console.port']}/console/", line
+    token = token.rpartition("log in with: ")[2].strip()
     for port in ports.values():
         wait_for_port(port, timeout_s=60)
     running = children(proc.pid)
+    assert set(running) == {"currency-stub", "settle", "serve", "console", "run-jobs"}, running
+    login = httpx.post(f"{address}login", data={"token": token}, follow_redirects=False)
+    assert login.status_code == 303, login.text
+    assert "gateway_console=" in login.headers["set-cookie"]
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -175,7 +196,7 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-@pytest.mark.parametrize("setting", ["http.port", "currency.url", "metrics"])
+@pytest.mark.parametrize("setting", ["http.port", "currency.url", "metrics", "console.port"])
 def test_a_taken_port_is_named_with_its_setting_in_one_line(
     tmp_path: Path, cleanup: list[subprocess.Popen[str]], setting: str
 ) -> None:
