@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import asyncpg
+
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.events import BRIEF_COLUMNS, brief_of, where_clause
 from gateway.core.event_rows import EventBrief
-from gateway.core.event_search import EventSearch, PublishState
+from gateway.core.event_search import CONTAINS_TIMEOUT_S, EventSearch, PublishState
 from gateway.core.keyset import Keyset
+from gateway.errors import EventsUsageError
 
 # The states by `outbox_holds`, the outbox's one definition (sql/010), as the list's
 # `publish_state` column computes them.
@@ -81,13 +84,32 @@ def search_sql(s: EventSearch) -> tuple[str, list[Any]]:
 
 async def search_events(conn: Conn, s: EventSearch) -> tuple[list[EventBrief], Keyset | None]:
     """A page of matching events, newest first, and the keyset the next page starts
-    after (None on the last page)."""
+    after (None on the last page). A containment search that reads longer than
+    `CONTAINS_TIMEOUT_S` is refused (`EventsUsageError`)."""
     sql, args = search_sql(s)
     with translate_errors():
-        records = await conn.fetch(sql, *args)
+        if s.contains is None:
+            records = await conn.fetch(sql, *args)
+        else:
+            records = await _bounded_fetch(conn, sql, args)
     rows = [brief_of(r) for r in records[: s.limit]]
     more = len(records) > s.limit
     return rows, Keyset(rows[-1].received_at, rows[-1].id) if more and rows else None
+
+
+async def _bounded_fetch(conn: Conn, sql: str, args: list[Any]) -> list[asyncpg.Record]:
+    timeout_ms = int(CONTAINS_TIMEOUT_S * 1000)
+    try:
+        async with conn.transaction():
+            # SET LOCAL: the bound ends with this transaction, the pooled connection
+            # goes back without it.
+            await conn.execute(f"SET LOCAL statement_timeout = {timeout_ms}")
+            return list(await conn.fetch(sql, *args))
+    except asyncpg.QueryCanceledError:
+        raise EventsUsageError(
+            f"contains: the search read for more than {CONTAINS_TIMEOUT_S:g} s without "
+            "filling a page; narrow the window (since, until) or add provider or type"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ import orjson
 import pytest
 import pytest_asyncio
 
+from gateway.adapters.postgres import console_events
 from gateway.adapters.postgres.console_audit_reads import audit_page, page_sql
 from gateway.adapters.postgres.console_events import search_events, search_sql
 from gateway.core.audit_search import parse_audit_search
 from gateway.core.event_search import parse_event_search
+from gateway.errors import EventsUsageError
 from tests.support.services import create_database, drop_database, unique_name
 
 EVENTS = 200_000
@@ -172,3 +174,17 @@ async def test_audit_pages_use_an_index(big: asyncpg.Connection, params: dict[st
     if after is not None:
         deep = scans(await plan(big, *page_sql(replace(s, after=after))))
         assert ("Seq Scan", "console_audit") not in deep, (params, deep)
+
+
+async def test_a_containment_search_too_slow_is_refused(
+    big: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document that matches nothing reads the whole window; past the bound the search
+    is refused with what to do, and the connection is usable after (the bound was local
+    to the search's transaction)."""
+    monkeypatch.setattr(console_events, "CONTAINS_TIMEOUT_S", 0.01)
+    with pytest.raises(EventsUsageError, match="narrow the window"):
+        await search_events(big, search(contains='{"n": 999}', since="31d"))
+    assert await big.fetchval("SHOW statement_timeout") == "0"
+    rows, _ = await search_events(big, search(since="31d", limit="5"))
+    assert len(rows) == 5
