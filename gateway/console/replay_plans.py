@@ -116,7 +116,7 @@ class PlanAsk:
 
 def ask_from_params(params: Mapping[str, Sequence[str]]) -> PlanAsk:
     """The planner's query string or form: `kind`, the filter (the DLQ list's keys, or
-    the event log's), `id` (repeatable, or separated by commas), `limit`, `rate`,
+    the event log's), `id` or `ids` (repeatable, or separated by commas), `limit`, `rate`,
     `max_attempts`, `order` (key | arrival), `force`."""
 
     def one(name: str) -> str | None:
@@ -129,7 +129,9 @@ def ask_from_params(params: Mapping[str, Sequence[str]]) -> PlanAsk:
     kind = JobKind(kind_text)
     keys = FILTER_KEYS if kind is JobKind.DLQ else EVENT_KEYS | {"state", "contains"}
     filters = {k: tuple(v for v in vs if v.strip()) for k, vs in params.items() if k in keys}
-    ids_text = [p for v in params.get("id", ()) for p in v.replace(",", " ").split()]
+    # `ids` is read as `id` too: a link may name the rows either way.
+    given = [*params.get("id", ()), *params.get("ids", ())]
+    ids_text = [p for v in given for p in v.replace(",", " ").split()]
     try:
         ids = parse_ids(ids_text, "id")
     except UsageError as exc:

@@ -19,6 +19,7 @@ FORMS: list[tuple[dict[str, list[str]], PlanAsk]] = [
         PlanAsk(params={"stage": ("settlement",), "error_class": ("unknown_merchant",)}),
     ),
     ({"id": ["12, 13 12"]}, PlanAsk(ids=(12, 13))),  # separated by commas or spaces, once each
+    ({"ids": ["14"], "id": ["12"]}, PlanAsk(ids=(12, 14))),
     (
         {"rate": ["2.5"], "limit": ["10"], "max_attempts": ["9"], "order": ["arrival"]},
         PlanAsk(rate_per_s=2.5, limit=10, max_attempts=9, ordered=False),
