@@ -8,6 +8,8 @@ from gateway.core.error_actions import ACTIONS
 from gateway.devtools.docs_reference.text import code, generated_header, table
 from gateway.errors import ErrorClass, Family
 
+__all__ = ["ACTIONS", "render"]
+
 
 def render() -> str:
     """The page `docs/reference/error-codes.md`."""
