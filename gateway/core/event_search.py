@@ -50,7 +50,7 @@ class EventSearch:
 
     filter: EventFilter
     state: PublishState | None = None
-    #: The containment document as canonical JSON text, or None.
+    #: The containment document (checked JSON, as typed), or None.
     contains: str | None = None
     after: Keyset | None = None  # the last row of the previous page
     limit: int = PAGE_DEFAULT
@@ -94,9 +94,20 @@ def _unflag(message: str) -> str:
     return message.replace("--event-id", "event_id").replace("--", "")
 
 
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def parse_contains(text: str) -> str:
     """A containment document: a JSON object or array of at most `CONTAINS_MAX_BYTES`,
-    returned as canonical JSON text."""
+    returned as typed (trimmed): PostgreSQL reads its numbers exactly, where a round
+    trip through Python would turn a long integer into a float."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > CONTAINS_MAX_BYTES:
         raise EventsUsageError(
@@ -113,7 +124,9 @@ def parse_contains(text: str) -> str:
         raise EventsUsageError(
             'contains: give a JSON object or array, such as {"data": {"object": {"id": "pi_1"}}}'
         )
-    return orjson.dumps(value).decode("utf-8")
+    if _has_nul(value):  # jsonb cannot hold \u0000, so no stored body has one
+        raise EventsUsageError("contains: \\u0000 matches no stored payload; remove it")
+    return text.strip()
 
 
 def window(

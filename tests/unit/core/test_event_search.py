@@ -48,6 +48,7 @@ def test_one_end_given_moves_the_other() -> None:
         ({"contains": ["{not json"]}, "contains: not valid JSON"),
         ({"contains": ['"a string"']}, "contains: give a JSON object or array"),
         ({"contains": ['{"a": "' + "x" * CONTAINS_MAX_BYTES + '"}']}, "at most 4096"),
+        ({"contains": ['{"a": "x\\u0000"}']}, "contains: \\u0000 matches no stored payload"),
         ({"cursor": ["bm90IGEgY3Vyc29y"]}, "cursor: not a page cursor"),
         ({"limit": ["0"]}, "limit: give a whole number from 1 to 200"),
         ({"since": ["1h", "2h"]}, "since: give it once"),
@@ -58,6 +59,12 @@ def test_refusals_say_which_field_and_why(params: dict[str, list[str]], message:
         parse_event_search(params, NOW)
     assert message in str(caught.value)
     assert "--" not in str(caught.value)
+
+
+def test_containment_keeps_numbers_exact() -> None:
+    """The document goes to PostgreSQL as typed: a long integer stays an integer."""
+    s = parse_event_search({"contains": ['{"amount": 123456789012345678901234567890}']}, NOW)
+    assert s.contains == '{"amount": 123456789012345678901234567890}'
 
 
 def test_a_31_day_window_is_allowed() -> None:
@@ -78,7 +85,7 @@ def test_state_contains_and_cursor_are_read() -> None:
         NOW,
     )
     assert s.state is PublishState.NO_SUBJECT
-    assert s.contains == '{"data":{"object":{"id":"pi_1"}}}'
+    assert s.contains == '{ "data" : {"object": {"id": "pi_1"}} }'
     assert s.after == key
     assert s.filter.providers == ("stripe", "github")
 
