@@ -158,7 +158,10 @@ class JobRunner:
                     conn, job.id, item.position, outcome.state, outcome.error_class, outcome.message
                 )
             done += 1
-            log.info(
+            # Each failure or skip is worth a line; a replayed row only when debugging.
+            level = logging.DEBUG if outcome.state is ItemState.REPLAYED else logging.INFO
+            log.log(
+                level,
                 "replay job item",
                 extra={
                     "job_id": job.id,

@@ -20,6 +20,7 @@ from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres import events as events_sql
 from gateway.core.event_filters import EventFilter
 from gateway.core.event_rows import EventBrief
+from gateway.core.excerpt import capped
 from gateway.core.replay_jobs import (
     TRANSITIONS,
     ItemState,
@@ -176,7 +177,7 @@ async def record_item(
             position,
             state.value,
             error_class,
-            message,
+            None if message is None else capped(message),  # as the dead letter keeps it
         )
     return found is not None
 
