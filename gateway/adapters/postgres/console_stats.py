@@ -46,9 +46,11 @@ ORDER BY first_failed_at, id LIMIT 1
 # One pass over the last 24 hours of first failures gives the three windows, the alert's
 # window and the hourly openings; a second branch the hourly resolutions. `$1` is now,
 # `$2` the first chart hour's start, `$3` the alert window in seconds. Hours are UTC
-# clock hours whatever the session's time zone.
+# clock hours whatever the session's time zone: `date_bin` from a UTC midnight counts in
+# absolute time, with no time-zone conversion per row (half the cost of the three-argument
+# `date_trunc`: 15 ms against 30 ms for a day of 33,000 rows).
 _GROWTH = """
-SELECT 'opened' AS kind, date_trunc('hour', first_failed_at, 'UTC') AS hour,
+SELECT 'opened' AS kind, date_bin('1 hour', first_failed_at, '2000-01-01 00:00+00') AS hour,
        count(*) AS n,
        count(*) FILTER (WHERE first_failed_at > $1::timestamptz - interval '5 minutes') AS n_5m,
        count(*) FILTER (WHERE first_failed_at > $1::timestamptz - interval '1 hour') AS n_1h,
@@ -58,7 +60,7 @@ FROM dlq_webhooks
 WHERE first_failed_at > $1::timestamptz - interval '24 hours' AND first_failed_at <= $1
 GROUP BY 2
 UNION ALL
-SELECT 'resolved', date_trunc('hour', resolved_at, 'UTC'), count(*), 0, 0, 0
+SELECT 'resolved', date_bin('1 hour', resolved_at, '2000-01-01 00:00+00'), count(*), 0, 0, 0
 FROM dlq_webhooks
 WHERE is_resolved AND resolved_at >= $2::timestamptz AND resolved_at <= $1
 GROUP BY 2
@@ -102,44 +104,51 @@ JOBS_SHOWN = 20
 
 
 @dataclass(frozen=True)
-class DeadLetterFigures:
-    open_by_stage: tuple[tuple[str, int], ...]
+class Growth:
+    """Rows added in 5 min / 1 h / 24 h (resolved or not, as the burst alert counts
+    them) and in the alert's window, and the chart's hours."""
+
     added_5m: int
     added_1h: int
     added_24h: int
     added_in_window: int
     hours: tuple[HourBucket, ...]
-    oldest_open: OldestOpen | None
 
 
-async def dead_letter_figures(
-    conn: Conn, now: datetime, thresholds: Thresholds
-) -> DeadLetterFigures:
-    """Open rows by stage, rows added in 5 min / 1 h / 24 h (resolved or not, as the
-    burst alert counts them) and in the alert's window, opened and resolved per hour,
-    and the oldest open row."""
-    first_hour = hour_starts(now)[0]
+async def open_by_stage(conn: Conn) -> tuple[tuple[str, int], ...]:
+    """Open dead letters per stage, most first. The overview's dearest statement (every
+    open row is counted: 300,000 took about 90 ms), so it runs on a connection of its
+    own beside the others."""
     with translate_errors():
         stages = await conn.fetch(_OPEN_BY_STAGE)
-        growth = await conn.fetch(_GROWTH, now, first_hour, thresholds.dlq_window_s)
-        oldest = await conn.fetchrow(_OLDEST_OPEN)
-    opened = {r["hour"]: int(r["n"]) for r in growth if r["kind"] == "opened"}
-    resolved = {r["hour"]: int(r["n"]) for r in growth if r["kind"] == "resolved"}
-    opening = [r for r in growth if r["kind"] == "opened"]
-    oldest_open = None
-    if oldest is not None:
-        first = oldest["first_failed_at"]
-        oldest_open = OldestOpen(int(oldest["id"]), first, age_s(now, first) or 0.0)
-    return DeadLetterFigures(
-        open_by_stage=tuple((r["stage"], int(r["n"])) for r in stages),
+    return tuple((r["stage"], int(r["n"])) for r in stages)
+
+
+async def growth(conn: Conn, now: datetime, thresholds: Thresholds) -> Growth:
+    """What was added when, and opened and resolved per hour."""
+    with translate_errors():
+        records = await conn.fetch(_GROWTH, now, hour_starts(now)[0], thresholds.dlq_window_s)
+    opening = [r for r in records if r["kind"] == "opened"]
+    opened = {r["hour"]: int(r["n"]) for r in opening}
+    resolved = {r["hour"]: int(r["n"]) for r in records if r["kind"] == "resolved"}
+    return Growth(
         added_5m=sum(int(r["n_5m"]) for r in opening),
         added_1h=sum(int(r["n_1h"]) for r in opening),
         added_24h=sum(opened.values()),
         # A window longer than the 24 hours read is counted to 24 hours.
         added_in_window=sum(int(r["n_window"]) for r in opening),
         hours=fill_hours(now, opened, resolved),
-        oldest_open=oldest_open,
     )
+
+
+async def oldest_open(conn: Conn, now: datetime) -> OldestOpen | None:
+    """The open row that first failed longest ago, and its age."""
+    with translate_errors():
+        oldest = await conn.fetchrow(_OLDEST_OPEN)
+    if oldest is None:
+        return None
+    first = oldest["first_failed_at"]
+    return OldestOpen(int(oldest["id"]), first, age_s(now, first) or 0.0)
 
 
 async def outbox_owed(conn: Conn) -> tuple[int, float]:
