@@ -366,3 +366,14 @@ async def test_the_answers_are_the_documented_ones(console: ConsoleHarness) -> N
     check_answer(doc, path, "get", r.status_code, r.headers, r.content)
     refused = await console.anonymous().get(path)
     assert str(refused.status_code) in doc["paths"][path]["get"]["responses"]
+
+
+async def test_a_missing_consumer_is_named_as_the_reason(
+    console: ConsoleHarness, jetstream: Any
+) -> None:
+    """The stream is there but `gateway settle` never made its consumer."""
+    configure(console)
+    await jetstream.jetstream().delete_consumer("WEBHOOKS", "settlement")
+    console.deps.nats = jetstream
+    api = (await console.client(Role.VIEWER).get("/console/api/v1/stats/overview")).json()
+    assert api["settlement"] == {"pending": None, "note": "no consumer 'settlement' on WEBHOOKS"}
