@@ -16,7 +16,7 @@ from starlette.requests import Request
 from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.adapters.postgres.console_audit import record_for
-from gateway.console.replay_plans import PlanAsk, PlanView, make_plan
+from gateway.console.replay_plans import PlanView, make_plan
 from gateway.console.web import Principal, client_address, deps
 from gateway.core.replay_jobs import (
     ItemState,
@@ -28,6 +28,7 @@ from gateway.core.replay_jobs import (
     allowed_actions,
     confirmed,
 )
+from gateway.core.replay_requests import PlanAsk
 from gateway.errors import UsageError
 
 JOBS_PER_PAGE = 50

@@ -28,7 +28,7 @@ from gateway.console.replay_ops import (
     jobs_page,
     plan_of,
 )
-from gateway.console.replay_plans import ask_from_params, filter_summary
+from gateway.console.replay_plans import filter_summary
 from gateway.console.web import deps, form_value, is_htmx, read_form, render, require
 from gateway.core.console_roles import Capability, can
 from gateway.core.replay_jobs import (
@@ -40,6 +40,7 @@ from gateway.core.replay_jobs import (
     JobState,
     is_stale,
 )
+from gateway.core.replay_requests import ask_from_params
 from gateway.errors import RowNotFound, UsageError
 
 

@@ -22,10 +22,10 @@ from gateway.console.replay_ops import (
     jobs_page,
     plan_of,
 )
-from gateway.console.replay_plans import ask_from_json
 from gateway.console.web import problem, require
 from gateway.core.console_roles import Capability
 from gateway.core.replay_jobs import ItemState, JobAction, JobState
+from gateway.core.replay_requests import ask_from_json
 from gateway.errors import RowNotFound, UsageError
 
 #: The largest request body read (a list of ids for one job fits well inside).

@@ -146,8 +146,20 @@ async def missing_ids(conn: Conn, ids: tuple[int, ...]) -> list[int]:
     return [i for i in ids if i not in found]
 
 
-# For the replay planner (`replay_jobs.event_briefs`), which must choose the same rows as
-# `gateway events replay` does: the same filter, the same columns.
-BRIEF_COLUMNS = _BRIEF_COLUMNS
-where_of = _where
-brief_of = _brief
+async def event_briefs(conn: Conn, f: EventFilter, limit: int) -> list[EventBrief]:
+    """The accepted events `f` matches, at most `limit`, in the order `replay_events`
+    publishes them (id, the order they were recorded), without their bodies: what the
+    console's replay planner shows, and a replay job's items are made of."""
+    where, args = _where(f)
+    sql = " ".join(
+        [
+            "SELECT",
+            _BRIEF_COLUMNS,
+            "FROM processed_webhooks WHERE",
+            where,
+            f"ORDER BY id LIMIT ${len(args) + 1}",
+        ]
+    )
+    with translate_errors():
+        records = await conn.fetch(sql, *args, limit)
+    return [_brief(r) for r in records]

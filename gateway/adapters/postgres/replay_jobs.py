@@ -17,9 +17,6 @@ import asyncpg
 import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.adapters.postgres import events as events_sql
-from gateway.core.event_filters import EventFilter
-from gateway.core.event_rows import EventBrief
 from gateway.core.excerpt import capped
 from gateway.core.replay_jobs import (
     TRANSITIONS,
@@ -304,24 +301,3 @@ async def job_items(
             *args,
         )
     return [_item(r) for r in records]
-
-
-async def event_briefs(conn: Conn, f: EventFilter, limit: int) -> list[EventBrief]:
-    """The accepted events `f` matches, at most `limit`, in the order `gateway events
-    replay` publishes them (id, the order they were recorded), without their bodies: what
-    a planner shows and a job's items are made of."""
-    # The filter's SQL is `gateway events`' own, so the plan matches what the command
-    # would replay.
-    where, args = events_sql.where_of(f)
-    sql = " ".join(
-        [
-            "SELECT",
-            events_sql.BRIEF_COLUMNS,
-            "FROM processed_webhooks WHERE",
-            where,
-            f"ORDER BY id LIMIT ${len(args) + 1}",
-        ]
-    )
-    with translate_errors():
-        records = await conn.fetch(sql, *args, limit)
-    return [events_sql.brief_of(r) for r in records]
