@@ -38,6 +38,7 @@ from gateway.console.app import build_app
 from gateway.console.token_admin import issue
 from gateway.console.web import ConsoleDeps
 from gateway.core.dlq_filters import filter_from_query
+from gateway.core.dlq_pages import decode_cursor
 from gateway.core.event_search import parse_event_search
 from gateway.core.keyset import Keyset, encode_cursor
 from gateway.settings import parse
@@ -193,7 +194,8 @@ class Case:
     name: str
     path: str
     params: dict[str, str]
-    explain: Callable[[], list[Any]] | None  # [sql, *args] of the page's statement
+    # The statements the page runs, each as [sql, *args] (None: not a list page).
+    explain: Callable[[], list[list[Any]]] | None
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -237,19 +239,19 @@ async def cases(pool: asyncpg.Pool, now: datetime) -> list[Case]:
         max(1, events // 10),
     )
 
-    def dlq(params: dict[str, str]) -> Callable[[], list[Any]]:
-        def sql() -> list[Any]:
-            from gateway.core.dlq_pages import decode_cursor
-
+    def dlq(params: dict[str, str]) -> Callable[[], list[list[Any]]]:
+        def sql() -> list[list[Any]]:
+            # The page, and the count of matching rows it shows (capped at 10,001).
             f = filter_from_query(now, {k: [v] for k, v in params.items() if k != "cursor"})
-            return dlq_pages.page_query(f, decode_cursor(params.get("cursor")), 50)
+            page = dlq_pages.page_query(f, decode_cursor(params.get("cursor")), 50)
+            return [page, dlq_pages.count_query(f)]
 
         return sql
 
-    def ev(params: dict[str, str]) -> Callable[[], list[Any]]:
-        def sql() -> list[Any]:
+    def ev(params: dict[str, str]) -> Callable[[], list[list[Any]]]:
+        def sql() -> list[list[Any]]:
             text, args = search_sql(parse_event_search({k: [v] for k, v in params.items()}, now))
-            return [text, *args]
+            return [[text, *args]]
 
         return sql
 
@@ -295,15 +297,17 @@ async def measure(client: httpx.AsyncClient, case: Case, requests: int) -> list[
 
 
 async def explain(pool: asyncpg.Pool, case: Case) -> tuple[str, bool]:
-    """The page statement's plan as run (EXPLAIN ANALYZE), and whether it reads the big
-    table along an index only (no sequential scan of it)."""
+    """The plans of the page's statements as run (EXPLAIN ANALYZE), and whether each
+    reads the big tables along an index only (no sequential scan of them)."""
     assert case.explain is not None
-    sql, *args = case.explain()
+    plans, indexed = [], True
     async with pool.acquire() as conn:
-        rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, *args)
-    plan = "\n".join(r[0] for r in rows)
-    indexed = "Index" in plan and not any(f"Seq Scan on {t}" in plan for t in TABLES)
-    return plan, indexed
+        for sql, *args in case.explain():
+            rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, *args)
+            plan = "\n".join(r[0] for r in rows)
+            indexed &= "Index" in plan and not any(f"Seq Scan on {t}" in plan for t in TABLES)
+            plans.append(plan)
+    return "\n\n".join(plans), indexed
 
 
 async def overview_plans(pool: asyncpg.Pool, now: datetime) -> list[tuple[str, str]]:
