@@ -10,7 +10,7 @@ adapters: never the replayer, whose stage handlers load the settlement side.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +32,6 @@ from gateway.errors import (
     DlqUsageError,
     EventRowNotFound,
     EventsUsageError,
-    UsageError,
 )
 
 #: The rows shown at each end of the plan, and the skipped rows listed.
@@ -119,6 +118,16 @@ class PlanView:
         )
 
 
+def _pinned(ask: PlanAsk, pairs: list[tuple[str, str]]) -> PlanAsk:
+    """`ask` with its filter as the parser read it, times absolute: what the page carries
+    to the start and the job keeps, so "since 2h" means the rows the plan showed, not
+    those of two hours before the form was sent."""
+    params: dict[str, tuple[str, ...]] = {}
+    for key, value in pairs:
+        params[key] = (*params.get(key, ()), value)
+    return replace(ask, params=params)
+
+
 def _breakdown(labels: list[str]) -> list[tuple[str, int]]:
     return Counter(labels).most_common()
 
@@ -167,7 +176,8 @@ async def _dlq_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
     rows = [row(b) for b in the_plan.to_replay]
     passed = [row(r.row, r.outcome.value, r.message) for r in the_plan.results]
     labels = [f"{b.stage} · {b.error_class} · {b.provider}" for b in the_plan.to_replay]
-    return PlanView(ask, rows, passed, _breakdown(labels))
+    pinned = ask if ask.ids else _pinned(ask, filter_query(f))
+    return PlanView(pinned, rows, passed, _breakdown(labels))
 
 
 async def _events_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
@@ -182,7 +192,9 @@ async def _events_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
                 "a replay chooses events by provider, type, time, event id and source; "
                 "remove state and contains (they narrow the log, not a replay), or pick ids"
             )
-        f = parse_event_search(dict(ask.params), now).filter  # the window is required
+        search = parse_event_search(dict(ask.params), now)  # the window is required
+        f = search.filter
+        ask = _pinned(ask, search.query())
     cap = JOB_MAX_ROWS + 1 if ask.limit is None else ask.limit
     briefs = await events_sql.event_briefs(conn, f, cap)
     if len(briefs) > JOB_MAX_ROWS:
@@ -210,13 +222,8 @@ async def _events_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
     return PlanView(ask, rows, passed, _breakdown(labels))
 
 
-def filter_summary(ask: PlanAsk, now: datetime) -> list[tuple[str, str]]:
-    """The ask's choice of rows as (field, value) pairs for the page (times absolute)."""
+def filter_summary(ask: PlanAsk) -> list[tuple[str, str]]:
+    """The ask's choice of rows as (field, values) pairs for the page."""
     if ask.ids:
         return [("id", ", ".join(map(str, ask.ids)))]
-    if ask.kind is JobKind.DLQ:
-        try:
-            return filter_query(filter_from_query(now, ask.params))
-        except UsageError:
-            pass
     return [(k, ", ".join(v)) for k, v in ask.params.items()]

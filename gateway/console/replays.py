@@ -29,7 +29,7 @@ from gateway.console.replay_ops import (
     plan_of,
 )
 from gateway.console.replay_plans import filter_summary
-from gateway.console.web import deps, form_value, is_htmx, read_form, render, require
+from gateway.console.web import form_value, is_htmx, read_form, render, require
 from gateway.core.console_roles import Capability, can
 from gateway.core.replay_jobs import (
     CONFIRM_ABOVE_ROWS,
@@ -75,7 +75,6 @@ async def _planner(
     error: str | None = None,
     status: int = 200,
 ) -> Response:
-    console = deps(request)
     context: dict[str, Any] = {
         "error": error,
         "plan": None,
@@ -90,11 +89,14 @@ async def _planner(
     }
     try:
         ask = ask_from_params(params)
-        context["hidden"] = ask.hidden_fields()
         context["by_ids"] = bool(ask.ids)
-        context["summary"] = filter_summary(ask, console.now())
         context["kind"] = ask.kind.value
-        context["plan"] = await plan_of(request, ask)
+        context["summary"] = filter_summary(ask)  # as typed, until the plan is made
+        view = await plan_of(request, ask)
+        # The filter as read, times absolute: the start replays the rows shown here.
+        context["plan"] = view
+        context["hidden"] = view.ask.hidden_fields()
+        context["summary"] = filter_summary(view.ask)
     except (UsageError, RowNotFound) as exc:
         context["error"] = error or str(exc)
         status = status if status != 200 else 400

@@ -405,3 +405,17 @@ async def test_a_job_page_says_when_it_waits_for_a_runner_or_its_runner_went_qui
     )
     assert partial.text.lstrip().startswith('<div id="job-status"')  # the fragment alone
     assert "no heartbeat for over 30 s" in partial.text
+
+
+async def test_a_relative_time_is_pinned_when_planned_so_the_start_replays_what_was_shown(
+    console: ConsoleHarness,
+) -> None:
+    await park(console, 1)
+    browser = await console.session_client(Role.OPERATOR)
+    page = await browser.get("/console/replays/new?stage=settlement&since=2h")
+    (since,) = re.findall(r'<input type="hidden" name="since" value="([^"]+)">', page.text)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", since), since
+    form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page.text))
+    assert (await browser.post("/console/replays", data=form)).status_code == 303
+    request = await console.fetchval("SELECT request::text FROM replay_jobs")
+    assert f'"since": ["{since}"]' in request
