@@ -419,3 +419,24 @@ async def test_a_relative_time_is_pinned_when_planned_so_the_start_replays_what_
     assert (await browser.post("/console/replays", data=form)).status_code == 303
     request = await console.fetchval("SELECT request::text FROM replay_jobs")
     assert f'"since": ["{since}"]' in request
+
+
+async def test_the_events_planner_page_plans_the_event_logs_filter(
+    console: ConsoleHarness,
+) -> None:
+    for i, subject in enumerate(["webhooks.stripe.invoice_paid", None]):
+        await console.fetchval(
+            "INSERT INTO processed_webhooks (provider, event_id, event_type, subject, body)"
+            " VALUES ('stripe', $1, 'invoice.paid', $2, '\\x7b7d') RETURNING id",
+            f"evt_{i}",
+            subject,
+        )
+    browser = await console.session_client(Role.OPERATOR)
+    page = await browser.get("/console/replays/new?kind=events&provider=stripe&since=1h")
+    assert page.status_code == 200, page.text
+    assert re.search(r"<strong>1</strong> row would replay;", page.text)
+    assert "no subject: the event was parked at ingest" in page.text
+    assert "stripe · invoice.paid" in page.text
+    assert 'name="max_attempts"' not in page.text  # a dead letter's option only
+    refused = await browser.get("/console/replays/new?kind=events&since=1h&state=parked")
+    assert refused.status_code == 400 and "remove state and contains" in refused.text
