@@ -192,31 +192,36 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """The real `gateway` command; fails the test on a non-zero status."""
-    done = subprocess.run(
-        [GATEWAY, *args], capture_output=True, text=True, timeout=60, env=clean_env()
-    )
-    assert done.returncode == 0, f"gateway {' '.join(args)}: {done.stderr}"
-    return done
-
-
 def issue_tokens(cfg: Path) -> dict[Role, str]:
-    """One token per role, each printed alone on stdout by `gateway console token create`."""
-    return {
-        role: cli(
-            "console",
-            "token",
-            "create",
-            "--name",
-            role.value,
-            "--role",
-            role.value,
-            "--config",
-            str(cfg),
-        ).stdout.strip()
+    """One token per role, each printed alone on stdout by `gateway console token create`
+    (the four commands run side by side: each one's start-up is most of its time)."""
+    running = {
+        role: subprocess.Popen(
+            [
+                GATEWAY,
+                "console",
+                "token",
+                "create",
+                "--name",
+                role.value,
+                "--role",
+                role.value,
+                "--config",
+                str(cfg),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+        )
         for role in Role
     }
+    tokens: dict[Role, str] = {}
+    for role, proc in running.items():
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, f"gateway console token create ({role.value}): {err}"
+        tokens[role] = out.strip()
+    return tokens
 
 
 @dataclass
