@@ -78,6 +78,14 @@ async def big(template_db: str) -> AsyncIterator[asyncpg.Connection]:
         " $1::timestamptz - make_interval(mins => i) FROM generate_series(1, 20) AS i",
         NOW,
     )
+    await conn.execute(
+        "UPDATE processed_webhooks SET publish_parked_at = received_at"
+        " WHERE id % 5000 = 7 AND event_id LIKE 'evt_%'"
+    )
+    await conn.execute(
+        "UPDATE processed_webhooks SET subject = NULL"
+        " WHERE id % 5000 = 11 AND event_id LIKE 'evt_%'"
+    )
     await conn.execute(_SEED_AUDIT, T0, AUDIT_ROWS)
     await conn.execute("ANALYZE processed_webhooks")
     await conn.execute("ANALYZE console_audit")
@@ -119,11 +127,14 @@ def search(**params: str) -> Any:
         {"type": "invoice.*", "source": "backfill", "since": "7d"},
         {"state": "waiting", "since": "31d"},
         {"state": "published", "since": "31d"},
+        {"state": "parked", "since": "31d"},
+        {"state": "no subject", "since": "31d"},
         {"contains": '{"n": 7}', "since": "31d"},
         {"event_id": "evt_199996", "provider": "stripe", "since": "31d"},
         {"event_id": "evt_199996", "since": "31d"},
     ],
-    ids=["default", "month", "provider", "type-source", "waiting", "published", "contains",
+    ids=["default", "month", "provider", "type-source", "waiting", "published", "parked",
+         "no-subject", "contains",
          "event-id", "event-id-alone"],
 )  # fmt: skip
 async def test_event_pages_use_an_index(big: asyncpg.Connection, params: dict[str, str]) -> None:
@@ -145,6 +156,42 @@ async def test_event_pages_use_an_index(big: asyncpg.Connection, params: dict[st
     started = time.perf_counter()
     await search_events(big, s)
     assert time.perf_counter() - started < PAGE_BOUND_S
+
+
+def indexes(plan_json: str) -> set[str]:
+    found: set[str] = set()
+
+    def walk(node: dict[str, Any]) -> None:
+        if "Index Name" in node:
+            found.add(node["Index Name"])
+        for child in node.get("Plans", []):
+            walk(child)
+
+    for top in orjson.loads(plan_json):
+        walk(top["Plan"])
+    return found
+
+
+@pytest.mark.parametrize(
+    ("state", "index"),
+    [
+        ("parked", "processed_webhooks_parked_received_idx"),
+        ("no subject", "processed_webhooks_no_subject_received_idx"),
+        ("waiting", "processed_webhooks_outbox_xid_idx"),
+        (None, "processed_webhooks_received_idx"),
+    ],
+)
+async def test_rare_states_read_their_own_index(
+    big: asyncpg.Connection, state: str | None, index: str
+) -> None:
+    """A rare state is read from the index that holds only its rows, not by filtering
+    every event of the window; and the rows found are the ones in that state."""
+    s = search(**({"state": state} if state else {}), since="31d", limit="200")
+    assert index in indexes(await plan(big, *search_sql(s)))
+    rows, _ = await search_events(big, s)
+    assert rows
+    if state is not None:
+        assert {r.publish_state for r in rows} == {state}
 
 
 async def test_waiting_finds_the_owed_rows(big: asyncpg.Connection) -> None:
