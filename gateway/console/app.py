@@ -56,7 +56,11 @@ async def on_refused(request: Request, exc: Exception) -> Response:
                 exc.detail,
                 headers={"WWW-Authenticate": 'Bearer realm="gateway-console"'},
             )
+        # Back to the page after logging in; a form posted after the session ended is
+        # not posted again (the operator sees the page and decides), so it goes home.
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.method not in ("GET", "HEAD"):
+            target = "/console/"
         return RedirectResponse(f"/console/login?next={quote(target, safe='')}", status_code=303)
     if exc.status != 403:
         title = "Payload Too Large" if exc.status == 413 else "Refused"

@@ -474,3 +474,14 @@ async def test_a_database_outage_answers_503_with_the_headers() -> None:
             assert r.status_code == 200, "the login page needs no database"
     finally:
         await pool.close()
+
+
+async def test_a_form_posted_after_the_session_ended_goes_to_log_in_then_home(
+    console: ConsoleHarness,
+) -> None:
+    browser = await console.session_client(Role.ADMIN)
+    console.clock.advance(31 * 60)
+    r = await browser.post("/console/tokens", data={"name": "late", "role": "viewer"})
+    assert r.status_code == 303
+    assert r.headers["location"] == "/console/login?next=%2Fconsole%2F"
+    assert await live_named(console, "late") == 0
