@@ -5,13 +5,15 @@ SHELL := /bin/bash
 VENV := .venv
 BIN  := $(VENV)/bin
 
-.PHONY: help setup setup-run setup-nodeps run test lint _lint docs _docs bench chaos lock clean
+.PHONY: help setup setup-run setup-nodeps run test lint _lint docs _docs screenshots _screenshots \
+	bench chaos lock clean
 
 help:
-	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations, wrk, promtool"
-	@echo "make run     - setup without wrk/promtool, then run the gateway (serve + settle + currency-stub)"
-	@echo "make test    - setup, then ruff, ruff format --check, mypy, the docs site, pytest"
-	@echo "make docs    - build the documentation site into site/ (mkdocs, strict)"
+	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations, wrk, promtool, chromium"
+	@echo "make run     - setup without wrk/promtool, then run the gateway (serve, settle, console, run-jobs, currency-stub)"
+	@echo "make test    - setup, then ruff, ruff format --check, mypy, the console screenshots, the docs site, pytest"
+	@echo "make docs    - build the documentation site into site/ (mkdocs, strict; the committed screenshots)"
+	@echo "make screenshots - setup, then the console's screenshots into docs/images/console/ (headless chromium)"
 	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
 	@echo "make bench   - setup, then python -m bench.run"
 	@echo "make chaos   - setup, then pytest chaos"
@@ -49,8 +51,18 @@ _docs:
 docs: setup-nodeps
 	$(MAKE) --no-print-directory _docs
 
+# The console's pages in headless Chromium (empty, typical, 10,000+ rows), for the docs.
+# They need PostgreSQL, NATS and chromium, so `make docs` (no services) builds with the
+# committed images and `make test` retakes them before it builds the site.
+_screenshots:
+	$(BIN)/python -m tests.browser.screenshots docs/images/console
+
+screenshots: setup
+	$(MAKE) --no-print-directory _screenshots
+
 test: setup
 	$(MAKE) --no-print-directory _lint
+	$(MAKE) --no-print-directory _screenshots
 	$(MAKE) --no-print-directory _docs
 	$(BIN)/pytest -q
 
