@@ -19,7 +19,8 @@ from markupsafe import Markup, escape
 # The drawing's box, in SVG user units (it scales to its container).
 WIDTH = 720
 HEIGHT = 240
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 12, 16, 36
+# The top margin holds the threshold's legend, so bars never cover its label.
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 12, 30, 36
 #: With many bars, every n-th is labelled so the labels do not overlap.
 _MAX_LABELS = 12
 # Above the tallest of values and threshold, so neither touches the top edge.
@@ -152,9 +153,10 @@ def _svg(
         parts.append(
             f'<line class="chart-threshold" x1="{_LEFT}" y1="{ty}" x2="{WIDTH - _RIGHT}" '
             f'y2="{ty}" stroke="currentColor" stroke-dasharray="6 4"/>'
-            f'<text class="chart-threshold-label" x="{WIDTH - _RIGHT}" '
-            f'y="{_coord(y_of(threshold.value) - 4)}" text-anchor="end">'
-            f"{escape(threshold.label)}</text>"
+            f'<line class="chart-threshold-key" x1="{WIDTH - _RIGHT - 28}" y1="11" '
+            f'x2="{WIDTH - _RIGHT}" y2="11" stroke="currentColor" stroke-dasharray="6 4"/>'
+            f'<text class="chart-threshold-label" x="{WIDTH - _RIGHT - 34}" y="15" '
+            f'text-anchor="end">{escape(threshold.label)}</text>'
         )
     parts.append("</svg>")
     return Markup("".join(parts))  # noqa: S704 - every piece above is escaped

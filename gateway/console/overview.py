@@ -126,8 +126,10 @@ def format_age(seconds: float | None) -> str:
     if s < 3600:
         return f"{s // 60} min"
     if s < 86_400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86_400} d {s % 86_400 // 3600} h"
+        hours, minutes = s // 3600, s % 3600 // 60
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = s // 86_400, s % 86_400 // 3600
+    return f"{days} d {hours} h" if hours else f"{days} d"
 
 
 def _utc(value: datetime | None) -> str:
