@@ -35,7 +35,7 @@ from gateway.console.web import (
 )
 from gateway.core.console_roles import Capability, can
 from gateway.core.dlq_filters import FILTER_KEYS, DlqFilter, filter_from_query, filter_query
-from gateway.core.dlq_pages import decode_cursor, encode_cursor, page_rows
+from gateway.core.dlq_pages import LIST_TIMEOUT_S, decode_cursor, encode_cursor, page_rows
 from gateway.core.model import Stage
 from gateway.core.operator_input import parse_ids
 from gateway.errors import DlqUsageError, UsageError
@@ -69,11 +69,11 @@ async def list_page(request: Request) -> Response:
         f = filter_from_query(now, params)
         after = decode_cursor(request.query_params.get("cursor"))
         limit = page_rows(request.query_params.get("limit"))
+        async with connection(console.pool) as conn:
+            page = await pages.list_page(conn, f, after, limit, LIST_TIMEOUT_S)
     except DlqUsageError as exc:
         context["error"] = str(exc)
         return render(request, "dead_letters/list.html", context, status=400)
-    async with connection(console.pool) as conn:
-        page = await pages.list_page(conn, f, after, limit)
     context.update(
         page=page,
         rows=[brief_doc(r, now) for r in page.rows],
@@ -98,6 +98,8 @@ async def groups_page(request: Request) -> Response:
     params = query_lists(request.query_params.multi_items())
     try:
         f = filter_from_query(deps(request).now(), params)
+        async with connection(deps(request).pool) as conn:
+            found = await pages.groups(conn, f, LIST_TIMEOUT_S)
     except DlqUsageError as exc:
         return render(
             request,
@@ -113,8 +115,6 @@ async def groups_page(request: Request) -> Response:
             },
             status=400,
         )
-    async with connection(deps(request).pool) as conn:
-        found = await pages.groups(conn, f)
     stages = [s.value for s in Stage] + sorted({s for _, s, _ in found} - {s.value for s in Stage})
     classes = list(dict.fromkeys(c for c, _, _ in found))
     cells = {(c, s): n for c, s, n in found}
@@ -240,10 +240,10 @@ async def api_list(request: Request) -> Response:
         f = filter_from_query(now, params)
         after = decode_cursor(request.query_params.get("cursor"))
         limit = page_rows(request.query_params.get("limit"))
+        async with connection(deps(request).pool) as conn:
+            page = await pages.list_page(conn, f, after, limit, LIST_TIMEOUT_S)
     except DlqUsageError as exc:
         return problem(400, "Bad Request", str(exc))
-    async with connection(deps(request).pool) as conn:
-        page = await pages.list_page(conn, f, after, limit)
     cursor = encode_cursor(page.next_after) if page.next_after else None
     return JSONResponse({"items": [brief_doc(r, now) for r in page.rows], "next_cursor": cursor})
 

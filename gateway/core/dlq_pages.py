@@ -21,6 +21,11 @@ DEFAULT_PAGE_ROWS = 50
 MAX_PAGE_ROWS = 500
 #: Counting stops here: past it the page says "10,000+" instead of reading every row.
 COUNT_CAP = 10_000
+#: The longest a console page's statements may read. A text search (no index holds
+#: the messages) or a rare class reads the table until a page fills: over 1 M open
+#: rows a search that matches almost nothing took 1.5 s; past this bound it is
+#: refused with a line asking for a narrower filter, rather than holding a connection.
+LIST_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)

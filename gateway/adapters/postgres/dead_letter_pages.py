@@ -11,10 +11,13 @@ default) or `dlq_webhooks_page_idx` (sql/016_console_lists.sql).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import asyncpg
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres import order_admin as keys
@@ -23,6 +26,7 @@ from gateway.core.dlq_filters import DlqFilter
 from gateway.core.dlq_model import RowBrief
 from gateway.core.dlq_pages import COUNT_CAP, DlqPage
 from gateway.core.keyset import Keyset
+from gateway.errors import DlqUsageError
 
 _BRIEF = """
 SELECT id, stage, provider, event_id, subject, error_class, attempts, received_at,
@@ -64,12 +68,35 @@ def count_query(f: DlqFilter) -> list[Any]:
     return [sql + ") AS capped", *args]
 
 
-async def list_page(conn: Conn, f: DlqFilter, after: Keyset | None, limit: int) -> DlqPage:
+@asynccontextmanager
+async def bounded(conn: Conn, timeout_s: float | None) -> AsyncIterator[None]:
+    """Statements inside read for at most `timeout_s` (None: no bound); past it
+    `DlqUsageError` asks for a narrower filter."""
+    if timeout_s is None:
+        yield
+        return
+    try:
+        async with conn.transaction():
+            # SET LOCAL: the bound ends with this transaction; the pooled connection
+            # goes back without it.
+            await conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
+            yield
+    except asyncpg.QueryCanceledError:
+        raise DlqUsageError(
+            f"the filter read for more than {timeout_s:g} s: narrow it (a time window,"
+            " a stage, a provider or an error class) or search for longer text"
+        ) from None
+
+
+async def list_page(
+    conn: Conn, f: DlqFilter, after: Keyset | None, limit: int, timeout_s: float | None = None
+) -> DlqPage:
     """The `limit` rows after `after` in the list's order, whether more follow, and how
-    many match `f` in all, counted up to the cap."""
+    many match `f` in all, counted up to the cap; each read bounded by `timeout_s`."""
     with translate_errors():
-        records = await conn.fetch(*page_query(f, after, limit))
-        total = int(await conn.fetchval(*count_query(f)))
+        async with bounded(conn, timeout_s):
+            records = await conn.fetch(*page_query(f, after, limit))
+            total = int(await conn.fetchval(*count_query(f)))
     rows = [RowBrief(**dict(r)) for r in records[:limit]]
     more = len(records) > limit
     last = rows[-1] if rows else None
@@ -97,14 +124,17 @@ async def stream_rows(
     return [dict(r) for r in records]
 
 
-async def groups(conn: Conn, f: DlqFilter) -> list[tuple[str, str, int]]:
+async def groups(
+    conn: Conn, f: DlqFilter, timeout_s: float | None = None
+) -> list[tuple[str, str, int]]:
     """(error_class, stage, rows) of the rows matching `f`, most rows first."""
     sql, *args = _filtered(f).query(
         "SELECT error_class, stage, count(*) AS n FROM dlq_webhooks",
         "GROUP BY error_class, stage ORDER BY count(*) DESC, error_class, stage",
     )
     with translate_errors():
-        records = await conn.fetch(sql, *args)
+        async with bounded(conn, timeout_s):
+            records = await conn.fetch(sql, *args)
     return [(r["error_class"], r["stage"], int(r["n"])) for r in records]
 
 

@@ -14,6 +14,7 @@ import pytest
 from gateway.adapters.postgres.dead_letter_pages import count_query, list_page, page_query
 from gateway.core.dlq_filters import DlqFilter, build_filter
 from gateway.core.keyset import Keyset
+from gateway.errors import DlqUsageError
 
 ROWS = 200_000
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -82,6 +83,18 @@ async def test_first_and_deep_pages_use_an_index(big: asyncpg.Connection) -> Non
             assert all(kind != "Seq Scan" for kind, _ in on_table), (f, after, nodes)
     # The capped count never counts past the cap, whatever the plan.
     assert await big.fetchval(*count_query(DlqFilter())) == 10_001
+
+
+async def test_a_search_that_reads_too_long_is_refused(big: asyncpg.Connection) -> None:
+    """A console page's reads are bounded: a text search over every row (no index holds
+    the messages) past the bound is a one-line refusal asking for a narrower filter, and
+    the connection goes back without the bound."""
+    f = build_filter(T0, search="matches nothing at all")
+    with pytest.raises(DlqUsageError, match=r"the filter read for more than 0\.001 s: narrow it"):
+        await list_page(big, f, None, 50, timeout_s=0.001)
+    assert await big.fetchval("SHOW statement_timeout") == "0"
+    page = await list_page(big, DlqFilter(), None, 50, timeout_s=5)
+    assert len(page.rows) == 50 and page.capped
 
 
 async def test_a_page_inside_a_burst_starts_at_its_row(database_url: str) -> None:
