@@ -18,6 +18,7 @@ from gateway.adapters.postgres import replay_jobs as store
 from gateway.adapters.postgres.console_audit import record_for
 from gateway.console.replay_plans import PlanView, make_plan
 from gateway.console.web import Principal, client_address, deps
+from gateway.core.operator_input import MAX_ROW_ID
 from gateway.core.replay_jobs import (
     ItemState,
     JobAction,
@@ -64,6 +65,12 @@ def decode_cursor(text: str | None) -> int | None:
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
         raise UsageError("cursor: not one this console gave out; start from the first page")
     return int(raw)
+
+
+def job_id_of(request: Request) -> int | None:
+    """The path's job id, or None past the table's bigint ids (no such job)."""
+    job_id = int(request.path_params["job_id"])
+    return job_id if 0 < job_id <= MAX_ROW_ID else None
 
 
 def idempotency_key(text: str | None) -> str | None:

@@ -25,6 +25,7 @@ from gateway.console.replay_ops import (
     idempotency_key,
     job_detail,
     job_doc,
+    job_id_of,
     jobs_page,
     plan_of,
 )
@@ -148,7 +149,9 @@ ACTION_LABELS = {
 
 async def job_page(request: Request) -> Response:
     principal = await require(request, Capability.VIEW)
-    job_id = int(request.path_params["job_id"])
+    job_id = job_id_of(request)
+    if job_id is None:
+        return render(request, "replays/missing.html", {"detail": "no such job"}, status=404)
     only_text = request.query_params.get("items") or None
     try:
         only = None if only_text is None else ItemState(only_text)
@@ -183,7 +186,9 @@ async def job_page(request: Request) -> Response:
 
 async def action_from_form(request: Request) -> Response:
     principal = await require(request, Capability.OPERATE)
-    job_id = int(request.path_params["job_id"])
+    job_id = job_id_of(request)
+    if job_id is None:
+        return render(request, "replays/missing.html", {"detail": "no such job"}, status=404)
     try:
         action = JobAction(request.path_params["action"])
     except ValueError:
@@ -197,9 +202,13 @@ async def action_from_form(request: Request) -> Response:
     return RedirectResponse(back, status_code=303)
 
 
+async def jobs(request: Request) -> Response:
+    """One route for both methods, so a 405 names both in `Allow`."""
+    return await (create_from_form if request.method == "POST" else jobs_list)(request)
+
+
 ROUTES: list[BaseRoute] = [
-    Route("/console/replays", jobs_list, methods=["GET"]),
-    Route("/console/replays", create_from_form, methods=["POST"]),
+    Route("/console/replays", jobs, methods=["GET", "POST"]),
     Route("/console/replays/new", planner_page, methods=["GET"]),
     Route("/console/replays/{job_id:int}", job_page, methods=["GET"]),
     Route("/console/replays/{job_id:int}/{action}", action_from_form, methods=["POST"]),

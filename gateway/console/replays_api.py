@@ -19,6 +19,7 @@ from gateway.console.replay_ops import (
     item_doc,
     job_detail,
     job_doc,
+    job_id_of,
     jobs_page,
     plan_of,
 )
@@ -98,7 +99,9 @@ async def list_jobs(request: Request) -> Response:
 
 async def get_job(request: Request) -> Response:
     await require(request, Capability.VIEW)
-    job_id = int(request.path_params["job_id"])
+    job_id = job_id_of(request)
+    if job_id is None:
+        return problem(404, "Not Found", "no such replay job")
     detail = await job_detail(request, job_id)
     if detail is None:
         return problem(404, "Not Found", f"no replay job {job_id}")
@@ -107,7 +110,9 @@ async def get_job(request: Request) -> Response:
 
 async def job_items(request: Request) -> Response:
     await require(request, Capability.VIEW)
-    job_id = int(request.path_params["job_id"])
+    job_id = job_id_of(request)
+    if job_id is None:
+        return problem(404, "Not Found", "no such replay job")
     only_text = request.query_params.get("state")
     try:
         only = None if not only_text else ItemState(only_text)
@@ -123,7 +128,9 @@ async def job_items(request: Request) -> Response:
 
 async def action(request: Request) -> Response:
     principal = await require(request, Capability.OPERATE)
-    job_id = int(request.path_params["job_id"])
+    job_id = job_id_of(request)
+    if job_id is None:
+        return problem(404, "Not Found", "no such replay job")
     try:
         which = JobAction(request.path_params["action"])
     except ValueError:
@@ -139,11 +146,22 @@ async def action(request: Request) -> Response:
     return JSONResponse(job_doc(detail.job, detail.counts))
 
 
+async def jobs(request: Request) -> Response:
+    """One route for both methods, so a 405 names both in `Allow`."""
+    return await (create if request.method == "POST" else list_jobs)(request)
+
+
+async def no_such_path(request: Request) -> Response:
+    """Anything else under the replays API: problem+json, as every answer here is."""
+    await require(request, Capability.VIEW)
+    return problem(404, "Not Found", "no such replays resource: see the OpenAPI document")
+
+
 API = "/console/api/v1/replays"
 ROUTES: list[BaseRoute] = [
-    Route(API, create, methods=["POST"]),
-    Route(API, list_jobs, methods=["GET"]),
+    Route(API, jobs, methods=["GET", "POST"]),
     Route(API + "/{job_id:int}", get_job, methods=["GET"]),
     Route(API + "/{job_id:int}/items", job_items, methods=["GET"]),
     Route(API + "/{job_id:int}/{action}", action, methods=["POST"]),
+    Route(API + "/{rest:path}", no_such_path, methods=["GET", "POST"]),
 ]

@@ -38,6 +38,8 @@ CASES: list[Case] = [
     ("POST", f"{API}/1/resume", Role.OPERATOR, None),
     ("POST", f"{API}/1/cancel", Role.OPERATOR, None),
     ("POST", f"{API}/1/retry", Role.OPERATOR, None),
+    ("GET", f"{API}/not-a-job", Role.VIEWER, None),
+    ("POST", f"{API}/not-a-job/pause", Role.VIEWER, None),
 ]
 
 
@@ -70,7 +72,9 @@ async def test_route_role(console: ConsoleHarness, case: Case, role: Role) -> No
     if not allowed:
         assert jobs == jobs_before
         return
-    if method == "GET" or (body or {}).get("dry_run"):
+    if "not-a-job" in path:
+        assert r.status_code == 404 and r.headers["content-type"] == "application/problem+json"
+    elif method == "GET" or (body or {}).get("dry_run"):
         assert r.status_code == 200, r.text
         assert jobs == jobs_before
     elif creates:
