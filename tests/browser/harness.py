@@ -269,36 +269,39 @@ def wait_serving(process: Process, url: str, timeout_s: float = 30.0) -> None:
 
 @dataclass
 class Console:
-    """A running console: its origin, a token per role, and the database behind it."""
+    """A running console: its origin, a token per role, the database behind it, and the
+    replay runner, started when a test or a data set wants jobs to run."""
 
     origin: str
     tokens: Mapping[Role, str]
     database_url: str
     config: Path
+    runner: Process
 
     def url(self, path: str) -> str:
         return self.origin + path
 
+    def start_runner(self) -> None:
+        """`gateway dlq run-jobs` with the fixed configuration (after the operator's fix)."""
+        if self.runner.proc is None:
+            self.runner.start()
+
 
 @contextlib.contextmanager
-def running_console(
-    workdir: Path, database_url: str, nats_url: str, *, run_jobs: bool = True
-) -> Iterator[Console]:
-    """`gateway console` (the config before the fix) and, where asked, `gateway dlq
-    run-jobs` with the fixed config, as an operator runs them after the fix."""
+def running_console(workdir: Path, database_url: str, nats_url: str) -> Iterator[Console]:
+    """`gateway console` with the config before the fix; `Console.start_runner` starts
+    `gateway dlq run-jobs` with the fixed one, as an operator runs it after the fix."""
     port = free_port()
     before = write_config(workdir / "console.toml", database_url, nats_url, port, fixed=False)
     after = write_config(workdir / "fixed.toml", database_url, nats_url, port, fixed=True)
     tokens = issue_tokens(before)
     console = Process(["console", "--config", str(before)], workdir / "console.log")
-    jobs = Process(["dlq", "run-jobs", "--config", str(after)], workdir / "run-jobs.log")
+    runner = Process(["dlq", "run-jobs", "--config", str(after)], workdir / "run-jobs.log")
     try:
         console.start()
         origin = f"http://127.0.0.1:{port}"
         wait_serving(console, origin + "/console/login")
-        if run_jobs:
-            jobs.start()
-        yield Console(origin, tokens, database_url, before)
+        yield Console(origin, tokens, database_url, before, runner)
     finally:
-        jobs.stop()
+        runner.stop()
         console.stop()

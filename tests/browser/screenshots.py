@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -74,7 +75,7 @@ def pages(seeded: Seeded | None, job_id: int | None, event_row: int | None) -> I
 async def replay_the_stripe_row(page: Page, console: Console, seeded: Seeded) -> int | None:
     """Plan and start the Stripe row's replay through the planner; the job's id."""
     await page.goto(console.url(f"/console/replays/new?ids={seeded.stripe_id}"))
-    start = page.get_by_role("button", name="Start replay")
+    start = page.get_by_role("button", name=re.compile(r"^start", re.IGNORECASE))
     if not await start.count():
         return None
     await start.first.click()
@@ -136,6 +137,7 @@ async def shoot_all(
     await log_in(page, console, Role.ADMIN)
     job_id = event_row = None
     if seeded is not None:
+        console.start_runner()
         job_id = await replay_the_stripe_row(page, console, seeded)
         if job_id is not None:
             await job_finished(console.database_url, job_id)

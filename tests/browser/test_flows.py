@@ -92,6 +92,12 @@ async def run_the_replay(page: Page, console: Console, seeded: Seeded, *, js: bo
     await expect(main.get_by_role("row").filter(has_text=seeded.stripe_event).first).to_be_visible()
     await main.get_by_role("button", name=re.compile(r"^start", re.IGNORECASE)).click()
     await expect(page).to_have_url(re.compile(r"/console/replays/\d+$"))
+    # The job is a row, waiting: nothing runs it until the runner is started.
+    assert await progress(page) == (0, 1)
+    await expect(main.get_by_text(re.compile(r"State:\s*planned", re.IGNORECASE))).to_be_visible()
+    navigations: list[str] = []
+    page.on("framenavigated", lambda f: navigations.append(f.url) if f == page.main_frame else None)
+    console.start_runner()
     for _ in range(60):
         now, top = await progress(page)
         if now == top == 1:
@@ -99,8 +105,9 @@ async def run_the_replay(page: Page, console: Console, seeded: Seeded, *, js: bo
         await page.wait_for_timeout(500)
         if not js:
             await page.reload()  # without JavaScript, the operator reloads
-    # With JavaScript on, htmx's polling moved the bar: the page was never reloaded.
     assert await progress(page) == (1, 1)
+    if js:
+        assert navigations == []  # htmx's polling moved the bar: the page was not reloaded
     await expect(main.get_by_text(re.compile(r"State:\s*done", re.IGNORECASE))).to_be_visible()
     await page.reload()  # htmx refreshes the status block only, not the items table
     items = main.get_by_role("row").filter(has_text=f"dead letter {seeded.stripe_id}")
