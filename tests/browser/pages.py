@@ -80,6 +80,7 @@ async def blocking_violations(page: Page) -> list[dict[str, Any]]:
     """axe-core's serious and critical violations on the page as it is now. The page's
     context must be made with `bypass_csp=True`: the console's CSP admits only its own
     scripts, and axe-core is injected from tests/browser/node_modules for this check."""
+    assert AXE.exists(), f"{AXE} is missing: run `make setup` (npm ci --prefix tests/browser)"
     await page.add_script_tag(path=str(AXE))
     result: dict[str, Any] = await page.evaluate(
         "async () => await axe.run(document, {resultTypes: ['violations']})"
