@@ -4,14 +4,13 @@ error or console error they see."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
-from tests.browser.harness import CHROMIUM, Console, Seeded, running_console, seed
+from tests.browser.harness import CHROMIUM, Console, Seeded, chromium_args, running_console, seed
 from tests.browser.pages import Guard
 
 HERE = Path(__file__).parent
@@ -36,9 +35,9 @@ NewPage = Callable[..., Awaitable[tuple[Page, Guard]]]
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
     async with async_playwright() as pw:
-        # Root (CI, containers) cannot use Chromium's user-namespace sandbox.
-        args = ["--no-sandbox"] if os.geteuid() == 0 else []
-        launched = await pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+        launched = await pw.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=chromium_args()
+        )
         yield launched
         await launched.close()
 

@@ -50,6 +50,15 @@ HOSTILE_PAYLOAD = orjson.dumps(
 NARROW_TYPES = ["charge.*"]
 
 
+def chromium_args() -> list[str]:
+    """Root (CI, containers) cannot use Chromium's user-namespace sandbox, and a
+    container's small /dev/shm can crash its renderer."""
+    args = ["--disable-dev-shm-usage"]
+    if os.geteuid() == 0:
+        args.append("--no-sandbox")
+    return args
+
+
 def stripe_body() -> bytes:
     """The corpus's Stripe payment_intent.succeeded, byte for byte (a stand-in of the same
     shape where the corpus is not beside the repository)."""

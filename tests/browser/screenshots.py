@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from tests.browser.harness import (
     ROOT,
     Console,
     Seeded,
+    chromium_args,
     running_console,
     seed,
     seed_many,
@@ -177,9 +177,8 @@ async def main(out: Path) -> int:
     nats.start()
     try:
         async with async_playwright() as pw:
-            args = ["--no-sandbox"] if os.geteuid() == 0 else []
             browser = await pw.chromium.launch(
-                executable_path=str(CHROMIUM), headless=True, args=args
+                executable_path=str(CHROMIUM), headless=True, args=chromium_args()
             )
             try:
                 for prefix in ("empty", "typical", "large"):
