@@ -272,6 +272,10 @@ async def cases(pool: asyncpg.Pool, now: datetime) -> list[Case]:
         ("events github 30 days, deep cursor", "/console/api/v1/events",
          {**window, "provider": "github", "cursor": encode_cursor(deep_github)}),
         ("events default 24 h, first page", "/console/api/v1/events", {}),
+        # A sender with no event at all: nothing to find, and it must not cost a walk of
+        # the whole window to say so.
+        ("events of a silent sender, 30 days", "/console/api/v1/events",
+         {**window, "provider": "legacy"}),
     ]  # fmt: skip
     found = [
         Case(name, path, params, (dlq if "dlq" in path else ev)(params))

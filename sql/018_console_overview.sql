@@ -6,9 +6,12 @@
 --    rotated secret) stands out. No other index of processed_webhooks leads with the
 --    provider and orders by time: without this one, finding the newest event of a
 --    provider silent for a day read every event recorded since, and the page asks
---    every 10 s. One backward step of this index answers it at any table size; ingest
---    maintains one more entry per event, and no column in it is ever updated (the
---    outbox and retention update others), so their updates stay in place (HOT).
+--    every 10 s. One backward step of this index answers it at any table size. The
+--    event log's search by provider uses it too where the provider is rare: a sender
+--    with no event in a 30-day window of 1 M is answered in 0.02 ms instead of a walk of
+--    the whole window (bench/console_lists.py). Ingest maintains one more entry per
+--    event, and no column in it is ever updated (the outbox and retention update
+--    others), so their updates stay in place (HOT).
 CREATE INDEX IF NOT EXISTS processed_webhooks_provider_received_idx
     ON processed_webhooks (provider, received_at);
 
