@@ -126,16 +126,25 @@ async def create_from_form(request: Request) -> Response:
 
 async def jobs_list(request: Request) -> Response:
     principal = await require(request, Capability.VIEW)
-    try:
-        page = await jobs_page(request, request.query_params.get("cursor"))
-    except UsageError as exc:
-        return render(request, "replays/list.html", {"jobs": [], "error": str(exc)}, status=400)
-    context = {
-        "jobs": [job_doc(job, counts) for job, counts in page.jobs],
-        "next_cursor": page.next_cursor,
+    state = request.query_params.get("state") or ""
+    context: dict[str, Any] = {
+        "jobs": [],
+        "next_cursor": None,
         "error": None,
+        "state": state,
+        "states": [s.value for s in JobState],
         "can_operate": can(principal.role, Capability.OPERATE),
     }
+    try:
+        if state and state not in context["states"]:
+            raise UsageError(f"state: {state!r} is not one of {', '.join(context['states'])}")
+        chosen = (JobState(state),) if state else ()
+        page = await jobs_page(request, request.query_params.get("cursor"), chosen)
+    except UsageError as exc:
+        context["error"] = str(exc)
+        return render(request, "replays/list.html", context, status=400)
+    context["jobs"] = [job_doc(job, counts) for job, counts in page.jobs]
+    context["next_cursor"] = page.next_cursor
     return render(request, "replays/list.html", context)
 
 

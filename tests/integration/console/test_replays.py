@@ -440,3 +440,24 @@ async def test_the_events_planner_page_plans_the_event_logs_filter(
     assert 'name="max_attempts"' not in page.text  # a dead letter's option only
     refused = await browser.get("/console/replays/new?kind=events&since=1h&state=parked")
     assert refused.status_code == 400 and "remove state and contains" in refused.text
+
+
+async def test_the_jobs_list_filters_by_state_and_a_job_says_which_rows_it_chose(
+    console: ConsoleHarness,
+) -> None:
+    ids = await park(console, 2)
+    api = console.client(Role.OPERATOR)
+    by_id = (await api.post("/console/api/v1/replays", json={"ids": ids})).json()["job_id"]
+    by_filter = (
+        await api.post("/console/api/v1/replays", json={"filter": {"stage": "settlement"}})
+    ).json()["job_id"]
+    await api.post(f"/console/api/v1/replays/{by_id}/cancel")
+    browser = await console.session_client(Role.VIEWER)
+    cancelled = await browser.get("/console/replays?state=cancelled")
+    assert f'href="/console/replays/{by_id}"' in cancelled.text
+    assert f'href="/console/replays/{by_filter}"' not in cancelled.text
+    assert (await browser.get("/console/replays?state=lost")).status_code == 400
+    page = await browser.get(f"/console/replays/{by_id}")
+    assert "<dd>2 by id</dd>" in page.text
+    page = await browser.get(f"/console/replays/{by_filter}")
+    assert "<dd>stage = settlement; state = open</dd>" in page.text  # as jsonb keeps them
