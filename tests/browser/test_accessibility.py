@@ -160,3 +160,27 @@ async def test_log_in_and_resolve_a_row_with_the_keyboard_alone(
     assert row is not None and row["is_resolved"]
     assert row["resolved_by"] == "console:operator"
     assert row["resolution_note"] == "merchant onboarded; settled by hand"
+
+
+async def test_plan_and_start_a_replay_with_the_keyboard_alone(
+    console: Console, seeded: Seeded, new_page: NewPage
+) -> None:
+    page, _ = await new_page()
+    await page.goto(console.url(f"/console/login?next=/console/dlq/{seeded.stripe_id}"))
+    await tab_to(page, "input", re.compile("token", re.IGNORECASE))
+    await page.keyboard.type(console.tokens[Role.OPERATOR])
+    await page.keyboard.press("Enter")
+    await expect(page).to_have_url(re.compile(rf"/console/dlq/{seeded.stripe_id}$"))
+    await tab_to(page, "a", re.compile(r"plan a replay", re.IGNORECASE))
+    await page.keyboard.press("Enter")
+    await expect(page).to_have_url(re.compile(r"/console/replays/new"))
+    await tab_to(page, "button", re.compile(r"^start", re.IGNORECASE))
+    await page.keyboard.press("Enter")
+    await expect(page).to_have_url(re.compile(r"/console/replays/\d+$"))
+    await expect(page.get_by_role("heading", level=1)).to_contain_text("Replay job")
+    conn = await asyncpg.connect(console.database_url)
+    try:
+        jobs = await conn.fetch("SELECT created_by, total FROM replay_jobs")
+    finally:
+        await conn.close()
+    assert [(j["created_by"], j["total"]) for j in jobs] == [("console:operator", 1)]

@@ -224,3 +224,23 @@ async def test_a_form_posted_from_another_site_is_refused(
     assert len(refusals) == 1
     if host == "127.0.0.1":  # same-site: the SameSite=Strict cookie went along
         assert refusals[0]["actor"] == "console:operator"
+
+
+async def test_a_second_submit_of_the_same_plan_starts_no_second_job(
+    console: Console, seeded: Seeded, new_page: NewPage
+) -> None:
+    """Back to the planner and Start again (the form carries its Idempotency-Key): the
+    same job, not a second one."""
+    page, _ = await new_page(java_script_enabled=False)
+    await log_in(page, console, Role.OPERATOR)
+    await page.goto(console.url(f"/console/replays/new?kind=dlq&id={seeded.stripe_id}"))
+    start = page.locator("main").get_by_role("button", name=re.compile(r"^start", re.I))
+    await start.click()
+    await expect(page).to_have_url(re.compile(r"/console/replays/\d+$"))
+    first = page.url
+    await page.go_back()
+    await expect(page).to_have_url(re.compile(r"/console/replays/new"))
+    await start.click()
+    await expect(page).to_have_url(re.compile(r"/console/replays/\d+$"))
+    assert page.url == first
+    assert await count_jobs(console) == 1
