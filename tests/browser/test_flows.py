@@ -83,9 +83,16 @@ async def progress(page: Page) -> tuple[float, float]:
 async def run_the_replay(page: Page, console: Console, seeded: Seeded, *, js: bool) -> None:
     """The runbook: find the parked Stripe row, plan its replay, start it, watch it end."""
     await log_in(page, console, Role.OPERATOR)
-    await find_row(page, seeded.stripe_event)
-    await expect(page.get_by_role("row").filter(has_text=seeded.stripe_event)).to_have_count(1)
+    # The filters an operator narrows a fault down with: its stage and its sender.
+    await page.get_by_role("link", name="Dead letters", exact=True).click()
+    await page.get_by_label("ingest", exact=True).check()
+    await page.get_by_label("Provider", exact=True).fill("stripe")
+    await page.get_by_role("button", name="Filter", exact=True).click()
+    await expect(page).to_have_url(re.compile(r"stage=ingest.*provider=stripe"))
     main = page.locator("main")
+    listed = main.locator("tbody").get_by_role("row")
+    await expect(listed).to_have_count(1)
+    await expect(listed).to_contain_text(seeded.stripe_event)
     await main.get_by_role("link", name=re.compile(r"plan a replay", re.IGNORECASE)).click()
     await expect(page).to_have_url(re.compile(r"/console/replays/new"))
     # The planner shows the plan the CLI's dry run prints: the one row, in order.
