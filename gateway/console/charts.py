@@ -5,7 +5,8 @@ data, and data is hostile); the result is `Markup` so templates insert it as it 
 The content security policy forbids `style=` attributes, so the SVG carries only
 presentation attributes (`fill`, `stroke`) and classes the console's stylesheet
 colours. Screen readers get `role="img"` with a `<title>` and a `<desc>`, and the table
-beside it.
+beside it. No `xmlns`: an SVG inside an HTML page is in the SVG namespace without
+one, and the console's pages carry no absolute URL at all.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _svg(
     ident = escape(chart_id)
     parts = [
         f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" '
-        f'aria-labelledby="{ident}-title {ident}-desc" xmlns="http://www.w3.org/2000/svg">',
+        f'aria-labelledby="{ident}-title {ident}-desc">',
         f'<title id="{ident}-title">{escape(title)}</title>',
         f'<desc id="{ident}-desc">{escape(description or title)}</desc>',
     ]

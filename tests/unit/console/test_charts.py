@@ -10,7 +10,7 @@ import pytest
 
 from gateway.console.charts import HEIGHT, Bar, Chart, Threshold, bar_chart, value_range
 
-SVG = "{http://www.w3.org/2000/svg}"
+SVG = ""  # inline in HTML: no namespace declared
 
 
 def parse(markup: str) -> ET.Element:
