@@ -122,7 +122,13 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         "token",
         help="Issue or revoke a console token.",
         parents=[common],
-        **help_texts(TOKEN_ABOUT),
+        **help_texts(
+            TOKEN_ABOUT,
+            (
+                f"gateway console token create --name alice --role operator --expires 30d {CFG}",
+                f"gateway console token revoke alice {CFG}",
+            ),
+        ),
     )
     actions = token.add_subparsers(dest="token_command", required=True, metavar="ACTION")
     create = actions.add_parser(

@@ -132,7 +132,9 @@ def read_value(
         return default
     value = data[key]
     if kind is tuple:
-        return read_list(value, f"{path}{key}", numbers=bool(default) and isinstance(default[0], float))
+        return read_list(
+            value, f"{path}{key}", numbers=bool(default) and isinstance(default[0], float)
+        )
     # bool is an int in Python; a `true` where a number belongs is still a mistake.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
