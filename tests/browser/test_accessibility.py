@@ -162,7 +162,7 @@ async def test_log_in_and_resolve_a_row_with_the_keyboard_alone(
     assert row["resolution_note"] == "merchant onboarded; settled by hand"
 
 
-async def test_plan_and_start_a_replay_with_the_keyboard_alone(
+async def test_plan_start_and_cancel_a_replay_and_log_out_with_the_keyboard_alone(
     console: Console, seeded: Seeded, new_page: NewPage
 ) -> None:
     page, _ = await new_page()
@@ -178,9 +178,16 @@ async def test_plan_and_start_a_replay_with_the_keyboard_alone(
     await page.keyboard.press("Enter")
     await expect(page).to_have_url(re.compile(r"/console/replays/\d+$"))
     await expect(page.get_by_role("heading", level=1)).to_contain_text("Replay job")
+    # No runner is started: the job waits, and the operator thinks better of it.
+    await tab_to(page, "button", re.compile(r"^cancel$", re.IGNORECASE))
+    await page.keyboard.press("Enter")
+    await expect(page.get_by_text(re.compile(r"State:\s*cancelled"))).to_be_visible()
     conn = await asyncpg.connect(console.database_url)
     try:
-        jobs = await conn.fetch("SELECT created_by, total FROM replay_jobs")
+        jobs = await conn.fetch("SELECT created_by, total, state FROM replay_jobs")
     finally:
         await conn.close()
-    assert [(j["created_by"], j["total"]) for j in jobs] == [("console:operator", 1)]
+    assert [tuple(j) for j in jobs] == [("console:operator", 1, "cancelled")]
+    await tab_to(page, "button", re.compile(r"^log out$", re.IGNORECASE))
+    await page.keyboard.press("Enter")
+    await expect(page).to_have_url(re.compile(r"/console/login"))
