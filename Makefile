@@ -18,7 +18,7 @@ help:
 	@echo "make bench   - setup, then python -m bench.run"
 	@echo "make chaos   - setup, then pytest chaos"
 	@echo "make lock    - re-pin requirements.lock / requirements-dev.lock (needs uv; LOCK_ARGS=--upgrade)"
-	@echo "make clean   - stop the repo's own NATS (if started here), remove .venv .data site/ caches"
+	@echo "make clean   - stop the repo's own NATS (if started here), remove .venv .data site/ caches node_modules"
 
 setup:
 	bash scripts/setup.sh
@@ -92,5 +92,5 @@ clean:
 			for _ in $$(seq 50); do kill -0 "$$pid" 2>/dev/null || break; sleep 0.1; done; \
 		fi; \
 	fi
-	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache build dist site
+	rm -rf $(VENV) .data .pytest_cache .mypy_cache .ruff_cache build dist site tests/browser/node_modules
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
