@@ -27,7 +27,6 @@ from gateway.adapters.postgres import migrate
 from gateway.core.console_roles import Role
 from tests.browser.harness import (
     CHROMIUM,
-    HOSTILE_EVENT,
     ROOT,
     Console,
     Seeded,
@@ -42,6 +41,8 @@ from tests.support.services import NatsServer, create_database, drop_database, u
 OUT = ROOT / "docs" / "images" / "console"
 VIEWPORT = {"width": 1280, "height": 860}
 MAX_HEIGHT_PX = 2400
+#: The error class the runbook's screenshots follow (the hostile row's).
+RUNBOOK_CLASS = "UNKNOWN_MERCHANT"
 #: Rows added for the large data set.
 MANY = 10_000
 
@@ -63,9 +64,10 @@ def pages(seeded: Seeded | None, job_id: int | None, event_row: int | None) -> I
     yield Shot("audit", "/console/audit")
     yield Shot("tokens", "/console/tokens")
     if seeded is not None:
-        yield Shot("dead-letters-filtered", f"/console/dlq?search={HOSTILE_EVENT}")
+        # The runbook's steps: one error class's rows, one of them, and their replay plan.
+        yield Shot("dead-letters-filtered", f"/console/dlq?error_class={RUNBOOK_CLASS}")
         yield Shot("dead-letter", f"/console/dlq/{seeded.hostile_id}")
-        yield Shot("replay-planner", "/console/replays/new?stage=settlement")
+        yield Shot("replay-planner", f"/console/replays/new?kind=dlq&error_class={RUNBOOK_CLASS}")
     if job_id is not None:
         yield Shot("replay-job", f"/console/replays/{job_id}")
     if event_row is not None:
