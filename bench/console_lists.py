@@ -5,12 +5,15 @@ show each is read along an index.
 
     python -m bench.console_lists [--events 10000000] [--dead-letters 1000000]
                                   [--requests 50] [--keep] [--reuse DBNAME]
+                                  [--no-latency-targets]
 
 The rows are made in PostgreSQL by `bench.console_fill` (its docstring says how they
 spread). Requests go through the whole console app (bearer authentication, the route,
 the adapter, JSON) over httpx's ASGI transport, one at a time; the figures are per
 request. The exit status is 1 when a list page's p95 is over the target or one of its
-statements reads a big table without an index.
+statements reads a big table without an index; with `--no-latency-targets` only the
+plans decide it (the p95s are still printed, a slow one still marked SLOW), for a run
+on a machine whose timings say nothing, such as a loaded CI runner.
 """
 
 from __future__ import annotations
@@ -253,15 +256,16 @@ async def run(args: argparse.Namespace) -> int:
                     plans.append((case.name, plan))
                     verdict = "index" if indexed else "NO INDEX"
                     failures += not indexed
-                failures += case.explain is not None and p95 > P95_TARGET_MS
                 slow = case.explain is not None and p95 > P95_TARGET_MS
+                failures += slow and args.latency_targets
                 print(
                     f"{case.name:<46} {statistics.median(times_ms):8.1f} {p95:8.1f}"
                     f" {max(times_ms):8.1f}  {verdict}{'  SLOW' if slow else ''}",
                     flush=True,
                 )
+        judged = "" if args.latency_targets else ", not judged in this run"
         print(
-            f"\n(target for the list pages: p95 under {P95_TARGET_MS:.0f} ms;"
+            f"\n(target for the list pages: p95 under {P95_TARGET_MS:.0f} ms{judged};"
             f" {args.requests} requests each; the overview has none, its plans follow)"
         )
         for case_name, plan in plans + await overview_plans(pool, now):
@@ -282,6 +286,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=50, help="requests per case")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     parser.add_argument("--reuse", metavar="DBNAME", help="measure a kept database again")
+    parser.add_argument(
+        "--no-latency-targets",
+        dest="latency_targets",
+        action="store_false",
+        help="print the p95s but let only the plans decide the exit status",
+    )
     raise SystemExit(asyncio.run(run(parser.parse_args())))
 
 
