@@ -6,9 +6,10 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
@@ -75,12 +76,28 @@ async def on_refused(request: Request, exc: Exception) -> Response:
     )
 
 
+_NO_ROUTE = {
+    404: "no such path in the console API: see /console/api/v1/openapi.json",
+    405: "this path does not take this method: Allow names those it takes",
+}
+
+
+async def on_no_route(request: Request, exc: Exception) -> Response:
+    """A path no route has (404) or a method its route lacks (405, with `Allow`): under
+    the API problem+json, as every other API answer; elsewhere Starlette's plain text."""
+    assert isinstance(exc, HTTPException)
+    if is_api(request):
+        detail = _NO_ROUTE.get(exc.status_code, "")
+        return problem(exc.status_code, exc.detail, detail, headers=exc.headers)
+    return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+
+
 def build_app(console: ConsoleDeps) -> Starlette:
     """The console for `console`'s pool and settings."""
     app = Starlette(
         routes=all_routes(),
         middleware=[Middleware(ConsoleAuth)],
-        exception_handlers={Refused: on_refused},
+        exception_handlers={Refused: on_refused, HTTPException: on_no_route},
     )
     app.state.deps = console
     return app
