@@ -149,6 +149,11 @@ async def api_create(request: Request) -> Response:
     )
 
 
+async def api_tokens(request: Request) -> Response:
+    """One route for both methods, so a 405 names both in `Allow`."""
+    return await (api_create if request.method == "POST" else api_list)(request)
+
+
 async def api_revoke(request: Request) -> Response:
     principal = await require(request, Capability.ADMINISTER)
     name = request.path_params["name"]
@@ -161,7 +166,6 @@ ROUTES: list[BaseRoute] = [
     Route("/console/tokens", tokens_page, methods=["GET"]),
     Route("/console/tokens", create_from_form, methods=["POST"]),
     Route("/console/tokens/{name}/revoke", revoke_from_form, methods=["POST"]),
-    Route("/console/api/v1/tokens", api_list, methods=["GET"]),
-    Route("/console/api/v1/tokens", api_create, methods=["POST"]),
+    Route("/console/api/v1/tokens", api_tokens, methods=["GET", "POST"]),
     Route("/console/api/v1/tokens/{name}/revoke", api_revoke, methods=["POST"]),
 ]
