@@ -5,6 +5,7 @@ change is audited in its own transaction. HTML at /console/tokens, JSON at
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from starlette.requests import Request
@@ -27,6 +28,11 @@ from gateway.console.web import (
 )
 from gateway.core.console_access import parse_expires
 from gateway.core.console_roles import Capability, Role
+
+
+#: A lifetime as the API takes it, the document's pattern: no blank for "never" (that is
+#: null), no spaces, no zero.
+API_EXPIRES = re.compile(r"[1-9][0-9]{0,4}[smhdw]")
 
 
 async def _tokens_json(request: Request) -> list[dict[str, object]]:
@@ -136,8 +142,8 @@ async def api_create(request: Request) -> Response:
     name, role, expires = body.get("name"), body.get("role"), body.get("expires")
     if not isinstance(name, str) or not isinstance(role, str):
         return problem(400, "Bad Request", "name and role are required strings")
-    if expires is not None and not isinstance(expires, str):
-        return problem(400, "Bad Request", "expires is a lifetime like 30d, or null")
+    if expires is not None and not (isinstance(expires, str) and API_EXPIRES.fullmatch(expires)):
+        return problem(400, "Bad Request", "expires is a lifetime like 30d, 12h or 90m, or null")
     token, error = await _issue(request, principal, name, role, expires or "")
     if error:
         status = 409 if "already called" in error else 400
