@@ -12,8 +12,9 @@ from gateway.adapters.postgres import console_access as store
 from gateway.core.console_access import TOKEN_BYTES, sha256, token_from_bytes
 from gateway.core.console_roles import Role
 
-#: The names `console_tokens.name` accepts (the table checks it too).
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+#: The names `console_tokens.name` accepts (the table checks it too), matched whole: a
+#: `$` alone would let a trailing newline through, which the table refuses.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
 
 class BadTokenRequest(ValueError):
@@ -25,7 +26,7 @@ class NameTaken(Exception):
 
 
 def check_request(name: str, role: str) -> Role:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise BadTokenRequest(
             "a name is 1 to 64 letters, digits, '.', '_', '@' or '-', starting with a "
             f"letter or digit; got {name!r}"
