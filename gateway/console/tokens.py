@@ -29,7 +29,6 @@ from gateway.console.web import (
 from gateway.core.console_access import parse_expires
 from gateway.core.console_roles import Capability, Role
 
-
 #: A lifetime as the API takes it, the document's pattern: no blank for "never" (that is
 #: null), no spaces, no zero.
 API_EXPIRES = re.compile(r"[1-9][0-9]{0,4}[smhdw]")
