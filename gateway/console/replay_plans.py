@@ -16,17 +16,19 @@ from typing import Any
 
 from gateway.adapters.postgres import Conn, dead_letters
 from gateway.adapters.postgres import events as events_sql
+from gateway.adapters.postgres import replay_jobs as jobs_sql
 from gateway.core.dlq_filters import (
     DlqFilter,
     check_replay_flags,
     filter_from_query,
     filter_query,
 )
+from gateway.core.dlq_pages import LIST_TIMEOUT_S
 from gateway.core.event_filters import EventFilter, skip_reason
 from gateway.core.event_search import parse_event_search
 from gateway.core.replay_jobs import JobKind, NewJob
 from gateway.core.replay_requests import JOB_MAX_ROWS, PlanAsk, unflag
-from gateway.dlq.plan import REPLAYABLE_STAGES, RowOutcome, plan
+from gateway.dlq.plan import REPLAYABLE_STAGES, RowOutcome, RowResult, plan
 from gateway.errors import (
     DlqRowNotFound,
     DlqUsageError,
@@ -67,16 +69,23 @@ class PlanRow:
 
 @dataclass(frozen=True)
 class PlanView:
-    """The plan of one ask: every row to replay, in order, and those passed over."""
+    """The plan of one ask: every row to replay, in order, and those passed over (the
+    first `SKIPPED_SHOWN` of them, and how many in all)."""
 
     ask: PlanAsk
     rows: list[PlanRow]
     skipped: list[PlanRow]
     breakdown: list[tuple[str, int]]  # (what, rows), most first
+    skipped_count: int  # rows passed over as skipped (resolved, at max attempts)
+    failed_count: int  # rows passed over as failed (no handler for their stage)
 
     @property
     def count(self) -> int:
         return len(self.rows)
+
+    @property
+    def passed_over(self) -> int:
+        return self.skipped_count + self.failed_count
 
     @property
     def row_ids(self) -> tuple[int, ...]:
@@ -97,8 +106,8 @@ class PlanView:
             "kind": self.ask.kind.value,
             "request": self.ask.request_doc(),
             "would_replay": self.count,
-            "skipped": sum(1 for r in self.skipped if r.outcome == RowOutcome.SKIPPED),
-            "failed": sum(1 for r in self.skipped if r.outcome == RowOutcome.FAILED),
+            "skipped": self.skipped_count,
+            "failed": self.failed_count,
             "first": [r.to_json() for r in self.first],
             "last": [r.to_json() for r in self.last],
             "breakdown": [{"what": what, "rows": n} for what, n in self.breakdown],
@@ -156,16 +165,34 @@ async def _dlq_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
         )
     except DlqUsageError as exc:
         raise DlqUsageError(unflag(str(exc))) from None
-    briefs = await dead_letters.replay_briefs(conn, f, options.ids, ordered=ask.ordered)
-    missing = sorted(set(options.ids) - {b.id for b in briefs})
-    if missing:
-        raise DlqRowNotFound(missing)
+    if options.ids:  # as many rows as ids: all of them read, as the replay reads them
+        briefs = await dead_letters.replay_briefs(conn, f, options.ids, ordered=ask.ordered)
+        missing = sorted(set(options.ids) - {b.id for b in briefs})
+        if missing:
+            raise DlqRowNotFound(missing)
+    else:
+        # LIMITs in SQL: one more row than a job takes says the filter matches too many.
+        found = await jobs_sql.plan_rows(
+            conn,
+            f,
+            stages=REPLAYABLE_STAGES,
+            max_attempts=None if options.force else options.max_attempts,
+            ordered=ask.ordered,
+            limit=min(JOB_MAX_ROWS + 1, options.limit or JOB_MAX_ROWS + 1),
+            passed_limit=SKIPPED_SHOWN,
+            timeout_s=LIST_TIMEOUT_S,
+        )
+        briefs = found.passed + found.to_replay
     the_plan = plan(briefs, REPLAYABLE_STAGES, options)
     if len(the_plan.to_replay) > JOB_MAX_ROWS:
         raise DlqUsageError(
-            f"{len(the_plan.to_replay)} rows would replay; one job replays at most "
-            f"{JOB_MAX_ROWS}: narrow the filter or set a limit"
+            f"more than {JOB_MAX_ROWS:,} rows match and would replay; one job replays at"
+            f" most {JOB_MAX_ROWS:,}: narrow the filter, or set a limit"
         )
+    if options.ids:
+        skipped, failed = _counts(the_plan.results)
+    else:
+        skipped, failed = found.skipped, found.failed
 
     def row(
         b: Any, outcome: str = RowOutcome.WOULD_REPLAY.value, why: str | None = None
@@ -174,10 +201,17 @@ async def _dlq_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
         return PlanRow(b.id, b.provider, b.event_id, what, b.attempts, b.received_at, outcome, why)
 
     rows = [row(b) for b in the_plan.to_replay]
-    passed = [row(r.row, r.outcome.value, r.message) for r in the_plan.results]
+    shown = the_plan.results[:SKIPPED_SHOWN]
+    passed = [row(r.row, r.outcome.value, r.message) for r in shown]
     labels = [f"{b.stage} · {b.error_class} · {b.provider}" for b in the_plan.to_replay]
     pinned = ask if ask.ids else _pinned(ask, filter_query(f))
-    return PlanView(pinned, rows, passed, _breakdown(labels))
+    return PlanView(pinned, rows, passed, _breakdown(labels), skipped, failed)
+
+
+def _counts(results: list[RowResult]) -> tuple[int, int]:
+    """(skipped, failed) among a plan's rows passed over."""
+    skipped = sum(1 for r in results if r.outcome is RowOutcome.SKIPPED)
+    return skipped, len(results) - skipped
 
 
 async def _events_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
@@ -219,7 +253,7 @@ async def _events_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
         )
         (rows if reason is None else passed).append(shown)
     labels = [f"{r.provider} · {r.what}" for r in rows]
-    return PlanView(ask, rows, passed, _breakdown(labels))
+    return PlanView(ask, rows, passed[:SKIPPED_SHOWN], _breakdown(labels), len(passed), 0)
 
 
 def filter_summary(ask: PlanAsk) -> list[tuple[str, str]]:

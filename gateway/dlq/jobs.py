@@ -8,13 +8,20 @@ replay` for accepted events, one item at a time in the plan's order.
 2. Before each item, renew the heartbeat; a job no longer running under this runner
    (paused, cancelled, taken over) is left at once, so pause and cancel take effect
    within one item. A background beat keeps a slow item's job from looking dead.
-3. Replay the item: a dead letter through `gateway.dlq.replay.replay` with that one id
+3. Take the job's first pending item under a row lock (`replay_jobs.take_next`), held
+   while the item runs and until its outcome is recorded. A runner that took the job
+   over while the one before it still runs an item (a pause and a resume during a slow
+   item) waits for that item's outcome rather than passing over it: a job's items run one
+   at a time, in order, and every outcome is recorded by the runner that ran the item.
+4. Replay the item: a dead letter through `gateway.dlq.replay.replay` with that one id
    (its claim re-checks the row under lock, so an item a killed runner had half done is
-   skipped as resolved, never replayed twice); an event through `replay_events`. Record
-   the outcome; items already recorded are never run again.
-4. With no pending item left, finish the job: failed if any item failed, else done. A
+   skipped as resolved, never replayed twice); an event through `replay_events`. A row
+   another replay (`gateway dlq replay`) holds stays pending and is tried again shortly.
+   An error replaying one row fails that item, and the job goes on with the next.
+5. With no pending item left, finish the job: failed if any item failed, else done. A
    run that cannot go on (a handler cannot be built, NATS is away) fails the job with the
-   reason, its remaining items pending, for "retry" to continue.
+   reason, its remaining items pending, for "retry" to continue. Any other error of a
+   job fails that job with the reason, and the runner goes on with the next job.
 """
 
 from __future__ import annotations
@@ -26,14 +33,16 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from gateway.adapters.jetstream.one_shot import OneShotPublisher, open_one_shot_publisher
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.compose import ops
+from gateway.core.disposition import failure_of
 from gateway.core.dlq_filters import DlqFilter, ReplayOptions
 from gateway.core.event_filters import EventFilter
 from gateway.core.operator_input import pace_delay_s
@@ -48,11 +57,11 @@ from gateway.core.replay_jobs import (
     finished_state,
     item_state,
 )
-from gateway.errors import DatabaseUnavailable, RowNotFound
+from gateway.errors import DatabaseError, DatabaseUnavailable, RowNotFound
 from gateway.settings import Settings
 
 if TYPE_CHECKING:
-    from gateway.dlq.parts import ReplayContext
+    from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +88,39 @@ class ItemOutcome:
     message: str | None = None
 
 
+#: An item that cannot run now stays pending and is tried again after the poll interval:
+#: another runner still runs it, or another replay holds its row. (Each is logged once.)
+WAIT_RUNNER = "waits: another runner is running the job's next item"
+WAIT_ROW = "waits: another replay holds the next item's row"
+#: The job is no longer this runner's (paused, cancelled, taken over).
+LOST = "lost"
+
+
 class RunStopped(Exception):
     """The run of a job cannot go on (the item is left pending): the job fails with this
     message. Control flow inside this module, never raised out of it, so not a member of
     the `gateway.errors` tree (whose classes are stored codes)."""
+
+
+def _run_level(factories: StageHandlers) -> StageHandlers:
+    """The stage handlers' factories, a failure to build one raised as `RunStopped`: a
+    handler that cannot be built (its ledger is down) stops the run, where an error
+    replaying one row fails that row's item."""
+
+    def wrapped(factory: Callable[[ReplayContext], Awaitable[StageHandler]]) -> Any:
+        async def build(ctx: ReplayContext) -> StageHandler:
+            try:
+                return await factory(ctx)
+            except DatabaseUnavailable:
+                raise
+            except Exception as exc:
+                log.warning("replay job: a stage handler cannot be built", exc_info=True)
+                raise RunStopped(f"{type(exc).__name__}: {exc}") from exc
+
+        return build
+
+    built: Mapping[str, Any] = {stage: wrapped(f) for stage, f in factories.items()}
+    return MappingProxyType(built)
 
 
 @dataclass
@@ -93,6 +131,9 @@ class JobRunner:
     ctx: ReplayContext
     publisher: OneShotPublisher
     options: RunnerOptions
+    #: The items' locks, each held while its item runs: a pool of their own, so the
+    #: replay's handlers keep the replay pool's connections.
+    claims: Pool
 
     @property
     def pool(self) -> Pool:
@@ -116,17 +157,27 @@ class JobRunner:
                 log.warning("replay jobs: database unavailable", extra={"error": str(exc)})
                 if self.options.once:
                     raise
+            except DatabaseError:  # claiming failed (a job's own errors end in run_job)
+                log.exception("replay jobs: claiming a job failed")
+                if self.options.once:
+                    raise
             if self.options.once:
                 return ran
             await asyncio.sleep(self.options.poll_s)
 
     async def run_job(self, job: ReplayJob) -> None:
-        """Run the job's pending items in order, then finish it (see the module docstring)."""
+        """Run the job's pending items in order, then finish it (see the module docstring).
+        An error other than the database being away fails this job, not the runner."""
         extra = {"job_id": job.id, "kind": job.kind.value, "total": job.total}
         log.info("replay job claimed", extra={**extra, "runner": self.options.name})
         beat = asyncio.create_task(self._beat(job.id))
         try:
             why = await self._items(job)
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:
+            log.exception("replay job failed", extra=extra)
+            why = await self._fail_for(job, f"{type(exc).__name__}: {exc}")
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -136,6 +187,7 @@ class JobRunner:
     async def _items(self, job: ReplayJob) -> str:
         started_s = time.monotonic()
         done = 0
+        waited: str | None = None
         while True:
             async with connection(self.pool) as conn:
                 item = await store.next_pending(conn, job.id)
@@ -145,32 +197,50 @@ class JobRunner:
             if not await self._still_ours(job.id, delay_s):
                 return "stopped: paused, cancelled or taken over"
             try:
-                outcome = await self._replay(job, item)
+                step = await self._next_item(job)
             except RunStopped as exc:
                 return await self._fail(job, str(exc))
-            except DatabaseUnavailable:
-                raise
-            except Exception as exc:  # the run's failure (a handler that cannot be built)
-                log.exception("replay job failed", extra={"job_id": job.id})
-                return await self._fail(job, f"{type(exc).__name__}: {exc}")
-            async with connection(self.pool) as conn:
-                await store.record_item(
-                    conn, job.id, item.position, outcome.state, outcome.error_class, outcome.message
-                )
+            if step == LOST:
+                return "stopped: paused, cancelled or taken over"
+            if step in (WAIT_RUNNER, WAIT_ROW):
+                if step != waited:
+                    log.info(f"replay job {step}", extra={"job_id": job.id, "row_id": item.row_id})
+                waited = step
+                await asyncio.sleep(self.options.poll_s)
+                continue
+            waited = None
             done += 1
-            # Each failure or skip is worth a line; a replayed row only when debugging.
-            level = logging.DEBUG if outcome.state is ItemState.REPLAYED else logging.INFO
-            log.log(
-                level,
-                "replay job item",
-                extra={
-                    "job_id": job.id,
-                    "position": item.position,
-                    "row_id": item.row_id,
-                    "outcome": outcome.state.value,
-                    "error_class": outcome.error_class,
-                },
+
+    async def _next_item(self, job: ReplayJob) -> str:
+        """Take the job's first pending item, replay it and record its outcome, all under
+        the item's lock; `WAIT_RUNNER` or `WAIT_ROW` when it cannot run now, `LOST` when
+        the job is no longer this runner's, else the item's outcome."""
+        async with transaction(self.claims) as conn:
+            item = await store.take_next(conn, job.id)
+            if item is None:  # another runner still runs it (or it was just recorded)
+                return WAIT_RUNNER
+            if not await store.runs(conn, job.id, self.options.name):
+                return LOST
+            outcome = await self._replay(job, item)
+            if outcome is None:
+                return WAIT_ROW
+            await store.record_item(
+                conn, job.id, item.position, outcome.state, outcome.error_class, outcome.message
             )
+        # Each failure or skip is worth a line; a replayed row only when debugging.
+        level = logging.DEBUG if outcome.state is ItemState.REPLAYED else logging.INFO
+        log.log(
+            level,
+            "replay job item",
+            extra={
+                "job_id": job.id,
+                "position": item.position,
+                "row_id": item.row_id,
+                "outcome": outcome.state.value,
+                "error_class": outcome.error_class,
+            },
+        )
+        return outcome.state.value
 
     async def _still_ours(self, job_id: int, delay_s: float) -> bool:
         """Wait `delay_s` (the pacing), renewing the heartbeat and looking at the job's
@@ -186,12 +256,24 @@ class JobRunner:
                 return True
             await asyncio.sleep(min(left_s, self.options.heartbeat_s))
 
-    async def _replay(self, job: ReplayJob, item: JobItem) -> ItemOutcome:
-        if job.kind is JobKind.EVENTS:
-            return await self._replay_event(item.row_id)
-        return await self._replay_dead_letter(job, item.row_id)
+    async def _replay(self, job: ReplayJob, item: JobItem) -> ItemOutcome | None:
+        """The item's outcome; None when its row is held by another replay (it stays
+        pending). `RunStopped` when the run cannot go on; any other error is this row's:
+        the item fails with it."""
+        try:
+            if job.kind is JobKind.EVENTS:
+                return await self._replay_event(item.row_id)
+            return await self._replay_dead_letter(job, item.row_id)
+        except (RunStopped, DatabaseUnavailable):
+            raise
+        except RowNotFound as exc:  # removed since it was planned (retention)
+            return ItemOutcome(ItemState.FAILED, exc.error_class.value, str(exc))
+        except Exception as exc:  # replaying this row failed: its outcome, not the run's
+            log.exception("replay job item failed", extra={"job_id": job.id, "row_id": item.row_id})
+            failure = failure_of(exc, "", permanent_stack=False)
+            return ItemOutcome(ItemState.FAILED, failure.error_class, failure.message)
 
-    async def _replay_dead_letter(self, job: ReplayJob, row_id: int) -> ItemOutcome:
+    async def _replay_dead_letter(self, job: ReplayJob, row_id: int) -> ItemOutcome | None:
         # Imported here, as `gateway dlq replay` does: the stage handlers load the
         # settlement side, which the rest of the CLI must not.
         from gateway.dlq import replay as replay_mod
@@ -202,26 +284,23 @@ class JobRunner:
             force=job.force,
             unordered=not job.ordered,
         )
-        try:
-            summary = await replay_mod.replay(
-                self.ctx, DlqFilter(resolved=None), options, handlers=replay_mod.STAGE_HANDLERS
-            )
-        except RowNotFound as exc:  # removed since it was planned (retention)
-            return ItemOutcome(ItemState.FAILED, exc.error_class.value, str(exc))
-        if not summary.results:  # another replay held it, or tried it since this one began
-            return ItemOutcome(ItemState.SKIPPED, None, "taken by an overlapping replay")
+        summary = await replay_mod.replay(
+            self.ctx,
+            DlqFilter(resolved=None),
+            options,
+            handlers=_run_level(replay_mod.STAGE_HANDLERS),
+        )
+        if not summary.results:  # another replay holds it, or tried it since this one began
+            return None
         result = summary.results[-1]
         return ItemOutcome(item_state(result.outcome.value), result.error_class, result.message)
 
     async def _replay_event(self, webhook_id: int) -> ItemOutcome:
         from gateway.events.replay import Outcome, ReplayRun, replay_events
 
-        try:
-            summary = await replay_events(
-                self.pool, self.publisher, EventFilter(ids=(webhook_id,)), ReplayRun()
-            )
-        except RowNotFound as exc:
-            return ItemOutcome(ItemState.FAILED, exc.error_class.value, str(exc))
+        summary = await replay_events(
+            self.pool, self.publisher, EventFilter(ids=(webhook_id,)), ReplayRun()
+        )
         if summary.stopped:  # NATS is away: every next item would fail the same way
             raise RunStopped(f"stopped at event {webhook_id}: {summary.stopped}")
         if not summary.results:
@@ -245,6 +324,15 @@ class JobRunner:
             await store.finish(conn, job.id, self.options.name, JobState.FAILED, error)
         return f"failed: {error}"
 
+    async def _fail_for(self, job: ReplayJob, error: str) -> str:
+        """Fail the job after an unexpected error, if the database lets it; if not, the
+        job is left running, its heartbeat goes stale and a runner takes it again."""
+        try:
+            return await self._fail(job, error)
+        except Exception:
+            log.exception("replay job could not be marked failed", extra={"job_id": job.id})
+            return f"left running: {error}"
+
     async def _beat(self, job_id: int) -> None:
         """Keep the job's heartbeat fresh while a slow item runs."""
         while True:
@@ -259,13 +347,14 @@ class JobRunner:
 @contextlib.asynccontextmanager
 async def job_runner(settings: Settings, options: RunnerOptions) -> AsyncIterator[JobRunner]:
     """Opened in order: the replay resources (traces, pool; NATS and the settlement parts
-    on first use), then the events publisher (connects on its first event); closed in
-    reverse."""
+    on first use), the events publisher (connects on its first event), then the pool of
+    the items' locks; closed in reverse."""
     async with (
         ops.replay_resources(settings) as ctx,
         open_one_shot_publisher(settings.nats, "gateway-dlq-jobs") as publisher,
+        ops.database(settings, max_size=1) as claims,
     ):
-        yield JobRunner(ctx, publisher, options)
+        yield JobRunner(ctx, publisher, options, claims)
 
 
 async def run_jobs(settings: Settings, options: RunnerOptions) -> int:

@@ -1,5 +1,6 @@
 """The SQL of replay jobs (`replay_jobs`, `replay_job_items`): created by the console,
-claimed and run by `gateway dlq run-jobs`.
+claimed and run by `gateway dlq run-jobs`; and the planner's read of the dead letters a
+job of a filter would replay (`plan_rows`).
 
 Every state change is a compare-and-set on the state `core.replay_jobs` allowed it from,
 so an operator's pause and a runner's finish cannot both land. Times are the database's
@@ -11,12 +12,17 @@ writes its audit row in the same transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import asyncpg
 import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
+from gateway.adapters.postgres.dead_letter_pages import bounded
+from gateway.adapters.postgres.dead_letters import _LIST, _filtered, replay_order
+from gateway.core.dlq_filters import DlqFilter
+from gateway.core.dlq_model import RowBrief
 from gateway.core.excerpt import capped
 from gateway.core.replay_jobs import (
     TRANSITIONS,
@@ -139,6 +145,44 @@ async def heartbeat(conn: Conn, job_id: int, runner: str) -> bool:
     return found is not None
 
 
+async def runs(conn: Conn, job_id: int, runner: str) -> bool:
+    """Whether the job is running under `runner` now (a read: it takes no lock on the
+    job, so an item's transaction never holds up a pause or a heartbeat)."""
+    with translate_errors():
+        found = await conn.fetchval(
+            "SELECT id FROM replay_jobs WHERE id = $1 AND runner = $2 AND state = 'running'",
+            job_id,
+            runner,
+        )
+    return found is not None
+
+
+async def take_next(conn: Conn, job_id: int) -> JobItem | None:
+    """Lock the job's first pending item, in plan order, for the caller's transaction;
+    None when another transaction holds it (a runner still running it) or none is left.
+
+    Only the first: a runner never passes over an item another may still be running, so
+    a job's items run one at a time, in order, whichever runners hold it in turn. Run it
+    inside the transaction that replays the item and records its outcome (`record_item`):
+    the lock ends when the outcome is recorded, or with the runner's connection.
+    """
+    with translate_errors():
+        record = await conn.fetchrow(
+            " ".join(
+                [
+                    "SELECT",
+                    _ITEM_COLUMNS,
+                    "FROM replay_job_items WHERE job_id = $1 AND state = 'pending'",
+                    "AND position = (SELECT min(position) FROM replay_job_items",
+                    "WHERE job_id = $1 AND state = 'pending')",
+                    "FOR UPDATE SKIP LOCKED",
+                ]
+            ),
+            job_id,
+        )
+    return None if record is None else _item(record)
+
+
 async def next_pending(conn: Conn, job_id: int) -> JobItem | None:
     """The job's first item still pending, in plan order."""
     with translate_errors():
@@ -164,7 +208,11 @@ async def record_item(
     error_class: str | None = None,
     message: str | None = None,
 ) -> bool:
-    """Record a pending item's outcome; False if it was not pending (recorded already)."""
+    """Record a pending item's outcome; False if it was not pending (recorded already).
+
+    A runner records an item in the transaction of `take_next` that locked it: only the
+    runner running the item records it, even when the job was taken over meanwhile (the
+    new runner waits for the lock), so no outcome is lost and none recorded twice."""
     with translate_errors():
         found = await conn.fetchval(
             "UPDATE replay_job_items SET state = $3, error_class = $4, message = $5,"
@@ -301,3 +349,78 @@ async def job_items(
             *args,
         )
     return [_item(r) for r in records]
+
+
+@dataclass(frozen=True)
+class PlanRows:
+    """The rows a replay of a filter considers, as its plan sorts them, read with LIMITs
+    so that a filter matching a million rows loads a bounded number of them."""
+
+    to_replay: list[RowBrief]  # in replay order, at most the limit asked
+    passed: list[RowBrief]  # the first rows passed over, in replay order
+    skipped: int  # passed over in all as skipped: resolved, or at max attempts
+    failed: int  # passed over in all as failed: a stage with no handler
+
+
+async def plan_rows(
+    conn: Conn,
+    f: DlqFilter,
+    *,
+    stages: Sequence[str],
+    max_attempts: int | None,
+    ordered: bool,
+    limit: int,
+    passed_limit: int,
+    timeout_s: float | None,
+) -> PlanRows:
+    """The rows of `f` a replay would run (open, of a stage in `stages`, under
+    `max_attempts` unless None), the first `limit` in replay order; the first
+    `passed_limit` of those it passes over, and how many it passes over in all.
+
+    The same sorting as `gateway.dlq.plan.plan` in the same order, in SQL: `limit` counts
+    rows to replay, as `gateway dlq replay --limit` does, whatever is passed over between
+    them. Each read is bounded by `timeout_s` (`dead_letter_pages.bounded`).
+    """
+    order = replay_order(ordered=ordered)
+    replayable = _filtered(replace(f, resolved=False))
+    replayable.add("stage = ANY({}::text[])", list(stages))
+    if max_attempts is not None:
+        replayable.add("attempts < {}", max_attempts)
+    passed = _filtered(f)
+    passed.args.append(list(stages))
+    in_stages = f"stage = ANY(${len(passed.args)}::text[])"
+    skipped_sql = "is_resolved"
+    if max_attempts is not None:
+        passed.args.append(max_attempts)
+        skipped_sql = f"(is_resolved OR ({in_stages} AND attempts >= ${len(passed.args)}))"
+    failed_sql = f"(NOT is_resolved AND NOT {in_stages})"
+    passed.parts.append(f"({skipped_sql} OR {failed_sql})")
+    # The fragments are this function's own, the values parameters.
+    counts_head = " ".join(
+        [
+            "SELECT count(*) FILTER (WHERE",
+            skipped_sql,
+            ") AS skipped, count(*) FILTER (WHERE",
+            failed_sql,
+            ") AS failed FROM dlq_webhooks",
+        ]
+    )
+    with translate_errors():
+        async with bounded(conn, timeout_s):
+            to_replay = (
+                []
+                if f.resolved is True  # every row resolved: nothing to replay
+                else await conn.fetch(*replayable.query(_LIST, order, limit))
+            )
+            shown = await conn.fetch(*passed.query(_LIST, order, passed_limit))
+            counts = await conn.fetchrow(*passed.query(counts_head))
+            if timeout_s is not None:
+                # Inside a caller's transaction the bound would outlast these reads.
+                await conn.execute("SET LOCAL statement_timeout TO DEFAULT")
+    assert counts is not None  # an aggregate answers one row
+    return PlanRows(
+        [RowBrief(**dict(r)) for r in to_replay],
+        [RowBrief(**dict(r)) for r in shown],
+        int(counts["skipped"]),
+        int(counts["failed"]),
+    )

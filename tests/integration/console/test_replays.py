@@ -2,7 +2,9 @@
 shows the plan `--dry-run` would, a job created by the API or the form is run by the
 runner of `gateway dlq run-jobs`, resolves its rows and shows who created it in the
 audit; pause, resume, cancel and retry; a repeated Idempotency-Key gives the same job;
-more than 100 rows are refused until the count is typed.
+more than 100 rows are refused until the count is typed; a limit counts rows to replay,
+as `gateway dlq replay --limit` does, and a filter matching more rows than one job takes
+is refused with the cap.
 
 The stage table's `settlement` handler records each row it is given (and fails the rows
 it is told to), as in tests/integration/dlq/test_replay_jobs.py.
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from gateway.console import replay_ops
+from gateway.console import replay_ops, replay_plans
 from gateway.console.replay_ops import encode_cursor
 from gateway.core.console_roles import Role
 from gateway.core.dlq_model import DlqRow
@@ -200,6 +202,57 @@ async def test_more_than_100_rows_need_the_count_typed(console: ConsoleHarness) 
     ok = await browser.post("/console/replays", data={**form, "confirm": "101"})
     assert ok.status_code == 303
     assert await console.fetchval("SELECT total FROM replay_jobs") == 101
+
+
+async def test_a_limit_counts_rows_to_replay_and_every_row_passed_over_is_counted(
+    console: ConsoleHarness,
+) -> None:
+    """As `gateway dlq replay --limit 2 --any --dry-run` plans it: the first two rows to
+    replay, whatever is passed over between them, and every row passed over counted."""
+    ids = await park(console, 6)
+    await console.fetch("UPDATE dlq_webhooks SET attempts = 5 WHERE id = ANY($1)", [ids[1], ids[3]])
+    await console.fetch(
+        "UPDATE dlq_webhooks SET is_resolved = true, resolution = 'manual' WHERE id = $1", ids[5]
+    )
+    api = console.client(Role.OPERATOR)
+    r = await api.post(
+        "/console/api/v1/replays",
+        json={
+            "kind": "dlq",
+            "filter": {"stage": ["settlement"], "state": ["any"]},
+            "limit": 2,
+            "dry_run": True,
+        },
+    )
+    assert r.status_code == 200, r.text
+    plan = r.json()["plan"]
+    assert (plan["would_replay"], plan["skipped"], plan["failed"]) == (2, 3, 0)
+    assert [row["id"] for row in plan["first"]] == [ids[0], ids[2]]
+    assert [row["id"] for row in plan["passed_over"]] == [ids[1], ids[3], ids[5]]
+
+
+async def test_a_filter_matching_more_rows_than_a_job_takes_is_refused_with_the_cap(
+    console: ConsoleHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replay_plans, "JOB_MAX_ROWS", 3)
+    monkeypatch.setattr(replay_plans, "SKIPPED_SHOWN", 2)
+    await park(console, 4)
+    resolved = await park(console, 3, stage="publish")
+    await console.fetch(
+        "UPDATE dlq_webhooks SET is_resolved = true, resolution = 'manual' WHERE id = ANY($1)",
+        resolved,
+    )
+    browser = await console.session_client(Role.OPERATOR)
+    r = await browser.get("/console/replays/new?stage=settlement")
+    assert r.status_code == 400
+    assert "more than 3 rows match and would replay; one job replays at most 3" in r.text
+    assert "narrow the filter, or set a limit" in r.text
+    assert "Start replay" not in r.text
+    r = await browser.get("/console/replays/new?state=any&limit=3")
+    assert r.status_code == 200, r.text
+    assert re.search(r"<strong>3</strong> rows would replay", r.text)
+    assert "3 passed over (the first 2 listed below)." in r.text
+    assert r.text.count("already resolved (manual)") == 2
 
 
 async def test_the_idempotency_key_header_gives_the_same_job(console: ConsoleHarness) -> None:

@@ -1,7 +1,9 @@
 """Replay jobs run by `gateway dlq run-jobs`'s runner against a real database: items run
 in the plan's order through `gateway dlq replay`'s code, pause and cancel stop a job
 between items, "retry" runs the failed items again, a killed runner's job is finished by
-another with no row replayed twice, and a repeated idempotency key makes one job.
+another with no row replayed twice, a runner taking over a job waits for the item the
+one before it still runs, an error replaying one row fails only its item, an error of a
+job fails that job and not the runner, and a repeated idempotency key makes one job.
 
 The stage table's `settlement` handler is replaced by one that records each row it is
 given (and can be told to fail or to block), as in test_replay_order.py.
@@ -10,6 +12,7 @@ given (and can be told to fail or to block), as in test_replay_order.py.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -20,7 +23,7 @@ import pytest
 
 from gateway import cli
 from gateway import settings as settings_mod
-from gateway.adapters.postgres import connection, transaction
+from gateway.adapters.postgres import Conn, connection, dead_letters, transaction
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.cli.common import LOG_LEVEL_ENV
 from gateway.compose import ops
@@ -30,7 +33,7 @@ from gateway.dlq import jobs as jobs_mod
 from gateway.dlq import replay as replay_mod
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS
-from gateway.errors import UnknownMerchant
+from gateway.errors import DatabaseError, UnknownMerchant
 from tests.support.config_file import with_urls, write_toml
 from tests.support.services import free_port
 
@@ -320,9 +323,10 @@ async def test_a_pause_during_a_slow_rates_wait_takes_effect_within_a_heartbeat(
     await asyncio.wait_for(_until(lambda: bool(handler.calls)), 10)
     await asyncio.sleep(0.3)
     assert await action(settings, job_id, JobAction.PAUSE)
-    await asyncio.wait_for(run, 2)  # well before the 5 s wait would have ended
-    assert handler.calls == ["evt_0"]
+    await asyncio.wait_for(run, 30)  # a hang guard only
+    assert handler.calls == ["evt_0"]  # the second row never began
     assert await job_state(db, job_id) == "paused"
+    assert [s for s, _ in await items(db, job_id)] == ["replayed", "pending"]
 
 
 async def _until(predicate: Callable[[], bool]) -> None:
@@ -360,3 +364,143 @@ async def test_an_events_job_stops_when_nats_is_away_and_keeps_its_items_pending
     assert row is not None and row["state"] == "failed"
     assert row["error"].startswith(f"stopped at event {ids[0]}: NATS is not reachable")
     assert [s for s, _ in await items(db, job_id)] == ["pending", "pending"]
+
+
+async def test_a_runner_taking_over_waits_for_the_item_the_one_before_still_runs(
+    settings: settings_mod.Settings,
+    db: asyncpg.Connection,
+    handler: Handler,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Runner A is inside the second row when the job is paused and resumed; runner B
+    takes the job and must neither record that item (as skipped) nor go on to the third
+    row before A's outcome is in: A's failure is the item's, and retry finds it."""
+    caplog.set_level(logging.INFO, logger=jobs_mod.__name__)
+    ids = [await park(db, f"evt_{n}") for n in range(3)]
+    job_id = await new_job(settings, ids)
+    handler.block_on = "evt_1"
+    handler.failing = {"evt_1"}
+    a = asyncio.create_task(run_once(settings, name="runner-a"))
+    await asyncio.wait_for(handler.blocked.wait(), 30)
+    assert await action(settings, job_id, JobAction.PAUSE)
+    assert await action(settings, job_id, JobAction.RESUME)
+    b = asyncio.create_task(run_once(settings, name="runner-b"))
+
+    def b_waits() -> bool:
+        return any("another runner is running" in r.getMessage() for r in caplog.records)
+
+    await asyncio.wait_for(_until(lambda: b.done() or b_waits()), 30)
+    assert not b.done()  # B waits for the item A runs, rather than passing over it
+    assert await db.fetchval("SELECT runner FROM replay_jobs WHERE id = $1", job_id) == "runner-b"
+    assert [s for s, _ in await items(db, job_id)] == ["replayed", "pending", "pending"]
+    handler.release.set()
+    assert await asyncio.wait_for(b, 30) == 1
+    await asyncio.wait_for(a, 30)
+    assert handler.calls == ["evt_0", "evt_1", "evt_2"]  # each once, in order
+    assert await items(db, job_id) == [
+        ("replayed", None),
+        ("failed", "UNKNOWN_MERCHANT"),
+        ("replayed", None),
+    ]
+    row = await db.fetchrow("SELECT state, error FROM replay_jobs WHERE id = $1", job_id)
+    assert row is not None and (row["state"], row["error"]) == ("failed", "1 of 3 items failed")
+    dead = await db.fetchrow("SELECT is_resolved, attempts FROM dlq_webhooks WHERE id = $1", ids[1])
+    assert dead is not None and (dead["is_resolved"], dead["attempts"]) == (False, 2)  # one more
+    handler.failing = set()
+    assert await action(settings, job_id, JobAction.RETRY)
+    await run_once(settings)
+    assert await job_state(db, job_id) == "done"
+    assert handler.calls == ["evt_0", "evt_1", "evt_2", "evt_1"]
+
+
+async def test_an_item_whose_row_another_replay_holds_stays_pending_until_it_is_free(
+    settings: settings_mod.Settings,
+    database_url: str,
+    db: asyncpg.Connection,
+    handler: Handler,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`gateway dlq replay` (here: a transaction holding the row's lock) has the first
+    row: the job waits for it rather than passing it over as skipped."""
+    caplog.set_level(logging.INFO, logger=jobs_mod.__name__)
+    ids = [await park(db, f"evt_{n}") for n in range(2)]
+    job_id = await new_job(settings, ids)
+    holder = await asyncpg.connect(database_url)
+    try:
+        tx = holder.transaction()
+        await tx.start()
+        await holder.execute("SELECT 1 FROM dlq_webhooks WHERE id = $1 FOR UPDATE", ids[0])
+        run = asyncio.create_task(run_once(settings))
+
+        def waits() -> bool:
+            return any("another replay holds" in r.getMessage() for r in caplog.records)
+
+        await asyncio.wait_for(_until(lambda: run.done() or waits()), 30)
+        assert not run.done() and handler.calls == []
+        assert [s for s, _ in await items(db, job_id)] == ["pending", "pending"]
+        await tx.rollback()
+    finally:
+        await holder.close()
+    assert await asyncio.wait_for(run, 30) == 1
+    assert handler.calls == ["evt_0", "evt_1"]
+    assert await items(db, job_id) == [("replayed", None)] * 2
+    assert await job_state(db, job_id) == "done"
+
+
+async def test_an_error_recording_one_rows_outcome_fails_its_item_and_the_job_goes_on(
+    settings: settings_mod.Settings,
+    db: asyncpg.Connection,
+    handler: Handler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = [await park(db, f"evt_{n}") for n in range(3)]
+    job_id = await new_job(settings, ids)
+    mark_replayed = dead_letters.mark_replayed
+
+    async def refusing(conn: Conn, row_id: int) -> None:
+        if row_id == ids[1]:
+            raise DatabaseError("database error 22021: CharacterNotInRepertoireError", "22021")
+        await mark_replayed(conn, row_id)
+
+    monkeypatch.setattr(dead_letters, "mark_replayed", refusing)
+    assert await run_once(settings) == 1
+    assert await items(db, job_id) == [
+        ("replayed", None),
+        ("failed", "DATABASE_ERROR"),
+        ("replayed", None),
+    ]
+    row = await db.fetchrow("SELECT state, error FROM replay_jobs WHERE id = $1", job_id)
+    assert row is not None and (row["state"], row["error"]) == ("failed", "1 of 3 items failed")
+    assert not await db.fetchval("SELECT is_resolved FROM dlq_webhooks WHERE id = $1", ids[1])
+    monkeypatch.setattr(dead_letters, "mark_replayed", mark_replayed)
+    assert await action(settings, job_id, JobAction.RETRY)
+    await run_once(settings)
+    assert await job_state(db, job_id) == "done"
+    assert handler.calls == ["evt_0", "evt_1", "evt_2", "evt_1"]
+
+
+async def test_a_database_error_of_one_job_fails_it_and_the_runner_runs_the_next(
+    settings: settings_mod.Settings,
+    db: asyncpg.Connection,
+    handler: Handler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = await new_job(settings, [await park(db, "evt_0")])
+    second = await new_job(settings, [await park(db, "evt_1")])
+    record_item = store.record_item
+
+    async def refusing(conn: object, job_id: int, *args: object) -> bool:
+        if job_id == first:
+            raise DatabaseError("database error 23514: CheckViolationError", "23514")
+        return await record_item(conn, job_id, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "record_item", refusing)
+    assert await run_once(settings) == 2
+    row = await db.fetchrow("SELECT state, error FROM replay_jobs WHERE id = $1", first)
+    assert row is not None
+    assert (row["state"], row["error"]) == (
+        "failed",
+        "DatabaseError: database error 23514: CheckViolationError",
+    )
+    assert await job_state(db, second) == "done"
+    assert await items(db, second) == [("replayed", None)]
