@@ -1,5 +1,5 @@
 """The console's Starlette app: every area's routes, the static files, the OpenAPI
-document, the authentication middleware, and the answers to `Refused`."""
+document, the body limit and authentication middlewares, and the answers to `Refused`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from gateway.console import (
     tokens,
 )
 from gateway.console.auth import ConsoleAuth
+from gateway.console.body_limit import CountedBody, DeclaredBody
 from gateway.console.web import ConsoleDeps, Refused, is_api, problem, render
 
 #: The route modules, in this order; each exposes `ROUTES` (imported by name, not found
@@ -96,7 +97,9 @@ def build_app(console: ConsoleDeps) -> Starlette:
     """The console for `console`'s pool and settings."""
     app = Starlette(
         routes=all_routes(),
-        middleware=[Middleware(ConsoleAuth)],
+        # A body declared too large is refused before authentication; one that turns
+        # out too large, as it is read (`body_limit` says why there).
+        middleware=[Middleware(DeclaredBody), Middleware(ConsoleAuth), Middleware(CountedBody)],
         exception_handlers={Refused: on_refused, HTTPException: on_no_route},
     )
     app.state.deps = console

@@ -29,6 +29,7 @@ from gateway.console.web import (
     deps,
     form_value,
     problem,
+    read_body,
     read_form,
     render,
     require,
@@ -215,7 +216,7 @@ async def api_resolve(request: Request) -> Response:
     if row is None:
         return problem(404, "Not Found", f"there is no dead letter {request.path_params['id']}")
     try:
-        body = json.loads(await request.body() or b"null")
+        body = json.loads(await read_body(request) or b"null")
     except ValueError:
         return problem(400, "Bad Request", "the body is not JSON")
     if not isinstance(body, dict) or not isinstance(body.get("note"), str):

@@ -25,6 +25,7 @@ from gateway.console.web import (
     deps,
     form_value,
     problem,
+    read_body,
     read_form,
     render,
     require,
@@ -190,7 +191,7 @@ async def api_keys(request: Request) -> Response:
 async def api_release(request: Request) -> Response:
     principal = await require(request, Capability.OPERATE)
     try:
-        body = json.loads(await request.body() or b"null")
+        body = json.loads(await read_body(request) or b"null")
     except ValueError:
         return problem(400, "Bad Request", "the body is not JSON")
     if not isinstance(body, dict) or not all(

@@ -23,20 +23,16 @@ from gateway.console.replay_ops import (
     jobs_page,
     plan_of,
 )
-from gateway.console.web import problem, require
+from gateway.console.web import problem, read_body, require
 from gateway.core.console_roles import Capability
 from gateway.core.replay_jobs import ItemState, JobAction, JobState
 from gateway.core.replay_requests import ask_from_json
 from gateway.errors import RowNotFound, UsageError
 
-#: The largest request body read (a list of ids for one job fits well inside).
-MAX_BODY_BYTES = 4 << 20
-
 
 async def _body(request: Request) -> dict[str, Any] | Response:
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        return problem(413, "Payload Too Large", f"at most {MAX_BODY_BYTES} bytes")
+    # At most `web.REPLAY_BODY_BYTES` on create (a job's ids), the console's cap elsewhere.
+    raw = await read_body(request)
     try:
         body = json.loads(raw or b"null")
     except ValueError:

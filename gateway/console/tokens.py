@@ -22,6 +22,7 @@ from gateway.console.web import (
     deps,
     form_value,
     problem,
+    read_body,
     read_form,
     render,
     require,
@@ -133,7 +134,7 @@ async def api_list(request: Request) -> Response:
 async def api_create(request: Request) -> Response:
     principal = await require(request, Capability.ADMINISTER)
     try:
-        body = json.loads(await request.body() or b"null")
+        body = json.loads(await read_body(request) or b"null")
     except ValueError:
         return problem(400, "Bad Request", "the body is not JSON")
     if not isinstance(body, dict):

@@ -37,6 +37,7 @@ __all__ = [
     "make_templates",
     "principal_of",
     "problem",
+    "read_body",
     "read_form",
     "render",
     "require",
@@ -238,19 +239,62 @@ def problem(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-#: The largest form the console reads (its forms carry a few fields and notes).
-MAX_FORM_BYTES = 1 << 20
+#: The most bytes of a request body the console reads, on every route but those in
+#: `LARGER_BODIES`. The largest legitimate body is a bulk resolve by ids: at most
+#: `dead_letters.BULK_MAX_ROWS` (1,000) `id=` fields of up to 19 digits (23,000 bytes),
+#: a note of `MAX_NOTE_CHARS` (2,000) 4-byte characters, percent-encoded (24,000 bytes),
+#: and the filter's fields (a 200-character search: 2,400 bytes): 49,436 bytes at most
+#: (tests/integration/console/test_body_limit.py sends it), a quarter of the cap to
+#: spare. Every other form or JSON body is a few KB: a login, a token, a note, a key
+#: release, a replay form (its ids are a list page's selection, at most 500).
+MAX_BODY_BYTES = 64 << 10
+#: A replay's ids in the API's JSON: up to `JOB_MAX_ROWS` (100,000) ids of up to 19
+#: digits, each with its separator: 2.1 MB compact, 2.9 MB indented by four; 4 MiB
+#: leaves 1.2 MB to spare. Only an operator's body is read (the route refuses every
+#: other principal before reading), never a stranger's.
+REPLAY_BODY_BYTES = 4 << 20
+#: (method, path) of the routes whose bodies may be larger than `MAX_BODY_BYTES`.
+LARGER_BODIES: Mapping[tuple[str, str], int] = {
+    ("POST", "/console/api/v1/replays"): REPLAY_BODY_BYTES,
+}
+
+
+def body_cap(method: str, path: str) -> int:
+    """The most bytes of body the console reads for `method` on `path`."""
+    return LARGER_BODIES.get((method.upper(), path), MAX_BODY_BYTES)
+
+
+def too_large(max_bytes: int) -> Refused:
+    """The refusal of a body past `max_bytes` (answered 413)."""
+    return Refused(413, f"the console reads bodies of at most {max_bytes:,} bytes")
+
+
+async def read_body(request: Request) -> bytes:
+    """The request's body, at most `body_cap` bytes: refused (`Refused(413)`) before
+    reading when Content-Length says more, and as soon as the bytes read pass it, so
+    an oversized body is never held whole. Every body the console reads comes through
+    here (and `body_limit.CountedBody` counts them again, for any read that would not)."""
+    max_bytes = body_cap(request.method, request.url.path)
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
+        raise too_large(max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_large(max_bytes)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def read_form(request: Request) -> FormData:
     """The posted form fields (`application/x-www-form-urlencoded`, what the console's
     forms send; other bodies read as empty). Use this, not `request.form()`, which needs
     python-multipart, a dependency the console does without. Raises `Refused(413)` past
-    `MAX_FORM_BYTES`."""
+    `body_cap`."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        raise Refused(413, "the form is too large")
+    body = await read_body(request)
     if kind != "application/x-www-form-urlencoded":
         return FormData()
     text = body.decode("utf-8", errors="replace")
