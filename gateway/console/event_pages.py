@@ -15,7 +15,7 @@ from gateway.adapters.postgres.events import get_event
 from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
 from gateway.core.event_rows import EventBrief, EventRow
 from gateway.core.event_search import PublishState
-from gateway.core.event_settlement import settlement_asked
+from gateway.core.event_settlement import SettlementAsked, settlement_asked
 from gateway.settings import Settings
 
 #: What each publish state means, as the pages say it.
@@ -25,6 +25,11 @@ PUBLISH_MEANING = {
     PublishState.PARKED.value: "parked: the relay gave up (see its publish dead letter)",
     PublishState.NO_SUBJECT.value: "never published: parked at ingest, no subject",
 }
+
+#: Why a body retention removed settles nothing (metadata: every role reads it).
+REMOVED = "its body was removed by retention"
+#: What the settlement block says of a body its extractor refused, below investigator.
+UNREADABLE = "its body cannot be settled"
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -73,14 +78,16 @@ async def event_detail(conn: Conn, settings: Settings, row_id: int) -> EventDeta
 
 async def _settlement(conn: Conn, settings: Settings, row: EventRow) -> dict[str, Any]:
     """Where the event's settlement stands: the worker's own transfer id, read from the
-    body (a body retention removed can no longer say)."""
+    body (a body retention removed can no longer say). What the body asks for (transfer,
+    kind, settlement id, amount, currency) and an extractor's message quoting it are
+    payload: `settlement_doc` keeps them from a role that may not read payloads."""
     b = row.brief
     if b.payload_removed_at is not None:
-        return {"state": None, "reason": "its body was removed by retention"}
+        return {"state": None, "reason": REMOVED}
     schemes = {name: p.scheme for name, p in settings.providers.items()}
     asked = settlement_asked(b.provider, b.event_type, row.body, schemes)
     if asked.transfer_id is None or asked.instruction is None:
-        return {"state": None, "reason": asked.reason}
+        return {"state": None, "reason": asked.reason, "public_reason": _public_reason(b, asked)}
     found = await settlements.by_transfer(conn, asked.transfer_id)
     base = {
         "transfer_id": str(asked.transfer_id),
@@ -94,6 +101,26 @@ async def _settlement(conn: Conn, settings: Settings, row: EventRow) -> dict[str
     return base | {"state": found.state.value, "reason": "", "attempts": found.attempts}
 
 
+def _public_reason(b: EventBrief, asked: SettlementAsked) -> str:
+    """The reason there is no settlement, as a viewer may read it: that the source or
+    type does not settle (metadata), else only that the body cannot be settled; an
+    extractor's message quotes the body, so anything else is replaced."""
+    does_not_settle = f"{b.provider} events of type {b.event_type or 'no type'} do not settle"
+    return asked.reason if asked.reason == does_not_settle else UNREADABLE
+
+
+def settlement_doc(s: dict[str, Any], *, with_payload: bool) -> dict[str, Any]:
+    """The settlement block for one role: everything `with_payload`; otherwise only the
+    state, why there is none, and the worker's attempts, nothing read from the body."""
+    public = s.get("public_reason", s["reason"])
+    if with_payload:
+        return {k: v for k, v in s.items() if k != "public_reason"}
+    doc = {"state": s["state"], "reason": public}
+    if "attempts" in s:
+        doc["attempts"] = s["attempts"]
+    return doc
+
+
 def detail_doc(d: EventDetail, *, with_payload: bool) -> dict[str, Any]:
     """The API's answer for one event; the payload and header values only `with_payload`."""
     row, b = d.row, d.row.brief
@@ -102,7 +129,7 @@ def detail_doc(d: EventDetail, *, with_payload: bool) -> dict[str, Any]:
         "order_key": row.order_key,
         "key_seq": row.key_seq,
         "key": None if d.key is None else _key_doc(d.key),
-        "settlement": d.settlement,
+        "settlement": settlement_doc(d.settlement, with_payload=with_payload),
         "dead_letters": [_dead_letter_doc(x) for x in d.dead_letters],
         "trace_id": trace_id(row.headers),
         "header_names": sorted(row.headers),

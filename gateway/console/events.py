@@ -1,7 +1,8 @@
 """The event log: accepted events found with `gateway events list`'s filters inside a
 required window (at most 31 days), a page at a time by keyset; one event's publish and
-settlement state, its key's place and its dead letters; its payload for investigators
-and above (each view audited). HTML at /console/events, JSON at /console/api/v1/events.
+settlement state, its key's place and its dead letters; its payload, what settlement
+read from it, and searches by payload content (`contains`) for investigators and above,
+each audited. HTML at /console/events, JSON at /console/api/v1/events.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from gateway.console.event_pages import (
     detail_doc,
     event_detail,
     replay_link,
+    settlement_doc,
 )
 from gateway.console.web import Principal, client_address, deps, is_htmx, problem, render, require
 from gateway.core.console_roles import Capability, can
 from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
 from gateway.core.event_rows import EventBrief
 from gateway.core.event_search import EventSearch, PublishState, parse_event_search
-from gateway.core.keyset import encode_cursor
+from gateway.core.keyset import Keyset, encode_cursor
 from gateway.core.model import Source
 from gateway.core.operator_input import parse_ids
 from gateway.errors import EventsUsageError, UsageError
@@ -44,13 +46,48 @@ def query_params(request: Request) -> dict[str, list[str]]:
     return params
 
 
-async def _search(request: Request) -> tuple[EventSearch, list[EventBrief], str | None]:
-    """Raises `EventsUsageError` for a search that cannot be run."""
-    console = deps(request)
-    search = parse_event_search(query_params(request), console.now())
-    async with connection(console.pool) as conn:
-        rows, after = await search_events(conn, search)
-    return search, rows, None if after is None else encode_cursor(after)
+def _asks_contains(params: Mapping[str, Sequence[str]]) -> bool:
+    """Whether the search matches bodies (`contains`; a blank form field means "any")."""
+    return any(v.strip() for v in params.get("contains", ()))
+
+
+async def _require_search(request: Request, params: Mapping[str, Sequence[str]]) -> Principal:
+    """Who may run this search: every role lists events, but a containment search says
+    whether bodies hold a value, so it reads payloads (refused before it is parsed)."""
+    principal = await require(request, Capability.VIEW)
+    if _asks_contains(params):
+        await require(request, Capability.READ_PAYLOADS)
+    return principal
+
+
+async def _run(
+    request: Request, principal: Principal, search: EventSearch
+) -> tuple[list[EventBrief], Keyset | None]:
+    """A page of the search. A containment search is audited as
+    `events.search_payloads` in the transaction that runs it (a failed audit write
+    answers nothing); a search without one reads no body and writes nothing."""
+    pool = deps(request).pool
+    if search.contains is None:
+        async with connection(pool) as conn:
+            return await search_events(conn, search)
+    async with transaction(pool) as conn:
+        found = await search_events(conn, search)
+        filter_doc: dict[str, list[str]] = {}
+        for name, value in search.query():
+            filter_doc.setdefault(name, []).append(value)
+        await record_for(
+            conn,
+            principal,
+            client_address(request),
+            "events.search_payloads",
+            "events",
+            detail={"via": _via(request), "filter": filter_doc},
+        )
+    return found
+
+
+def _via(request: Request) -> str:
+    return "api" if request.url.path.startswith("/console/api/") else "page"
 
 
 def _form(params: Mapping[str, Sequence[str]]) -> dict[str, str]:
@@ -71,11 +108,12 @@ def _split(params: dict[str, list[str]]) -> dict[str, list[str]]:
 
 
 async def events_page(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
-    console = deps(request)
     params = query_params(request)
+    principal = await _require_search(request, params)
+    console = deps(request)
     context: dict[str, Any] = {
         "form": _form(params),
+        "searches_payloads": can(principal.role, Capability.READ_PAYLOADS),
         "states": [s.value for s in PublishState],
         "sources": [s.value for s in Source],
         "meaning": PUBLISH_MEANING,
@@ -88,8 +126,7 @@ async def events_page(request: Request) -> Response:
     }
     try:
         search = parse_event_search(_split(params), console.now())
-        async with connection(console.pool) as conn:
-            rows, after = await search_events(conn, search)
+        rows, after = await _run(request, principal, search)
     except EventsUsageError as exc:
         context["error"] = str(exc)
         return render(request, "events/list.html", context, status=400)
@@ -137,7 +174,7 @@ async def _detail(request: Request, principal: Principal) -> tuple[EventDetail |
                 client_address(request),
                 "payload.view",
                 f"event:{row_id}",
-                detail={"via": "api" if request.url.path.startswith("/console/api/") else "page"},
+                detail={"via": _via(request)},
             )
     return detail, shows
 
@@ -152,6 +189,7 @@ async def event_page(request: Request) -> Response:
     context: dict[str, Any] = {
         "d": detail,
         "e": row.brief,
+        "settlement": settlement_doc(detail.settlement, with_payload=shows),
         "meaning": PUBLISH_MEANING,
         "shows_payload": shows,
         "trace_id": trace_id(row.headers),
@@ -168,11 +206,14 @@ async def event_page(request: Request) -> Response:
 
 
 async def api_events(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+    params = query_params(request)
+    principal = await _require_search(request, params)
     try:
-        _, rows, cursor = await _search(request)
+        search = parse_event_search(params, deps(request).now())
+        rows, after = await _run(request, principal, search)
     except EventsUsageError as exc:
         return problem(400, "Bad Request", str(exc))
+    cursor = None if after is None else encode_cursor(after)
     return JSONResponse({"items": [brief_doc(r) for r in rows], "next_cursor": cursor})
 
 

@@ -6,6 +6,7 @@ audited for investigators only."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
@@ -13,8 +14,10 @@ import orjson
 import pytest
 
 from gateway.adapters.postgres import Conn
+from gateway.adapters.postgres.console_events import search_events
 from gateway.adapters.postgres.webhooks import insert_events
 from gateway.core.console_roles import Role
+from gateway.core.event_search import parse_event_search
 from gateway.core.model import Event, Failure, Source
 from gateway.core.settlement import from_internal, transfer_id
 from gateway.errors import ErrorClass
@@ -184,21 +187,77 @@ async def test_containment_skips_bodies_that_are_not_json(console: ConsoleHarnes
     """`payload @> ...` over bodies that include invalid UTF-8, plain text and a removed
     body: only JSON bodies match, nothing fails; bad JSON is a clear 400."""
     await seed(console)
-    found = await listed(console, contains='{"data": {"currency": "EUR"}}', since="31d")
+    role = Role.INVESTIGATOR
+    found = await listed(console, role, contains='{"data": {"currency": "EUR"}}', since="31d")
     assert found == ["pay-1"]
-    assert await listed(console, contains='{"type": "invoice.paid"}', since="31d") == ["evt_a"]
-    assert await listed(console, contains="{}", since="31d") == ["evt_a", "evt_b", "gh-1", "pay-1"]
-    assert await listed(console, contains='{"data": {"amount_minor": 1250.0}}') == ["pay-1"]
+    assert await listed(console, role, contains='{"type": "invoice.paid"}', since="31d") == [
+        "evt_a"
+    ]
+    everything = await listed(console, role, contains="{}", since="31d")
+    assert everything == ["evt_a", "evt_b", "gh-1", "pay-1"]
+    assert await listed(console, role, contains='{"data": {"amount_minor": 1250.0}}') == ["pay-1"]
     for bad, detail in [
         ('{"type": ', "contains: not valid JSON"),
         ('{"type": "a\\u0000"}', "matches no stored payload"),
         ('"invoice.paid"', "give a JSON object or array"),
     ]:
-        r = await console.client(Role.VIEWER).get(
-            "/console/api/v1/events", params={"contains": bad}
-        )
+        r = await console.client(role).get("/console/api/v1/events", params={"contains": bad})
         assert r.status_code == 400, bad
         assert detail in r.json()["detail"]
+
+
+async def test_containment_in_a_parallel_plan(console: ConsoleHarness) -> None:
+    """Containment under a planner told to use parallel query wherever it may: the
+    console's search answers with its rows, and so does the same predicate sent as psql
+    sends it (simple protocol), which PostgreSQL would run in parallel mode if
+    body_as_jsonb allowed it; its EXCEPTION block may not run there (sql/020)."""
+    await seed(console)
+    search = parse_event_search({"contains": ['{"type": "invoice.paid"}'], "since": ["31d"]},
+                                datetime.now(UTC))  # fmt: skip
+    async with console.pool.acquire() as conn:
+        for setting in ("force_parallel_mode = on", "parallel_setup_cost = 0",
+                        "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0"):  # fmt: skip
+            await conn.execute(f"SET {setting}")
+        try:
+            rows, _ = await search_events(conn, search)
+            whole, _ = await search_events(conn, replace(search, contains="{}"))
+            status = await conn.execute(
+                "SELECT id FROM processed_webhooks"
+                """ WHERE body_as_jsonb(body) @> '{"type": "invoice.paid"}'"""
+            )
+        finally:
+            await conn.execute("RESET ALL")
+    assert [r.event_id for r in rows] == ["evt_a"]
+    assert sorted(r.event_id for r in whole) == ["evt_a", "evt_b", "gh-1", "pay-1"]
+    assert status == "SELECT 1"  # one row found, not an error
+
+
+async def test_a_viewer_may_not_search_payloads(console: ConsoleHarness) -> None:
+    """Containment tells whether bodies hold a value: a viewer is refused (403, audited
+    as forbidden) and its form has no such field; an investigator's search is audited
+    with its filter."""
+    await seed(console)
+    viewer = console.client(Role.VIEWER)
+    params = {"contains": '{"type": "invoice.paid"}'}
+    api = await viewer.get("/console/api/v1/events", params=params)
+    assert api.status_code == 403
+    assert api.headers["content-type"].startswith("application/problem+json")
+    page = await viewer.get("/console/events", params=params)
+    assert page.status_code == 403 and "evt_a" not in page.text
+    assert len(await console.audit("forbidden")) == 2
+    assert await console.audit("events.search_payloads") == []
+    form = await viewer.get("/console/events", params={"contains": ""})
+    assert form.status_code == 200 and 'name="contains"' not in form.text
+    investigator = console.client(Role.INVESTIGATOR)
+    assert 'name="contains"' in (await investigator.get("/console/events")).text
+    assert await console.audit("events.search_payloads") == []  # no containment, no row
+    found = await investigator.get("/console/events", params=params)
+    assert found.status_code == 200 and "evt_a" in found.text
+    (row,) = await console.audit("events.search_payloads")
+    assert (row["actor"], row["outcome"]) == ("console:investigator", "ok")
+    detail = orjson.loads(row["detail"]) if isinstance(row["detail"], str) else row["detail"]
+    assert detail["via"] == "page"
+    assert detail["filter"]["contains"] == ['{"type": "invoice.paid"}']
 
 
 async def test_pages_walk_every_row_once_newest_first(console: ConsoleHarness) -> None:
@@ -250,7 +309,8 @@ async def test_detail_for_a_viewer_shows_state_but_no_payload(console: ConsoleHa
     assert r.status_code == 200
     text = r.text
     assert "<strong>published</strong>" in text
-    assert "<strong>settled</strong>" in text and "1250 minor units of EUR" in text
+    assert "<strong>settled</strong>, 2 attempt(s)" in text
+    assert "1250" not in text and "EUR" not in text  # read from the body
     assert "Key <code>s_1</code>, sequence 1" in text and "<strong>applied</strong>" in text
     dlq_id = await console.fetchval("SELECT id FROM dlq_webhooks WHERE event_id = 'pay-1'")
     assert f'href="/console/dlq/{dlq_id}"' in text and "LEDGER_UNAVAILABLE" in text
@@ -260,9 +320,30 @@ async def test_detail_for_a_viewer_shows_state_but_no_payload(console: ConsoleHa
     assert await console.audit("payload.view") == []
     api = (await console.client(Role.VIEWER).get(f"/console/api/v1/events/{ids['pay-1']}")).json()
     assert api["payload"] is None and api["headers"] is None
-    assert api["settlement"]["state"] == "settled"
+    assert api["settlement"] == {"state": "settled", "reason": "", "attempts": 2}
     assert api["key"]["outcome"] == "applied"
     assert [d["stage"] for d in api["dead_letters"]] == ["settlement"]
+
+
+async def test_settlement_for_an_investigator(console: ConsoleHarness) -> None:
+    """What settlement read from the body is shown with the payload."""
+    ids = await seed(console)
+    client = console.client(Role.INVESTIGATOR)
+    page = await client.get(f"/console/events/{ids['pay-1']}")
+    assert "<strong>settled</strong>" in page.text and "1250 minor units of EUR" in page.text
+    api = (await client.get(f"/console/api/v1/events/{ids['pay-1']}")).json()
+    instruction = from_internal("payment.captured", CAPTURED)
+    assert instruction is not None
+    assert api["settlement"] == {
+        "state": "settled",
+        "reason": "",
+        "attempts": 2,
+        "kind": "capture",
+        "settlement_id": "s_1",
+        "amount_minor": 1250,
+        "currency": "EUR",
+        "transfer_id": str(transfer_id(instruction)),
+    }
 
 
 async def test_detail_for_an_investigator_escapes_and_audits(console: ConsoleHarness) -> None:
