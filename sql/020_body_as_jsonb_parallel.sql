@@ -1,0 +1,13 @@
+-- body_as_jsonb (sql/017) outside parallel query. Idempotent: safe to apply again.
+--
+-- It catches a body that is not JSON in an EXCEPTION block, and entering one starts a
+-- subtransaction, which PostgreSQL refuses in parallel mode: marked PARALLEL SAFE, a
+-- containment search the planner ran with a Gather (a wide window of a large table, or
+-- any statement with a parallel scan elsewhere in its plan) failed with "cannot start
+-- subtransactions during a parallel operation". PARALLEL RESTRICTED is not enough: it
+-- keeps the call in the leader, but the leader is in parallel mode too while a Gather
+-- runs. PostgreSQL's own rule for such functions is PARALLEL UNSAFE; the console's
+-- search is not parallel anyway (outbox_holds, in its columns, is PARALLEL UNSAFE).
+-- Migrations are recorded once applied (schema_migrations), so sql/017's CREATE OR
+-- REPLACE, which would mark it safe again, does not run after this one.
+ALTER FUNCTION body_as_jsonb(bytea) PARALLEL UNSAFE;
