@@ -1,11 +1,9 @@
 """The event log's and the audit trail's pages at scale: 200,000 events over 40 days
 and 100,000 audit rows. The plans of the first page, of a page deep behind a cursor, and
-of the filtered pages use an index (EXPLAIN: never a Seq Scan of the table), and a page
-answers within a bound far above what an index walk costs."""
+of the filtered pages use an index (EXPLAIN: never a Seq Scan of the table)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -28,9 +26,6 @@ EVENTS = 200_000
 AUDIT_ROWS = 100_000
 T0 = datetime(2026, 10, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=40)
-#: One page, warm, on a loaded 2-core machine: an index walk takes milliseconds; a sort
-#: of the window took far longer.
-PAGE_BOUND_S = 0.5
 
 # Four providers, a type per row, a JSON body, one row in 1,000 with a body that is not
 # JSON; one event every 17.28 s over 40 days, bursts of four sharing a second.
@@ -153,9 +148,6 @@ async def test_event_pages_use_an_index(big: asyncpg.Connection, params: dict[st
         tables = [rel for _, rel in found]
         assert "processed_webhooks" in tables
         assert ("Seq Scan", "processed_webhooks") not in found, (params, found)
-    started = time.perf_counter()
-    await search_events(big, s)
-    assert time.perf_counter() - started < PAGE_BOUND_S
 
 
 def indexes(plan_json: str) -> set[str]:

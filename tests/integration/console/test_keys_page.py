@@ -6,7 +6,7 @@ transaction: an audit write that fails leaves the key held."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -92,7 +92,9 @@ async def held(console: ConsoleHarness) -> list[tuple[str, str]]:
 
 async def test_the_list_oldest_hold_first(console: ConsoleHarness) -> None:
     ids = await seed(console)
+    asked_at = console.clock()
     api = await console.client(Role.VIEWER).get("/console/api/v1/keys")
+    answered_at = console.clock()
     assert api.status_code == 200
     items = api.json()["items"]
     assert [(k["provider"], k["order_key"]) for k in items] == [
@@ -102,11 +104,25 @@ async def test_the_list_oldest_hold_first(console: ConsoleHarness) -> None:
     a = items[1]
     assert (a["held_seq"], a["applied_seq"], a["last_seq"], a["blocked"]) == (3, 2, 5, 2)
     assert a["hold_reason"] == "UNKNOWN_MERCHANT" and a["held_dlq_id"] == ids["holder"]
-    assert 1190 <= a["held_for_s"] <= 1400
+    # The age is the console's clock at the request less the hold's time (the seeded
+    # hold is 20 min old by the database's clock, which the console's clock shares).
+    held_at = datetime.fromisoformat(a["held_at"])
+    assert (asked_at - held_at).total_seconds() - 0.001 <= a["held_for_s"]
+    assert a["held_for_s"] <= (answered_at - held_at).total_seconds() + 0.001
+    assert a["held_for_s"] >= 1190
+    asked_at = console.clock()
     page = await console.client(Role.VIEWER).get("/console/keys")
+    answered_at = console.clock()
     assert page.status_code == 200
     assert f'href="/console/dlq/{ids["holder"]}"' in page.text
-    assert "(20 min)" in page.text and "(120 min)" in page.text
+    # Each age in whole minutes, as the console's clock read it; at least the seeded age.
+    for item, seeded_min in zip(items, (120, 20), strict=True):
+        since = datetime.fromisoformat(item["held_at"])
+        low = int(((asked_at - since).total_seconds() - 0.001) // 60)
+        high = int(((answered_at - since).total_seconds() + 0.001) // 60)
+        shown = [f"({m} min)" for m in range(low, high + 1)]
+        assert any(s in page.text for s in shown), shown
+        assert low >= seeded_min - 1
     assert "/console/keys/release" not in page.text  # a viewer gets no release form
     only = await console.client(Role.VIEWER).get(
         "/console/api/v1/keys", params={"provider": "stripe"}
