@@ -85,7 +85,8 @@ async def test_no_serious_or_critical_violation_on_any_page(
     refused = await viewer.goto(console.url("/console/tokens"))
     assert refused is not None and refused.status == 403
     found["/console/tokens (viewer: 403)"] = await blocking_violations(viewer)
-    await viewer.goto(console.url(f"/console/dlq/{seeded.hostile_id}"))
+    shown = await viewer.goto(console.url(f"/console/dlq/{seeded.hostile_id}"))
+    assert shown is not None and shown.status == 200
     found["/console/dlq/ID (viewer: no payload)"] = await blocking_violations(viewer)
     failing = {path: v for path, v in found.items() if v}
     assert failing == {}, f"pages with problems: {failing}"
