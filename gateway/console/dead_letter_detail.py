@@ -1,11 +1,12 @@
 """One dead letter: its page (`GET /console/dlq/{id}`), its raw payload as a download,
 resolving it by hand, and the same in the API (`/console/api/v1/dlq/{id}...`).
 
-A viewer sees every field but the payload and the header values (a notice says why);
-an investigator or above sees them too, and each such view writes a `payload.view`
-audit row before the answer leaves, so a view that cannot be recorded is not shown.
-Pages with a payload are sent `Cache-Control: no-store`. Resolving writes the row's
-resolution (`resolved_by` = `console:<name>`, the note) and its audit row in one
+A viewer sees every field but the payload, the header values and the stack (which may
+quote the payload; notices say why); an investigator or above sees them too, and each
+view of a payload (the page, the download, the API's) writes a `payload.view` audit
+row before the answer leaves, so a view that cannot be recorded is not shown. Answers
+with a payload or a stack are sent `Cache-Control: no-store`. Resolving writes the
+row's resolution (`resolved_by` = `console:<name>`, the note) and its audit row in one
 transaction, and releases the row's key first when it holds one, as `gateway dlq
 resolve` does.
 """
@@ -106,6 +107,9 @@ async def detail_page(request: Request) -> Response:
         "runbook": runbook_entry(row.error_class, row.stage),
         "known_class": row.error_class.upper() in ErrorClass.__members__,
         "shows_payload": shows_payload,
+        # The stack may quote the payload: as the payload, for READ_PAYLOADS only.
+        "stack": row.error_detail if shows_payload else None,
+        "has_stack": bool(row.error_detail),
         "view": payload_view(row.payload, removed=row.payload_removed_at is not None)
         if shows_payload
         else None,
@@ -194,11 +198,13 @@ async def resolve_from_form(request: Request) -> Response:
 
 
 async def api_detail(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+    principal = await require(request, Capability.VIEW)
     row = await _load(request)
     if row is None:
         return problem(404, "Not Found", f"there is no dead letter {request.path_params['id']}")
-    return JSONResponse(row_doc(row))
+    with_stack = can(principal.role, Capability.READ_PAYLOADS)
+    headers = {"Cache-Control": "no-store"} if with_stack else None
+    return JSONResponse(row_doc(row, with_stack=with_stack), headers=headers)
 
 
 async def api_payload(request: Request) -> Response:

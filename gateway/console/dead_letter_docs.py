@@ -55,10 +55,17 @@ def brief_doc(r: RowBrief, now: datetime) -> dict[str, Any]:
     }
 
 
-def row_doc(row: DlqRow) -> dict[str, Any]:
+def row_doc(row: DlqRow, *, with_stack: bool) -> dict[str, Any]:
     """Every stored field of a row but its payload and header values (what a viewer
-    may see): the header names are listed, their values are the payload's document."""
-    return {
+    may see): the header names are listed, their values are the payload's document.
+
+    The stack (`error_detail`) only `with_stack` (READ_PAYLOADS): it may quote the
+    event (a library's exception text, a chained error, a frame's source line) up to
+    32,000 characters. The class and the message stay for everyone, as on the list: the
+    class is a code, and the message one bounded line, for `core.excerpt` cuts each
+    value of the event the product's messages repeat (an id) to 200 characters and any
+    message, as it is stored, to 2,000."""
+    doc: dict[str, Any] = {
         "id": row.id,
         "webhook_id": row.webhook_id,
         "stage": row.stage,
@@ -68,7 +75,6 @@ def row_doc(row: DlqRow) -> dict[str, Any]:
         "source": row.source,
         "error_class": row.error_class,
         "error_message": row.error_message,
-        "error_detail": row.error_detail,
         "attempts": row.attempts,
         "received_at": instant(row.received_at),
         "first_failed_at": instant(row.first_failed_at),
@@ -82,6 +88,9 @@ def row_doc(row: DlqRow) -> dict[str, Any]:
         "payload_size_bytes": len(row.payload),
         "header_names": sorted(row.headers, key=str.lower),
     }
+    if with_stack:
+        doc["error_detail"] = row.error_detail
+    return doc
 
 
 def payload_doc(row: DlqRow) -> dict[str, Any]:

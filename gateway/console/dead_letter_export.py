@@ -3,12 +3,13 @@ document a line, streamed in keyset batches (never the whole result in memory).
 
 Two exports, two capabilities:
 
-- metadata only (the default): every stored field but the payload and the headers,
-  what the list and a viewer's detail page show. It needs VIEW and changes nothing, so
-  it writes no audit row.
-- `payloads=1`: also the payload (base64) and the headers (secret values masked, as
-  on the detail page). It needs READ_PAYLOADS, and writes one `payload.view` audit row
-  (target `dlq:export`, with the filter) before the first line is sent.
+- metadata only (the default): every stored field but the payload, the headers and
+  the stack (`error_detail`, which may quote the event), what the list and a viewer's
+  detail page show. It needs VIEW and changes nothing, so it writes no audit row.
+- `payloads=1`: also the stack, the payload (base64) and the headers (secret values
+  masked, as on the detail page). It needs READ_PAYLOADS, and writes one
+  `payload.view` audit row (target `dlq:export`, with the filter) before the first
+  line is sent.
 
 An export stops after `EXPORT_MAX_ROWS` rows; its last line is then
 `{"truncated": true, "next_cursor": ...}`, and the same URL with `cursor=` goes on.
@@ -36,7 +37,13 @@ from gateway.errors import DlqUsageError
 
 EXPORT_MAX_ROWS = 100_000
 #: Rows read per round trip: a connection is held for one batch, not the whole export.
+#: A metadata row is a few KB (its message is at most 2,000 characters): 500 of them,
+#: under 2 MB.
 BATCH_ROWS = 500
+#: The most payload bytes one batch of the export with payloads holds: 500 payloads of
+#: up to 1 MiB each would be 500 MiB (and their base64). A batch takes the rows whose
+#: payloads fit (one alone when it is larger), each line's base64 made one at a time.
+BATCH_PAYLOAD_BYTES = 16 << 20
 
 
 async def _lines(
@@ -47,11 +54,19 @@ async def _lines(
     while sent < EXPORT_MAX_ROWS:
         want = min(BATCH_ROWS, EXPORT_MAX_ROWS - sent)
         async with connection(pool) as conn:
-            batch = await pages.stream_rows(conn, f, after, want, payloads=payloads)
+            if payloads:
+                batch = await pages.stream_rows_with_payloads(
+                    conn, f, after, want, budget_bytes=BATCH_PAYLOAD_BYTES
+                )
+            else:
+                batch = await pages.stream_rows(conn, f, after, want)
+        if not batch:
+            return
         for record in batch:
             yield orjson.dumps(export_doc(record)) + b"\n"
         sent += len(batch)
-        if len(batch) < want:
+        # A short metadata batch is the last; one with payloads may be short by its bytes.
+        if len(batch) < want and not payloads:
             return
         after = Keyset(batch[-1]["first_failed_at"], batch[-1]["id"])
     if after is not None:

@@ -1,7 +1,7 @@
 """The SQL behind the console's dead-letter pages: keyset pages of the list in the order
 `gateway dlq list` prints (first_failed_at, id), a capped count, the error class by
 stage matrix, one row's extras (its key, event type and trace), its key's neighbours,
-its audit trail, and resolving by hand one row or many.
+its audit trail, resolving by hand one row or many, and the export's batches.
 
 The filter is `dead_letters._filtered`, the one the CLI's list uses, so the console and
 `gateway dlq list` choose the same rows. A page never uses OFFSET: it starts after the
@@ -35,9 +35,11 @@ SELECT id, stage, provider, event_id, subject, error_class, attempts, received_a
 FROM dlq_webhooks"""
 _ORDER = "ORDER BY first_failed_at, id"
 _CAPPED_COUNT = "SELECT count(*) FROM (SELECT 1 FROM dlq_webhooks"
+#: The metadata export leaves out the stack (`error_detail`) with the payload: a stack
+#: may quote the event, which only the export with payloads may carry.
 _EXPORT = """
 SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
-       error_detail, attempts, received_at, first_failed_at, last_failed_at, is_resolved,
+       attempts, received_at, first_failed_at, last_failed_at, is_resolved,
        resolved_at, resolution, resolution_note, resolved_by, order_key, key_seq
 FROM dlq_webhooks"""
 _EXPORT_PAYLOADS = """
@@ -46,6 +48,8 @@ SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_me
        resolved_at, resolution, resolution_note, resolved_by, order_key, key_seq,
        payload, headers::text AS headers, payload_removed_at
 FROM dlq_webhooks"""
+#: What a row's payload weighs, read without the payload (the length is in its header).
+_EXPORT_SIZES = "SELECT octet_length(payload) AS size_bytes FROM dlq_webhooks"
 
 
 def _after(where: _Where, after: Keyset | None) -> _Where:
@@ -114,13 +118,38 @@ async def matching_ids(conn: Conn, f: DlqFilter, limit: int) -> list[int]:
 
 
 async def stream_rows(
-    conn: Conn, f: DlqFilter, after: Keyset | None, limit: int, *, payloads: bool
+    conn: Conn, f: DlqFilter, after: Keyset | None, limit: int
 ) -> list[dict[str, Any]]:
-    """A batch of the export: every stored field of `limit` rows after `after`, the
-    payload (as bytes) only when asked for."""
-    head = _EXPORT_PAYLOADS if payloads else _EXPORT
+    """A batch of the metadata export: `limit` rows after `after`, every stored field
+    but the payload, the headers and the stack."""
     with translate_errors():
-        records = await conn.fetch(*_after(_filtered(f), after).query(head, _ORDER, limit))
+        records = await conn.fetch(*_after(_filtered(f), after).query(_EXPORT, _ORDER, limit))
+    return [dict(r) for r in records]
+
+
+async def stream_rows_with_payloads(
+    conn: Conn, f: DlqFilter, after: Keyset | None, limit: int, *, budget_bytes: int
+) -> list[dict[str, Any]]:
+    """A batch of the export with payloads: the rows after `after`, at most `limit`,
+    whose payloads together weigh at most `budget_bytes` (one row, however heavy, when
+    the first alone weighs more), so a batch's memory is bounded by bytes, not rows.
+    The sizes are read first, without the payloads, in the same snapshot as the rows."""
+    with translate_errors():
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            sizes = await conn.fetch(
+                *_after(_filtered(f), after).query(_EXPORT_SIZES, _ORDER, limit)
+            )
+            rows, weight = 0, 0
+            for record in sizes:
+                weight += int(record["size_bytes"] or 0)
+                if rows and weight > budget_bytes:
+                    break
+                rows += 1
+            if not rows:
+                return []
+            records = await conn.fetch(
+                *_after(_filtered(f), after).query(_EXPORT_PAYLOADS, _ORDER, rows)
+            )
     return [dict(r) for r in records]
 
 

@@ -1,17 +1,22 @@
 """The dead letters area as an operator uses it: the list with every filter and its
 pages, the group matrix, a row's page (fields, stack, payload views, masked headers,
-neighbours, runbook, audit trail), resolving one row and many, and the NDJSON export,
-each with the audit rows it must leave."""
+neighbours, runbook, audit trail), resolving one row and many, and the NDJSON export
+in batches, each with the audit rows it must leave; a viewer sees no stack."""
 
 from __future__ import annotations
 
+import base64
 import html
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 import orjson
+import pytest
 
+from gateway.adapters.postgres import dead_letter_pages
+from gateway.console import dead_letter_export
 from gateway.core.console_roles import Role
 from tests.support.console import ConsoleHarness
 from tests.support.dead_letters import park
@@ -157,12 +162,29 @@ async def test_detail_page_for_a_viewer_hides_payload_and_header_values(
     browser = await console.session_client(Role.VIEWER)
     r = await browser.get(f"/console/dlq/{ids['a']}")
     assert r.status_code == 200
-    assert "metadata only" in r.text and "Traceback" in r.text
+    assert "metadata only" in r.text
     assert "amount" not in r.text and "5257a869" not in r.text and "Stripe/1.0" not in r.text
     assert "Stripe-Signature" in r.text  # the names are metadata
+    # The stack may quote the payload: hidden, and said so; the class and message stay.
+    assert "Traceback" not in r.text and "steps.py" not in r.text
+    assert "the stack may quote the payload" in r.text
+    assert "UNKNOWN_MERCHANT" in r.text and "no ledger account for evt_a" in r.text
     assert await console.audit("payload.view") == []
     r = await browser.get(f"/console/dlq/{ids['a']}/payload")
     assert r.status_code == 403
+
+
+async def test_the_stack_needs_the_payload_capability_in_the_api(console: ConsoleHarness) -> None:
+    async with console.pool.acquire() as conn:
+        row = await park(conn, "evt_stack")
+    viewer = (await console.client(Role.VIEWER).get(f"/console/api/v1/dlq/{row}")).json()
+    assert "error_detail" not in viewer
+    assert viewer["error_class"] == "UNKNOWN_MERCHANT"
+    assert viewer["error_message"] == "no ledger account for evt_stack"
+    r = await console.client(Role.INVESTIGATOR).get(f"/console/api/v1/dlq/{row}")
+    assert r.json()["error_detail"].startswith("Traceback (most recent call last)")
+    assert r.headers["cache-control"] == "no-store"
+    assert {k: v for k, v in r.json().items() if k != "error_detail"} == viewer
 
 
 async def test_download_is_an_audited_attachment(console: ConsoleHarness) -> None:
@@ -277,6 +299,9 @@ async def test_export_ndjson(console: ConsoleHarness) -> None:
     lines = [orjson.loads(line) for line in r.content.splitlines()]
     assert [d["id"] for d in lines] == [ids["a"], ids["b"], ids["c"], ids["d"]]
     assert all("payload_base64" not in d and "headers" not in d for d in lines)
+    assert all("error_detail" not in d for d in lines), "the stack may quote the payload"
+    assert b"Traceback" not in r.content
+    assert lines[1]["error_message"] == "no event type in the body"
     assert await console.audit("payload.view") == []
     r = await console.client(Role.VIEWER).get(
         "/console/dlq/export.ndjson", params={"payloads": "1"}
@@ -287,9 +312,54 @@ async def test_export_ndjson(console: ConsoleHarness) -> None:
     )
     [doc] = [orjson.loads(line) for line in r.content.splitlines()]
     assert doc["id"] == ids["b"] and doc["payload_base64"]
+    assert doc["error_detail"].startswith("Traceback (most recent call last)")
     assert r.headers["cache-control"] == "no-store"
     [view] = await console.audit("payload.view")
     assert view["target"] == "dlq:export"
+
+
+async def test_an_export_of_many_batches_is_whole_and_in_order(
+    console: ConsoleHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of 3 rows, and of at most 2,500 payload bytes with payloads: 8 rows of
+    1,000 to 4,000 bytes (one heavier than a batch) come whole, in the list's order."""
+    monkeypatch.setattr(dead_letter_export, "BATCH_ROWS", 3)
+    monkeypatch.setattr(dead_letter_export, "BATCH_PAYLOAD_BYTES", 2_500)
+    sizes = [1_000, 1_000, 1_000, 4_000, 1_200, 1_200, 100, 2_500]
+    async with console.pool.acquire() as conn:
+        rows = [
+            await park(
+                conn,
+                f"evt_batch{n}",
+                payload=bytes([65 + n]) * size,
+                # Out of id order: the export follows first_failed_at, then id.
+                first_failed_at=T0 + timedelta(minutes=(n * 5) % 8),
+            )
+            for n, size in enumerate(sizes)
+        ]
+    order = [row for _, row in sorted(zip([(n * 5) % 8 for n in range(8)], rows, strict=True))]
+    batches: list[list[int]] = []
+    real = dead_letter_pages.stream_rows_with_payloads
+
+    async def spy(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        batch = await real(*args, **kwargs)
+        batches.append([len(b["payload"]) for b in batch])
+        return batch
+
+    monkeypatch.setattr(dead_letter_pages, "stream_rows_with_payloads", spy)
+    r = await console.client(Role.VIEWER).get("/console/dlq/export.ndjson")
+    assert [orjson.loads(line)["id"] for line in r.content.splitlines()] == order
+    r = await console.client(Role.INVESTIGATOR).get(
+        "/console/dlq/export.ndjson", params={"payloads": "1"}
+    )
+    docs = [orjson.loads(line) for line in r.content.splitlines()]
+    assert [d["id"] for d in docs] == order
+    payloads = {
+        row: bytes([65 + n]) * size for n, (row, size) in enumerate(zip(rows, sizes, strict=True))
+    }
+    assert all(base64.b64decode(d["payload_base64"]) == payloads[d["id"]] for d in docs)
+    assert all(sum(b) <= 2_500 or len(b) == 1 for b in batches), batches
+    assert len(batches) > 3 and batches[-1] == [], "ends on an empty batch"
 
 
 async def test_detail_of_an_emptied_row_of_an_unknown_class(console: ConsoleHarness) -> None:

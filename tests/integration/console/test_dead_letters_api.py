@@ -31,6 +31,7 @@ async def test_answers_match_the_document(console: ConsoleHarness) -> None:
     checks = [
         ("DeadLetterList", await investigator.get("/console/api/v1/dlq?state=any&limit=1")),
         ("DeadLetter", await investigator.get(f"/console/api/v1/dlq/{row}")),
+        ("DeadLetter", await console.client(Role.VIEWER).get(f"/console/api/v1/dlq/{row}")),
         ("DeadLetterPayload", await investigator.get(f"/console/api/v1/dlq/{row}/payload")),
         ("DeadLetterPayload", await investigator.get(f"/console/api/v1/dlq/{row + 1}/payload")),
         ("Resolved", await operator.post(f"/console/api/v1/dlq/{row}/resolve", json={"note": "n"})),
@@ -46,8 +47,10 @@ async def test_answers_match_the_document(console: ConsoleHarness) -> None:
         "traceparent",
         "User-Agent",
     ]
-    assert checks[2][1].json()["headers"]["Stripe-Signature"] == "[masked]"
-    assert checks[3][1].json()["form"] == "hex" and checks[3][1].json()["payload_text"] is None
+    assert checks[1][1].json()["error_detail"].startswith("Traceback")
+    assert "error_detail" not in checks[2][1].json(), "the stack is for investigators and up"
+    assert checks[3][1].json()["headers"]["Stripe-Signature"] == "[masked]"
+    assert checks[4][1].json()["form"] == "hex" and checks[4][1].json()["payload_text"] is None
 
 
 @pytest.mark.parametrize(
