@@ -24,7 +24,7 @@ class JobState(enum.StrEnum):
     PAUSED = "paused"  # stopped between two items by an operator; resume continues
     DONE = "done"  # every item ran and none failed
     FAILED = "failed"  # every item ran and some failed, or the run itself could not go on
-    CANCELLED = "cancelled"  # stopped for good by an operator; pending items stay pending
+    CANCELLED = "cancelled"  # stopped by an operator; pending items stay pending until a retry
 
 
 class ItemState(enum.StrEnum):
