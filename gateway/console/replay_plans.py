@@ -35,6 +35,7 @@ from gateway.errors import (
     EventRowNotFound,
     EventsUsageError,
 )
+from gateway.errors.commands import listed_ids
 
 #: The rows shown at each end of the plan, and the skipped rows listed.
 SHOWN_AT_EACH_END = 5
@@ -219,7 +220,7 @@ async def _events_plan(conn: Conn, ask: PlanAsk, now: datetime) -> PlanView:
         f = EventFilter(ids=ask.ids)
         missing = await events_sql.missing_ids(conn, ask.ids)
         if missing:
-            raise EventRowNotFound(f"no accepted event with id {', '.join(map(str, missing))}")
+            raise EventRowNotFound(f"no accepted event with id {listed_ids(missing)}")
     else:
         if "state" in ask.params or "contains" in ask.params:
             raise EventsUsageError(

@@ -44,14 +44,24 @@ class RowNotFound(GatewayError):
     error_class = ErrorClass.ROW_NOT_FOUND
 
 
+#: The most ids an error message names; a replay may name 100,000 that do not exist.
+LISTED_IDS_MAX = 20
+
+
+def listed_ids(ids: Sequence[int]) -> str:
+    """`ids` for a one-line message: the first `LISTED_IDS_MAX`, then how many more."""
+    shown = ", ".join(str(i) for i in ids[:LISTED_IDS_MAX])
+    more = len(ids) - LISTED_IDS_MAX
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
 class DlqRowNotFound(RowNotFound):
     """An id the operator named has no dead-letter row."""
 
     error_class = ErrorClass.DLQ_ROW_NOT_FOUND
 
     def __init__(self, ids: Sequence[int]) -> None:
-        listed = ", ".join(str(i) for i in ids)
-        super().__init__(f"no dead-letter row with id {listed}")
+        super().__init__(f"no dead-letter row with id {listed_ids(ids)}")
         self.ids = tuple(ids)
 
 

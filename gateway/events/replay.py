@@ -35,6 +35,7 @@ from gateway.core.model import Event
 from gateway.core.operator_input import pace_delay_s
 from gateway.dlq.plan import RowOutcome
 from gateway.errors import BrokerUnavailable, EventRowNotFound
+from gateway.errors.commands import listed_ids
 
 #: Rows read per page: bodies included, so a page stays a few MB at most.
 PAGE_ROWS = 100
@@ -149,7 +150,7 @@ async def replay_events(
     async with connection(pool) as conn:
         missing = await store.missing_ids(conn, f.ids)
         if missing:
-            raise EventRowNotFound(f"no accepted event with id {', '.join(map(str, missing))}")
+            raise EventRowNotFound(f"no accepted event with id {listed_ids(missing)}")
         on_total(await store.count_events(conn, f, run.limit))
     summary = EventReplaySummary()
     started_s = run.monotonic()

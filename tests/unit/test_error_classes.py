@@ -198,3 +198,13 @@ def test_the_error_code_page_has_a_row_and_advice_for_every_member() -> None:
     assert page.count("\n| `") == len(ErrorClass)
     for member in ErrorClass:
         assert f"| `{member.value}` | {member.family.value} |" in page
+
+
+def test_a_not_found_message_names_at_most_twenty_ids() -> None:
+    """A replay may name 100,000 ids that do not exist: the one line stays one line."""
+    from gateway.errors import DlqRowNotFound
+
+    assert str(DlqRowNotFound([3, 1])) == "no dead-letter row with id 3, 1"
+    many = DlqRowNotFound(list(range(1, 100_001)))
+    assert str(many).endswith("19, 20 and 99980 more")
+    assert many.ids[-1] == 100_000
