@@ -11,7 +11,7 @@ BIN  := $(VENV)/bin
 help:
 	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations, wrk, promtool, chromium"
 	@echo "make run     - setup without wrk/promtool, then run the gateway (serve, settle, console, run-jobs, currency-stub)"
-	@echo "make test    - setup, then ruff, ruff format --check, mypy, the console screenshots, the docs site, pytest"
+	@echo "make test    - setup, then ruff, ruff format --check, mypy, the console screenshots (into .data/), the docs site, pytest"
 	@echo "make docs    - build the documentation site into site/ (mkdocs, strict; the committed screenshots)"
 	@echo "make screenshots - setup, then the console's screenshots into docs/images/console/ (headless chromium)"
 	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
@@ -53,16 +53,19 @@ docs: setup-nodeps
 
 # The console's pages in headless Chromium (empty, typical, 10,000+ rows), for the docs.
 # They need PostgreSQL, NATS and chromium, so `make docs` (no services) builds with the
-# committed images and `make test` retakes them before it builds the site.
+# committed images; `make screenshots` retakes them into docs/images/console/, and
+# `make test` takes them into .data/ (so that the script is proven on every run without
+# leaving 35 changed images behind).
+SHOTS_DIR ?= docs/images/console
 _screenshots:
-	$(BIN)/python -m tests.browser.screenshots docs/images/console
+	$(BIN)/python -m tests.browser.screenshots $(SHOTS_DIR)
 
 screenshots: setup
 	$(MAKE) --no-print-directory _screenshots
 
 test: setup
 	$(MAKE) --no-print-directory _lint
-	$(MAKE) --no-print-directory _screenshots
+	$(MAKE) --no-print-directory _screenshots SHOTS_DIR=.data/screenshots
 	$(MAKE) --no-print-directory _docs
 	$(BIN)/pytest -q
 

@@ -4,7 +4,8 @@ against the real console: with nothing parked (empty), with the browser tests' r
 
     python -m tests.browser.screenshots [OUT_DIR]     # default: docs/images/console
 
-`make screenshots` runs it, and `make test` does before it builds the docs. It needs
+`make screenshots` runs it into docs/images/console/; `make test` runs it into .data/
+before it builds the docs, so every run proves it without changing the committed images. It needs
 PostgreSQL (TEST_POSTGRES_DSN, as the tests) and Chromium; each data set gets a database
 of its own, dropped afterwards.
 """
