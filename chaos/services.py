@@ -1,5 +1,6 @@
-"""Private services the scenarios may crash: a throwaway PostgreSQL cluster and NATS
-servers (alone or as a three-node JetStream cluster), all on free loopback ports.
+"""Private services the scenarios may crash: a throwaway PostgreSQL cluster (or a primary
+with a streaming standby: `tests/support/pg_pair.py`) and NATS servers (alone or as a
+three-node JetStream cluster), all on free loopback ports.
 
 The shared services on 5432/6379/4222/4223 are never stopped: a scenario that needs to
 crash one starts its own here, or puts the fault proxy in front of the shared one.
@@ -8,7 +9,6 @@ crash one starts its own here, or puts the fault proxy in front of the shared on
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
 import subprocess
@@ -17,74 +17,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import asyncpg
 import nats
 import nats.errors
 
+from tests.support.pg_pair import PgCluster, PgPair
 from tests.support.services import free_port, nats_server_binary, wait_for_port
 
-
-def _pg_binary(name: str) -> str:
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
-    if not candidates:
-        raise RuntimeError(f"{name} not found (install PostgreSQL server binaries)")
-    return str(candidates[-1])
-
-
-class PgCluster:
-    """A PostgreSQL cluster of its own (initdb refuses root: run as `postgres` then)."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="chaos-pg-"))
-        self.data = self.root / "data"
-        self.log = self.root / "postgres.log"
-        if os.geteuid() == 0:
-            shutil.chown(self.root, "postgres", "postgres")
-
-    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        return subprocess.run(
-            [*prefix, *args], capture_output=True, text=True, timeout=120, check=check
-        )
-
-    def dsn(self, database: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
-
-    def init(self) -> None:
-        self._run(
-            _pg_binary("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-            "--no-sync", "-E", "UTF8", "--locale=C",
-        )  # fmt: skip
-
-    def start(self) -> None:
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c max_connections=200"
-        )
-        self._run(_pg_binary("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
-                  "-o", options, "start")  # fmt: skip
-
-    def crash(self) -> None:
-        """Stop at once, as a crash would: no checkpoint, clients cut mid-transaction."""
-        self._run(_pg_binary("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
-
-    def stop(self) -> None:
-        self._run(_pg_binary("pg_ctl"), "-D", str(self.data), "-m", "fast", "stop", check=False)
-
-    async def create_database(self, name: str) -> str:
-        conn = await asyncpg.connect(self.dsn())
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-        return self.dsn(name)
-
-    def cleanup(self) -> None:
-        self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
+__all__ = ["NatsCluster", "NatsNode", "PgCluster", "PgPair"]
 
 
 @dataclass
