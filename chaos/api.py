@@ -6,15 +6,19 @@ Routes and bodies follow Toxiproxy's (v2) so the same client code, and the same
     GET    /proxies                          every proxy, with its toxics
     POST   /proxies                          {"name", "listen", "upstream", "enabled"}  → 201
     GET    /proxies/{name}
-    POST   /proxies/{name}                   {"enabled": false}  (PATCH too)
+    POST   /proxies/{name}                   {"enabled": false}, {"blackhole": true}  (PATCH too)
     DELETE /proxies/{name}                                                          → 204
     GET    /proxies/{name}/toxics
     POST   /proxies/{name}/toxics            {"name", "type", "stream", "toxicity", "attributes"}
     GET    /proxies/{name}/toxics/{toxic}
     POST   /proxies/{name}/toxics/{toxic}    {"toxicity", "attributes"}  (PATCH too)
     DELETE /proxies/{name}/toxics/{toxic}                                           → 204
-    POST   /reset                            enable every proxy, remove every toxic → 204
+    POST   /reset                            enable every proxy, end every black hole,
+                                             remove every toxic → 204
     GET    /version
+
+`blackhole` is this proxy's own (Toxiproxy has no such switch; its clients ignore the
+field): the network's view of a machine that vanished, see `chaos.proxy`.
 
 Run it on its own with `python -m chaos.api --listen 127.0.0.1:8474`.
 """
@@ -88,6 +92,7 @@ class Registry:
     async def reset(self) -> None:
         for proxy in self.proxies.values():
             proxy.reset_toxics()
+            await proxy.set_blackhole(False)
             await proxy.set_enabled(True)
 
     async def close(self) -> None:
@@ -142,6 +147,8 @@ def build_app(registry: Registry) -> Starlette:
         doc = await _body(request)
         if "enabled" in doc:
             await proxy.set_enabled(bool(doc["enabled"]))
+        if "blackhole" in doc:
+            await proxy.set_blackhole(bool(doc["blackhole"]))
         return JSONResponse(proxy.to_json())
 
     async def delete(request: Request) -> Response:
@@ -242,6 +249,10 @@ class ToxiproxyClient:
 
     async def set_enabled(self, name: str, enabled: bool) -> Any:
         return await self._call("POST", f"/proxies/{name}", {"enabled": enabled})
+
+    async def set_blackhole(self, name: str, on: bool) -> Any:
+        """This proxy's own switch (a real Toxiproxy ignores it)."""
+        return await self._call("POST", f"/proxies/{name}", {"blackhole": on})
 
     async def add_toxic(
         self, proxy: str, type: str, stream: str = "downstream", toxicity: float = 1.0, **attrs: Any

@@ -3,6 +3,12 @@
 One `FaultProxy` sits in front of one upstream (PostgreSQL, NATS, Redis, the
 currency-service, or the gateway itself for slow clients). `set_enabled(False)` is a
 hard outage: open connections are cut and new ones refused until it is turned on again.
+`set_blackhole(True)` is the network's view of a machine that vanished: nothing is cut
+or refused, nothing answers. Open connections stop passing bytes (dropped, no FIN, no
+RST) and new ones are accepted and held silent, never connected upstream; a client
+learns only from its own timeouts. Turned off, every connection that lived through it is
+reset (bytes were dropped, so its stream is broken, as a rebooted machine's peers
+would find) and new connections pass again.
 Toxics (see `chaos.toxics`) act per direction — upstream is client → server — and apply
 to open connections as soon as they are added, as Toxiproxy's do.
 
@@ -43,6 +49,7 @@ class Link:
         self.up_r, self.up_w = upstream
         self.states: dict[str, LinkState] = {}
         self.closed = asyncio.Event()
+        self.blackholed = proxy.blackhole  # lived through a black hole: reset when it ends
 
     # --- LinkControl --------------------------------------------------------------
     def close(self) -> None:
@@ -52,11 +59,7 @@ class Link:
 
     def reset(self) -> None:
         for writer in (self.client_w, self.up_w):
-            sock = writer.get_extra_info("socket")
-            if sock is not None:  # linger 0: close() sends RST and drops unsent data
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            writer.transport.abort()
+            _abort(writer)
         self.closed.set()
 
     # --- toxics -------------------------------------------------------------------
@@ -88,6 +91,10 @@ class Link:
         ]
         closed = asyncio.ensure_future(self.closed.wait())
         await asyncio.wait([*pumps, closed], return_when=asyncio.FIRST_COMPLETED)
+        if self.proxy.blackhole and not pumps[0].done() and not closed.done():
+            # The upstream's end (a killed server's FIN or RST) must not reach the client
+            # through a black hole: hold until the client leaves or the black hole ends.
+            await asyncio.wait([pumps[0], closed], return_when=asyncio.FIRST_COMPLETED)
         for task in (*pumps, closed):
             task.cancel()
         await asyncio.gather(*pumps, closed, return_exceptions=True)
@@ -112,6 +119,8 @@ class Link:
         async def write(data: bytes) -> None:
             if not self.proxy.enabled:
                 raise ConnectionAbortedError
+            if self.proxy.blackhole:
+                return  # dropped: the machine behind it is gone, nothing says so
             writer.write(data)
             await writer.drain()
 
@@ -119,6 +128,8 @@ class Link:
         try:
             while (item := await queue.get()) is not None:
                 data, arrived = item
+                if self.proxy.blackhole:
+                    continue
                 await self._through(list(self.proxy.toxics_for(direction)), data, arrived, write)
         except OSError:
             pass
@@ -141,6 +152,15 @@ class Link:
         await apply(first, self.state(first), self, data, arrived, emit)
 
 
+def _abort(writer: asyncio.StreamWriter) -> None:
+    """Reset a connection (TCP RST): linger 0, then abort."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:  # linger 0: close() sends RST and drops unsent data
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
 @dataclass
 class FaultProxy:
     """Listens on `listen_port` (0: any free port) and forwards to the upstream."""
@@ -152,8 +172,10 @@ class FaultProxy:
     listen_host: str = "127.0.0.1"
     toxics: dict[str, Toxic] = field(default_factory=dict)
     _enabled: bool = True
+    _blackhole: bool = False
     _server: asyncio.Server | None = None
     _links: set[Link] = field(default_factory=set)
+    _held: set[asyncio.StreamWriter] = field(default_factory=set)  # accepted in a black hole
 
     @property
     def listen(self) -> str:
@@ -167,6 +189,10 @@ class FaultProxy:
     def enabled(self) -> bool:
         return self._enabled
 
+    @property
+    def blackhole(self) -> bool:
+        return self._blackhole
+
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, self.listen_host, self.listen_port)
         self.listen_port = self._server.sockets[0].getsockname()[1]
@@ -177,6 +203,24 @@ class FaultProxy:
         if not enabled:
             for link in list(self._links):
                 link.reset()
+            self._release_held()
+
+    async def set_blackhole(self, on: bool) -> None:
+        """Swallow everything, silently (on), or pass again (off), resetting every
+        connection that lived through the black hole."""
+        self._blackhole = on
+        if on:
+            for link in self._links:
+                link.blackholed = True
+            return
+        for link in [link for link in self._links if link.blackholed]:
+            link.reset()
+        self._release_held()
+
+    def _release_held(self) -> None:
+        for writer in list(self._held):
+            _abort(writer)
+        self._held.clear()
 
     # --- toxics -----------------------------------------------------------------------
     def add_toxic(
@@ -238,6 +282,7 @@ class FaultProxy:
             "listen": self.listen,
             "upstream": self.upstream,
             "enabled": self.enabled,
+            "blackhole": self.blackhole,
             "toxics": [t.to_json() for t in self.toxics.values()],
         }
 
@@ -245,6 +290,9 @@ class FaultProxy:
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         if not self._enabled:
             client_w.transport.abort()
+            return
+        if self._blackhole:
+            await self._hold(client_r, client_w)
             return
         try:
             upstream = await asyncio.open_connection(self.upstream_host, self.upstream_port)
@@ -257,6 +305,19 @@ class FaultProxy:
             await link.run()
         finally:
             self._links.discard(link)
+
+    async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Accepted, never answered: read and discard until the client gives up."""
+        self._held.add(writer)
+        try:
+            while await reader.read(_CHUNK_BYTES):
+                pass
+        except OSError:
+            pass
+        finally:
+            if writer in self._held:  # not reset by the black hole's end: the client left
+                self._held.discard(writer)
+                writer.close()
 
     async def close(self) -> None:
         await self.set_enabled(False)

@@ -21,12 +21,14 @@ class Echo:
         self.received: list[tuple[float, bytes]] = []
         self.server: asyncio.Server | None = None
         self.port = 0
+        self.connections: list[asyncio.StreamWriter] = []
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def _serve(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.connections.append(w)
         try:
             while data := await r.read(65536):
                 self.received.append((time.monotonic(), data))
@@ -36,6 +38,11 @@ class Echo:
             pass
         finally:
             w.close()
+
+    def drop_connections(self) -> None:
+        """Reset every connection, as a killed server's kernel would."""
+        for w in self.connections:
+            w.transport.abort()
 
     async def close(self) -> None:
         if self.server is not None:
@@ -209,4 +216,76 @@ async def test_http_api_speaks_toxiproxys_routes(echo: Echo):
             assert (await http.post("/proxies/echo/toxics", json=twice)).status_code == 200
             assert (await http.post("/proxies/echo/toxics", json=twice)).status_code == 409
             assert (await http.delete("/proxies/echo")).status_code == 204
+        await client.aclose()
+
+
+async def assert_silent(r: asyncio.StreamReader, for_s: float = 0.5) -> None:
+    """Nothing arrives, and the connection is neither closed nor reset."""
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(r.read(1), for_s)
+
+
+async def test_blackhole_swallows_open_links_even_when_the_upstream_dies(
+    proxy: FaultProxy, echo: Echo
+):
+    """An open connection stops passing bytes either way, and the upstream's end (a dead
+    server's RST) does not reach the client: it hears nothing at all."""
+    r, w = await connect(proxy)
+    w.write(b"ping")
+    await w.drain()
+    assert await asyncio.wait_for(r.readexactly(4), 2) == b"ping"
+    await proxy.set_blackhole(True)
+    assert proxy.to_json()["blackhole"] is True
+    w.write(b"lost")
+    await w.drain()
+    await assert_silent(r)
+    assert [data for _, data in echo.received] == [b"ping"]
+    echo.drop_connections()
+    await assert_silent(r)
+    w.write(b"still nothing")
+    await w.drain()
+    await assert_silent(r)
+    assert not r.at_eof()
+
+
+async def test_blackhole_accepts_new_connections_and_holds_them_silent(
+    proxy: FaultProxy, echo: Echo
+):
+    """A new connection is accepted but never reaches the upstream, and never hears back."""
+    await proxy.set_blackhole(True)
+    r, w = await connect(proxy)
+    w.write(b"hello?")
+    await w.drain()
+    await assert_silent(r)
+    assert echo.connections == [] and echo.received == []
+
+
+async def test_the_end_of_a_blackhole_resets_what_lived_through_it(proxy: FaultProxy):
+    """Bytes were dropped, so those streams are broken: reset. New connections pass."""
+    before_r, before_w = await connect(proxy)
+    before_w.write(b"x")
+    await before_w.drain()
+    assert await asyncio.wait_for(before_r.readexactly(1), 2) == b"x"
+    await proxy.set_blackhole(True)
+    held_r, _ = await connect(proxy)
+    await assert_silent(held_r, 0.2)
+    await proxy.set_blackhole(False)
+    for r in (before_r, held_r):
+        with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
+            await asyncio.wait_for(r.readexactly(1), 2)
+    assert (await round_trip(proxy))[1] == b"ping"
+
+
+async def test_http_api_turns_the_blackhole_on_and_reset_turns_it_off(echo: Echo):
+    async with serving() as (url, registry):
+        client = ToxiproxyClient(url)
+        await client.create_proxy("echo", f"127.0.0.1:{echo.port}")
+        assert (await client.set_blackhole("echo", True))["blackhole"] is True
+        r, _ = await connect(registry.get("echo"))
+        await assert_silent(r)
+        assert echo.connections == []
+        await client.reset()
+        listed = await client.proxies()
+        assert listed["echo"]["blackhole"] is False and listed["echo"]["enabled"] is True
+        assert (await round_trip(registry.get("echo")))[1] == b"ping"
         await client.aclose()
