@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from chaos.failover import migrated_pair
 from chaos.harness import FULL, Scenario, base_doc, merge
-from chaos.services import NatsNode, PgCluster
+from chaos.services import NatsNode, PgCluster, PgPair
 from gateway.adapters.postgres import migrate
 from tests.support.stub import Stub
 
@@ -54,6 +55,14 @@ async def pg_cluster() -> AsyncIterator[tuple[PgCluster, str]]:
         yield cluster, dsn
     finally:
         await asyncio.to_thread(cluster.cleanup)
+
+
+@pytest.fixture
+async def pg_pair(request: pytest.FixtureRequest) -> AsyncIterator[PgPair]:
+    """A private primary and streaming standby, migrated: parametrize it indirectly with
+    "sync" (a synchronous standby) or "async"."""
+    async with migrated_pair(synchronous=request.param == "sync") as pair:
+        yield pair
 
 
 @pytest.fixture
