@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.failover import migrated_pair
+from chaos.failover import Topology, migrated_pair
 from chaos.harness import FULL, Scenario, base_doc, merge
-from chaos.services import NatsNode, PgCluster, PgPair
+from chaos.services import NatsNode, PgCluster
 from gateway.adapters.postgres import migrate
 from tests.support.stub import Stub
 
@@ -58,11 +58,12 @@ async def pg_cluster() -> AsyncIterator[tuple[PgCluster, str]]:
 
 
 @pytest.fixture
-async def pg_pair(request: pytest.FixtureRequest) -> AsyncIterator[PgPair]:
-    """A private primary and streaming standby, migrated: parametrize it indirectly with
-    "sync" (a synchronous standby) or "async"."""
-    async with migrated_pair(synchronous=request.param == "sync") as pair:
-        yield pair
+async def pg_failover(request: pytest.FixtureRequest) -> AsyncIterator[Topology]:
+    """A private primary and streaming standby, migrated, behind fault proxies (chaos.
+    failover.Topology): parametrize it indirectly with "sync" (a synchronous standby)
+    or "async"."""
+    async with migrated_pair(synchronous=request.param == "sync") as topology:
+        yield topology
 
 
 @pytest.fixture

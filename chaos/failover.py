@@ -35,19 +35,47 @@ from tests.support.pg_pair import PgPair
 NO_ROW = "got a 2xx but has no row"
 
 
+#: The standby streams through a proxy adding this much, one way (a standby in another
+#: region): what the primary acknowledged in the last this-long before its loss is
+#: still on the link, and goes with the machine.
+REPLICATION_LATENCY_MS = 50.0
+
+
+@dataclass
+class Topology:
+    """The pair and the two proxies in front of the primary: the gateway's way to it and
+    the standby's (the replication link)."""
+
+    pair: PgPair
+    primary: FaultProxy
+    replication: FaultProxy
+
+
 @contextlib.asynccontextmanager
-async def migrated_pair(*, synchronous: bool) -> AsyncIterator[PgPair]:
+async def migrated_pair(
+    *, synchronous: bool, latency_ms: float = REPLICATION_LATENCY_MS
+) -> AsyncIterator[Topology]:
     """A pair whose database is created and migrated on the primary before the standby
-    is made from it, streaming (and, synchronous, counted by the primary's commits)."""
+    is made from it, streaming through a proxy with `latency_ms` (and, synchronous,
+    counted by the primary's commits); the gateway's own proxy to the primary."""
     pair = PgPair(synchronous=synchronous)
+    primary = FaultProxy("127.0.0.1", pair.primary.port, name="pg-primary")
+    replication = FaultProxy("127.0.0.1", pair.primary.port, name="pg-replication")
     try:
+        await primary.start()
+        await replication.start()
+        if latency_ms:
+            replication.add_toxic("latency", "downstream", latency=latency_ms)
+        pair.replication_port = replication.listen_port
         await asyncio.to_thread(pair.start_primary)
         await migrate(await pair.create_database())
         await asyncio.to_thread(pair.start_standby)
         await pair.wait_streaming()
-        yield pair
+        yield Topology(pair, primary, replication)
     finally:
         await asyncio.to_thread(pair.cleanup)
+        await primary.close()
+        await replication.close()
 
 
 @dataclass(frozen=True)
@@ -60,15 +88,19 @@ class Failover:
     promoted_at: float  # the standby takes writes (load clock)
 
 
-async def lose_primary(pair: PgPair, proxy: FaultProxy, gen: LoadGen, detect_s: float) -> Failover:
-    """The primary's machine vanishes (its address a black hole, its processes SIGKILLed);
-    `detect_s` later, as an HA tool's detection would be, the standby is promoted."""
+async def lose_primary(topology: Topology, gen: LoadGen, detect_s: float) -> Failover:
+    """The primary's machine vanishes (its address a black hole to the gateway and to the
+    standby, its processes SIGKILLed); `detect_s` later, as an HA tool's detection would
+    be, the standby is promoted."""
     kill_wall, kill_at = time.time(), gen.elapsed()
-    await proxy.set_blackhole(True)  # first: no RST from the dying server reaches anyone
-    await asyncio.to_thread(pair.kill_primary)
+    # First: no RST from the dying server reaches anyone, and what is still on the
+    # replication link is lost with the machine.
+    await topology.primary.set_blackhole(True)
+    await topology.replication.set_blackhole(True)
+    await asyncio.to_thread(topology.pair.kill_primary)
     await asyncio.sleep(detect_s)
     promote_at = gen.elapsed()
-    await pair.promote()
+    await topology.pair.promote()
     return Failover(kill_wall, kill_at, promote_at, gen.elapsed())
 
 

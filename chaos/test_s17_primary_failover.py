@@ -28,7 +28,6 @@ first settlement committed there) and to the promotion.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -43,9 +42,7 @@ from chaos.failover import (
 )
 from chaos.harness import RESULTS_DIR, profiles
 from chaos.loadgen import Answer, LoadRecord
-from chaos.proxy import FaultProxy
 from chaos.workload import LoadSpec
-from tests.support.pg_pair import PgPair
 
 PROFILE = {
     "fast": {"events": 300, "rate": 80.0, "detect_s": 1.5, "drain_s": 120.0},
@@ -58,14 +55,6 @@ RECOVERY_BOUND_S = 60.0
 #: settlement lost with the primary never comes back). Beyond the longest settlement
 #: retry delay (30 s in the scenarios' config) it would wait for nothing more.
 QUIET_S = 35.0
-
-
-@pytest.fixture
-async def primary_proxy(pg_pair: PgPair) -> AsyncIterator[FaultProxy]:
-    proxy = FaultProxy("127.0.0.1", pg_pair.primary.port, name="pg-primary")
-    await proxy.start()
-    yield proxy
-    await proxy.close()
 
 
 def refused_until_promoted(record: LoadRecord, failover: Failover) -> list[str]:
@@ -93,15 +82,14 @@ def write(result: AuditResult, name: str) -> None:
     (RESULTS_DIR / f"{name}.txt").write_text(result.table() + "\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize("pg_pair", ["sync", "async"], indirect=True)
+@pytest.mark.parametrize("pg_failover", ["sync", "async"], indirect=True)
 @pytest.mark.parametrize("profile", profiles())
-async def test_primary_lost_and_standby_promoted(
-    profile, pg_pair, primary_proxy, make_scenario, nats_node
-):
+async def test_primary_lost_and_standby_promoted(profile, pg_failover, make_scenario, nats_node):
     p = PROFILE[profile]
+    pg_pair = pg_failover.pair
     replication = "sync" if pg_pair.synchronous else "async"
     name = f"s17_primary_failover-{replication}-{profile}"
-    url = pg_pair.multi_host_url(primary_port=primary_proxy.listen_port)
+    url = pg_pair.multi_host_url(primary_port=pg_failover.primary.listen_port)
     sc = make_scenario(name, url, nats_node.url, outbox={"inline": False})
     sc.database_url = pg_pair.primary_dsn  # direct, for the set-up; the audit's moves later
     await sc.open_merchants()
@@ -111,7 +99,7 @@ async def test_primary_lost_and_standby_promoted(
     running = asyncio.create_task(gen.run())
 
     await gen.reached(0.3)
-    failover = await lose_primary(pg_pair, primary_proxy, gen, p["detect_s"])
+    failover = await lose_primary(pg_failover, gen, p["detect_s"])
     sc.database_url = pg_pair.standby_dsn
     record = await running
 

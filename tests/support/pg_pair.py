@@ -10,6 +10,8 @@ connections from 127.0.0.1, which `pg_basebackup` and the standby use.
     pair.start_primary()                     # initdb + start (blocking: use asyncio.to_thread)
     dsn = await pair.create_database()       # "chaos" on the primary; migrate it here
     pair.start_standby()                     # pg_basebackup -R -X stream, then start
+                                             # (set pair.replication_port first to stream
+                                             #  through something else, e.g. a proxy)
     await pair.wait_streaming()              # pg_stat_replication: streaming (and `sync`)
     pair.primary_dsn, pair.standby_dsn       # direct DSNs of the database, one per server
     pair.multi_host_url(primary_port=proxy)  # "postgresql://postgres@127.0.0.1:P,127.0.0.1:S/
@@ -197,6 +199,9 @@ class PgPair:
         if synchronous:
             self.primary.settings["synchronous_commit"] = "on"
         self.standby.settings = {"hot_standby": "on", "cluster_name": standby_name}
+        #: The port the standby dials for the primary (its base backup too): another one
+        #: puts something (a fault proxy) on the replication link.
+        self.replication_port = self.primary.port
 
     # --- addresses ------------------------------------------------------------------
     @property
@@ -232,7 +237,7 @@ class PgPair:
     def start_standby(self) -> None:
         """A base backup of the primary, streamed, configured (-R) to follow it, started."""
         conninfo = (
-            f"host=127.0.0.1 port={self.primary.port} user=postgres "
+            f"host=127.0.0.1 port={self.replication_port} user=postgres "
             f"application_name={self.standby_name}"
         )
         self.primary._run(
