@@ -51,6 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
+    from gateway.compose.durability import check_required_durability
     from gateway.compose.schema import check_stream
     from gateway.compose.sockets import bound_socket, check_free
     from gateway.ingest.app import server_options
@@ -69,6 +70,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             check_free(http.admin_host, http.admin_port, "http.admin_port")
         # 2. The stream: created when missing; one that differs stops start-up here.
         asyncio.run(check_stream(settings))
+        # 3. With `require_synchronous_standby`, a database that does not meet it stops
+        # start-up here, in one line (each worker also reads it, and warns).
+        asyncio.run(check_required_durability(settings))
         raise_file_limit(http)  # before forking: workers inherit it
         options: dict[str, Any] = dict(host=host, port=port, **server_options(http))
         log.info("listening", extra={"host": host, "port": sock.getsockname()[1]})

@@ -22,6 +22,7 @@ from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
 from gateway.backfill.task import ScheduledBackfill, scheduled
 from gateway.compose.backfill import scheduled_parts
+from gateway.compose.durability import DatabaseReadiness, watching_durability
 from gateway.core.retention import key_horizon_warning
 from gateway.dlq.alerts import run_alerts
 from gateway.ingest.app import GatewayApp
@@ -54,12 +55,15 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
         # 0. Traces first and flushed last, so every span of the run is exported.
         tracing.configured(settings.tracing, "gateway-serve"),
         open_pool(settings.database_url, max_size=pool_size) as pool,
+        # 1. The database's durability: read once (a warning, or with
+        # `require_synchronous_standby` a refusal), then every 30 s.
+        watching_durability(pool, metrics, settings) as durability,
         httpx.AsyncClient() as http_client,  # the alert webhook's
     ):
-        # 1. NATS in the background: acceptance must not wait for the broker.
+        # 2. NATS in the background: acceptance must not wait for the broker.
         broker = JetStreamBroker(settings.nats)
         await broker.start()
-        # 2. The relay, woken by every commit; without inline publishing, committed rows
+        # 3. The relay, woken by every commit; without inline publishing, committed rows
         # wait for a `gateway relay` process.
         relay = OutboxRelay(pool, broker, settings.outbox, metrics, path="inline")
         on_committed: OnCommitted = relay.wake if inline else _left_to_relay
@@ -94,7 +98,8 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
             pool, scheduled(settings.providers), scheduled_parts(settings, pool, metrics)
         )
         backfills.start()
-        parts = IngestParts(settings, inbox, DatabaseProbe(pool), broker, metrics)
+        database = DatabaseReadiness(DatabaseProbe(pool), durability)
+        parts = IngestParts(settings, inbox, database, broker, metrics)
         log.info(
             "gateway started",
             extra={"providers": sorted(settings.providers), "services": sorted(settings.services)},
@@ -111,8 +116,8 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
             if inline:
                 await relay.drain(settings.ingest.commit_timeout_s)
             # 3. Stop backfill, alerting and retention (a batch in progress rolls back; a
-            # backfill pass continues from its cursor next time), then let go of NATS and
-            # the database.
+            # backfill pass continues from its cursor next time), then let go of NATS,
+            # the durability check and the database.
             await backfills.close()
             await retention.close()
             alerts.cancel()
@@ -132,6 +137,7 @@ async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[O
     async with (
         tracing.configured(settings.tracing, "gateway-relay"),
         open_pool(settings.database_url, max_size=4) as pool,
+        watching_durability(pool, metrics, settings),  # may refuse: before NATS
     ):
         broker = JetStreamBroker(settings.nats, name="gateway-relay")
         await broker.start()

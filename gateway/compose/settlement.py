@@ -20,6 +20,7 @@ from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.adapters.redis_client import open_redis
+from gateway.compose.durability import check_required_durability, watching_durability
 from gateway.core.ledger import Ledger
 from gateway.core.retry import RetryPolicy
 from gateway.dlq.alerts import run_alerts
@@ -132,7 +133,18 @@ async def run_settlement(settings: Settings, listen: ListenAddress | None = None
     async with (
         metrics_listener(metrics, listen or settle_metrics_address(settings)),
         tracing.configured(settings.tracing, "gateway-settle"),  # flushed after the worker
+    ):
+        # With `require_synchronous_standby`, refused before NATS or the ledger is opened.
+        await check_required_durability(settings)
+        await _settle(settings, metrics)
+
+
+async def _settle(settings: Settings, metrics: Metrics) -> None:
+    """The worker and the alert evaluation over the settlement parts, until cancelled."""
+    async with (
         settlement_parts(settings, metrics) as parts,
+        # Read once (a warning, or a refusal when required), then every 30 s.
+        watching_durability(parts.pool, parts.metrics, settings),
     ):
         # Retries are counted here, so their alert threshold is judged here too; the
         # shared alert state keeps serve and settle from announcing an episode twice.

@@ -126,6 +126,10 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         E.OUTBOX_CURSOR_AHEAD: "The database was restored into another cluster: re-base "
         "the cursor as the storage documentation describes; the relay publishes nothing "
         "until then.",
+        E.DATABASE_NOT_DURABLE: "Give the primary a synchronous standby "
+        "(`synchronous_standby_names`, `synchronous_commit = on`) and let it stream, grant "
+        "the gateway's role `pg_monitor` if the message says so, or set "
+        "`require_synchronous_standby = false` to run with the risk (a warning is logged).",
         E.USAGE: _ROOT,
         E.DLQ_USAGE: _FIX_FLAGS,
         E.EVENTS_USAGE: _FIX_FLAGS,

@@ -113,6 +113,7 @@ from gateway.errors.settlement import (
 )
 from gateway.errors.startup import (
     ConfigError,
+    DatabaseNotDurable,
     MigrationsMissing,
     OutboxCursorAhead,
     StreamMismatch,
@@ -129,6 +130,7 @@ __all__ = [
     "ClientGone",
     "ConfigError",
     "DatabaseError",
+    "DatabaseNotDurable",
     "DatabaseUnavailable",
     "DlqRowNotFound",
     "DlqUsageError",

@@ -183,6 +183,9 @@ class ErrorClass(enum.StrEnum):
     OUTBOX_CURSOR_AHEAD = _fatal(
         "The outbox cursor names transactions this database has not reached."
     )
+    DATABASE_NOT_DURABLE = _fatal(
+        "`database.require_synchronous_standby` is set and commits do not wait for a standby."
+    )
 
     # --- operator: a command's input -------------------------------------------------
     USAGE = _operator("The root of the usage errors (never raised by itself).")

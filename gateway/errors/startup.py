@@ -54,3 +54,18 @@ class OutboxCursorAhead(GatewayError):
     "Restoring a dump into another cluster")."""
 
     error_class = ErrorClass.OUTBOX_CURSOR_AHEAD
+
+
+class DatabaseNotDurable(ConfigError):
+    """`[database] require_synchronous_standby` is set, and the database's commits are not
+    known to wait for a synchronous standby: a failover could lose acknowledged events."""
+
+    error_class = ErrorClass.DATABASE_NOT_DURABLE
+
+    def __init__(self, state: str, reason: str) -> None:
+        super().__init__(
+            "database.require_synchronous_standby",
+            f"is true, but the database's durability is {state}: {reason}",
+        )
+        self.state = state
+        self.reason = reason

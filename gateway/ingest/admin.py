@@ -11,22 +11,45 @@ connection, which is all this needs to understand.
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol, runtime_checkable
 
 import orjson
 
+from gateway.core.durability import Durability, DurabilityState
 from gateway.ingest.parts import IngestParts
 from gateway.metrics import METRICS_TYPE, serve_plain_http
 
 _JSON_TYPE = "application/json"
+#: What `/readyz` says of durability where nothing reads it (a probe without a watcher).
+_NOT_READ = Durability(DurabilityState.UNKNOWN, "not read by this process")
+
+
+@runtime_checkable
+class DurabilitySource(Protocol):
+    """A database probe that also knows the durability it read last."""
+
+    def durability(self) -> Durability: ...
 
 
 async def readiness(parts: IngestParts) -> tuple[int, dict[str, object]]:
-    """`/readyz`: 200 when the database answers and NATS is connected, else 503."""
+    """`/readyz`: 200 when the database answers and NATS is connected, else 503; with
+    the database's durability as last read (no query of its own)."""
     database = await parts.database.ping()
     nats_ok = await parts.broker.ping()
+    # Durability is a detail, never a reason for 503: after a failover the new primary
+    # usually has no standby yet, and a balancer that took every gateway out of service
+    # for it would turn a risk into an outage. The warning, the metric and its alert
+    # say it instead.
     status = 200 if database and nats_ok else 503
     state = "ready" if status == 200 else "not_ready"
-    return status, {"status": state, "database": database, "nats": nats_ok}
+    source = parts.database
+    durability = source.durability() if isinstance(source, DurabilitySource) else _NOT_READ
+    return status, {
+        "status": state,
+        "database": database,
+        "nats": nats_ok,
+        "durability": durability.to_json(),
+    }
 
 
 async def admin_answer(parts: IngestParts, method: str, path: str) -> tuple[int, str, bytes]:

@@ -167,6 +167,24 @@ class Metrics:
             _GAUGE_MODE,
         )
 
+        # One-hot: 1 for the state last read, 0 for the others, every state always
+        # present (so `== 1` alert rules and dashboards need no absent() guard).
+        self.database_durability = Gauge(
+            "gateway_database_durability",
+            "The database's durability as last read, one series per state "
+            "(synchronous, at_risk, waiting_for_standby, unknown): 1 for the current one.",
+            ("state",),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.database_synchronous_standbys = Gauge(
+            "gateway_database_synchronous_standbys",
+            "Synchronous standbys streaming (sync_state sync or quorum) as last read.",
+            (),
+            reg,
+            _GAUGE_MODE,
+        )
+
         self.backfill_events_total = Counter(
             "gateway_backfill_events_total",
             "Events listed by a provider's API during backfill, by provider and outcome "

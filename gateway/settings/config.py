@@ -18,6 +18,7 @@ from typing import Any
 from gateway.core.alerting import AlertSettings
 from gateway.errors import ConfigError
 from gateway.settings.console import ConsoleSettings
+from gateway.settings.database import DatabaseSettings
 from gateway.settings.ordering import OnPoison, OrderingSettings
 from gateway.settings.sections import (
     HEADER_BUDGET_BYTES,
@@ -115,6 +116,7 @@ class Settings:
     tracing: TracingSettings = field(default_factory=TracingSettings)
     ordering: OrderingSettings = field(default_factory=OrderingSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -249,8 +251,9 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     """
     env = os.environ if env is None else env
     refuse_unknown(data, "", SECTIONS)
-    for url_only in ("database", "redis"):
-        refuse_unknown(read_table(data, url_only, ""), f"{url_only}.", ("url",))
+    refuse_unknown(read_table(data, "redis", ""), "redis.", ("url",))
+    # `[database]` holds its url (read here, kept as `database_url`) and DatabaseSettings.
+    database = _read(DatabaseSettings, data, "database", skip=("url",))
     # The connection URLs first: without them nothing else can be tried.
     database_url = read_url(data, env, "database", ("postgresql", "postgres"))
     nats_url = read_url(data, env, "nats", ("nats", "tls"))
@@ -307,6 +310,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         tracing=_tracing(data, env),
         ordering=_ordering(data),
         console=_console(data),
+        database=database,
     )
 
 

@@ -91,8 +91,14 @@ def tables() -> list[Table]:
     found: list[Table] = []
     for section in config.SECTIONS:
         if section in ("database", "redis"):
+            # The URL is kept on `Settings` itself (`database_url`); `[database]` has
+            # its other keys in a section class of its own.
             doc = settings_docs[f"{section}_url"]
-            found.append(Table(section, "", [_key(section, "url", "str", None, "", doc)]))
+            keys = [_key(section, "url", "str", None, "", doc)]
+            cls = hints.get(section)
+            text = _class_text(cls) if cls else ""
+            keys += list(_dataclass_keys(section, cls)) if cls else []
+            found.append(Table(section, text, keys))
         elif section == "providers":
             found += _providers()
         elif section == "services":

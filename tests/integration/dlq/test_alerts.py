@@ -54,7 +54,7 @@ def test_rules_file_is_valid() -> None:
     """`promtool check rules` accepts every rule."""
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 9 rules found" in result.stdout
 
 
 @needs_promtool
@@ -79,6 +79,7 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         "GatewayBackfillRecoveredEvents",
         "GatewayBackfillPageSkipped",
         "GatewayOrderKeyHeldTooLong",
+        "GatewayDatabaseNotDurable",
     }
     firing: set[str] = set()
     quiet: set[str] = set()
@@ -102,6 +103,15 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         ('{outcome="recovered"}[15m])) > 0', '{outcome="recovered"}[15m])) > 5'),
         ("pages_skipped_total[1h])) > 0", "pages_skipped_total[1h])) > 5"),
         ("pages_skipped_total offset 1h", "pages_skipped_total offset 5m"),
+        (
+            'durability{state!="synchronous"}) == 1\n        for: 5m',
+            'durability{state!="synchronous"}) == 1\n        for: 3m',
+        ),
+        (
+            'durability{state!="synchronous"}) == 1\n        for: 5m',
+            'durability{state!="synchronous"}) == 1\n        for: 10m',
+        ),
+        ('{state!="synchronous"}', '{state!="at_risk"}'),
     ],
 )
 def test_the_rule_tests_catch_a_wrong_threshold(tmp_path: Path, original: str, mutant: str) -> None:

@@ -23,6 +23,9 @@ from tests.unit.ingest.test_endpoints import (
     stripe,
 )
 
+#: `/readyz`'s durability where the database probe reads none (the fakes').
+NOT_READ = {"state": "unknown", "synchronous_standbys": 0, "reason": "not read by this process"}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -78,7 +81,8 @@ async def test_readyz_is_served_on_the_admin_port_only(
     got, _, body = await fetch(port, "GET", "/readyz?verbose=1")
     assert got == status
     expected = "ready" if status == 200 else "not_ready"
-    assert json.loads(body) == {"status": expected, "database": database, "nats": nats}
+    doc = json.loads(body)
+    assert doc == {"status": expected, "database": database, "nats": nats, "durability": NOT_READ}
     assert (await call(gw.app, "GET", "/readyz")).status == 404
     assert (await call(gw.app, "GET", "/healthz")).status == 200  # liveness stays public
 

@@ -43,6 +43,8 @@ CONTRACT = {
     "gateway_backfill_events_total": ("counter", ("outcome", "provider")),
     "gateway_backfill_last_complete_timestamp_seconds": ("gauge", ("provider",)),
     "gateway_backfill_pages_skipped_total": ("counter", ("provider",)),
+    "gateway_database_durability": ("gauge", ("state",)),
+    "gateway_database_synchronous_standbys": ("gauge", ()),
 }
 
 

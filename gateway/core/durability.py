@@ -1,0 +1,251 @@
+"""Whether a failover can lose what the gateway acknowledged: decided from what
+PostgreSQL reports, with no I/O.
+
+A 2xx promises the event is durable, and the sender then forgets it. On one server that
+means its disk; with a standby it means more only when the commit waited for the
+standby: `synchronous_commit` in `on`, `remote_write` or `remote_apply`, and
+`synchronous_standby_names` naming standbys of which enough are streaming. Otherwise the
+primary acknowledges commits the standby may not have, and promoting the standby loses
+them.
+
+Inputs (`decide`): the session's `synchronous_commit`, `synchronous_standby_names` as
+configured, and the rows of `pg_stat_replication` (`application_name`, `state`,
+`sync_state`). A role without `pg_read_all_stats` (which `pg_monitor` includes) sees
+those rows with their fields NULL: the state is then `unknown`, never a guess. Nothing
+here raises on what the server says: a value it cannot read becomes `unknown` with a
+reason.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class DurabilityState(enum.StrEnum):
+    """What a failover would do to acknowledged events; stored in logs and metric labels."""
+
+    #: Every commit waits for enough synchronous standbys, and they are streaming.
+    SYNCHRONOUS = "synchronous"
+    #: A commit can be acknowledged before any standby has it: a failover can lose it.
+    AT_RISK = "at_risk"
+    #: Standbys are required but too few stream: commits wait (nothing is acknowledged,
+    #: nothing is lost; ingestion answers 503 until one is back).
+    WAITING_FOR_STANDBY = "waiting_for_standby"
+    #: The gateway cannot tell (hidden fields, unreadable settings, no answer).
+    UNKNOWN = "unknown"
+
+
+#: `synchronous_commit` values whose commits wait for the synchronous standbys, and those
+#: that do not. The aliases are PostgreSQL's own (`SHOW` prints the canonical names).
+_WAITS = frozenset({"on", "remote_write", "remote_apply", "true", "yes", "1"})
+_DOES_NOT_WAIT = {"off": "off", "false": "off", "no": "off", "0": "off", "local": "local"}
+#: The `sync_state` of a standby a commit waits for: `sync` (FIRST), `quorum` (ANY).
+_COUNTED_SYNC_STATES = frozenset({"sync", "quorum"})
+
+
+@dataclass(frozen=True)
+class StandbyRow:
+    """One row of `pg_stat_replication`; a field is None where the role may not read it."""
+
+    application_name: str | None
+    state: str | None
+    sync_state: str | None
+
+
+@dataclass(frozen=True)
+class StandbyRule:
+    """`synchronous_standby_names`, parsed: how many of which standbys a commit waits for."""
+
+    method: str  # "FIRST" (priority) or "ANY" (quorum)
+    required: int
+    names: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.required} ({', '.join(self.names)})"
+
+
+@dataclass(frozen=True)
+class Durability:
+    """One reading: the state, how many synchronous standbys stream, and why, in a line."""
+
+    state: DurabilityState
+    reason: str
+    synchronous_standbys: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "state": str(self.state),
+            "synchronous_standbys": self.synchronous_standbys,
+            "reason": self.reason,
+        }
+
+
+class StandbyNamesError(ValueError):
+    """`synchronous_standby_names` does not follow PostgreSQL's grammar."""
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<quoted>"(?:[^"]|"")*")
+      | (?P<number>[0-9]+)
+      | (?P<name>[A-Za-z_\x80-\uffff][A-Za-z_$0-9\x80-\uffff]*|\*)
+      | (?P<punct>[(),])
+    )""",
+    re.VERBOSE,
+)
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """(kind, text) of each token; a keyword is any spelling of FIRST or ANY, unquoted."""
+    found: list[tuple[str, str]] = []
+    pos, end = 0, len(text.rstrip())
+    while pos < end:
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise StandbyNamesError(f"unexpected {text[pos:].strip()[:20]!r}")
+        kind = match.lastgroup or ""
+        value = match.group(kind)
+        if kind == "quoted":
+            value = value[1:-1].replace('""', '"')
+        elif kind == "name" and value.upper() in ("FIRST", "ANY"):
+            kind, value = "keyword", value.upper()
+        found.append((kind, value))
+        pos = match.end()
+    return found
+
+
+def parse_standby_names(text: str) -> StandbyRule | None:
+    """PostgreSQL's grammar: `[FIRST] n (a, b)`, `ANY n (a, b)`, or a plain list `a, b`
+    (priority order, one required); `*` matches any standby. None when it is empty (no
+    synchronous standby); `StandbyNamesError` when it cannot be read."""
+    tokens = _tokens(text)
+    if not tokens:
+        return None
+    method, required = "FIRST", 1
+    if tokens[0][0] == "keyword" or (len(tokens) > 1 and tokens[1] == ("punct", "(")):
+        if tokens[0][0] == "keyword":
+            method = tokens.pop(0)[1]
+        if not tokens or tokens[0][0] != "number":
+            raise StandbyNamesError("a number of standbys must come before the names' '('")
+        required = int(tokens.pop(0)[1])
+        if required < 1:
+            raise StandbyNamesError("the number of synchronous standbys must be at least 1")
+        if tokens[:1] != [("punct", "(")] or tokens[-1:] != [("punct", ")")]:
+            raise StandbyNamesError("the standby names must follow in parentheses")
+        tokens = tokens[1:-1]
+    names: list[str] = []
+    for i, (kind, value) in enumerate(tokens):
+        if i % 2 == 1:
+            if (kind, value) != ("punct", ","):
+                raise StandbyNamesError(f"expected a comma, got {value!r}")
+        elif kind in ("name", "quoted", "number"):
+            names.append(value)
+        else:
+            raise StandbyNamesError(f"expected a standby name, got {value!r}")
+    if not names or len(tokens) % 2 == 0:
+        raise StandbyNamesError("a standby name is missing")
+    return StandbyRule(method, required, tuple(names))
+
+
+def _standbys(n: int) -> str:
+    return f"{n} synchronous standby" if n == 1 else f"{n} synchronous standbys"
+
+
+def decide(
+    synchronous_commit: str | None,
+    standby_names: str | None,
+    rows: Sequence[StandbyRow],
+    role: str = "",
+) -> Durability:
+    """The durability of commits made with these settings, with these standbys connected.
+
+    Checked in this order: a `synchronous_commit` that does not wait (at risk whatever
+    the standbys), no standby configured (at risk), the names unreadable (unknown), the
+    replication rows hidden (unknown), then how many synchronous standbys stream.
+    """
+    commit = (synchronous_commit or "").strip().lower()
+    try:
+        rule = parse_standby_names(standby_names or "")
+        names_problem = ""
+    except StandbyNamesError as exc:
+        rule, names_problem = None, str(exc)
+    lose = "a failover can lose events the gateway acknowledged"
+    if commit in _DOES_NOT_WAIT:
+        alone = " and no synchronous standby is configured" if rule is None else ""
+        return Durability(
+            DurabilityState.AT_RISK,
+            f"synchronous_commit is {_DOES_NOT_WAIT[commit]}{alone}: commits are acknowledged "
+            f"before a standby has them, so {lose}",
+        )
+    if commit not in _WAITS:
+        shown = repr(commit) if commit else "nothing"
+        return Durability(
+            DurabilityState.UNKNOWN,
+            f"synchronous_commit reads {shown}, not a value the gateway knows",
+        )
+    if names_problem:
+        return Durability(
+            DurabilityState.UNKNOWN, f"synchronous_standby_names cannot be read: {names_problem}"
+        )
+    if rule is None:
+        return Durability(
+            DurabilityState.AT_RISK,
+            f"no synchronous standby is configured (synchronous_standby_names is empty), so {lose}",
+        )
+    if any(r.state is None or r.sync_state is None for r in rows):
+        who = f"the gateway's role {role}" if role else "the gateway's database role"
+        return Durability(
+            DurabilityState.UNKNOWN,
+            f"pg_stat_replication hides its fields from {who}: grant it pg_monitor "
+            "(or pg_read_all_stats) so the gateway can see its standbys",
+        )
+    streaming = sum(
+        1 for r in rows if r.state == "streaming" and r.sync_state in _COUNTED_SYNC_STATES
+    )
+    if streaming < rule.required:
+        return Durability(
+            DurabilityState.WAITING_FOR_STANDBY,
+            f"synchronous_standby_names = '{rule}' needs {_standbys(rule.required)}, "
+            f"{streaming} streaming: commits wait for one to connect",
+            streaming,
+        )
+    return Durability(
+        DurabilityState.SYNCHRONOUS,
+        f"{_standbys(streaming)} streaming for synchronous_standby_names = '{rule}', "
+        f"synchronous_commit = {commit}",
+        streaming,
+    )
+
+
+def unreachable(interval_s: float) -> Durability:
+    """What is known while the database does not answer: nothing."""
+    return Durability(
+        DurabilityState.UNKNOWN,
+        f"the database did not answer; read again every {interval_s:g} s",
+    )
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """A log line a reading calls for: its level (`warning`, `info`) and message."""
+
+    level: str
+    message: str
+
+
+def announce(previous: DurabilityState | None, reading: Durability) -> Announcement | None:
+    """The line to log for `reading`, given the state last read (None: nothing read yet).
+
+    Once per change of state: a warning on entering any state other than synchronous
+    (the first reading included), info on entering synchronous. A reading in the same
+    state says nothing, so a database left at risk is announced once, not every 30 s.
+    """
+    if reading.state == previous:
+        return None
+    message = f"database durability: {reading.state}: {reading.reason}"
+    if reading.state is DurabilityState.SYNCHRONOUS:
+        return Announcement("info", message)
+    return Announcement("warning", message)

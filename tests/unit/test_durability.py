@@ -1,0 +1,199 @@
+"""The durability decision: what PostgreSQL reports, read as the risk a failover carries
+for acknowledged events; and the grammar of `synchronous_standby_names`, which the
+decision never lets raise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.core.durability import (
+    Announcement,
+    Durability,
+    DurabilityState,
+    StandbyNamesError,
+    StandbyRow,
+    StandbyRule,
+    announce,
+    decide,
+    parse_standby_names,
+    unreachable,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+S = DurabilityState
+SYNC = StandbyRow("standby1", "streaming", "sync")
+QUORUM = StandbyRow("standby1", "streaming", "quorum")
+QUORUM_2 = StandbyRow("standby2", "streaming", "quorum")
+POTENTIAL = StandbyRow("standby2", "streaming", "potential")
+ASYNC = StandbyRow("standby1", "streaming", "async")
+CATCHING_UP = StandbyRow("standby1", "catchup", "sync")
+HIDDEN = StandbyRow(None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        # A plain list: priority order, one standby required; `*` is any standby.
+        ("standby1", StandbyRule("FIRST", 1, ("standby1",))),
+        ("a, b", StandbyRule("FIRST", 1, ("a", "b"))),
+        ("*", StandbyRule("FIRST", 1, ("*",))),
+        # `n (...)` is FIRST n; the keywords in any case, any whitespace.
+        ("2 (a, b, c)", StandbyRule("FIRST", 2, ("a", "b", "c"))),
+        ("FIRST 1 (a, b)", StandbyRule("FIRST", 1, ("a", "b"))),
+        ("first 2(a,b)", StandbyRule("FIRST", 2, ("a", "b"))),
+        ("ANY 2 (a, b, c)", StandbyRule("ANY", 2, ("a", "b", "c"))),
+        ("  aNy\t1\n( a ,\tb )  ", StandbyRule("ANY", 1, ("a", "b"))),
+        # Quoted names keep their case and may hold anything, "" being a quote; a name
+        # that only starts like a keyword is a name; a number alone is a name.
+        ('"Standby-1", "a ""b"""', StandbyRule("FIRST", 1, ("Standby-1", 'a "b"'))),
+        ('ANY 1 ("first", "any")', StandbyRule("ANY", 1, ("first", "any"))),
+        ("anyone, firstly", StandbyRule("FIRST", 1, ("anyone", "firstly"))),
+        ("s_1$x, ñandú", StandbyRule("FIRST", 1, ("s_1$x", "ñandú"))),
+        ("1", StandbyRule("FIRST", 1, ("1",))),
+    ],
+)
+def test_the_standby_names_grammar(text: str, rule: StandbyRule) -> None:
+    """Every form PostgreSQL accepts reads as the rule it enforces."""
+    assert parse_standby_names(text) == rule
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_empty_standby_names_mean_no_synchronous_standby(text: str) -> None:
+    assert parse_standby_names(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "FIRST (a)",  # no number
+        "ANY",
+        "FIRST 0 (a)",  # at least one
+        "2 a, b",  # no parentheses
+        "FIRST 1 (a, b",
+        "FIRST 1 ()",
+        "a, , b",
+        "a,",
+        "a b",
+        "a (b)",  # a name where the number belongs
+        "FIRST 1 (a, (b))",
+        '"unterminated',
+        "a; b",
+        "first, b",  # a keyword is not a name unless quoted
+    ],
+)
+def test_text_outside_the_grammar_is_refused(text: str) -> None:
+    with pytest.raises(StandbyNamesError):
+        parse_standby_names(text)
+
+
+@pytest.mark.parametrize(
+    ("commit", "names", "rows", "state", "standbys", "says"),
+    [
+        # Commits that never wait for a standby: at risk, whatever is connected.
+        ("off", "standby1", [SYNC], S.AT_RISK, 0, "synchronous_commit is off"),
+        ("local", "standby1", [SYNC], S.AT_RISK, 0, "synchronous_commit is local"),
+        ("false", "", [], S.AT_RISK, 0, "is off and no synchronous standby is configured"),
+        ("OFF", "not ( parsable", [], S.AT_RISK, 0, "synchronous_commit is off"),
+        # No synchronous standby configured: at risk, even with an async standby streaming.
+        ("on", "", [], S.AT_RISK, 0, "synchronous_standby_names is empty"),
+        ("on", "  ", [ASYNC], S.AT_RISK, 0, "a failover can lose events"),
+        # Configured, enough streaming as sync or quorum: synchronous.
+        ("on", "standby1", [SYNC], S.SYNCHRONOUS, 1, "1 synchronous standby streaming"),
+        ("remote_apply", "FIRST 1 (standby1, standby2)", [SYNC, POTENTIAL], S.SYNCHRONOUS, 1,
+         "synchronous_commit = remote_apply"),
+        ("remote_write", "ANY 2 (standby1, standby2)", [QUORUM, QUORUM_2], S.SYNCHRONOUS, 2,
+         "2 synchronous standbys streaming"),
+        ("on", "*", [SYNC], S.SYNCHRONOUS, 1, "'FIRST 1 (*)'"),
+        # Configured, too few streaming: commits wait.
+        ("on", "standby1", [], S.WAITING_FOR_STANDBY, 0,
+         "needs 1 synchronous standby, 0 streaming"),
+        ("on", "ANY 2 (standby1, standby2)", [QUORUM], S.WAITING_FOR_STANDBY, 1, "needs 2"),
+        ("on", "standby1", [CATCHING_UP], S.WAITING_FOR_STANDBY, 0, "commits wait"),
+        ("on", "standby1", [ASYNC, POTENTIAL], S.WAITING_FOR_STANDBY, 0, "0 streaming"),
+        # What cannot be read is unknown, with what to do about it.
+        ("on", "standby1", [HIDDEN], S.UNKNOWN, 0, "grant it pg_monitor (or pg_read_all_stats)"),
+        ("on", "FIRST 1 (a", [SYNC], S.UNKNOWN, 0, "synchronous_standby_names cannot be read"),
+        ("sometimes", "standby1", [SYNC], S.UNKNOWN, 0, "synchronous_commit reads 'sometimes'"),
+        (None, "standby1", [SYNC], S.UNKNOWN, 0, "synchronous_commit reads nothing"),
+    ],
+)  # fmt: skip
+def test_each_reading_decides_one_state(
+    commit: str | None,
+    names: str,
+    rows: list[StandbyRow],
+    state: DurabilityState,
+    standbys: int,
+    says: str,
+) -> None:
+    """The state, the count of streaming synchronous standbys, and a reason saying why."""
+    got = decide(commit, names, rows)
+    assert (got.state, got.synchronous_standbys) == (state, standbys), got
+    assert says in got.reason, got.reason
+
+
+def test_the_hidden_fields_reason_names_the_role() -> None:
+    """The operator is told which role to grant pg_monitor to."""
+    got = decide("on", "standby1", [HIDDEN], role="gateway_app")
+    assert "the gateway's role gateway_app: grant it pg_monitor" in got.reason
+
+
+@pytest.mark.parametrize(
+    "names",
+    ['"', "(", ")", ",", "FIRST", "ANY 1", "1 (", "\x00", "a" * 10_000 + " (", "ANY -1 (a)"],
+)
+def test_bad_names_never_raise_to_the_caller(names: str) -> None:
+    """Whatever the setting holds, the caller gets a reading, here unknown."""
+    got = decide("on", names, [SYNC])
+    assert got.state is S.UNKNOWN
+    assert got.reason.startswith("synchronous_standby_names cannot be read")
+
+
+def test_a_reading_is_reported_as_json() -> None:
+    """The shape of `/readyz`'s `durability`."""
+    got = Durability(S.AT_RISK, "why", 0).to_json()
+    assert got == {"state": "at_risk", "synchronous_standbys": 0, "reason": "why"}
+
+
+def test_an_unreachable_database_is_unknown_and_says_when_it_is_read_again() -> None:
+    got = unreachable(30.0)
+    assert got.state is S.UNKNOWN
+    assert "did not answer; read again every 30 s" in got.reason
+
+
+AT_RISK = Durability(S.AT_RISK, "no standby")
+WAITING = Durability(S.WAITING_FOR_STANDBY, "0 streaming")
+SYNCHRONOUS = Durability(S.SYNCHRONOUS, "1 streaming", 1)
+
+
+@pytest.mark.parametrize(
+    ("previous", "reading", "expected"),
+    [
+        # The first reading: a warning unless synchronous (which is said at info).
+        (None, AT_RISK, Announcement("warning", "database durability: at_risk: no standby")),
+        (None, SYNCHRONOUS, Announcement("info", "database durability: synchronous: 1 streaming")),
+        # The same state again says nothing.
+        (S.AT_RISK, AT_RISK, None),
+        (S.SYNCHRONOUS, SYNCHRONOUS, None),
+        # A change: a warning into any other state, info back into synchronous.
+        (S.SYNCHRONOUS, WAITING, Announcement("warning", "database durability: "
+                                              "waiting_for_standby: 0 streaming")),
+        (S.WAITING_FOR_STANDBY, AT_RISK, Announcement("warning", "database durability: "
+                                                      "at_risk: no standby")),
+        (S.AT_RISK, SYNCHRONOUS, Announcement("info", "database durability: synchronous: "
+                                              "1 streaming")),
+    ],
+)  # fmt: skip
+def test_a_line_is_logged_once_per_change_of_state(
+    previous: DurabilityState | None, reading: Durability, expected: Announcement | None
+) -> None:
+    assert announce(previous, reading) == expected
+
+
+def test_the_http_documents_states_are_the_enums() -> None:
+    """`/readyz`'s documented `durability.state` values are exactly the states."""
+    doc = json.loads((ROOT / "gateway" / "ingest" / "openapi.json").read_text())
+    documented = doc["components"]["schemas"]["Durability"]["properties"]["state"]["enum"]
+    assert documented == [str(s) for s in DurabilityState]
