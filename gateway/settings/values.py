@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from gateway.core.database_hosts import WRITABLE_ATTRS, HostListInvalid, split_hosts
 from gateway.errors import ConfigError
 
 #: The user-info part of a URL (`user:password@`, or a NATS token `token@`): up to the
@@ -193,6 +194,29 @@ def read_url(
             var if env.get(var) else f"{section}.url", f"must be a {'/'.join(schemes)}:// URL"
         )
     return str(url)
+
+
+def read_database_url(data: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """`database.url` (or `GATEWAY_DATABASE_URL`), its host list read as the pool reads it.
+
+    A list of hosts (`postgresql://h1:5432,h2:5432/db`) is checked here rather than at the
+    first connection, and so is its `target_session_attrs`: every process writes, so one
+    that would settle on a read-only server is refused.
+    """
+    url = read_url(data, env, "database", ("postgresql", "postgres"))
+    key = "GATEWAY_DATABASE_URL" if env.get("GATEWAY_DATABASE_URL") else "database.url"
+    try:
+        hosts = split_hosts(url, env)
+    except HostListInvalid as exc:  # its message names no credentials
+        raise ConfigError(key, str(exc)) from None
+    if hosts.target_session_attrs not in WRITABLE_ATTRS:
+        writable = ", ".join(sorted(a.value for a in WRITABLE_ATTRS))
+        raise ConfigError(
+            key,
+            f"target_session_attrs={hosts.target_session_attrs} connects to servers that "
+            f"refuse writes, and every gateway process writes: use one of {writable}",
+        )
+    return url
 
 
 def read_section(

@@ -1,4 +1,9 @@
-"""PostgreSQL: the connection pool, error translation and migrations."""
+"""PostgreSQL: the connection pool, error translation and migrations.
+
+A URL that lists several hosts (`postgresql://h1:p1,h2:p2/db`) connects through
+`hosts.HostConnector`, one host at a time with the connect timeout each, because
+asyncpg's own timeout is one budget across all the hosts (see `hosts`).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from typing import Any
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from gateway.adapters.postgres import hosts
 from gateway.core.classify import sqlstate_is_transient
 from gateway.errors import DatabaseError, DatabaseUnavailable, MigrationsMissing
 
@@ -92,16 +98,33 @@ class DatabaseProbe:
         return False
 
 
+def _cut_off(exc: BaseException) -> bool:
+    """True if a statement timed out or its connection broke (raw or translated): the
+    server may have gone silent, and nothing more should be asked of that connection."""
+    if isinstance(exc, DatabaseUnavailable) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return isinstance(exc, OSError | asyncpg.InterfaceError)  # TimeoutError is an OSError
+
+
 @contextlib.asynccontextmanager
 async def connection(pool: Pool) -> AsyncIterator[Conn]:
     """Borrow a pooled connection, translating failures to connect as well as to run.
 
     `pool.acquire()` opens a new connection when the pool has none idle, so a database
     that is down fails right here, before any statement's own translation could see it.
+    A connection whose statement timed out or broke is dropped, not returned: on a
+    server gone silent (its machine lost), asyncpg's release would first wait for its
+    cancel request to that server, up to `command_timeout_s` again (measured: 10 s for
+    the statement, then 10 s more to release, against 10 s in all this way).
     """
     with translate_errors():
         async with pool.acquire() as conn:
-            yield conn
+            try:
+                yield conn
+            except Exception as exc:
+                if _cut_off(exc):
+                    conn.terminate()
+                raise
 
 
 @contextlib.asynccontextmanager
@@ -109,8 +132,19 @@ async def transaction(pool: Pool) -> AsyncIterator[Conn]:
     """A pooled connection inside one transaction: committed when the block ends, rolled
     back if it raises. Row locks taken in the block (`FOR UPDATE`) last until then."""
     # Inside `connection`, so a failed BEGIN or COMMIT is translated like any statement.
-    async with connection(pool) as conn, conn.transaction():
-        yield conn
+    async with connection(pool) as conn:
+        tx = conn.transaction()
+        await tx.start()
+        try:
+            yield conn
+        except BaseException as exc:
+            # A connection cut off is not asked to roll back: on a silent server that
+            # ROLLBACK would wait out the statement timeout a second time. The server
+            # rolls back by itself once the connection is gone.
+            if not (isinstance(exc, Exception) and _cut_off(exc)):
+                await tx.rollback()
+            raise
+        await tx.commit()
 
 
 async def create_pool(
@@ -124,11 +158,20 @@ async def create_pool(
     """A pool that connects lazily, so the gateway can start while the database is down.
 
     `server_settings` are session settings for every connection (PostgreSQL GUCs).
+    `connect_timeout_s` bounds opening one connection; with several hosts in the URL it
+    bounds each host's attempt, so a black-holed first host costs that long, not forever.
+    A connection whose server goes silent is freed by `command_timeout_s`: its statement
+    fails after that long, and asyncpg's cancel request to the silent server is bounded
+    by the same timeout before it drops the connection.
     """
+    connector = hosts.connector_for(dsn)
     pool = asyncpg.create_pool(
         dsn,
         min_size=0,
         max_size=max_size,
+        # The pool calls `connect` with its connect keywords, `timeout` among them: the
+        # connector spends it on each host instead of across all of them.
+        connect=None if connector is None else connector.connect,
         timeout=connect_timeout_s,
         command_timeout=command_timeout_s,
         # Dead connections are found by the next query; recycle idle ones quickly so a
@@ -183,7 +226,7 @@ async def migrate(dsn: str, sql_dir: Traversable | None = None) -> list[str]:
         where = default_sql_dir() if sql_dir is None else sql_dir
         raise MigrationsMissing(f"no migration files (NNN_name.sql) found in {where}")
     with translate_errors():
-        conn = await asyncpg.connect(dsn, timeout=10)
+        conn = await hosts.connect(dsn, timeout_s=10)
     applied: list[str] = []
     try:
         with translate_errors():

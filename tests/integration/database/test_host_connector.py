@@ -1,0 +1,182 @@
+"""The multi-host connector against the real PostgreSQL: a refused, a black-holed and a
+read-only first host each give way to the next within one per-host timeout, the host
+that worked is tried first next time, and no usable host is one clear error."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import asyncpg
+import pytest
+
+from gateway.adapters.postgres import hosts
+from gateway.adapters.postgres.hosts import HostConnector, connector_for
+from gateway.core.database_hosts import DatabaseHost
+from gateway.errors import DatabaseError, DatabaseUnavailable
+from tests.integration.database.silent import black_hole, dead_address, with_hosts
+from tests.support.pg_pair import PgCluster
+from tests.support.services import ADMIN_DSN
+
+PER_HOST_S = 1.0
+SHARED = DatabaseHost("127.0.0.1", 5432)
+
+
+def connector(url: str) -> HostConnector:
+    made = connector_for(url)
+    assert made is not None, "a URL with several hosts gets a connector"
+    return made
+
+
+async def server_port(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval("SELECT inet_server_port()"))
+
+
+async def test_a_refused_first_host_gives_way_to_the_second(database_url: str) -> None:
+    """Nothing listens on the first port: the second host is used, and remembered."""
+    url = with_hosts(database_url, dead_address())
+    walker = connector(url)
+    conn = await walker.connect(url, timeout=PER_HOST_S)
+    try:
+        assert await server_port(conn) == 5432
+    finally:
+        await conn.close()
+    assert walker.last_good == SHARED
+
+
+async def test_a_black_holed_first_host_costs_one_timeout_then_never_again(
+    database_url: str,
+) -> None:
+    """A first host that accepts and never answers: the second is reached after one
+    per-host timeout (asyncpg's own walk would spend its whole budget there), and the
+    next connection goes straight to the second: the black hole sees nobody again."""
+    async with black_hole() as hole:
+        url = with_hosts(database_url, hole.address)
+        walker = connector(url)
+        started = time.monotonic()
+        conn = await walker.connect(url, timeout=PER_HOST_S)
+        took_s = time.monotonic() - started
+        await conn.close()
+        assert PER_HOST_S <= took_s < 3 * PER_HOST_S
+        assert hole.connections == 1
+
+        started = time.monotonic()
+        again = await walker.connect(url, timeout=PER_HOST_S)
+        took_again_s = time.monotonic() - started
+        assert await server_port(again) == 5432
+        await again.close()
+        assert hole.connections == 1, "the remembered host is tried first"
+        assert took_again_s < PER_HOST_S
+
+
+async def test_asyncpg_alone_never_reaches_the_second_host(database_url: str) -> None:
+    """Why the connector exists: asyncpg's timeout is one budget for the whole list, so
+    the same URL given to asyncpg times out on the black hole however long it is."""
+    async with black_hole() as hole:
+        url = with_hosts(database_url, hole.address)
+        with pytest.raises(TimeoutError):
+            await asyncpg.connect(url, timeout=2 * PER_HOST_S)
+
+
+async def test_an_abandoned_walk_still_learns_the_usable_host(database_url: str) -> None:
+    """A caller that gives up before the per-host timeout (a 1 s readiness probe) does
+    not leave the next caller facing the black hole again: the walk runs on, remembers
+    the second host, and closes the connection nobody took."""
+    async with black_hole() as hole:
+        url = with_hosts(database_url, hole.address)
+        walker = connector(url)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(PER_HOST_S / 4):
+                await walker.connect(url, timeout=PER_HOST_S)
+        deadline = time.monotonic() + 3 * PER_HOST_S
+        while walker.last_good != SHARED:
+            assert time.monotonic() < deadline, "the abandoned walk never finished"
+            await asyncio.sleep(0.05)
+        conn = await walker.connect(url, timeout=PER_HOST_S)
+        await conn.close()
+        assert hole.connections == 1
+
+
+async def test_no_usable_host_is_one_error_naming_each_host_without_the_password(
+    database_url: str,
+) -> None:
+    async with black_hole() as hole:
+        dead, silent = dead_address(), hole.address
+        url = f"postgresql://postgres:s3cr3t@{dead},{silent}/nowhere"
+        with pytest.raises(DatabaseUnavailable) as refused:
+            await hosts.connect(url, timeout_s=PER_HOST_S)
+    assert str(refused.value) == (
+        "no usable database host (target_session_attrs=read-write): "
+        f"{dead} refused, {silent} timed out"
+    )
+    assert "s3cr3t" not in str(refused.value)
+
+
+async def test_a_rejected_login_stops_the_walk(database_url: str) -> None:
+    """A server that refuses the role says what every copy of it would say: the error
+    comes at once, as libpq reports it, instead of the next host's timeout."""
+    async with black_hole() as hole:
+        url = f"postgresql://no_such_role@127.0.0.1:5432,{hole.address}/postgres"
+        with pytest.raises(asyncpg.InvalidAuthorizationSpecificationError):
+            await hosts.connect(url, timeout_s=PER_HOST_S)
+        assert hole.connections == 0
+
+
+@pytest.fixture(scope="module")
+def read_only_server() -> Iterator[PgCluster]:
+    """A server of its own whose every session is read-only, as a hot standby's are;
+    PostgreSQL 14+ reports `default_transaction_read_only` at login, which asyncpg's
+    read-write check reads."""
+    cluster = PgCluster()
+    cluster.settings = {"default_transaction_read_only": "on"}
+    cluster.init()
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.cleanup()
+
+
+@pytest.mark.slow
+async def test_a_read_only_first_host_is_skipped_for_the_writable_one(
+    read_only_server: PgCluster,
+) -> None:
+    """A multi-host URL with no target_session_attrs wants the writable server."""
+    url = with_hosts(ADMIN_DSN, f"127.0.0.1:{read_only_server.port}")
+    walker = connector(url)
+    conn = await walker.connect(url, timeout=PER_HOST_S)
+    try:
+        assert await server_port(conn) == 5432
+        await conn.execute("CREATE TEMP TABLE written (x int)")  # it takes writes
+    finally:
+        await conn.close()
+    assert walker.last_good == SHARED
+
+
+@pytest.mark.slow
+async def test_only_read_only_hosts_is_no_usable_host(read_only_server: PgCluster) -> None:
+    ro = f"127.0.0.1:{read_only_server.port}"
+    url = f"postgresql://postgres@{ro},{dead_address()}/postgres"
+    with pytest.raises(DatabaseUnavailable, match=f"{ro} not matching"):
+        await hosts.connect(url, timeout_s=PER_HOST_S)
+    # `any`, asked for explicitly, takes the read-only server.
+    conn = await hosts.connect(f"{url}?target_session_attrs=any", timeout_s=PER_HOST_S)
+    try:
+        assert await conn.fetchval("SHOW default_transaction_read_only") == "on"
+    finally:
+        await conn.close()
+
+
+async def test_a_missing_database_on_a_list_is_translated_like_any_statement(
+    database_url: str,
+) -> None:
+    """Through the pool, a permanent refusal is a `DatabaseError` with its SQLSTATE."""
+    from gateway.adapters.postgres import connection, open_pool
+
+    url = with_hosts(database_url.rpartition("/")[0] + "/no_such_db", dead_address())
+    async with open_pool(url, connect_timeout_s=PER_HOST_S) as pool:
+        with pytest.raises(DatabaseError) as refused:
+            async with connection(pool):
+                pass
+    assert refused.value.sqlstate == "3D000"

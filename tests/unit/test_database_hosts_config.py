@@ -1,0 +1,74 @@
+"""`database.url` may list several hosts; a list that cannot be read, or a session
+attribute that would settle on a read-only server, stops start-up naming the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway import settings
+from gateway.errors import ConfigError
+
+NATS = {"nats": {"url": "nats://nats.internal:4222"}}
+
+
+def parse_url(url: str, env: dict[str, str] | None = None) -> settings.Settings:
+    return settings.parse({"database": {"url": url}, **NATS}, env or {})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://gw:pw@db1:5432,db2:5432/gw",
+        "postgresql://gw@db1,db2,db3/gw?target_session_attrs=read-write",
+        "postgres://[2001:db8::1]:5432,[2001:db8::2]:5432/gw?target_session_attrs=primary",
+        "postgresql:///gw?host=db1,db2&port=5432,6432",
+        "postgresql://db1,db2/gw?target_session_attrs=any&sslmode=require",
+    ],
+)
+def test_a_multi_host_url_is_accepted_as_written(url: str) -> None:
+    """The URL is kept byte for byte: the pool reads the same string."""
+    assert parse_url(url).database_url == url
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql://gw:pw@db1,,db2/gw", "host 2 of 3 is empty"),
+        ("postgresql://gw:pw@db1:5432,db2:port/gw", "host 2 of 2: a port must be a number"),
+        ("postgresql://gw:pw@db1,::1/gw", "write an IPv6 address in brackets"),
+        ("postgresql://gw:pw@[::1/gw", "the URL cannot be parsed"),
+        ("postgresql://gw:p@ss@db1,db2/gw", "write '@' in a password as %40"),
+        ("postgresql://db1,db2/gw?target_session_attrs=sometimes", "target_session_attrs must"),
+    ],
+)
+def test_an_unreadable_host_list_names_database_url(url: str, problem: str) -> None:
+    """One line naming the key and the mistake, never the password."""
+    with pytest.raises(ConfigError) as refused:
+        parse_url(url)
+    assert refused.value.key == "database.url"
+    assert problem in refused.value.problem
+    assert "pw" not in str(refused.value) and "ss@" not in str(refused.value)
+
+
+def test_the_environment_variable_is_named_when_it_holds_the_url() -> None:
+    env = {"GATEWAY_DATABASE_URL": "postgresql://gw:pw@db1,,db2/gw"}
+    with pytest.raises(ConfigError) as refused:
+        settings.parse(NATS, env)
+    assert refused.value.key == "GATEWAY_DATABASE_URL"
+
+
+@pytest.mark.parametrize("attrs", ["read-only", "standby", "prefer-standby"])
+def test_a_session_attribute_that_cannot_write_is_refused(attrs: str) -> None:
+    """Every gateway process writes: a URL aimed at standbys would fail every write."""
+    with pytest.raises(ConfigError) as refused:
+        parse_url(f"postgresql://db1,db2/gw?target_session_attrs={attrs}")
+    assert refused.value.problem == (
+        f"target_session_attrs={attrs} connects to servers that refuse writes, and every "
+        "gateway process writes: use one of any, primary, read-write"
+    )
+
+
+def test_pgport_is_read_from_the_environment_given_to_parse() -> None:
+    """PGPORT, as asyncpg reads it, must fit the list: three hosts cannot take two ports."""
+    with pytest.raises(ConfigError, match="2 ports given for 3 hosts"):
+        parse_url("postgresql://db1,db2,db3/gw", {"PGPORT": "5432,5433"})
