@@ -40,6 +40,7 @@ from gateway.settings.senders import (
     parse_services,
 )
 from gateway.settings.values import (
+    read_database_url,
     read_section,
     read_table,
     read_url,
@@ -255,7 +256,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     # `[database]` holds its url (read here, kept as `database_url`) and DatabaseSettings.
     database = _read(DatabaseSettings, data, "database", skip=("url",))
     # The connection URLs first: without them nothing else can be tried.
-    database_url = read_url(data, env, "database", ("postgresql", "postgres"))
+    database_url = read_database_url(data, env)
     nats_url = read_url(data, env, "nats", ("nats", "tls"))
     # Redis only holds the rate cache, a fallback of `gateway settle`: without it the
     # worker asks the currency-service alone (and logs so at start-up).
