@@ -74,6 +74,7 @@ class HeldConnection:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.terminate()
+            await _distrust_idle(self._pool)
             with contextlib.suppress(Exception):
                 await self._pool.release(conn)
 
@@ -106,6 +107,19 @@ def _cut_off(exc: BaseException) -> bool:
     return isinstance(exc, OSError | asyncpg.InterfaceError)  # TimeoutError is an OSError
 
 
+async def _distrust_idle(pool: Pool) -> None:
+    """After one connection was cut off, replace the pool's others before their next use.
+
+    They lead to the same server, which may be gone: the idle ones would otherwise be
+    handed out one after another, each statement waiting out `command_timeout_s` on a
+    silent host before the next is tried (the settlement worker's first statements after
+    a lost primary took 10 s each). Expired, each is closed in the background when next
+    taken and a fresh connection (to whichever host now answers) is opened instead; on a
+    healthy server that costs one connect per pooled connection, once.
+    """
+    await pool.expire_connections()
+
+
 @contextlib.asynccontextmanager
 async def connection(pool: Pool) -> AsyncIterator[Conn]:
     """Borrow a pooled connection, translating failures to connect as well as to run.
@@ -124,6 +138,7 @@ async def connection(pool: Pool) -> AsyncIterator[Conn]:
             except Exception as exc:
                 if _cut_off(exc):
                     conn.terminate()
+                    await _distrust_idle(pool)
                 raise
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from gateway.adapters.postgres import Pool, translate_errors
+from gateway.adapters.postgres import Pool, connection
 from gateway.core.ledger import AccountCode
 from gateway.core.ledger_accounts import AccountName
 from gateway.errors import DatabaseError
@@ -41,8 +41,8 @@ class PostgresAccountNames:
         rows = sorted(
             {(str(n.account_id), n.kind.name.lower(), n.owner, n.currency) for n in names}
         )
-        with translate_errors():
-            await self._pool.execute(_RECORD, *map(list, zip(*rows, strict=True)))
+        async with connection(self._pool) as conn:  # translates the database's errors
+            await conn.execute(_RECORD, *map(list, zip(*rows, strict=True)))
 
     async def lookup(self, account_ids: Sequence[int]) -> dict[int, AccountName]:
         """The recorded names of those of `account_ids` that have one.
@@ -54,8 +54,8 @@ class PostgresAccountNames:
         for start in range(0, len(account_ids), _LOOKUP_BATCH):
             ids = [str(i) for i in account_ids[start : start + _LOOKUP_BATCH]]
             try:
-                with translate_errors():
-                    rows = await self._pool.fetch(_LOOKUP, ids)
+                async with connection(self._pool) as conn:
+                    rows = await conn.fetch(_LOOKUP, ids)
             except DatabaseError as exc:
                 if exc.sqlstate != _UNDEFINED_TABLE:
                     raise

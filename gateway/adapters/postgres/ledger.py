@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from gateway.adapters.postgres import Conn, Pool, translate_errors
+from gateway.adapters.postgres import Conn, Pool, connection, transaction, translate_errors
 from gateway.core.ledger import (
     ID_BURNING_RESULTS,
     AccountSpec,
@@ -129,7 +129,7 @@ class PostgresLedger:
     async def ensure_accounts(self, accounts: Sequence[AccountSpec]) -> None:
         """Create missing accounts; an existing id with other fields is a collision."""
         with _ledger_errors():
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with transaction(self._pool) as conn:
                 for spec in sorted(accounts, key=lambda a: a.id):
                     wanted = (
                         spec.id,
@@ -154,46 +154,50 @@ class PostgresLedger:
         with _ledger_errors():
             if len(transfers) > 1:
                 try:
-                    async with self._pool.acquire() as conn, conn.transaction():
+                    async with transaction(self._pool) as conn:
                         return await _post(conn, transfers, bulk=True)
                 except LedgerBatchRaced:
                     pass  # rolled back whole; the careful way below sorts the race out
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with transaction(self._pool) as conn:
                 return await _post(conn, transfers, bulk=False)
 
     async def lookup_transfers(self, transfer_ids: Sequence[int]) -> list[PostedTransfer | None]:
         """The transfers with these ids, in the same order; None where there is none."""
         with _ledger_errors():
-            rows = await self._pool.fetch(_SELECT_TRANSFERS, [str(i) for i in transfer_ids])
+            async with connection(self._pool) as conn:
+                rows = await conn.fetch(_SELECT_TRANSFERS, [str(i) for i in transfer_ids])
         found = {int(r["id"]): _posted(r) for r in rows}
         return [found.get(i) for i in transfer_ids]
 
     async def balance(self, account_id: int) -> Balance | None:
         """The account's posted totals, or None if it does not exist."""
         with _ledger_errors():
-            row = await self._pool.fetchrow(
-                "SELECT id, ledger, code, debits_posted, credits_posted"
-                " FROM ledger_accounts WHERE id = $1",
-                account_id,
-            )
+            async with connection(self._pool) as conn:
+                row = await conn.fetchrow(
+                    "SELECT id, ledger, code, debits_posted, credits_posted"
+                    " FROM ledger_accounts WHERE id = $1",
+                    account_id,
+                )
         return None if row is None else _balance(row)
 
     async def balances(self) -> list[Balance]:
         """Every account's posted totals, by id."""
         with _ledger_errors():
-            rows = await self._pool.fetch(
-                "SELECT id, ledger, code, debits_posted, credits_posted"
-                " FROM ledger_accounts ORDER BY id"
-            )
+            async with connection(self._pool) as conn:
+                rows = await conn.fetch(
+                    "SELECT id, ledger, code, debits_posted, credits_posted"
+                    " FROM ledger_accounts ORDER BY id"
+                )
         return [_balance(r) for r in rows]
 
     async def check(self) -> LedgerTotals:
         """Sums of posted debits and credits over every account."""
         with _ledger_errors():
-            row = await self._pool.fetchrow(
-                "SELECT coalesce(sum(debits_posted), 0) AS debits,"
-                " coalesce(sum(credits_posted), 0) AS credits FROM ledger_accounts"
-            )
+            async with connection(self._pool) as conn:
+                row = await conn.fetchrow(
+                    "SELECT coalesce(sum(debits_posted), 0) AS debits,"
+                    " coalesce(sum(credits_posted), 0) AS credits FROM ledger_accounts"
+                )
         if row is None:  # an aggregate always returns a row; keep the type checker honest
             return LedgerTotals(0, 0)
         return LedgerTotals(debits_posted=int(row["debits"]), credits_posted=int(row["credits"]))
