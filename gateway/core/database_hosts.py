@@ -5,8 +5,9 @@ and its standby; after a failover the standby is the primary. asyncpg accepts su
 URL itself, but its connect `timeout` is one budget around its whole loop over the
 hosts: when the first host is black-holed (the machine is gone and SYNs are dropped, or
 a peer accepts and never answers), every connect spends the whole budget there and never
-reaches the second host. So the gateway splits the URL here and connects to one host at a
-time, each with its own timeout (`gateway.adapters.postgres.hosts`).
+reaches the second host. So the gateway splits the URL here and connects host by host,
+each with its own timeout, the next host starting when the one before has failed or gone
+unanswered for a stagger delay (`gateway.adapters.postgres.hosts`).
 
 The split follows asyncpg's reading of the URL form (`_parse_connect_dsn_and_args` in
 asyncpg 0.32), so each host gets the address asyncpg itself would have used:
@@ -192,12 +193,31 @@ def connect_order(
     """The host that last gave a usable connection first, then the others in URL order.
 
     After a failover the new primary is found once, by the connection that walked the
-    list; every later connection goes to it directly instead of waiting out the old
-    primary's timeout again.
+    list; every later connection goes to it first instead of to the old primary. The
+    order is also the preference: attempts start in it, one stagger delay apart, and of
+    two that are usable at once the earlier one is kept.
     """
     if last_good is None or last_good not in hosts:
         return tuple(hosts)
     return (last_good, *(h for h in hosts if h != last_good))
+
+
+#: How long one host's connection attempt runs alone before the next host's starts as
+#: well ("happy eyeballs" for hosts: RFC 8305's attempt delay, for a whole login). A
+#: healthy server completes a login (TCP, start-up, authentication, the session check)
+#: in milliseconds on a LAN and in well under this across regions with TLS, so a second
+#: attempt starts only when the first host is in trouble; a tenth of the default connect
+#: timeout (5 s), it is what a black-holed first host costs instead of that timeout.
+HOST_STAGGER_S = 0.5
+
+
+def stagger_delay_s(connect_timeout_s: float) -> float:
+    """The delay before the next host's attempt starts beside one still unanswered.
+
+    `HOST_STAGGER_S`, or a quarter of a connect timeout shorter than 2 s: the next host
+    still starts well before the first one's attempt would time out.
+    """
+    return min(HOST_STAGGER_S, connect_timeout_s / 4)
 
 
 class HostOutcome(enum.StrEnum):

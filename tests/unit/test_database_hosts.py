@@ -16,6 +16,7 @@ from gateway.core.database_hosts import (
     connect_order,
     no_host_message,
     split_hosts,
+    stagger_delay_s,
     tries_next_host,
 )
 
@@ -184,6 +185,25 @@ def test_the_last_good_host_is_tried_first(
 ) -> None:
     """After a failover only one connection waits out the old primary's timeout."""
     assert connect_order(hosts, last_good) == tuple(order)
+
+
+@pytest.mark.parametrize(
+    ("connect_timeout_s", "stagger_s"),
+    [
+        # The pool's default: a black-holed host costs half a second, not five.
+        (5.0, 0.5),
+        (60.0, 0.5),
+        (2.0, 0.5),
+        # A shorter timeout: a quarter of it, so the next host starts well before it.
+        (1.0, 0.25),
+        (0.4, 0.1),
+    ],
+)
+def test_the_next_host_starts_after_the_stagger_delay(
+    connect_timeout_s: float, stagger_s: float
+) -> None:
+    """A host unanswered for this long gets company: the next host's attempt."""
+    assert stagger_delay_s(connect_timeout_s) == pytest.approx(stagger_s)
 
 
 @pytest.mark.parametrize(

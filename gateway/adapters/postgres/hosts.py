@@ -1,4 +1,4 @@
-"""Connecting to a multi-host PostgreSQL URL one host at a time, each with its own timeout.
+"""Connecting to a multi-host PostgreSQL URL host by host, each with its own timeout.
 
 asyncpg accepts `postgresql://h1:p1,h2:p2/db?target_session_attrs=read-write` and walks
 the hosts in order, skipping one that refuses the connection or is not the wanted kind.
@@ -12,15 +12,22 @@ failover never completes. `HostConnector` does the walk itself instead:
    `connect_order` gives: the host that last gave a usable connection, then the others;
 2. each gets its own `asyncpg.connect` to that host alone with the whole timeout, and
    asyncpg checks `target_session_attrs` on it (read-write by default for a list);
-3. a host that refuses, times out, is not the wanted kind or answers with a transient
+3. the attempts are staggered ("happy eyeballs" for hosts): the next host's starts as
+   soon as the one before fails, or once that one has gone unanswered for the stagger
+   delay (`stagger_delay_s`, 0.5 s), while it keeps its own timeout. So a black-holed
+   first host costs the stagger delay, not the connect timeout;
+4. the first usable connection wins (of two usable at once, the earlier host's); every
+   other attempt is cancelled and any connection it opened is closed, before the call
+   returns: no attempt outlives it, and no connection leaks;
+5. a host that refuses, times out, is not the wanted kind or answers with a transient
    error is skipped; one that rejects the login or the database stops the walk (its
    error is the caller's to translate, as `translate_errors` does);
-4. none usable: `DatabaseUnavailable` naming each host and what it did.
+6. none usable: `DatabaseUnavailable` naming each host and what it did.
 
-A walk whose caller stops waiting (a 1 s readiness probe, a request's deadline) runs on
+A walk whose caller stops waiting (a readiness probe's 1 s, a request's deadline) runs on
 to its end in the background, so what it learns is kept: otherwise a caller with a
-deadline shorter than the per-host timeout would never get past a black-holed first
-host, however many times it tried. The connection such a walk opens is closed.
+deadline shorter than the walk would never get past a black-holed host, however many
+times it tried. The connection such a walk opens is closed.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from gateway.core.database_hosts import (
     connect_order,
     no_host_message,
     split_hosts,
+    stagger_delay_s,
     tries_next_host,
 )
 from gateway.errors import DatabaseUnavailable
@@ -119,57 +127,116 @@ class HostConnector:
             walk.add_done_callback(_close_unwanted)
 
     async def _walk(self, dsn: str, timeout_s: float, kwargs: dict[str, Any]) -> asyncpg.Connection:
-        attrs = SessionAttribute(self.hosts.target_session_attrs.value)
-        failed: list[tuple[DatabaseHost, HostOutcome]] = []
+        """Staggered attempts in `connect_order`; the first usable connection wins."""
+        loop = asyncio.get_running_loop()
+        order = connect_order(self.hosts.hosts, self.last_good)
+        stagger_s = stagger_delay_s(timeout_s)
+        attempts: dict[asyncio.Task[asyncpg.Connection], int] = {}  # -> position in order
+        failed: dict[int, HostOutcome] = {}
         last_error: BaseException | None = None
-        for host in connect_order(self.hosts.hosts, self.last_good):
-            try:
-                conn: asyncpg.Connection = await asyncpg.connect(
-                    dsn,
-                    host=host.host,
-                    port=host.port,
-                    target_session_attrs=attrs,
-                    timeout=timeout_s,
-                    **kwargs,
+        started, next_start_at = 0, loop.time()
+        try:
+            while True:
+                if started < len(order) and loop.time() >= next_start_at:
+                    attempts[self._attempt(dsn, order[started], timeout_s, kwargs)] = started
+                    started, next_start_at = started + 1, loop.time() + stagger_s
+                if not attempts:
+                    break  # every host tried, none usable
+                # Until an attempt ends, or the next host's turn comes.
+                wait_s = max(0.0, next_start_at - loop.time()) if started < len(order) else None
+                done, _ = await asyncio.wait(
+                    attempts, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
                 )
-            except Exception as exc:
-                outcome = host_outcome(exc)
-                if outcome is None:
-                    raise
+                # In preference order: of two usable at once, the earlier host's is kept
+                # (the other stays in `attempts` and is closed below).
+                for task in sorted(done, key=attempts.__getitem__):
+                    position = attempts.pop(task)
+                    exc = task.exception()
+                    if exc is None:
+                        return self._chose(order[position], task.result(), failed, attempts)
+                    outcome = self._unusable(order[position], exc, timeout_s)
+                    failed[position] = outcome
+                    last_error = exc
+                    next_start_at = loop.time()  # a failed host moves on at once
+        finally:
+            await _stop_attempts(attempts)
+        outcomes = [(order[p], failed[p]) for p in sorted(failed)]
+        raise DatabaseUnavailable(no_host_message(self.hosts, outcomes)) from last_error
+
+    def _attempt(
+        self, dsn: str, host: DatabaseHost, timeout_s: float, kwargs: dict[str, Any]
+    ) -> asyncio.Task[asyncpg.Connection]:
+        attrs = SessionAttribute(self.hosts.target_session_attrs.value)
+        return asyncio.create_task(
+            asyncpg.connect(
+                dsn,
+                host=host.host,
+                port=host.port,
+                target_session_attrs=attrs,
+                timeout=timeout_s,
+                **kwargs,
+            ),
+            name=f"database-connect {host}",
+        )
+
+    def _unusable(self, host: DatabaseHost, exc: BaseException, timeout_s: float) -> HostOutcome:
+        """Log a failed attempt and say what it was; raise what must stop the walk."""
+        outcome = host_outcome(exc)
+        if outcome is None:
+            raise exc
+        log.warning(
+            "database host unusable",
+            extra={
+                "host": str(host),
+                "outcome": outcome.value,
+                "error": type(exc).__name__,
+                "target_session_attrs": self.hosts.target_session_attrs.value,
+                "timeout_s": timeout_s,
+            },
+        )
+        if not tries_next_host(outcome):
+            raise exc
+        return outcome
+
+    def _chose(
+        self,
+        host: DatabaseHost,
+        conn: asyncpg.Connection,
+        failed: dict[int, HostOutcome],
+        unanswered: dict[asyncio.Task[asyncpg.Connection], int],
+    ) -> asyncpg.Connection:
+        if host != self.last_good:
+            if self.last_good is not None or failed or unanswered:
+                # A failover, or a host before it that was not usable: worth a line.
                 log.warning(
-                    "database host unusable",
+                    "database host chosen",
                     extra={
                         "host": str(host),
-                        "outcome": outcome.value,
-                        "error": type(exc).__name__,
-                        "target_session_attrs": attrs.value,
-                        "timeout_s": timeout_s,
+                        "previous": str(self.last_good or ""),
+                        "unanswered": len(unanswered),
                     },
                 )
-                if not tries_next_host(outcome):
-                    raise
-                failed.append((host, outcome))
-                last_error = exc
-                continue
-            if host != self.last_good:
-                if self.last_good is not None or failed:
-                    # A failover, or a first host that was not usable: worth a line.
-                    log.warning(
-                        "database host chosen",
-                        extra={"host": str(host), "previous": str(self.last_good or "")},
-                    )
-                self.last_good = host
-            return conn
-        raise DatabaseUnavailable(no_host_message(self.hosts, failed)) from last_error
+            self.last_good = host
+        return conn
 
 
-def _close_unwanted(walk: asyncio.Task[asyncpg.Connection]) -> None:
-    """A walk's connection that no caller will use is closed; its error is retrieved
-    (it was logged host by host) so asyncio does not report it as never retrieved."""
-    if walk.cancelled():
+async def _stop_attempts(attempts: dict[asyncio.Task[asyncpg.Connection], int]) -> None:
+    """Cancel the attempts still running and wait for them to end; a connection any of
+    them opened (one that won at the same moment as the chosen one) is closed."""
+    for task in attempts:
+        task.cancel()  # asyncpg closes a half-open connection it is cancelled in
+        task.add_done_callback(_close_unwanted)
+    if attempts:
+        await asyncio.wait(attempts)
+
+
+def _close_unwanted(task: asyncio.Task[asyncpg.Connection]) -> None:
+    """A connection that no caller will use is closed; an error is retrieved (it was
+    logged host by host) so asyncio does not report it as never retrieved."""
+    if task.cancelled():
         return
-    if walk.exception() is None:
-        walk.result().terminate()
+    if task.exception() is None:
+        task.result().terminate()
 
 
 def connector_for(dsn: str) -> HostConnector | None:

@@ -1,6 +1,7 @@
-"""The multi-host connector against the real PostgreSQL: a refused, a black-holed and a
-read-only first host each give way to the next within one per-host timeout, the host
-that worked is tried first next time, and no usable host is one clear error."""
+"""The multi-host connector against the real PostgreSQL: a refused first host gives way
+to the next at once, a black-holed or slow one within the stagger delay, a read-only one
+when it says so; the host that worked is tried first next time, no losing attempt leaves
+a connection open, and no usable host is one clear error."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ import pytest
 
 from gateway.adapters.postgres import hosts
 from gateway.adapters.postgres.hosts import HostConnector, connector_for
-from gateway.core.database_hosts import DatabaseHost
+from gateway.core.database_hosts import DatabaseHost, stagger_delay_s
 from gateway.errors import DatabaseError, DatabaseUnavailable
-from tests.integration.database.silent import black_hole, dead_address, with_hosts
+from tests.integration.database.silent import black_hole, dead_address, slow_proxy, with_hosts
 from tests.support.pg_pair import PgCluster
 from tests.support.services import ADMIN_DSN
 
 PER_HOST_S = 1.0
+#: The pool's default connect timeout: what a black-holed first host cost before the
+#: attempts were staggered.
+CONNECT_S = 5.0
 SHARED = DatabaseHost("127.0.0.1", 5432)
 
 
@@ -33,41 +37,108 @@ async def server_port(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval("SELECT inet_server_port()"))
 
 
-async def test_a_refused_first_host_gives_way_to_the_second(database_url: str) -> None:
-    """Nothing listens on the first port: the second host is used, and remembered."""
+async def test_a_refused_first_host_gives_way_to_the_second_at_once(database_url: str) -> None:
+    """Nothing listens on the first port: the second host is used, without waiting out
+    the stagger delay, and remembered."""
     url = with_hosts(database_url, dead_address())
     walker = connector(url)
-    conn = await walker.connect(url, timeout=PER_HOST_S)
+    started = time.monotonic()
+    conn = await walker.connect(url, timeout=CONNECT_S)
+    took_s = time.monotonic() - started
     try:
         assert await server_port(conn) == 5432
     finally:
         await conn.close()
     assert walker.last_good == SHARED
+    assert took_s < stagger_delay_s(CONNECT_S)
 
 
-async def test_a_black_holed_first_host_costs_one_timeout_then_never_again(
+async def test_a_black_holed_first_host_costs_the_stagger_delay_then_never_again(
     database_url: str,
 ) -> None:
-    """A first host that accepts and never answers: the second is reached after one
-    per-host timeout (asyncpg's own walk would spend its whole budget there), and the
-    next connection goes straight to the second: the black hole sees nobody again."""
+    """A first host that accepts and never answers: the second host's attempt starts
+    after the stagger delay and wins, well within the first one's connect timeout
+    (asyncpg's own walk would spend its whole budget there); the attempt on the black
+    hole is closed before the call returns, and the next connection goes straight to
+    the second host: the black hole sees nobody again."""
     async with black_hole() as hole:
         url = with_hosts(database_url, hole.address)
         walker = connector(url)
         started = time.monotonic()
-        conn = await walker.connect(url, timeout=PER_HOST_S)
+        conn = await walker.connect(url, timeout=CONNECT_S)
         took_s = time.monotonic() - started
+        assert await server_port(conn) == 5432
         await conn.close()
-        assert PER_HOST_S <= took_s < 3 * PER_HOST_S
-        assert hole.connections == 1
+        assert stagger_delay_s(CONNECT_S) <= took_s < 3.0 < CONNECT_S
+        assert hole.connections == 1, "the first host was tried first"
+        await asyncio.sleep(0.1)  # the black hole's side of the close
+        assert hole.closed == 1, "the losing attempt's connection is closed"
+        assert not _connect_attempts(), "no attempt outlives the call"
 
         started = time.monotonic()
-        again = await walker.connect(url, timeout=PER_HOST_S)
+        again = await walker.connect(url, timeout=CONNECT_S)
         took_again_s = time.monotonic() - started
         assert await server_port(again) == 5432
         await again.close()
         assert hole.connections == 1, "the remembered host is tried first"
-        assert took_again_s < PER_HOST_S
+        assert took_again_s < stagger_delay_s(CONNECT_S)
+
+
+async def test_a_slow_first_host_loses_and_its_session_is_closed(database_url: str) -> None:
+    """A first host that is up but slow: the server has the session (it got the login)
+    while its answer is on the way, and the second host wins meanwhile. The slow
+    attempt is cancelled, so the server's session ends: afterwards the server has
+    exactly the one connection the caller holds, also once the slow answer would have
+    arrived."""
+    app = f"gw-stagger-{time.monotonic_ns()}"
+    delay_s = 1.0
+    async with slow_proxy(delay_s) as slow:
+        url = with_hosts(database_url, slow.address) + "?sslmode=disable"
+        walker = connector(url)
+        sessions = await asyncpg.connect(database_url)
+        try:
+            assert await _sessions(sessions, app) == 0
+            connecting = asyncio.create_task(
+                walker.connect(url, timeout=CONNECT_S, server_settings={"application_name": app})
+            )
+            await asyncio.sleep(stagger_delay_s(CONNECT_S) / 2)
+            assert await _sessions(sessions, app) == 1, "the slow host's server has the login"
+            conn = await connecting
+            try:
+                assert await server_port(conn) == 5432
+                assert slow.connections == 1, "the slow host was tried first"
+                assert not _connect_attempts(), "no attempt outlives the call"
+                # Past the time the slow login would have completed, had it run on.
+                await asyncio.sleep(3 * delay_s)
+                assert await _sessions(sessions, app) == 1, "a losing attempt's session is open"
+            finally:
+                await conn.close()
+            assert walker.last_good == SHARED
+            deadline = time.monotonic() + 5.0
+            while await _sessions(sessions, app) != 0:
+                assert time.monotonic() < deadline, "the caller's connection did not close"
+                await asyncio.sleep(0.05)
+        finally:
+            await sessions.close()
+
+
+async def _sessions(conn: asyncpg.Connection, application_name: str) -> int:
+    """The server's sessions with this application_name (pg_stat_activity)."""
+    return int(
+        await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            application_name,
+        )
+    )
+
+
+def _connect_attempts() -> list[asyncio.Task[object]]:
+    """Connection attempts still running (the connector names its tasks)."""
+    return [
+        t
+        for t in asyncio.all_tasks()
+        if t.get_name().startswith("database-connect") and not t.done()
+    ]
 
 
 async def test_asyncpg_alone_never_reaches_the_second_host(database_url: str) -> None:
@@ -80,14 +151,14 @@ async def test_asyncpg_alone_never_reaches_the_second_host(database_url: str) ->
 
 
 async def test_an_abandoned_walk_still_learns_the_usable_host(database_url: str) -> None:
-    """A caller that gives up before the per-host timeout (a 1 s readiness probe) does
-    not leave the next caller facing the black hole again: the walk runs on, remembers
-    the second host, and closes the connection nobody took."""
+    """A caller that gives up before the second host's turn (a deadline shorter than
+    the stagger delay) does not leave the next caller facing the black hole again: the
+    walk runs on, remembers the second host, and closes the connection nobody took."""
     async with black_hole() as hole:
         url = with_hosts(database_url, hole.address)
         walker = connector(url)
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(PER_HOST_S / 4):
+            async with asyncio.timeout(stagger_delay_s(PER_HOST_S) / 2):
                 await walker.connect(url, timeout=PER_HOST_S)
         deadline = time.monotonic() + 3 * PER_HOST_S
         while walker.last_good != SHARED:

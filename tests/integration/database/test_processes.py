@@ -1,6 +1,7 @@
 """Every process on a multi-host database URL whose first host is dead: `gateway serve`
 accepts and publishes, `gateway relay` publishes what serve recorded, `gateway settle`
-settles, and the CLI reads; serve also gets past a black-holed first host."""
+settles, and the CLI reads; serve also gets past a black-holed first host within less
+than its connect timeout."""
 
 from __future__ import annotations
 
@@ -66,13 +67,15 @@ async def test_serve_accepts_and_publishes_past_a_dead_first_host(
 async def test_serve_gets_past_a_black_holed_first_host(
     database_url: str, nats_url: str, tmp_path: Path
 ) -> None:
-    """A first host that accepts TCP and never answers costs one 5 s connect timeout,
-    once: serve becomes ready and takes the event (asyncpg's own walk never would)."""
+    """A first host that accepts TCP and never answers costs the stagger delay, not its
+    5 s connect timeout: serve becomes ready and takes the event sooner than that
+    timeout (asyncpg's own walk never would)."""
     async with black_hole() as hole:
         url = with_hosts(database_url, hole.address)
         took_s = await serve_accepts(database_url, url, nats_url, tmp_path)
+        assert hole.connections >= 1, "the black-holed host was tried first"
     print(f"serve, black-holed first host: first 200 after {took_s:.1f} s")
-    assert 5.0 <= took_s < 30.0
+    assert took_s < 5.0
 
 
 async def test_a_relay_process_publishes_past_a_dead_first_host(
