@@ -9,12 +9,14 @@ re-published by the outbox relay, and the worker's durable consumer carries on.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import nats
 import pytest
 
-from chaos.harness import profiles
+from chaos.failover import stream_times
+from chaos.harness import RESULTS_DIR, profiles
 from chaos.services import NatsCluster
 from chaos.workload import LoadSpec
 
@@ -58,6 +60,7 @@ async def test_stream_leader_killed_and_restarted(profile, make_scenario, databa
     await gen.reached(0.35)
     leader = await stream_leader(cluster.url)
     node = next(n for n in cluster.nodes if n.name == leader)
+    killed_wall, killed_at = time.time(), gen.elapsed()
     node.kill()
     await asyncio.sleep(p["down_s"])
     node.start()
@@ -70,6 +73,19 @@ async def test_stream_leader_killed_and_restarted(profile, make_scenario, databa
     record = await running
 
     result = await sc.finish(record, drain_timeout_s=120)
+    # What losing the leader costs: acceptance goes on (the outbox holds the rows), and
+    # the stream stores nothing until a new leader is elected.
+    stored = await stream_times(cluster.url, record.run)
+    resumed = min((t for t in stored.values() if t > killed_wall), default=None)
+    refused = sum(1 for a in record.answers if a.at_s >= killed_at and a.status == 503)
+    result.figures |= {
+        "publish_resumed_s": None if resumed is None else round(resumed - killed_wall, 2),
+        "refused_after_kill": refused,
+    }
+    name = f"s10_nats_cluster-{profile}"
+    result.write(RESULTS_DIR / f"{name}.json")
+    (RESULTS_DIR / f"{name}.txt").write_text(result.table() + "\n", encoding="utf-8")
+    print(f"stream leader lost: publishing resumed after {result.figures['publish_resumed_s']} s")
     print(f"killed the stream leader {leader}; leader after: {await stream_leader(cluster.url)}")
     assert result.ok, result.table()
     assert result.figures["never_2xx"] == 0
