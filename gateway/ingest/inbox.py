@@ -6,6 +6,15 @@ INSERT, so a burst costs one commit per group instead of one per request, and an
 each waiting request only after its group's commit. `DirectInbox` commits one row per
 request: `[ingest] batching = false`, with no gathering wait, and the baseline the
 benchmark measures group commit against (`bench.run`, pass c).
+
+Neither waits on the database past `[ingest] commit_timeout_s`: by then the requests have
+been answered 503, and a statement still running may be on a server that vanished (a lost
+primary answers nothing, so the statement would wait out the pool's statement timeout).
+Its connection is terminated instead: the statement fails at once, as on any connection
+lost, and the next commit takes a fresh connection, to whichever host answers then. The
+outcome of the terminated statement is unknown, as after any lost connection: the commit
+may have landed. Nothing unconfirmed was answered 2xx; a provider's retry is answered
+`duplicate` if it did land, and its row is published like any other.
 """
 
 from __future__ import annotations
@@ -49,11 +58,6 @@ def _unique(events: Sequence[Event]) -> list[Event]:
     return unique
 
 
-async def _commit(pool: Pool, events: Sequence[Event]) -> dict[tuple[str, str], int]:
-    async with connection(pool) as conn:
-        return await insert_events(conn, events)
-
-
 class DirectInbox:
     """One INSERT and one commit per request (batching off); the caller owns the deadline."""
 
@@ -62,11 +66,35 @@ class DirectInbox:
         self._on_committed = on_committed
 
     async def accept(self, event: Event) -> Outcome:
-        inserted = await _commit(self._pool, [event])
+        inserted = await self._commit([event])
         if (event.provider, event.event_id) not in inserted:
             return Outcome.DUPLICATE
         self._on_committed()
         return Outcome.ACCEPTED
+
+    async def _commit(self, events: Sequence[Event]) -> dict[tuple[str, str], int]:
+        """The INSERT, terminated with its connection when the caller stops waiting.
+
+        A statement merely cancelled leaves asyncpg asking the server to cancel it, and
+        both releasing the connection and a transaction's ROLLBACK wait for the server:
+        on a silent one, `command_timeout_s` each, and the request's 503 with them
+        (measured: 10 s with a 3 s commit timeout). Terminated, it fails at once.
+        """
+        async with connection(self._pool) as conn:
+            statement = asyncio.ensure_future(insert_events(conn, events))
+            try:
+                return await asyncio.shield(statement)
+            except asyncio.CancelledError:
+                if not statement.done():
+                    conn.terminate()  # outcome unknown: see the module's docstring
+                    # The pool's other connections lead to the same server, which may
+                    # be gone: replaced before their next use, as after any cut-off.
+                    await self._pool.expire_connections()
+                # It ends at once now; what it raises is the caller's 503, already decided.
+                await asyncio.gather(statement, return_exceptions=True)
+                if not statement.cancelled() and statement.exception() is None:
+                    self._on_committed()  # committed as the deadline passed: publish it
+                raise
 
     async def close(self) -> None:
         """Nothing is queued, so there is nothing to flush."""
@@ -156,9 +184,12 @@ class GroupCommitInbox:
         live = [(e, f) for e, f in batch if not f.done()]
         if not live:
             return  # every request stopped waiting before its turn; none was answered 2xx
+        # Each request was queued before its group started, and waits `commit_timeout_s`
+        # from then: past this deadline none is waiting any more.
+        deadline = asyncio.get_running_loop().time() + self._settings.commit_timeout_s
         events = _unique([e for e, _ in live])
         try:
-            inserted = await insert_events(await held.get(), events)
+            inserted = await self._insert(held, events, deadline)
         except TransientError as exc:
             await held.discard()
             for _, future in live:
@@ -166,22 +197,73 @@ class GroupCommitInbox:
             return
         except DatabaseError:
             # One bad row must not fail the others: commit each on its own.
-            inserted = await self._commit_one_by_one(live, held)
+            inserted = await self._commit_one_by_one(live, held, deadline)
         self._resolve(live, inserted)
 
     async def _commit_one_by_one(
-        self, live: list[_Pending], held: HeldConnection
+        self, live: list[_Pending], held: HeldConnection, deadline: float
     ) -> dict[tuple[str, str], int]:
         inserted: dict[tuple[str, str], int] = {}
         for event, future in live:
             try:
-                inserted.update(await insert_events(await held.get(), [event]))
+                inserted.update(await self._insert(held, [event], deadline))
             except TransientError as exc:
                 await held.discard()
                 _set_exception(future, exc)
             except Exception as exc:
                 _set_exception(future, exc)
         return inserted
+
+    async def _insert(
+        self, held: HeldConnection, events: list[Event], deadline: float
+    ) -> dict[tuple[str, str], int]:
+        """One INSERT on the writer's connection, which is terminated at `deadline` (loop
+        time) if the statement is still running: it then fails as on a connection lost,
+        `DatabaseUnavailable`, and the caller discards the connection as after any such
+        failure. Outcome unknown: see the module's docstring."""
+        loop = asyncio.get_running_loop()
+        if loop.time() >= deadline:
+            raise DatabaseUnavailable("commit did not finish in time")
+        try:
+            async with asyncio.timeout_at(deadline):
+                # A fresh connection may first have to find the writable host; a walk
+                # of several hosts cut short here runs on in the background.
+                conn = await held.get()
+        except TimeoutError:
+            raise DatabaseUnavailable("no database connection in time") from None
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            conn.terminate()
+
+        cut = loop.call_at(deadline, expire)
+        try:
+            inserted = await insert_events(conn, events)
+        except Exception as exc:
+            if not expired:
+                raise
+            await self._let_go(held)
+            log.warning(
+                "group commit timed out",
+                extra={"rows": len(events), "commit_timeout_s": self._settings.commit_timeout_s},
+            )
+            raise DatabaseUnavailable("commit did not finish in time") from exc
+        finally:
+            cut.cancel()
+        if expired:  # it finished as the deadline passed: committed, its connection gone
+            await self._let_go(held)
+        return inserted
+
+    async def _let_go(self, held: HeldConnection) -> None:
+        """After the deadline terminated the writer's connection: asyncpg has handed its
+        slot back to the pool already, so it is only forgotten (`discard` would ask the
+        released connection to terminate again). The pool's other connections lead to
+        the same server, which may be gone: replaced before their next use, as after
+        any connection cut off."""
+        await held.release()
+        await self._pool.expire_connections()
 
     def _resolve(self, live: list[_Pending], inserted: dict[tuple[str, str], int]) -> None:
         added = False
