@@ -1,8 +1,9 @@
 """PostgreSQL: the connection pool, error translation and migrations.
 
 A URL that lists several hosts (`postgresql://h1:p1,h2:p2/db`) connects through
-`hosts.HostConnector`, one host at a time with the connect timeout each, because
-asyncpg's own timeout is one budget across all the hosts (see `hosts`).
+`hosts.HostConnector`, each host with a connect timeout of its own and the next started
+when one is unanswered for a moment, because asyncpg's own timeout is one budget across
+all the hosts (see `hosts`).
 """
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ class HeldConnection:
         """Close a connection in an unknown state; the pool opens a fresh one later."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            conn.terminate()
+            # asyncpg hands a terminated pooled connection back to its pool at once, and a
+            # proxy already handed back raises InterfaceError: it is closed either way.
+            with contextlib.suppress(asyncpg.InterfaceError):
+                conn.terminate()
             await _distrust_idle(self._pool)
             with contextlib.suppress(Exception):
                 await self._pool.release(conn)
@@ -174,10 +178,11 @@ async def create_pool(
 
     `server_settings` are session settings for every connection (PostgreSQL GUCs).
     `connect_timeout_s` bounds opening one connection; with several hosts in the URL it
-    bounds each host's attempt, so a black-holed first host costs that long, not forever.
-    A connection whose server goes silent is freed by `command_timeout_s`: its statement
-    fails after that long, and asyncpg's cancel request to the silent server is bounded
-    by the same timeout before it drops the connection.
+    bounds each host's attempt, and the next host is tried after a short stagger, so a
+    black-holed first host costs that stagger, not the whole budget. A connection whose
+    server goes silent is freed by `command_timeout_s`: its statement fails after that
+    long, `connection()` drops it without a cancel request or ROLLBACK to the silent
+    server, and the pool's other connections are replaced before their next use.
     """
     connector = hosts.connector_for(dsn)
     pool = asyncpg.create_pool(

@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 
-from gateway.adapters.postgres import HeldConnection, connection, open_pool, transaction
+from gateway.adapters.postgres import HeldConnection, Pool, connection, open_pool, transaction
 from gateway.errors import DatabaseError, DatabaseUnavailable
 
 
-async def _backend_pids(pool, n: int) -> set[int]:
+async def _backend_pids(pool: Pool, n: int) -> set[int]:
     """The server pids of `n` connections held at once (so n distinct pool slots)."""
     held = [await pool.acquire() for _ in range(n)]
     try:
@@ -22,7 +22,7 @@ async def _backend_pids(pool, n: int) -> set[int]:
             await pool.release(c)
 
 
-async def test_a_cut_off_statement_replaces_every_idle_connection(database_url):
+async def test_a_cut_off_statement_replaces_every_idle_connection(database_url: str) -> None:
     async with open_pool(database_url, max_size=3) as pool:
         before = await _backend_pids(pool, 3)
         assert len(before) == 3
@@ -33,7 +33,7 @@ async def test_a_cut_off_statement_replaces_every_idle_connection(database_url):
         assert before.isdisjoint(after), "an idle connection of the cut-off server was reused"
 
 
-async def test_a_cut_off_transaction_replaces_them_too(database_url):
+async def test_a_cut_off_transaction_replaces_them_too(database_url: str) -> None:
     async with open_pool(database_url, max_size=2) as pool:
         before = await _backend_pids(pool, 2)
         with pytest.raises(DatabaseUnavailable):
@@ -42,7 +42,7 @@ async def test_a_cut_off_transaction_replaces_them_too(database_url):
         assert before.isdisjoint(await _backend_pids(pool, 2))
 
 
-async def test_a_discarded_writer_connection_replaces_them(database_url):
+async def test_a_discarded_writer_connection_replaces_them(database_url: str) -> None:
     async with open_pool(database_url, max_size=2) as pool:
         before = await _backend_pids(pool, 2)
         held = HeldConnection(pool)
@@ -51,7 +51,7 @@ async def test_a_discarded_writer_connection_replaces_them(database_url):
         assert before.isdisjoint(await _backend_pids(pool, 2))
 
 
-async def test_a_statement_the_server_refused_keeps_the_pool(database_url):
+async def test_a_statement_the_server_refused_keeps_the_pool(database_url: str) -> None:
     """A refusal (here a syntax error) says nothing about the server being gone."""
     async with open_pool(database_url, max_size=2) as pool:
         before = await _backend_pids(pool, 2)
