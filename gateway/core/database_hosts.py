@@ -16,6 +16,11 @@ asyncpg 0.32), so each host gets the address asyncpg itself would have used:
   bracketed (`[::1]:5432`); a host without a port takes the default port;
 - only when the URL names no host, a `?host=` list (with `?port=`, one port or one per
   host) names them; a host starting with `/` is a Unix socket directory;
+- only when neither does, `PGHOST` names them (a list too, with `?port=` as above): read
+  here so that `PGHOST=h1,h2` gets the per-host timeouts, as the URL's own list does;
+- `?service=` with no host in the URL is refused: the hosts would come from a connection
+  service file, which is not read here, and a list there would be walked by asyncpg
+  within one connect timeout (with the URL naming the hosts, asyncpg ignores the file's);
 - the default port is `PGPORT` (one port, or one per host), else 5432;
 - `target_session_attrs` comes from the URL, else `PGTARGETSESSIONATTRS`.
 
@@ -87,8 +92,8 @@ class DatabaseHosts:
 def split_hosts(url: str, env: Mapping[str, str] | None = None) -> DatabaseHosts:
     """Read the hosts and the session attribute of a `postgresql://` URL.
 
-    No host in the URL at all gives an empty list: asyncpg then falls back to `PGHOST`
-    or its local defaults, one address, which the gateway leaves to it.
+    No host in the URL or in `PGHOST` gives an empty list: asyncpg then tries its local
+    defaults (the usual socket directories, then localhost), which the gateway leaves to it.
     """
     env = {} if env is None else env
     try:
@@ -110,11 +115,21 @@ def split_hosts(url: str, env: Mapping[str, str] | None = None) -> DatabaseHosts
         raise HostListInvalid("the URL has more than one '@': write '@' in a password as %40")
     if hostspec:
         hosts = _parse_hostlist(hostspec, None, env, unquote=True)
-    elif query.get("host"):
-        ports = _port_list(query["port"], "?port=") if query.get("port") else None
-        hosts = _parse_hostlist(query["host"], ports, env, unquote=False)
+    elif query.get("service"):
+        raise HostListInvalid(
+            "service= takes the hosts from a connection service file, where a list of hosts "
+            "would share one connect timeout and a silent first host would stop failover: "
+            "name the hosts in the URL instead (postgresql://user@h1:5432,h2:5432/db)"
+        )
     else:
-        hosts = ()
+        # `?port=` serves a `?host=` list, and PGHOST's too, as in asyncpg.
+        ports = _port_list(query["port"], "?port=") if query.get("port") else None
+        if query.get("host"):
+            hosts = _parse_hostlist(query["host"], ports, env, unquote=False)
+        elif env.get("PGHOST"):
+            hosts = _parse_hostlist(env["PGHOST"], ports, env, unquote=False)
+        else:
+            hosts = ()
     return DatabaseHosts(hosts, _target_session_attrs(query, env, multi_host=len(hosts) > 1))
 
 

@@ -199,9 +199,10 @@ def read_url(
 def read_database_url(data: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """`database.url` (or `GATEWAY_DATABASE_URL`), its host list read as the pool reads it.
 
-    A list of hosts (`postgresql://h1:5432,h2:5432/db`) is checked here rather than at the
-    first connection, and so is its `target_session_attrs`: every process writes, so one
-    that would settle on a read-only server is refused.
+    A list of hosts (`postgresql://h1:5432,h2:5432/db`, or `PGHOST=h1,h2` under a URL that
+    names none) is checked here rather than at the first connection, and so is its
+    `target_session_attrs`: every process writes, so one that would settle on a read-only
+    server is refused. So is a `service=` that would take the hosts from a service file.
     """
     url = read_url(data, env, "database", ("postgresql", "postgres"))
     key = "GATEWAY_DATABASE_URL" if env.get("GATEWAY_DATABASE_URL") else "database.url"

@@ -50,7 +50,18 @@ HOST_CASES = [
     ("postgresql:///gw?host=/run/postgresql", {}, [H("/run/postgresql", 5432)]),
     # Hosts in the URL win over `?host=` and `?port=`, as in asyncpg.
     ("postgresql://h1:7000/gw?host=other&port=1", {}, [H("h1", 7000)]),
-    # No host at all: asyncpg's own defaults (PGHOST, local sockets) apply, not ours.
+    # No host in the URL: PGHOST names them, a list too, so it gets a timeout per host;
+    # `?port=` gives their ports, else each its own or PGPORT's.
+    ("postgresql:///gw", {"PGHOST": "h1,h2"}, [H("h1", 5432), H("h2", 5432)]),
+    ("postgresql://u@/gw", {"PGHOST": "h1:6001,h2", "PGPORT": "7"}, [H("h1", 6001), H("h2", 7)]),
+    ("postgresql:///gw?port=6000", {"PGHOST": "h1,h2"}, [H("h1", 6000), H("h2", 6000)]),
+    ("postgresql:///gw", {"PGHOST": "/run/postgresql"}, [H("/run/postgresql", 5432)]),
+    # A host in the URL, or a `?host=` list, wins over PGHOST; so it does over the
+    # hosts of a `?service=` file, which asyncpg then ignores.
+    ("postgresql://h1/gw", {"PGHOST": "h2,h3"}, [H("h1", 5432)]),
+    ("postgresql:///gw?host=h1", {"PGHOST": "h2,h3"}, [H("h1", 5432)]),
+    ("postgresql://h1,h2/gw?service=prod", {}, [H("h1", 5432), H("h2", 5432)]),
+    # No host at all: asyncpg's own defaults (local sockets, localhost) apply, not ours.
     ("postgresql:///gw", {}, []),
     ("postgresql://u@/gw", {}, []),
 ]
@@ -100,6 +111,8 @@ def test_the_split_agrees_with_asyncpg(
         # A list: the writable one, unless the URL or the environment says otherwise.
         ("postgresql://h1,h2/gw", {}, SessionAttrs.READ_WRITE),
         ("postgresql:///gw?host=h1,h2", {}, SessionAttrs.READ_WRITE),
+        ("postgresql:///gw", {"PGHOST": "h1,h2"}, SessionAttrs.READ_WRITE),
+        ("postgresql:///gw", {"PGHOST": "h1"}, SessionAttrs.ANY),
         ("postgresql://h1,h2/gw?target_session_attrs=any", {}, SessionAttrs.ANY),
         ("postgresql://h1,h2/gw?target_session_attrs=primary", {}, SessionAttrs.PRIMARY),
         ("postgresql://h1/gw?target_session_attrs=read-write", {}, SessionAttrs.READ_WRITE),
@@ -139,6 +152,11 @@ def test_target_session_attrs_default_to_read_write_for_a_list(
         ("postgresql://h1,h2,h3/gw", {"PGPORT": "1,2"}, "2 ports given for 3 hosts"),
         ("postgresql://h1/gw", {"PGPORT": "x"}, "PGPORT: a port must be a number"),
         ("postgresql:///gw?host=a,b,c&port=1,2", {}, "2 ports given for 3 hosts"),
+        ("postgresql:///gw", {"PGHOST": "h1,,h2"}, "host 2 of 3 is empty"),
+        ("postgresql:///gw?port=1,2", {"PGHOST": "a,b,c"}, "2 ports given for 3 hosts"),
+        # The hosts would come from a service file, and a list there from one budget.
+        ("postgresql:///gw?service=prod", {}, "service= takes the hosts from a"),
+        ("postgresql:///gw?service=prod", {"PGHOST": "h1,h2"}, "name the hosts in the URL"),
         ("postgresql://h1/gw?target_session_attrs=writable", {}, "target_session_attrs must"),
         ("postgresql://h1/gw", {"PGTARGETSESSIONATTRS": "master"}, "target_session_attrs must"),
     ],

@@ -72,3 +72,27 @@ def test_pgport_is_read_from_the_environment_given_to_parse() -> None:
     """PGPORT, as asyncpg reads it, must fit the list: three hosts cannot take two ports."""
     with pytest.raises(ConfigError, match="2 ports given for 3 hosts"):
         parse_url("postgresql://db1,db2,db3/gw", {"PGPORT": "5432,5433"})
+
+
+def test_a_pghost_list_is_checked_as_the_urls_own() -> None:
+    """`PGHOST=h1,h2` is a host list like the URL's: read at start-up, its session
+    attribute defaulting to the writable server and refused when it cannot write."""
+    url = "postgresql://gw@/gw"
+    assert parse_url(url, {"PGHOST": "db1,db2"}).database_url == url
+    with pytest.raises(ConfigError) as refused:
+        parse_url(url, {"PGHOST": "db1,,db2"})
+    assert (refused.value.key, refused.value.problem) == ("database.url", "host 2 of 3 is empty")
+    with pytest.raises(ConfigError, match="target_session_attrs=read-only connects"):
+        parse_url(f"{url}?target_session_attrs=read-only", {"PGHOST": "db1,db2"})
+
+
+def test_a_service_file_naming_the_hosts_is_refused() -> None:
+    """Hosts from a service file could be a list that asyncpg walks within one timeout:
+    start-up says to list them in the URL, which keeps its service= for the rest."""
+    with pytest.raises(ConfigError) as refused:
+        parse_url("postgresql://gw:pw@/gw?service=payments")
+    assert refused.value.key == "database.url"
+    assert "name the hosts in the URL" in refused.value.problem
+    assert "pw" not in str(refused.value)
+    url = "postgresql://gw@db1,db2/gw?service=payments"
+    assert parse_url(url).database_url == url
