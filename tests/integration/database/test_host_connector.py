@@ -21,10 +21,19 @@ from tests.support.pg_pair import PgCluster
 from tests.support.services import ADMIN_DSN
 
 PER_HOST_S = 1.0
-#: The pool's default connect timeout: what a black-holed first host cost before the
-#: attempts were staggered.
-CONNECT_S = 5.0
+#: The per-host connect timeout of the tests that time a walk: what a black-holed first
+#: host would cost without the stagger, far enough above it (0.5 s) and above a login on
+#: a loaded machine (the bounds below, 3 s) that a slow run never passes for the other.
+CONNECT_S = 10.0
+#: A full login on a loaded machine stays under this.
+LOGIN_BOUND_S = 3.0
 SHARED = DatabaseHost("127.0.0.1", 5432)
+
+
+def stagger_of(monkeypatch: pytest.MonkeyPatch, stagger_s: float) -> None:
+    """Give the connector this stagger delay, longer than a slow login: a test that
+    tells "at once" from "after the stagger delay" then has room on a loaded machine."""
+    monkeypatch.setattr(hosts, "stagger_delay_s", lambda connect_timeout_s: stagger_s)
 
 
 def connector(url: str) -> HostConnector:
@@ -37,9 +46,12 @@ async def server_port(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval("SELECT inet_server_port()"))
 
 
-async def test_a_refused_first_host_gives_way_to_the_second_at_once(database_url: str) -> None:
+async def test_a_refused_first_host_gives_way_to_the_second_at_once(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Nothing listens on the first port: the second host is used, without waiting out
-    the stagger delay, and remembered."""
+    the stagger delay (made longer than any login here), and remembered."""
+    stagger_of(monkeypatch, 2 * LOGIN_BOUND_S)
     url = with_hosts(database_url, dead_address())
     walker = connector(url)
     started = time.monotonic()
@@ -50,11 +62,11 @@ async def test_a_refused_first_host_gives_way_to_the_second_at_once(database_url
     finally:
         await conn.close()
     assert walker.last_good == SHARED
-    assert took_s < stagger_delay_s(CONNECT_S)
+    assert took_s < LOGIN_BOUND_S
 
 
 async def test_a_black_holed_first_host_costs_the_stagger_delay_then_never_again(
-    database_url: str,
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A first host that accepts and never answers: the second host's attempt starts
     after the stagger delay and wins, well within the first one's connect timeout
@@ -69,47 +81,60 @@ async def test_a_black_holed_first_host_costs_the_stagger_delay_then_never_again
         took_s = time.monotonic() - started
         assert await server_port(conn) == 5432
         await conn.close()
-        assert stagger_delay_s(CONNECT_S) <= took_s < 3.0 < CONNECT_S
+        assert stagger_delay_s(CONNECT_S) <= took_s < LOGIN_BOUND_S < CONNECT_S
         assert hole.connections == 1, "the first host was tried first"
-        await asyncio.sleep(0.1)  # the black hole's side of the close
-        assert hole.closed == 1, "the losing attempt's connection is closed"
+        deadline = time.monotonic() + LOGIN_BOUND_S  # the black hole's side of the close
+        while hole.closed != 1:
+            assert time.monotonic() < deadline, "the losing attempt's connection is open"
+            await asyncio.sleep(0.02)
         assert not _connect_attempts(), "no attempt outlives the call"
 
+        # A stagger longer than a slow login: the black hole's turn cannot come while
+        # the remembered host logs in, so seeing nobody means it was not tried first.
+        stagger_of(monkeypatch, 2 * LOGIN_BOUND_S)
         started = time.monotonic()
         again = await walker.connect(url, timeout=CONNECT_S)
         took_again_s = time.monotonic() - started
         assert await server_port(again) == 5432
         await again.close()
         assert hole.connections == 1, "the remembered host is tried first"
-        assert took_again_s < stagger_delay_s(CONNECT_S)
+        assert took_again_s < LOGIN_BOUND_S
 
 
-async def test_a_slow_first_host_loses_and_its_session_is_closed(database_url: str) -> None:
+async def test_a_slow_first_host_loses_and_its_session_is_closed(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A first host that is up but slow: the server has the session (it got the login)
     while its answer is on the way, and the second host wins meanwhile. The slow
     attempt is cancelled, so the server's session ends: afterwards the server has
     exactly the one connection the caller holds, also once the slow answer would have
     arrived."""
     app = f"gw-stagger-{time.monotonic_ns()}"
-    delay_s = 1.0
+    # The slow host has the stagger delay to show its session, alone; the second host
+    # then has the rest of the slow one's delay for its own login.
+    stagger_s, delay_s = 1.0, 1.0 + LOGIN_BOUND_S
+    stagger_of(monkeypatch, stagger_s)
     async with slow_proxy(delay_s) as slow:
         url = with_hosts(database_url, slow.address) + "?sslmode=disable"
         walker = connector(url)
         sessions = await asyncpg.connect(database_url)
         try:
             assert await _sessions(sessions, app) == 0
+            second_turn = time.monotonic() + stagger_s
             connecting = asyncio.create_task(
                 walker.connect(url, timeout=CONNECT_S, server_settings={"application_name": app})
             )
-            await asyncio.sleep(stagger_delay_s(CONNECT_S) / 2)
-            assert await _sessions(sessions, app) == 1, "the slow host's server has the login"
+            # Before the second host's turn, a session with this name is the slow host's.
+            while await _sessions(sessions, app) != 1:
+                assert time.monotonic() < second_turn, "the slow host's server has no login"
+                await asyncio.sleep(0.02)
             conn = await connecting
             try:
                 assert await server_port(conn) == 5432
                 assert slow.connections == 1, "the slow host was tried first"
                 assert not _connect_attempts(), "no attempt outlives the call"
                 # Past the time the slow login would have completed, had it run on.
-                await asyncio.sleep(3 * delay_s)
+                await asyncio.sleep(2 * delay_s)
                 assert await _sessions(sessions, app) == 1, "a losing attempt's session is open"
             finally:
                 await conn.close()
