@@ -8,12 +8,17 @@ standby: `synchronous_commit` in `on`, `remote_write` or `remote_apply`, and
 primary acknowledges commits the standby may not have, and promoting the standby loses
 them.
 
+Only a physical standby is a copy a failover can promote. A logical replication
+subscriber (a change-data-capture consumer) is a walsender too, and `*` or its name in
+`synchronous_standby_names` makes it synchronous: commits then wait for it, but a
+physical standby may still lack them. A rule met by subscribers alone is at risk.
+
 Inputs (`decide`): the session's `synchronous_commit`, `synchronous_standby_names` as
 configured, and the rows of `pg_stat_replication` (`application_name`, `state`,
-`sync_state`). A role without `pg_read_all_stats` (which `pg_monitor` includes) sees
-those rows with their fields NULL: the state is then `unknown`, never a guess. Nothing
-here raises on what the server says: a value it cannot read becomes `unknown` with a
-reason.
+`sync_state`, and whether the walsender is logical). A role without `pg_read_all_stats`
+(which `pg_monitor` includes) sees those rows with their fields NULL: the state is then
+`unknown`, never a guess. Nothing here raises on what the server says: a value it
+cannot read becomes `unknown` with a reason.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ class DurabilityState(enum.StrEnum):
 
     #: Every commit waits for enough synchronous standbys, and they are streaming.
     SYNCHRONOUS = "synchronous"
-    #: A commit can be acknowledged before any standby has it: a failover can lose it.
+    #: A commit can be acknowledged before any physical standby has it: a failover can
+    #: lose it.
     AT_RISK = "at_risk"
     #: Standbys are required but too few stream: commits wait (nothing is acknowledged,
     #: nothing is lost; ingestion answers 503 until one is back).
@@ -48,11 +54,13 @@ _COUNTED_SYNC_STATES = frozenset({"sync", "quorum"})
 
 @dataclass(frozen=True)
 class StandbyRow:
-    """One row of `pg_stat_replication`; a field is None where the role may not read it."""
+    """One row of `pg_stat_replication`; a field is None where the role may not read it.
+    `logical`: the walsender streams to a logical replication subscriber, not a standby."""
 
     application_name: str | None
     state: str | None
     sync_state: str | None
+    logical: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,7 +172,9 @@ def decide(
 
     Checked in this order: a `synchronous_commit` that does not wait (at risk whatever
     the standbys), no standby configured (at risk), the names unreadable (unknown), the
-    replication rows hidden (unknown), then how many synchronous standbys stream.
+    replication rows hidden (unknown), then how many synchronous walsenders stream: too
+    few for the rule and commits wait; enough of them logical subscribers to meet it
+    alone and a commit can be acknowledged without a physical standby having it.
     """
     commit = (synchronous_commit or "").strip().lower()
     try:
@@ -202,22 +212,41 @@ def decide(
             f"pg_stat_replication hides its fields from {who}: grant it pg_monitor "
             "(or pg_read_all_stats) so the gateway can see its standbys",
         )
-    streaming = sum(
-        1 for r in rows if r.state == "streaming" and r.sync_state in _COUNTED_SYNC_STATES
-    )
-    if streaming < rule.required:
+    counted = [r for r in rows if r.state == "streaming" and r.sync_state in _COUNTED_SYNC_STATES]
+    physical = sum(1 for r in counted if not r.logical)
+    logical = len(counted) - physical
+    if len(counted) < rule.required:
+        among = f" ({_subscribers(logical)} among them)" if logical else ""
         return Durability(
             DurabilityState.WAITING_FOR_STANDBY,
             f"synchronous_standby_names = '{rule}' needs {_standbys(rule.required)}, "
-            f"{streaming} streaming: commits wait for one to connect",
-            streaming,
+            f"{len(counted)} streaming{among}: commits wait for one to connect",
+            physical,
         )
+    # A commit waits for `required` of the counted walsenders (FIRST: the `sync` ones,
+    # exactly `required`; ANY: whichever `required` answer first). With fewer logical
+    # ones than that, each such set holds a physical standby.
+    if logical >= rule.required:
+        return Durability(
+            DurabilityState.AT_RISK,
+            f"synchronous_standby_names = '{rule}' is met by logical replication "
+            f"subscribers ({logical} streaming as synchronous), which a failover cannot "
+            f"promote: a commit can be acknowledged before any physical standby has it, "
+            f"so {lose}",
+            physical,
+        )
+    also = f" (and {_subscribers(logical)})" if logical else ""
     return Durability(
         DurabilityState.SYNCHRONOUS,
-        f"{_standbys(streaming)} streaming for synchronous_standby_names = '{rule}', "
+        f"{_standbys(physical)} streaming{also} for synchronous_standby_names = '{rule}', "
         f"synchronous_commit = {commit}",
-        streaming,
+        physical,
     )
+
+
+def _subscribers(n: int) -> str:
+    s = "" if n == 1 else "s"
+    return f"{n} logical replication subscriber{s}"
 
 
 def unreachable(interval_s: float) -> Durability:

@@ -31,6 +31,11 @@ POTENTIAL = StandbyRow("standby2", "streaming", "potential")
 ASYNC = StandbyRow("standby1", "streaming", "async")
 CATCHING_UP = StandbyRow("standby1", "catchup", "sync")
 HIDDEN = StandbyRow(None, None, None)
+# Logical replication subscribers: synchronous to PostgreSQL, no copy a failover promotes.
+SUBSCRIBER = StandbyRow("cdc", "streaming", "sync", logical=True)
+SUBSCRIBER_QUORUM = StandbyRow("cdc", "streaming", "quorum", logical=True)
+SUBSCRIBER_QUORUM_2 = StandbyRow("cdc2", "streaming", "quorum", logical=True)
+SUBSCRIBER_HIDDEN = StandbyRow("cdc", None, None, logical=True)
 
 
 @pytest.mark.parametrize(
@@ -113,8 +118,32 @@ def test_text_outside_the_grammar_is_refused(text: str) -> None:
         ("on", "ANY 2 (standby1, standby2)", [QUORUM], S.WAITING_FOR_STANDBY, 1, "needs 2"),
         ("on", "standby1", [CATCHING_UP], S.WAITING_FOR_STANDBY, 0, "commits wait"),
         ("on", "standby1", [ASYNC, POTENTIAL], S.WAITING_FOR_STANDBY, 0, "0 streaming"),
+        ("on", "FIRST 2 (*)", [SUBSCRIBER], S.WAITING_FOR_STANDBY, 0,
+         "needs 2 synchronous standbys, 1 streaming (1 logical replication subscriber among"),
+        # The rule met by logical subscribers alone: commits are acknowledged once they
+        # have them, with no physical standby in the wait. At risk, with or without a
+        # physical standby connected.
+        ("on", "*", [SUBSCRIBER], S.AT_RISK, 0,
+         "is met by logical replication subscribers (1 streaming as synchronous), which a "
+         "failover cannot promote"),
+        ("on", "*", [SUBSCRIBER, POTENTIAL], S.AT_RISK, 0, "before any physical standby"),
+        ("on", "*", [POTENTIAL, SUBSCRIBER], S.AT_RISK, 0, "a failover can lose events"),
+        ("on", "cdc, standby1", [SUBSCRIBER, ASYNC], S.AT_RISK, 0, "'FIRST 1 (cdc, standby1)'"),
+        # ANY 1: whichever answers first acknowledges, the subscriber included.
+        ("on", "ANY 1 (*)", [QUORUM, SUBSCRIBER_QUORUM], S.AT_RISK, 1, "logical replication"),
+        ("on", "ANY 2 (*)", [QUORUM, SUBSCRIBER_QUORUM, SUBSCRIBER_QUORUM_2], S.AT_RISK, 1,
+         "(2 streaming as synchronous)"),
+        # Every set of walsenders a commit waits for holds a physical standby: synchronous,
+        # counting the physical ones.
+        ("on", "FIRST 2 (standby1, cdc)", [SYNC, SUBSCRIBER], S.SYNCHRONOUS, 1,
+         "1 synchronous standby streaming (and 1 logical replication subscriber)"),
+        ("on", "ANY 2 (*)", [QUORUM, QUORUM_2, SUBSCRIBER_QUORUM], S.SYNCHRONOUS, 2,
+         "2 synchronous standbys streaming (and 1 logical"),
+        ("on", "standby1", [SYNC, StandbyRow("cdc", "streaming", "async", logical=True)],
+         S.SYNCHRONOUS, 1, "1 synchronous standby streaming for"),
         # What cannot be read is unknown, with what to do about it.
         ("on", "standby1", [HIDDEN], S.UNKNOWN, 0, "grant it pg_monitor (or pg_read_all_stats)"),
+        ("on", "*", [SYNC, SUBSCRIBER_HIDDEN], S.UNKNOWN, 0, "grant it pg_monitor"),
         ("on", "FIRST 1 (a", [SYNC], S.UNKNOWN, 0, "synchronous_standby_names cannot be read"),
         ("sometimes", "standby1", [SYNC], S.UNKNOWN, 0, "synchronous_commit reads 'sometimes'"),
         (None, "standby1", [SYNC], S.UNKNOWN, 0, "synchronous_commit reads nothing"),

@@ -1,7 +1,7 @@
 """What PostgreSQL says about the durability of the gateway's commits: its session's
-`synchronous_commit`, `synchronous_standby_names` and the standbys in
-`pg_stat_replication`, read over one pooled connection and decided by
-`gateway.core.durability`."""
+`synchronous_commit`, `synchronous_standby_names` and the walsenders in
+`pg_stat_replication` (physical standbys and logical subscribers), read over one pooled
+connection and decided by `gateway.core.durability`."""
 
 from __future__ import annotations
 
@@ -16,8 +16,18 @@ _SETTINGS = (
     " current_setting('synchronous_standby_names') AS standby_names,"
     " current_user AS role"
 )
-# Without pg_read_all_stats every column but pid reads NULL here: decided as unknown.
-_STANDBYS = "SELECT application_name, state, sync_state FROM pg_stat_replication"
+# Every walsender, marked logical or not: a logical one (a replication subscriber) is
+# attached to a database, a physical one (a standby, pg_basebackup, pg_receivewal) is
+# not, and `datid` says which to any role. `backend_type` cannot tell them apart
+# (`walsender` for both) and, like `state` and `sync_state` here, reads NULL without
+# pg_read_all_stats (decided as unknown). A synchronous pg_receivewal counts as a
+# standby; a physical stream started over a database connection counts as logical,
+# which can only understate the standbys. One statement reads one snapshot of the
+# backends, so the join drops no walsender.
+_STANDBYS = (
+    "SELECT r.application_name, r.state, r.sync_state, a.datid IS NOT NULL AS logical"
+    " FROM pg_stat_replication r JOIN pg_stat_activity a USING (pid)"
+)
 
 
 async def read_durability(pool: Pool) -> Durability:
@@ -30,6 +40,9 @@ async def read_durability(pool: Pool) -> Durability:
     return decide(
         settings["synchronous_commit"],
         settings["standby_names"],
-        [StandbyRow(r["application_name"], r["state"], r["sync_state"]) for r in rows],
+        [
+            StandbyRow(r["application_name"], r["state"], r["sync_state"], r["logical"])
+            for r in rows
+        ],
         role=settings["role"],
     )
