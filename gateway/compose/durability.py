@@ -151,11 +151,25 @@ class DurabilityWatcher:
             await self.read_once()
 
     async def close(self) -> None:
+        """Stop the periodic reading and wait until it has ended.
+
+        Waited for with `asyncio.wait`, not by awaiting the task: a cancellation of the
+        caller (a shutdown cut short) then reaches the caller, instead of being taken for
+        the task's own and swallowed. The task, already told to stop, ends on its own.
+        """
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is None:
+            return
+        task.cancel()
+        task.add_done_callback(_report_end)
+        await asyncio.wait([task])
+
+
+def _report_end(task: asyncio.Task[None]) -> None:
+    """The reading task ends by its cancellation; anything else is a bug, logged (not
+    raised: `close` runs on the way out, where it would hide the error that caused it)."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("database durability check ended by an error", exc_info=exc)
 
 
 @contextlib.asynccontextmanager

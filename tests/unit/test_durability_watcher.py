@@ -3,6 +3,7 @@ synchronous standby is required, and which readings are logged (once per change)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 
@@ -123,3 +124,61 @@ async def test_a_failed_query_is_unknown_and_never_ends_the_watcher(
     )
     assert await w.read_once() == Durability(S.UNKNOWN, "the durability query failed: KeyError")
     assert [level for level, _ in said(caplog)] == ["WARNING"]  # one state, one line
+
+
+class SlowToStop:
+    """A reading that never answers and, once cancelled, takes until `release` to stop."""
+
+    def __init__(self) -> None:
+        self.reading = asyncio.Event()  # the reading has begun
+        self.stopping = asyncio.Event()  # it has been cancelled
+        self.release = asyncio.Event()  # it may now stop
+
+    async def read(self) -> Durability:
+        self.reading.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.stopping.set()
+            await self.release.wait()
+            raise
+        raise AssertionError("never answers")
+
+    async def closing(
+        self, w: DurabilityWatcher
+    ) -> tuple[asyncio.Task[None], asyncio.Task[object]]:
+        """Start `w`, and its close once a reading is under way; return the close and the
+        reading's task, once close has cancelled the reading and waits for it to stop."""
+        w.start()
+        await self.reading.wait()
+        task = next(t for t in asyncio.all_tasks() if t.get_name() == "database-durability")
+        closing = asyncio.create_task(w.close())
+        await self.stopping.wait()
+        return closing, task
+
+
+async def test_close_waits_for_a_reading_that_is_slow_to_stop() -> None:
+    """The reading in progress is cancelled and waited for: close returns once it has
+    ended, not before."""
+    slow = SlowToStop()
+    closing, task = await slow.closing(DurabilityWatcher(slow.read, Metrics(), interval_s=0))
+    await asyncio.sleep(0)
+    assert not closing.done(), "close returned while the reading was still running"
+    slow.release.set()
+    await closing
+    assert task.cancelled()
+
+
+async def test_cancelling_the_caller_of_close_is_not_swallowed() -> None:
+    """A shutdown cut short while the reading is slow to stop: the caller's own
+    cancellation propagates out of close (it is not mistaken for the task's)."""
+    slow = SlowToStop()
+    closing, task = await slow.closing(DurabilityWatcher(slow.read, Metrics(), interval_s=0))
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    assert closing.cancelled()
+    assert not task.done(), "the reading is still finishing on its own"
+    slow.release.set()
+    await asyncio.wait([task])
+    assert task.cancelled()
