@@ -88,6 +88,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _segment_key(shmid: str) -> int | None:
+    """The key of the System V shared memory segment `shmid`, None when there is none
+    (/proc/sysvipc/shm: key, then shmid, then the rest)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 1 and fields[1] == shmid:
+                return int(fields[0])
+    return None
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
@@ -132,9 +143,15 @@ class PgCluster:
 
     def kill(self) -> None:
         """SIGKILL the postmaster and every child at once, as losing the machine would: no
-        shutdown checkpoint, nothing flushed, no goodbye to clients or standbys."""
+        shutdown checkpoint, nothing flushed, no goodbye to clients or standbys.
+
+        The postmaster's System V shared memory segment, which it would have removed on
+        any orderly exit, is removed afterwards: otherwise every kill leaves one behind
+        in the machine's table (`ipcs -m`) for good.
+        """
         pid_file = self.data / "postmaster.pid"
-        postmaster = int(pid_file.read_text().split()[0])
+        lines = pid_file.read_text().splitlines()
+        postmaster = int(lines[0])
         # Stopped, the postmaster can neither fork a new child nor react to one dying.
         os.kill(postmaster, signal.SIGSTOP)
         victims = _children(postmaster)
@@ -148,6 +165,18 @@ class PgCluster:
                 raise RuntimeError(f"postgres processes outlived SIGKILL: {victims}")
             time.sleep(0.02)
         self.killed = True
+        self._remove_shared_memory(lines)
+
+    def _remove_shared_memory(self, pid_lines: list[str]) -> None:
+        """Remove the segment named by postmaster.pid (line 7: its key and id), now that
+        no process of the cluster is attached: only when a segment with that id still has
+        that key, so no other server's segment is ever touched."""
+        fields = pid_lines[6].split() if len(pid_lines) > 6 else []
+        if len(fields) != 2 or not all(f.isdigit() for f in fields) or fields == ["0", "0"]:
+            return  # no System V segment recorded (another shared_memory_type)
+        key, shmid = int(fields[0]), fields[1]
+        if _segment_key(shmid) == key:
+            self._run("ipcrm", "-m", shmid)
 
     def stop(self) -> None:
         if self.killed:  # pg_ctl would signal whatever process now has the old pid
