@@ -97,8 +97,11 @@ class DatabaseProbe:
         self._timeout_s = timeout_s
 
     async def ping(self) -> bool:
+        # Through `connection`, so a probe cut short drops its connection instead of
+        # waiting, on a silent server, for asyncpg's cancel request before release (it
+        # held a pool slot for 11 s that way).
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(self._timeout_s), self._pool.acquire() as conn:
+            async with asyncio.timeout(self._timeout_s), connection(self._pool) as conn:
                 return bool(await conn.fetchval("SELECT 1") == 1)
         return False
 
@@ -133,7 +136,11 @@ async def connection(pool: Pool) -> AsyncIterator[Conn]:
     A connection whose statement timed out or broke is dropped, not returned: on a
     server gone silent (its machine lost), asyncpg's release would first wait for its
     cancel request to that server, up to `command_timeout_s` again (measured: 10 s for
-    the statement, then 10 s more to release, against 10 s in all this way).
+    the statement, then 10 s more to release, against 10 s in all this way). So is one
+    whose block was cancelled (a deadline, shutdown) with a statement perhaps in flight,
+    and the cancellation goes on unchanged: the server rolls back what it was doing once
+    the connection is gone. A cancellation says nothing about the server, so the pool's
+    other connections are kept.
     """
     with translate_errors():
         async with pool.acquire() as conn:
@@ -143,6 +150,9 @@ async def connection(pool: Pool) -> AsyncIterator[Conn]:
                 if _cut_off(exc):
                     conn.terminate()
                     await _distrust_idle(pool)
+                raise
+            except BaseException:
+                conn.terminate()
                 raise
 
 
@@ -157,10 +167,11 @@ async def transaction(pool: Pool) -> AsyncIterator[Conn]:
         try:
             yield conn
         except BaseException as exc:
-            # A connection cut off is not asked to roll back: on a silent server that
-            # ROLLBACK would wait out the statement timeout a second time. The server
-            # rolls back by itself once the connection is gone.
-            if not (isinstance(exc, Exception) and _cut_off(exc)):
+            # A connection cut off or cancelled is not asked to roll back: on a silent
+            # server that ROLLBACK would wait out the statement timeout a second time, and
+            # a cancellation would come back as its failure. `connection` drops it, and
+            # the server rolls back by itself once the connection is gone.
+            if isinstance(exc, Exception) and not _cut_off(exc):
                 await tx.rollback()
             raise
         await tx.commit()

@@ -1,15 +1,28 @@
 """A connection cut off (its statement timed out or its socket broke) makes the pool
 replace its other connections before their next use: they lead to the same server,
-which may be gone, and each would otherwise wait out its own statement timeout."""
+which may be gone, and each would otherwise wait out its own statement timeout. A block
+cancelled on a silent server drops its connection and stays a cancellation."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 
-from gateway.adapters.postgres import HeldConnection, Pool, connection, open_pool, transaction
+from gateway.adapters.postgres import (
+    Conn,
+    DatabaseProbe,
+    HeldConnection,
+    Pool,
+    connection,
+    open_pool,
+    transaction,
+)
 from gateway.errors import DatabaseError, DatabaseUnavailable
+from tests.integration.database.silent import freezable_proxy, with_hosts
 
 
 async def _backend_pids(pool: Pool, n: int) -> set[int]:
@@ -60,3 +73,44 @@ async def test_a_statement_the_server_refused_keeps_the_pool(database_url: str) 
                 await conn.execute("SELEC 1")
         await asyncio.sleep(0)
         assert await _backend_pids(pool, 2) == before
+
+
+@pytest.mark.parametrize("borrow", [connection, transaction])
+async def test_a_cancelled_block_on_a_silent_server_stays_a_cancellation(
+    database_url: str, borrow: Callable[[Pool], AbstractAsyncContextManager[Conn]]
+) -> None:
+    """A deadline or shutdown cancelling a statement on a vanished server: the caller
+    sees its own cancellation at once, not a `DatabaseUnavailable` one statement timeout
+    later (asyncpg's cancel request and ROLLBACK would each wait for the silent server)."""
+    async with freezable_proxy() as proxy:
+        url = with_hosts(database_url, proxy.address)
+        async with open_pool(url, max_size=1, command_timeout_s=5.0) as pool:
+            async with connection(pool) as conn:
+                assert await conn.fetchval("SELECT 1") == 1
+            proxy.freeze()
+
+            async def stuck() -> None:
+                async with borrow(pool) as conn:
+                    await conn.fetchval("SELECT 1")
+
+            task = asyncio.create_task(stuck())
+            await asyncio.sleep(0.3)  # the statement is on the wire, unanswered
+            started = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert time.monotonic() - started < 1.0
+
+
+async def test_the_readiness_probe_on_a_silent_server_answers_within_its_timeout(
+    database_url: str,
+) -> None:
+    async with freezable_proxy() as proxy:
+        url = with_hosts(database_url, proxy.address)
+        async with open_pool(url, max_size=1, command_timeout_s=5.0) as pool:
+            probe = DatabaseProbe(pool, timeout_s=1.0)
+            assert await probe.ping()
+            proxy.freeze()
+            started = time.monotonic()
+            assert not await probe.ping()
+            assert time.monotonic() - started < 2.5  # was 1 s + the 5 s statement timeout
