@@ -163,21 +163,31 @@ async def test_a_required_relay_starts_on_a_synchronous_pair(
     doc = config(sync_pair.primary_dsn, nats_url, database={"require_synchronous_standby": True})
     cfg = write_toml(tmp_path / "gateway.toml", doc)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    proc = subprocess.Popen(
-        [GATEWAY, "relay", "--config", str(cfg)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log_path = tmp_path / "relay.log"
+
+    def durability_lines() -> list[dict[str, object]]:
+        lines = log_path.read_text().rpartition("\n")[0].splitlines()  # whole lines only
+        records = [json.loads(line) for line in lines if line.startswith("{")]
+        return [r for r in records if "durability" in str(r["msg"])]
+
+    async def checked() -> bool:
+        return bool(durability_lines()) or proc.poll() is not None
+
+    with log_path.open("w") as log_file:
+        proc = subprocess.Popen(
+            [GATEWAY, "relay", "--config", str(cfg)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+        )
     try:
-        await asyncio.sleep(3.0)
-        assert proc.poll() is None
+        # Until the start-up check has said its line (a refusal would exit instead).
+        await wait_until(checked, timeout_s=30, interval_s=0.1)
+        assert proc.poll() is None, log_path.read_text()
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=30)
-    records = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
-    durability = [r for r in records if "durability" in r["msg"]]
+        proc.wait(timeout=30)
+    durability = durability_lines()
     assert [(r["level"], r["state"], r["required"]) for r in durability] == [
         ("info", "synchronous", True)
     ]
