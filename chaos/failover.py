@@ -18,13 +18,10 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-import nats
-import nats.errors
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from chaos.audit import judge
 from chaos.loadgen import LoadGen, LoadRecord
-from chaos.observe import Key, Observed, read_database
+from chaos.observe import Key, Observed, read_database, read_stream, stream_messages
 from chaos.procs import GatewayProcess
 from chaos.proxy import FaultProxy
 from gateway.adapters.postgres import migrate
@@ -135,32 +132,15 @@ async def drain_recoverable(
 async def stream_times(nats_url: str, run: str, stream: str = "WEBHOOKS") -> dict[Key, float]:
     """When JetStream stored each event of the run first (epoch seconds)."""
     first: dict[Key, float] = {}
-    nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=3)
-    try:
-        js = nc.jetstream(timeout=10)
-        expected = (await js.stream_info(stream)).state.messages
-        config = ConsumerConfig(
-            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0
-        )
-        sub = await js.pull_subscribe(">", stream=stream, config=config)
-        seen = 0
-        while seen < expected:
-            try:
-                batch = await sub.fetch(1000, timeout=3)
-            except (nats.errors.TimeoutError, TimeoutError):
-                break
-            for msg in batch:
-                seen += 1
-                headers = msg.headers or {}
-                event_id = headers.get("Gateway-Event-Id", "")
-                if f"_{run}_" in event_id:
-                    key = (headers.get("Gateway-Provider", ""), event_id)
-                    at = msg.metadata.timestamp.timestamp()
-                    first[key] = min(first.get(key, at), at)
-        await sub.unsubscribe()
-    finally:
-        await nc.close()
+    for key, at in await stream_messages(nats_url, stream, run):
+        first[key] = min(first.get(key, at), at)
     return first
+
+
+async def stream_copies(nats_url: str, run: str, stream: str = "WEBHOOKS") -> int:
+    """How many events of the run the stream holds more than once: re-publishes the
+    duplicate window (`Nats-Msg-Id`) did not absorb."""
+    return sum(1 for n in (await read_stream(nats_url, stream, run)).values() if n > 1)
 
 
 _RECORDED_AFTER = """

@@ -93,7 +93,13 @@ async def read_ordering(database_url: str, observed: Observed) -> None:
 
 async def read_stream(nats_url: str, stream: str, run: str) -> Counter[Key]:
     """How many messages the stream holds per event of the run (an ephemeral consumer)."""
-    found: Counter[Key] = Counter()
+    return Counter(key for key, _ in await stream_messages(nats_url, stream, run))
+
+
+async def stream_messages(nats_url: str, stream: str, run: str) -> list[tuple[Key, float]]:
+    """Every message of the run on the stream: its event, and when JetStream stored it
+    (epoch seconds)."""
+    found: list[tuple[Key, float]] = []
     nc = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=3)
     try:
         js = nc.jetstream(timeout=10)
@@ -122,7 +128,8 @@ async def read_stream(nats_url: str, stream: str, run: str) -> Counter[Key]:
                 headers = msg.headers or {}
                 event_id = headers.get("Gateway-Event-Id", "")
                 if f"_{run}_" in event_id:
-                    found[(headers.get("Gateway-Provider", ""), event_id)] += 1
+                    key = (headers.get("Gateway-Provider", ""), event_id)
+                    found.append((key, msg.metadata.timestamp.timestamp()))
         await sub.unsubscribe()
     finally:
         await nc.close()

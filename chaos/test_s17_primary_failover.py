@@ -39,6 +39,7 @@ from chaos.failover import (
     lose_primary,
     lost_acknowledgements,
     recovery,
+    stream_copies,
 )
 from chaos.harness import RESULTS_DIR, profiles
 from chaos.loadgen import Answer, LoadRecord
@@ -121,6 +122,10 @@ async def test_primary_lost_and_standby_promoted(profile, pg_failover, make_scen
         **lost_acknowledgements(record, result.problems),
         "answers_after_loss": dict(sorted((str(k), v) for k, v in _statuses(after).items())),
         "starts": [serve.starts, relay.starts, worker.starts],
+        # The relay goes on from the cursor it finds on the promoted standby; what it
+        # published and could not record there is sent again, and dropped by the stream's
+        # duplicate window.
+        "stream_copies": await stream_copies(nats_node.url, record.run),
         # The periodic check (every 30 s) of a process that outlived the loss long
         # enough reads the new primary: no standby of its own.
         "warned_after_loss": [
@@ -137,6 +142,7 @@ async def test_primary_lost_and_standby_promoted(profile, pg_failover, make_scen
 
     assert serve.alive and relay.alive and worker.alive, "a process died"
     assert result.figures["never_2xx"] == 0, result.table()
+    assert result.figures["stream_copies"] == 0, "a re-publish got past the duplicate window"
     assert 503 in _statuses(after), "nothing was refused while no primary could commit"
     wrong = refused_until_promoted(record, failover)
     assert not wrong, f"2xx without a commit before the promotion: {wrong[:5]}"
