@@ -86,7 +86,8 @@ class DirectInbox:
                 return await asyncio.shield(statement)
             except asyncio.CancelledError:
                 if not statement.done():
-                    conn.terminate()  # outcome unknown: see the module's docstring
+                    conn.terminate()  # outcome unknown: see the module's docstring (and
+                    # `connection` lets a second terminate pass when the cancel leaves)
                     # The pool's other connections lead to the same server, which may
                     # be gone: replaced before their next use, as after any cut-off.
                     await self._pool.expire_connections()
@@ -169,7 +170,7 @@ class GroupCommitInbox:
                     await self._commit_group(batch, held)
                 except Exception as exc:  # a writer must never die, and no request may hang
                     log.exception("group commit failed unexpectedly")
-                    await held.discard()
+                    await held.discard(exc)
                     for _, future in batch:
                         _set_exception(
                             future, DatabaseUnavailable(f"commit failed: {type(exc).__name__}")
@@ -191,7 +192,7 @@ class GroupCommitInbox:
         try:
             inserted = await self._insert(held, events, deadline)
         except TransientError as exc:
-            await held.discard()
+            await held.discard(exc)
             for _, future in live:
                 _set_exception(future, exc)
             return
@@ -208,7 +209,7 @@ class GroupCommitInbox:
             try:
                 inserted.update(await self._insert(held, [event], deadline))
             except TransientError as exc:
-                await held.discard()
+                await held.discard(exc)
                 _set_exception(future, exc)
             except Exception as exc:
                 _set_exception(future, exc)

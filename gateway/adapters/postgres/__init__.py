@@ -70,15 +70,18 @@ class HeldConnection:
                 self._conn = await self._pool.acquire()
         return self._conn
 
-    async def discard(self) -> None:
-        """Close a connection in an unknown state; the pool opens a fresh one later."""
+    async def discard(self, cause: BaseException | None = None) -> None:
+        """Close a connection in an unknown state; the pool opens a fresh one later.
+
+        The pool's other connections are replaced too when the `cause` says the server
+        may be gone (a statement timed out, a socket broke): not after a serialization
+        failure or a deadlock on a healthy server.
+        """
         conn, self._conn = self._conn, None
         if conn is not None:
-            # asyncpg hands a terminated pooled connection back to its pool at once, and a
-            # proxy already handed back raises InterfaceError: it is closed either way.
-            with contextlib.suppress(asyncpg.InterfaceError):
-                conn.terminate()
-            await _distrust_idle(self._pool)
+            _drop(conn)
+            if cause is None or _cut_off(cause):
+                await _distrust_idle(self._pool)
             with contextlib.suppress(Exception):
                 await self._pool.release(conn)
 
@@ -112,6 +115,17 @@ def _cut_off(exc: BaseException) -> bool:
     if isinstance(exc, DatabaseUnavailable) and exc.__cause__ is not None:
         exc = exc.__cause__
     return isinstance(exc, OSError | asyncpg.InterfaceError)  # TimeoutError is an OSError
+
+
+def _drop(conn: Conn) -> None:
+    """Close a connection at once, without a word to its server.
+
+    asyncpg hands a terminated pooled connection back to its pool at once and detaches
+    its proxy, and terminating a detached proxy raises InterfaceError: closed either
+    way, so that must not replace the error (or the cancellation) being handled.
+    """
+    with contextlib.suppress(asyncpg.InterfaceError):
+        conn.terminate()
 
 
 async def _distrust_idle(pool: Pool) -> None:
@@ -148,11 +162,11 @@ async def connection(pool: Pool) -> AsyncIterator[Conn]:
                 yield conn
             except Exception as exc:
                 if _cut_off(exc):
-                    conn.terminate()
+                    _drop(conn)
                     await _distrust_idle(pool)
                 raise
             except BaseException:
-                conn.terminate()
+                _drop(conn)
                 raise
 
 

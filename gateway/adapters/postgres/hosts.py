@@ -88,6 +88,9 @@ class HostConnector:
         self.hosts = hosts
         self.last_good: DatabaseHost | None = None
         self._abandoned: asyncio.Task[asyncpg.Connection] | None = None
+        # What was last said about each host: a host that stays unusable (a lost primary
+        # still first in the URL) is reported once, not on every new connection.
+        self._reported: dict[DatabaseHost, HostOutcome] = {}
 
     async def connect(
         self,
@@ -184,7 +187,14 @@ class HostConnector:
         outcome = host_outcome(exc)
         if outcome is None:
             raise exc
-        log.warning(
+        if self._reported.get(host) is outcome:
+            level = logging.DEBUG
+        else:
+            # A standby the URL lists on purpose is no failure: said, but not warned.
+            level = logging.INFO if outcome is HostOutcome.NOT_MATCHING else logging.WARNING
+        self._reported[host] = outcome
+        log.log(
+            level,
             "database host unusable",
             extra={
                 "host": str(host),
@@ -207,8 +217,11 @@ class HostConnector:
     ) -> asyncpg.Connection:
         if host != self.last_good:
             if self.last_good is not None or failed or unanswered:
-                # A failover, or a host before it that was not usable: worth a line.
-                log.warning(
+                # A failover (a warning: the primary moved), or a host before it that was
+                # not usable on the first connection (info: each command's first
+                # connection says it, and the unusable host has had its own line).
+                log.log(
+                    logging.WARNING if self.last_good is not None else logging.INFO,
                     "database host chosen",
                     extra={
                         "host": str(host),
@@ -217,6 +230,7 @@ class HostConnector:
                     },
                 )
             self.last_good = host
+        self._reported.pop(host, None)  # usable again: its next failure is news
         return conn
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
+import asyncpg
 import pytest
 
 from gateway.adapters.postgres import (
@@ -114,3 +115,37 @@ async def test_the_readiness_probe_on_a_silent_server_answers_within_its_timeout
             started = time.monotonic()
             assert not await probe.ping()
             assert time.monotonic() - started < 2.5  # was 1 s + the 5 s statement timeout
+
+
+@pytest.mark.parametrize("borrow", [connection, transaction])
+async def test_a_block_that_dropped_its_connection_itself_keeps_its_cancellation(
+    database_url: str, borrow: Callable[[Pool], AbstractAsyncContextManager[Conn]]
+) -> None:
+    """A writer terminates its connection at its deadline, then the cancellation leaves
+    the block: asyncpg has detached that connection, and terminating it again must not
+    turn the cancellation into `DatabaseUnavailable` (a shutdown swallowed into a 503)."""
+    async with open_pool(database_url, max_size=1) as pool:
+        with pytest.raises(asyncio.CancelledError):
+            async with borrow(pool) as conn:
+                conn.terminate()
+                raise asyncio.CancelledError
+        async with connection(pool) as conn:
+            assert await conn.fetchval("SELECT 1") == 1
+
+
+async def test_a_serialization_failure_discards_only_its_own_connection(
+    database_url: str,
+) -> None:
+    """A transient refusal on a healthy server (here 40001) is no sign the server is
+    gone: the writer's connection is replaced, the pool's others are kept."""
+    async with open_pool(database_url, max_size=2) as pool:
+        before = await _backend_pids(pool, 2)
+        held = HeldConnection(pool)
+        conn = await held.get()
+        mine = await conn.fetchval("SELECT pg_backend_pid()")
+        # What `translate_errors` makes of a 40001: transient, the server answered.
+        cause = DatabaseUnavailable("database error 40001")
+        cause.__cause__ = asyncpg.SerializationError("could not serialize access")
+        await held.discard(cause)
+        after = await _backend_pids(pool, 2)
+        assert before - {mine} <= after, "a healthy connection was replaced"
