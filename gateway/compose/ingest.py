@@ -22,7 +22,11 @@ from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
 from gateway.backfill.task import ScheduledBackfill, scheduled
 from gateway.compose.backfill import scheduled_parts
-from gateway.compose.durability import DatabaseReadiness, watching_durability
+from gateway.compose.durability import (
+    DatabaseReadiness,
+    check_required_durability,
+    watching_durability,
+)
 from gateway.core.retention import key_horizon_warning
 from gateway.dlq.alerts import run_alerts
 from gateway.ingest.app import GatewayApp
@@ -134,19 +138,25 @@ async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[O
 
     Any number may run: they share the one outbox cursor, one sweeping at a time.
     """
+    # With `require_synchronous_standby`, refused before NATS is opened (and nothing said
+    # otherwise): the reading that may warn comes after NATS, so a stream that differs
+    # from the configuration stops start-up with its one line and no warning beside it.
+    await check_required_durability(settings)
     async with (
         tracing.configured(settings.tracing, "gateway-relay"),
         open_pool(settings.database_url, max_size=4) as pool,
-        watching_durability(pool, metrics, settings),  # may refuse: before NATS
     ):
         broker = JetStreamBroker(settings.nats, name="gateway-relay")
         await broker.start()
-        relay = OutboxRelay(pool, broker, settings.outbox, metrics)
-        await relay.start()
         try:
-            yield relay
+            async with watching_durability(pool, metrics, settings):
+                relay = OutboxRelay(pool, broker, settings.outbox, metrics)
+                await relay.start()
+                try:
+                    yield relay
+                finally:
+                    await relay.close()
         finally:
-            await relay.close()
             await broker.close()
 
 
