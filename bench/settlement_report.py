@@ -91,6 +91,8 @@ def _ordering_checks(backend: Backend) -> list[dict[str, Any]]:
 def ordering_table(result: dict[str, Any]) -> str:
     """Ordering off against on, printed after `--ordering both`."""
     off, on = result["off"], result["on"]
+    pairs = result.get("pairs", [])
+    spread = ", ".join(f"{r:.2f}" for r in pairs)
     verdict = "PASS" if result["passed"] else "FAIL"
     return "\n".join(
         [
@@ -102,7 +104,8 @@ def ordering_table(result: dict[str, Any]) -> str:
             f"({on['drain_events_per_s']:,.0f}/s after start-up), worker "
             f"{on['worker_cpu_us_per_event']} µs/event, postgres "
             f"{on['postgres_db_cpu_us_per_event']} µs/event",
-            f"on / off: {result['on_over_off']:.2f} (target >= {ORDERING_TARGET_RATIO}): {verdict}",
+            f"on / off: {result['on_over_off']:.2f} (target >= {ORDERING_TARGET_RATIO}): {verdict}"
+            + (f" (median of {len(pairs)} pairs: {spread})" if len(pairs) > 1 else ""),
         ]
     )
 

@@ -150,6 +150,12 @@ class KeyAnswers:
         else:
             await self.wait(msg, k, None)
 
+    @property
+    def answers(self) -> Answers:
+        """The worker's answers: a settled turn whose key moved is acked through it
+        directly (`turn_settled` adds nothing to that)."""
+        return self._answers
+
     async def turn_settled(
         self,
         msg: Delivery,

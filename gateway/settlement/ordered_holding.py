@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.adapters.jetstream.consumer import Delivery
@@ -54,10 +55,16 @@ class WaitingRoom:
     def __len__(self) -> int:
         return len(self._held)
 
-    def take(self) -> tuple[list[Held], dict[int, float]]:
-        """Every held message, to be planned again (each comes back by `hold`), and when
-        the stream last heard of each."""
-        held, self._held = self._held, []
+    def take(
+        self, taking: Callable[[Event], bool] = lambda event: True
+    ) -> tuple[list[Held], dict[int, float]]:
+        """The held messages whose events `taking` takes, to be planned again (each
+        comes back by `hold`; the rest stay), and when the stream last heard of each."""
+        held: list[Held] = []
+        kept: list[Held] = []
+        for h in self._held:
+            (held if taking(h.item[0]) else kept).append(h)
+        self._held = kept
         return held, {id(h.msg): h.told_s for h in held}
 
     def hold(
@@ -72,6 +79,16 @@ class WaitingRoom:
             self._metrics.order_gap_waits_total.inc(provider=k.provider)
             told_s = time.monotonic()
         self._held.append(Held(msg, item, told_s))
+        return True
+
+    def carry(self, messages: list[tuple[Delivery, tuple[Event, int]]]) -> bool:
+        """Hold just-delivered messages for the next batch's plan (their keys are being
+        moved by a batch in flight), uncounted: they do not wait for a gap. False, and
+        none held, when they do not all fit."""
+        if len(self._held) + len(messages) > self._max_held:
+            return False
+        now_s = time.monotonic()  # just delivered: the stream's ack_wait starts now
+        self._held.extend(Held(msg, item, now_s) for msg, item in messages)
         return True
 
     async def tell_progress(self) -> None:

@@ -7,7 +7,6 @@ become `BrokerUnavailable` here; a fetch that times out is an empty batch.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 
 import nats.errors
@@ -51,43 +50,38 @@ class Delivery:
     """
 
     # One of these per message on the settlement hot path: slots, no dict.
-    __slots__ = ("_msg", "data", "headers", "subject")
+    __slots__ = ("_msg", "_read", "data", "headers", "subject")
 
     def __init__(self, msg: Msg) -> None:
         self._msg = msg
         self.subject: str = msg.subject
         self.headers: Mapping[str, str] = msg.headers or _NO_HEADERS
         self.data: bytes = msg.data or b""
+        self._read: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         return f"Delivery(subject={self.subject!r}, headers={dict(self.headers)!r})"
 
     @property
     def num_delivered(self) -> int:
-        """How often the stream has delivered this message, this time included. Parsed
-        from the reply subject on first read, so a message whose reply cannot be read
-        raises where the worker reads it, not in the middle of a fetch."""
-        # The common reply subject ($JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.
-        # <consumer seq>.<time>.<pending>) read directly: nats-py's full metadata (two
-        # dataclasses and a datetime) cost more than the rest of reading the message.
-        reply = self._msg.reply
-        tokens: list[str] = reply.split(".") if reply else []
-        if len(tokens) == _V1_REPLY_TOKENS and tokens[0] == "$JS" and tokens[1] == "ACK":
-            with contextlib.suppress(ValueError):
-                return int(tokens[4])
-        return self._msg.metadata.num_delivered  # other layouts, or the library's error
+        """How often the stream has delivered this message, this time included. Read
+        from the reply subject where the worker first asks, so a message whose reply
+        cannot be read raises there, not in the middle of a fetch."""
+        return self._counts()[0]
 
     @property
     def stream_seq(self) -> int:
         """The message's sequence in the stream, the same in every delivery of it (the
-        ordering gate tells a redelivery of a message it holds by it), from the reply
-        subject as `num_delivered` reads it."""
-        reply = self._msg.reply
-        tokens: list[str] = reply.split(".") if reply else []
-        if len(tokens) == _V1_REPLY_TOKENS and tokens[0] == "$JS" and tokens[1] == "ACK":
-            with contextlib.suppress(ValueError):
-                return int(tokens[5])
-        return self._msg.metadata.sequence.stream  # other layouts, or the library's error
+        ordering gate tells a redelivery of a message it holds by it)."""
+        return self._counts()[1]
+
+    def _counts(self) -> tuple[int, int]:
+        """(delivery count, stream sequence), read once: the ordering gate asks for them
+        several times per message."""
+        counts = self._read
+        if counts is None:
+            counts = self._read = _reply_counts(self._msg)
+        return counts
 
     async def ack(self) -> None:
         """Done: the stream forgets the message."""
@@ -117,6 +111,24 @@ class Delivery:
             await self._msg.term()
         except NATS_ERRORS as exc:
             raise BrokerUnavailable(f"term not sent: {type(exc).__name__}") from exc
+
+
+def _reply_counts(msg: Msg) -> tuple[int, int]:
+    """(delivery count, stream sequence) of a delivered message.
+
+    The common reply subject ($JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.
+    <consumer seq>.<time>.<pending>) is read directly: nats-py's full metadata (two
+    dataclasses and a datetime) cost more than the rest of reading the message.
+    """
+    reply = msg.reply
+    tokens: list[str] = reply.split(".") if reply else []
+    if len(tokens) == _V1_REPLY_TOKENS and tokens[0] == "$JS" and tokens[1] == "ACK":
+        try:
+            return int(tokens[4]), int(tokens[5])
+        except ValueError:
+            pass
+    metadata = msg.metadata  # other layouts, or the library's error
+    return metadata.num_delivered, metadata.sequence.stream
 
 
 class DurablePullConsumer:

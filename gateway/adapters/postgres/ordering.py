@@ -11,8 +11,8 @@ waits for the first, then finds the key past it and changes nothing. Callers run
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.errors import DatabaseError, DatabaseUnavailable
@@ -35,9 +35,9 @@ Key = tuple[str, str]
 KeySeq = tuple[str, str, int]
 
 
-@dataclass(frozen=True)
-class KeyState:
-    """A key's position and hold; a key without a row is at 0 and not held."""
+class KeyState(NamedTuple):
+    """A key's position and hold; a key without a row is at 0 and not held. (Named
+    tuples, as `Advance`: one per key of every batch the ordering gate settles.)"""
 
     applied_seq: int = 0
     progressed_at: datetime | None = None
@@ -55,8 +55,7 @@ class KeyState:
 UNSEEN = KeyState()
 
 
-@dataclass(frozen=True)
-class Advance:
+class Advance(NamedTuple):
     """Move a key to `key_seq` with this `order_log` outcome ('applied', 'deferred',
     'skipped'); `actor` and `note` for an operator's skip."""
 
@@ -214,6 +213,67 @@ async def _locked(conn: Conn, keys: Sequence[Key]) -> dict[Key, int]:
     raise DatabaseUnavailable(f"{len(missing)} ordering key(s) could not be locked")
 
 
+# The common case in one statement: each key's one step continues it (a round of the
+# settlement gate moves every key by its next number). The compare-and-set is the
+# UPDATE's own WHERE, checked again on the newest version of a row another transaction
+# was moving (so a second copy of an event moves nothing), and the log rows come from
+# the rows it moved (no join). A key's first number creates its row. What neither
+# moved (a step after a gap or at or below the position, a key being created by
+# another transaction at the same moment) is left to `_LOCK` and `_MOVE`.
+_STEP = """
+WITH t AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[],
+                         $6::text[], $7::text[])
+        AS t(provider, order_key, key_seq, outcome, event_id, actor, note)
+), moved AS (
+    UPDATE order_applied a
+    SET applied_seq = t.key_seq,
+        progressed_at = now(),
+        held_seq = CASE WHEN a.held_seq <= t.key_seq THEN NULL ELSE a.held_seq END,
+        held_dlq_id = CASE WHEN a.held_seq <= t.key_seq THEN NULL ELSE a.held_dlq_id END,
+        hold_reason = CASE WHEN a.held_seq <= t.key_seq THEN NULL ELSE a.hold_reason END,
+        held_at = CASE WHEN a.held_seq <= t.key_seq THEN NULL ELSE a.held_at END
+    FROM t
+    WHERE a.provider = t.provider AND a.order_key = t.order_key
+      AND a.applied_seq = t.key_seq - 1
+    RETURNING t.*
+), created AS (
+    INSERT INTO order_applied AS a (provider, order_key, applied_seq)
+    SELECT provider, order_key, 1 FROM t
+    WHERE key_seq = 1
+      AND NOT EXISTS (SELECT 1 FROM moved m
+                      WHERE m.provider = t.provider AND m.order_key = t.order_key)
+    ORDER BY provider, order_key
+    ON CONFLICT (provider, order_key) DO NOTHING
+    RETURNING provider, order_key
+), logged AS (
+    INSERT INTO order_log (provider, order_key, key_seq, outcome, event_id, actor, note)
+    SELECT * FROM moved
+    UNION ALL
+    SELECT t.* FROM t JOIN created c USING (provider, order_key)
+    RETURNING provider, order_key, key_seq
+)
+SELECT provider, order_key, key_seq FROM logged
+"""
+
+
+async def _step_each(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
+    """`_STEP` for steps of distinct keys: the (provider, key, seq) it moved. In key
+    order, as `_LOCK` locks, so two workers moving the same keys rarely wait crosswise."""
+    steps = sorted(steps, key=lambda s: (s.provider, s.order_key))
+    rows = await conn.fetch(
+        _STEP,
+        [s.provider for s in steps],
+        [s.order_key for s in steps],
+        [s.key_seq for s in steps],
+        [s.outcome for s in steps],
+        [s.event_id for s in steps],
+        [s.actor for s in steps],
+        [s.note for s in steps],
+    )
+    return {(r["provider"], r["order_key"], int(r["key_seq"])) for r in rows}
+
+
 async def advance(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
     """Move each key through its steps that continue it from where it is; the
     (provider, key, seq) that moved. A step at or below the key's position, or after
@@ -225,6 +285,18 @@ async def advance(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
         with translate_errors():
             async with conn.transaction():
                 return await advance(conn, steps)
+    moved: set[KeySeq] = set()
+    if len({(s.provider, s.order_key) for s in steps}) == len(steps):
+        with translate_errors():
+            moved = await _step_each(conn, steps)
+        if len(moved) == len(steps):
+            return moved
+        steps = [s for s in steps if (s.provider, s.order_key, s.key_seq) not in moved]
+    return moved | await _advance_runs(conn, steps)
+
+
+async def _advance_runs(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
+    """`advance` by `_LOCK` and `_MOVE`: any steps, several of a key included."""
     keys = sorted({(s.provider, s.order_key) for s in steps})
     with translate_errors():
         applied = await _locked(conn, keys)
