@@ -43,6 +43,46 @@ async def test_a_run_of_one_key_moves_in_one_call_and_a_gap_stops_it(database_ur
         await conn.close()
 
 
+async def test_one_step_for_each_of_many_keys_moves_those_that_continue(
+    database_url: str,
+) -> None:
+    """One call, one step per key (a round of the gate): a key continuing from where it
+    is moves, a key's first number creates it, a held key moving to its hold is
+    released; a gap, a repeat and a number past a missing first move nothing, and what
+    moved is logged once in the order given per key."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await ordering.advance(conn, [step(1, "on"), step(1, "repeat"), step(1, "held")])
+        await ordering.hold(conn, "stripe", "held", 2, 5, "UNKNOWN_MERCHANT")
+        moved = await ordering.advance(
+            conn,
+            [
+                step(2, "on"),
+                step(1, "new"),
+                step(3, "gap"),
+                step(1, "repeat"),
+                step(2, "held"),
+                step(4, "on_gap"),
+            ],
+        )
+        assert moved == {("stripe", "on", 2), ("stripe", "new", 1), ("stripe", "held", 2)}
+        keys = [("stripe", k) for k in ("on", "new", "gap", "repeat", "held", "on_gap")]
+        state = await ordering.states(conn, keys)
+        assert {k[1]: (s.applied_seq, s.held) for k, s in state.items()} == {
+            "on": (2, False),
+            "new": (1, False),
+            "gap": (0, False),
+            "repeat": (1, False),
+            "held": (2, False),
+            "on_gap": (0, False),
+        }
+        assert await log_of(conn, "on") == [(1, "applied"), (2, "applied")]
+        assert await log_of(conn, "repeat") == [(1, "applied")]
+        assert await log_of(conn, "gap") == []
+    finally:
+        await conn.close()
+
+
 async def test_two_transactions_moving_one_key_move_it_once(database_url: str) -> None:
     """Both copies of seq 1 (and of 2 on an existing row) try at once: one moves it."""
     a, b = await asyncpg.connect(database_url), await asyncpg.connect(database_url)

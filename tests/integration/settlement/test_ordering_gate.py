@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
 from gateway.core.settlement import merchant_account
+from gateway.settlement.ordered_holding import WaitingRoom
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
 from tests.support.gateway import config
@@ -345,3 +346,69 @@ async def test_a_message_delivered_again_while_held_is_answered_once_and_never_l
     await drain(worker, stream, random.Random(3))
     assert await merchant_balance(parts, "m_again") == 800
     assert await violations(conn) == []
+
+
+async def drain_in_flight(
+    worker: SettlementWorker, stream: MemoryStream, *, batch: int, in_flight: int = 3
+) -> None:
+    """As the worker's loop: batches fetched in stream order, up to `in_flight` of them
+    settling at once, and an empty batch now and then while the gate holds messages."""
+    running: set[asyncio.Task[None]] = set()
+    for _ in range(2000):
+        while stream.pending and len(running) < in_flight:
+            fetched = stream.fetch(batch)
+            running.add(asyncio.create_task(worker.handle(fetched)))  # type: ignore[arg-type]
+        if running:
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        elif worker.holding:
+            await asyncio.sleep(0.02)
+            await worker.handle([])
+        else:
+            return
+    raise AssertionError(f"not drained: {len(stream.pending)} pending")
+
+
+async def test_batches_in_flight_together_settle_each_key_in_order(
+    parts: SettlementParts, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100 payments of five events each on the stream key after key, as a busy stream
+    carries them, settled three batches at a time: the messages of keys a batch in
+    flight is still moving are carried to a later batch (the path is taken), and every
+    payment settles in its order with the in-order balance and a gapless log."""
+    run = uuid.uuid4().hex[:8]
+    payments = [
+        Payment("billing", f"pay_{run}_{k}", f"m_{run}_{k}", 10_000, [100, 200, 300, 400])
+        for k in range(100)
+    ]
+    await open_merchants(parts, [p.merchant for p in payments])
+    stream = MemoryStream()
+    by_payment = [p.events() for p in payments]
+    for seq in range(5):  # key after key: a batch of 55 shares a few keys with the last
+        stream.publish(*(events[seq] for events in by_payment))
+    carried: list[int] = []
+    carry = WaitingRoom.carry
+
+    def counting(room: WaitingRoom, messages: list[Any]) -> bool:
+        carried.append(len(messages))
+        return carry(room, messages)
+
+    monkeypatch.setattr(WaitingRoom, "carry", counting)
+    await drain_in_flight(SettlementWorker(parts), stream, batch=55)
+
+    assert carried, "no batch carried messages to a later one: the test missed its path"
+    for p in payments:
+        assert await merchant_balance(parts, p.merchant) == p.balance_minor, p.payment_id
+        expected = ["capture", *(f"{p.payment_id}_r{i}" for i in range(1, 5))]
+        assert await posting_order(conn, p.payment_id) == expected
+    log = await conn.fetch(
+        "SELECT order_key, array_agg(key_seq ORDER BY id) AS seqs FROM order_log"
+        " WHERE order_key LIKE $1 GROUP BY order_key",
+        f"pay_{run}_%",
+    )
+    assert {r["order_key"]: list(r["seqs"]) for r in log} == {
+        p.payment_id: [1, 2, 3, 4, 5] for p in payments
+    }
+    assert await violations(conn) == []
+    assert not stream.out and not stream.pending
