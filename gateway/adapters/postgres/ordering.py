@@ -119,6 +119,19 @@ async def still_owed(conn: Conn, items: Sequence[KeySeq]) -> set[KeySeq]:
     return {(r["provider"], r["order_key"], int(r["key_seq"])) for r in rows}
 
 
+def _moved_to(seq: str) -> str:
+    """The SET list of an `order_applied a` row moved to `seq` (an SQL expression): a
+    hold at or below it is released with it."""
+    held = f"a.held_seq <= {seq}"
+    return (
+        f"applied_seq = {seq}, progressed_at = now(),"
+        f" held_seq = CASE WHEN {held} THEN NULL ELSE a.held_seq END,"
+        f" held_dlq_id = CASE WHEN {held} THEN NULL ELSE a.held_dlq_id END,"
+        f" hold_reason = CASE WHEN {held} THEN NULL ELSE a.hold_reason END,"
+        f" held_at = CASE WHEN {held} THEN NULL ELSE a.held_at END"
+    )
+
+
 # Two statements for a batch of steps, in the caller's transaction.
 #
 # 1. `_LOCK`: each key's applied_seq, its row locked until commit. A key without a row
@@ -157,15 +170,10 @@ UNION ALL
 SELECT provider, order_key, applied_seq FROM created
 """
 
-_MOVE = """
+_MOVE = f"""
 WITH moved AS (
     UPDATE order_applied a
-    SET applied_seq = t.to_seq,
-        progressed_at = now(),
-        held_seq = CASE WHEN a.held_seq <= t.to_seq THEN NULL ELSE a.held_seq END,
-        held_dlq_id = CASE WHEN a.held_seq <= t.to_seq THEN NULL ELSE a.held_dlq_id END,
-        hold_reason = CASE WHEN a.held_seq <= t.to_seq THEN NULL ELSE a.hold_reason END,
-        held_at = CASE WHEN a.held_seq <= t.to_seq THEN NULL ELSE a.held_at END
+    SET {_moved_to("t.to_seq")}
     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
          AS t(provider, order_key, from_seq, to_seq)
     WHERE a.provider = t.provider AND a.order_key = t.order_key
@@ -178,7 +186,7 @@ WITH moved AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM logged) AS logged
-"""
+"""  # noqa: S608 - only constants are interpolated
 
 
 def runs(steps: Sequence[Advance], applied: dict[Key, int]) -> list[Advance]:
@@ -220,19 +228,14 @@ async def _locked(conn: Conn, keys: Sequence[Key]) -> dict[Key, int]:
 # the rows it moved (no join). A key's first number creates its row. What neither
 # moved (a step after a gap or at or below the position, a key being created by
 # another transaction at the same moment) is left to `_LOCK` and `_MOVE`.
-_STEP = """
+_STEP = f"""
 WITH t AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[],
                          $6::text[], $7::text[])
         AS t(provider, order_key, key_seq, outcome, event_id, actor, note)
 ), moved AS (
     UPDATE order_applied a
-    SET applied_seq = t.key_seq,
-        progressed_at = now(),
-        held_seq = CASE WHEN a.held_seq <= t.key_seq THEN NULL ELSE a.held_seq END,
-        held_dlq_id = CASE WHEN a.held_seq <= t.key_seq THEN NULL ELSE a.held_dlq_id END,
-        hold_reason = CASE WHEN a.held_seq <= t.key_seq THEN NULL ELSE a.hold_reason END,
-        held_at = CASE WHEN a.held_seq <= t.key_seq THEN NULL ELSE a.held_at END
+    SET {_moved_to("t.key_seq")}
     FROM t
     WHERE a.provider = t.provider AND a.order_key = t.order_key
       AND a.applied_seq = t.key_seq - 1
@@ -254,7 +257,7 @@ WITH t AS (
     RETURNING provider, order_key, key_seq
 )
 SELECT provider, order_key, key_seq FROM logged
-"""
+"""  # noqa: S608 - only constants are interpolated
 
 
 async def _step_each(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
