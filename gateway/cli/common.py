@@ -194,15 +194,40 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def operator_family(parent: argparse.ArgumentParser, dest: str) -> tuple[Any, OneLineParser]:
+@dataclass(frozen=True)
+class OperatorFamily:
     """The sub-command table of an operator family (`gateway dlq ...`, `gateway events
-    ...`) and the common flags' parent for its commands, both reporting in one line."""
+    ...`, `gateway ordering ...`) with the common flags' parent for its commands, both
+    reporting in one line."""
+
+    sub: argparse._SubParsersAction[OneLineParser]
+    common: OneLineParser
+
+    def add(
+        self,
+        name: str,
+        func: Callable[[argparse.Namespace], int],
+        text: str,
+        about: str,
+        examples: tuple[str, ...],
+    ) -> OneLineParser:
+        """One command of the family: its one-line `text` for the family's list, its
+        `about` and `examples` for its own --help, run by `func`."""
+        p = self.sub.add_parser(
+            name, help=text, parents=[self.common], **help_texts(about, examples)
+        )
+        p.set_defaults(func=func)
+        return p
+
+
+def operator_family(parent: argparse.ArgumentParser, dest: str) -> OperatorFamily:
+    """The family's sub-command table under `parent` (the command chosen in `dest`)."""
     common = OneLineParser(add_help=False)
     common_parser(common)
     sub = parent.add_subparsers(
         dest=dest, required=True, metavar="COMMAND", parser_class=OneLineParser
     )
-    return sub, common
+    return OperatorFamily(sub, common)
 
 
 def operator_command(

@@ -19,7 +19,6 @@ from gateway.cli.common import (
     ROWS_REPLAYED,
     ROWS_SHOWN,
     Number,
-    OneLineParser,
     SubParsers,
     help_texts,
     load_settings,
@@ -199,20 +198,6 @@ async def run_once_body(settings: Settings, args: argparse.Namespace, _: DlqFilt
     return 0
 
 
-def _parser(
-    sub: argparse._SubParsersAction[OneLineParser],
-    common: OneLineParser,
-    name: str,
-    body: Body,
-    text: str,
-    about: str,
-    examples: tuple[str, ...],
-) -> OneLineParser:
-    p = sub.add_parser(name, help=text, parents=[common], **help_texts(about, examples))
-    p.set_defaults(func=_command(body))
-    return p
-
-
 def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
     each = "(repeatable)"
     p.add_argument("--stage", action="append", help=f"ingest, publish or settlement {each}")
@@ -262,12 +247,10 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
             ),
         ),
     )
-    sub, common_one_line = operator_family(dlq, "dlq_command")
-    p = _parser(
-        sub,
-        common_one_line,
+    family = operator_family(dlq, "dlq_command")
+    p = family.add(
         "list",
-        list_body,
+        _command(list_body),
         "List dead-letter rows (oldest failure first).",
         """List dead-letter rows matching the filters, oldest failure first: id, stage,
         provider, event id, error class, attempts and age. Open rows only unless
@@ -279,22 +262,18 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     )
     _filters(p, states=True)
     p.add_argument("--limit", type=ROWS_SHOWN, default=50, help="most rows shown (default 50)")
-    p = _parser(
-        sub,
-        common_one_line,
+    p = family.add(
         "show",
-        show_body,
+        _command(show_body),
         "Show one row: payload, headers, error, stack.",
         """Show everything kept about one dead letter: the original payload and headers,
         the error class, message and stack, the attempts and, once resolved, how.""",
         (f"gateway dlq show 412 {CFG}", f"gateway dlq show 412 --json {CFG}"),
     )
     p.add_argument("id", metavar="ID")
-    p = _parser(
-        sub,
-        common_one_line,
+    p = family.add(
         "replay",
-        replay_body,
+        _command(replay_body),
         "Run the rows' stage again; resolve what succeeds.",
         """Run the failed stage again for the rows chosen by --id or by --all with the
         filters; rows that succeed are marked resolved, rows that fail again stay open
@@ -324,11 +303,9 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         action="store_true",
         help="oldest first, ignoring each key's order (default: a key's rows in key_seq order)",
     )
-    p = _parser(
-        sub,
-        common_one_line,
+    p = family.add(
         "resolve",
-        resolve_body,
+        _command(resolve_body),
         "Mark a row handled by hand, with the cause.",
         """Mark one open row as handled outside the gateway (refunded by support, say),
         keeping --note as the documented cause and the operator's login name. A row
@@ -337,29 +314,25 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     )
     p.add_argument("id", metavar="ID")
     p.add_argument("--note", required=True, help="what was done, kept as the documented cause")
-    _parser(
-        sub,
-        common_one_line,
+    family.add(
         "stats",
-        stats_body,
+        _command(stats_body),
         "Unresolved rows by stage and class, recent, oldest.",
         """The dead-letter table's health: unresolved rows by stage and error class, how
         many arrived recently and how old the oldest open one is.""",
         (f"gateway dlq stats {CFG}", f"gateway dlq stats --json {CFG}"),
     )
-    p = sub.add_parser(
+    p = family.add(
         "run-jobs",
-        help="Run the replay jobs planned in the console.",
-        parents=[common_one_line],
-        **help_texts(
-            """Run replay jobs (planned in the console or its API) until SIGINT or SIGTERM:
-            claim the oldest planned job, replay its rows one at a time in the plan's order
-            with the same code as 'gateway dlq replay' (events: 'gateway events replay'),
-            record each row's outcome, and honour pause and cancel between rows. A job
-            whose runner stopped sending heartbeats for 30 s is taken over; rows already
-            done are not run again. Any number of runners may run.""",
-            (f"gateway dlq run-jobs {CFG}", f"gateway dlq run-jobs --once {CFG}"),
-        ),
+        run_jobs_command,
+        "Run the replay jobs planned in the console.",
+        """Run replay jobs (planned in the console or its API) until SIGINT or SIGTERM:
+        claim the oldest planned job, replay its rows one at a time in the plan's order
+        with the same code as 'gateway dlq replay' (events: 'gateway events replay'),
+        record each row's outcome, and honour pause and cancel between rows. A job
+        whose runner stopped sending heartbeats for 30 s is taken over; rows already
+        done are not run again. Any number of runners may run.""",
+        (f"gateway dlq run-jobs {CFG}", f"gateway dlq run-jobs --once {CFG}"),
     )
     p.add_argument("--once", action="store_true", help="run the jobs runnable now, then exit")
     p.add_argument(
@@ -369,4 +342,3 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         metavar="S",
         help="seconds between looks for a new job when idle (default 2)",
     )
-    p.set_defaults(func=run_jobs_command)

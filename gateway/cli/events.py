@@ -170,18 +170,10 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
             ),
         ),
     )
-    sub, common_one_line = operator_family(events, "events_command")
-
-    def parser(name: str, body: Body, text: str, about: str, examples: tuple[str, ...]) -> Any:
-        p = sub.add_parser(
-            name, help=text, parents=[common_one_line], **help_texts(about, examples)
-        )
-        p.set_defaults(func=_command(body))
-        return p
-
-    p = parser(
+    family = operator_family(events, "events_command")
+    p = family.add(
         "list",
-        list_body,
+        _command(list_body),
         "List accepted events (newest first).",
         """List accepted events matching the filters, newest first: row id, provider,
         event id, type, source (live or backfill), when it was received and whether it
@@ -193,9 +185,9 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     )
     _filters(p)
     p.add_argument("--limit", type=ROWS_SHOWN, default=50, help="most rows shown (default 50)")
-    p = parser(
+    p = family.add(
         "show",
-        show_body,
+        _command(show_body),
         "Show one event: fields, headers, body.",
         """Show one accepted event by row id: its fields, the headers kept (secrets
         redacted) and the body, as indented JSON where it is JSON. A body that retention
@@ -203,9 +195,9 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         (f"gateway events show 1234 {CFG}", f"gateway events show 1234 --json {CFG}"),
     )
     p.add_argument("row_id", metavar="ID", help="the event's row id (see list)")
-    p = parser(
+    p = family.add(
         "replay",
-        replay_body,
+        _command(replay_body),
         "Publish chosen events to the stream again.",
         """Publish the events chosen by --id or --event-id, or by --all with the filters,
         to the stream again in the order they were recorded. Each message gets its own

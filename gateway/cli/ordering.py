@@ -155,18 +155,10 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
             ),
         ),
     )
-    sub, common_one_line = operator_family(ordering, "ordering_command")
-
-    def parser(name: str, body: Body, text: str, about: str, examples: tuple[str, ...]) -> Any:
-        p = sub.add_parser(
-            name, help=text, parents=[common_one_line], **help_texts(about, examples)
-        )
-        p.set_defaults(func=_command(body))
-        return p
-
-    p = parser(
+    family = operator_family(ordering, "ordering_command")
+    p = family.add(
         "keys",
-        keys_body,
+        _command(keys_body),
         "List keys: applied and last sequence, hold.",
         """List ordered keys, most recently numbered first (with --held, held keys only,
         oldest hold first): provider, key, the sequence settlement applied up to and the
@@ -180,9 +172,9 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     p.add_argument("--held", action="store_true", help="held keys only, oldest hold first")
     p.add_argument("--provider", help="one provider's keys (e.g. stripe, service:billing)")
     p.add_argument("--limit", type=ROWS_SHOWN, default=50, help="most keys shown (default 50)")
-    p = parser(
+    p = family.add(
         "release",
-        release_body,
+        _command(release_body),
         "Release a held key: skip its blocking event.",
         """Release a held key: its blocking dead letter is resolved by hand with --note
         and the operator's login name, the key moves past it (logged as skipped), and

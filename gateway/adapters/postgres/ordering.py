@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.errors import DatabaseError, DatabaseUnavailable
@@ -260,20 +260,16 @@ SELECT provider, order_key, key_seq FROM logged
 """  # noqa: S608 - only constants are interpolated
 
 
+def _columns(steps: Sequence[Advance]) -> list[list[Any]]:
+    """Non-empty steps as the seven arrays the statements take, in `Advance`'s order."""
+    return [list(column) for column in zip(*steps, strict=True)]
+
+
 async def _step_each(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
     """`_STEP` for steps of distinct keys: the (provider, key, seq) it moved. In key
     order, as `_LOCK` locks, so two workers moving the same keys rarely wait crosswise."""
     steps = sorted(steps, key=lambda s: (s.provider, s.order_key))
-    rows = await conn.fetch(
-        _STEP,
-        [s.provider for s in steps],
-        [s.order_key for s in steps],
-        [s.key_seq for s in steps],
-        [s.outcome for s in steps],
-        [s.event_id for s in steps],
-        [s.actor for s in steps],
-        [s.note for s in steps],
-    )
+    rows = await conn.fetch(_STEP, *_columns(steps))
     return {(r["provider"], r["order_key"], int(r["key_seq"])) for r in rows}
 
 
@@ -315,13 +311,7 @@ async def _advance_runs(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
             [k[1] for k in last],
             [applied[k] for k in last],
             list(last.values()),
-            [s.provider for s in chosen],
-            [s.order_key for s in chosen],
-            [s.key_seq for s in chosen],
-            [s.outcome for s in chosen],
-            [s.event_id for s in chosen],
-            [s.actor for s in chosen],
-            [s.note for s in chosen],
+            *_columns(chosen),
         )
     if row is None or row["moved"] != len(last) or row["logged"] != len(chosen):
         raise DatabaseError("a locked ordering key moved under its lock", None)
