@@ -34,23 +34,27 @@ PROGRESS_SHARE = 1 / 3
 
 @dataclass(slots=True)
 class Held:
-    """A waiting message held in the worker; `told_s`: when the stream last heard it is
-    in progress (monotonic)."""
+    """A message held in the worker; `told_s`: when the stream last heard it is in
+    progress (monotonic); `waited`: False for one carried from a batch (`carry`) that
+    has not waited for a predecessor yet."""
 
     msg: Delivery
     item: tuple[Event, int]
     told_s: float
+    waited: bool = True
 
 
 class WaitingRoom:
-    """The held messages of one worker, at most `max_held` of them: with the batches in
-    flight they stay within the consumer's `max_ack_pending`."""
+    """The held messages of one worker, at most `max_held` of them (with the batches in
+    flight they stay within the consumer's `max_ack_pending`), and one delivery of each
+    stream message: a message delivered again while an earlier delivery is held is held
+    as its newest delivery only, so it is planned (and answered) once."""
 
     def __init__(self, metrics: Metrics, ack_wait_s: float, max_held: int) -> None:
         self._metrics = metrics
         self._progress_s = ack_wait_s * PROGRESS_SHARE
         self._max_held = max_held
-        self._held: list[Held] = []
+        self._held: dict[int, Held] = {}  # by stream sequence
 
     def __len__(self) -> int:
         return len(self._held)
@@ -59,13 +63,12 @@ class WaitingRoom:
         self, taking: Callable[[Event], bool] = lambda event: True
     ) -> tuple[list[Held], dict[int, float]]:
         """The held messages whose events `taking` takes, to be planned again (each
-        comes back by `hold`; the rest stay), and when the stream last heard of each."""
-        held: list[Held] = []
-        kept: list[Held] = []
-        for h in self._held:
-            (held if taking(h.item[0]) else kept).append(h)
-        self._held = kept
-        return held, {id(h.msg): h.told_s for h in held}
+        comes back by `hold`; the rest stay), and when the stream last heard of each
+        that has waited already."""
+        held = [h for h in self._held.values() if taking(h.item[0])]
+        for h in held:
+            del self._held[h.msg.stream_seq]
+        return held, {id(h.msg): h.told_s for h in held if h.waited}
 
     def hold(
         self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: dict[int, float]
@@ -75,26 +78,38 @@ class WaitingRoom:
         if len(self._held) >= self._max_held:
             return False
         told_s = told.get(id(msg))
-        if told_s is None:  # just delivered: the stream's ack_wait starts now
+        if told_s is None:  # its first wait: counted, and the progress clock starts
+            # (a carried message's ack_wait began a batch earlier: well inside the
+            # two-thirds of ack_wait_s the next progress message leaves to spare)
             self._metrics.order_gap_waits_total.inc(provider=k.provider)
             told_s = time.monotonic()
-        self._held.append(Held(msg, item, told_s))
+        self._keep(Held(msg, item, told_s))
         return True
 
     def carry(self, messages: list[tuple[Delivery, tuple[Event, int]]]) -> bool:
         """Hold just-delivered messages for the next batch's plan (their keys are being
-        moved by a batch in flight), uncounted: they do not wait for a gap. False, and
-        none held, when they do not all fit."""
-        if len(self._held) + len(messages) > self._max_held:
+        moved by a batch in flight), uncounted: they do not wait for a gap. At most half
+        the room, so messages that do wait keep a place; False, and none held, when
+        they do not all fit."""
+        if len(self._held) + len(messages) > self._max_held // 2:
             return False
         now_s = time.monotonic()  # just delivered: the stream's ack_wait starts now
-        self._held.extend(Held(msg, item, now_s) for msg, item in messages)
+        for msg, item in messages:
+            self._keep(Held(msg, item, now_s, waited=False))
         return True
+
+    def _keep(self, held: Held) -> None:
+        """Hold `held`, unless a later delivery of its message is held already (an
+        earlier one gives way: the stream answers only the newest delivery's ack)."""
+        seq = held.msg.stream_seq
+        other = self._held.get(seq)
+        if other is None or other.msg.num_delivered <= held.msg.num_delivered:
+            self._held[seq] = held
 
     async def tell_progress(self) -> None:
         """The stream hears that the held messages are still in progress, in time."""
         now_s = time.monotonic()
-        due = [h for h in self._held if now_s - h.told_s >= self._progress_s]
+        due = [h for h in self._held.values() if now_s - h.told_s >= self._progress_s]
         for h in due:
             h.told_s = now_s
         results = await asyncio.gather(*(h.msg.in_progress() for h in due), return_exceptions=True)
@@ -103,8 +118,8 @@ class WaitingRoom:
 
     async def put_back(self) -> None:
         """Stopping: every held message goes back to the stream, for another worker."""
-        held, self._held = self._held, []
-        for h in held:
+        held, self._held = self._held, {}
+        for h in held.values():
             try:
                 await h.msg.nak(0.0)
             except Exception:  # not answered: redelivered after ack_wait, and harmless

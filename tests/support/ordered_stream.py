@@ -78,6 +78,8 @@ class Message:
 
     def _answer(self, answer: str) -> None:
         if self.answer is not None:
+            # Kept as well as raised: the worker logs and swallows what an answer raises.
+            self._stream.twice.append(f"{self!r}: {self.answer}, then {answer}")
             raise AssertionError(f"{self!r} answered twice: {self.answer}, then {answer}")
         self.answer = answer
         self._stream.answered(self)
@@ -93,6 +95,7 @@ class MemoryStream:
         self.answers: list[tuple[Published, str]] = []
         self.out: set[int] = set()  # ids of messages handed out and not answered yet
         self.removed: set[int] = set()  # stream sequences acked or termed
+        self.twice: list[str] = []  # deliveries answered more than once (a bug)
         self._next_seq = 0
 
     def publish(self, *events: Published) -> None:

@@ -266,8 +266,10 @@ def _columns(steps: Sequence[Advance]) -> list[list[Any]]:
 
 
 async def _step_each(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
-    """`_STEP` for steps of distinct keys: the (provider, key, seq) it moved. In key
-    order, as `_LOCK` locks, so two workers moving the same keys rarely wait crosswise."""
+    """`_STEP` for steps of distinct keys: the (provider, key, seq) it moved. Sent in
+    key order, which the planner mostly keeps (a nested loop over the steps); where two
+    workers still lock shared keys crosswise, PostgreSQL ends one with a deadlock error,
+    a transient failure its events are retried for, as with `_LOCK`."""
     steps = sorted(steps, key=lambda s: (s.provider, s.order_key))
     rows = await conn.fetch(_STEP, *_columns(steps))
     return {(r["provider"], r["order_key"], int(r["key_seq"])) for r in rows}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import pytest
 
 from gateway.adapters.postgres import ordering
 from gateway.adapters.postgres.ordering import Advance
@@ -44,16 +45,27 @@ async def test_a_run_of_one_key_moves_in_one_call_and_a_gap_stops_it(database_ur
 
 
 async def test_one_step_for_each_of_many_keys_moves_those_that_continue(
-    database_url: str,
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One call, one step per key (a round of the gate): a key continuing from where it
     is moves, a key's first number creates it, a held key moving to its hold is
     released; a gap, a repeat and a number past a missing first move nothing, and what
     moved is logged once in the order given per key."""
+    left: list[Advance] = []
+    runs_of = ordering._advance_runs
+
+    async def spying(conn: asyncpg.Connection, steps: list[Advance]) -> set[tuple[str, str, int]]:
+        left.extend(steps)
+        return await runs_of(conn, steps)
+
+    monkeypatch.setattr(ordering, "_advance_runs", spying)
     conn = await asyncpg.connect(database_url)
     try:
-        await ordering.advance(conn, [step(1, "on"), step(1, "repeat"), step(1, "held")])
+        await ordering.advance(
+            conn, [step(1, "on"), step(1, "repeat"), step(1, "held"), step(1, "gap_on")]
+        )
         await ordering.hold(conn, "stripe", "held", 2, 5, "UNKNOWN_MERCHANT")
+        left.clear()
         moved = await ordering.advance(
             conn,
             [
@@ -63,10 +75,13 @@ async def test_one_step_for_each_of_many_keys_moves_those_that_continue(
                 step(1, "repeat"),
                 step(2, "held"),
                 step(4, "on_gap"),
+                step(3, "gap_on"),
             ],
         )
         assert moved == {("stripe", "on", 2), ("stripe", "new", 1), ("stripe", "held", 2)}
-        keys = [("stripe", k) for k in ("on", "new", "gap", "repeat", "held", "on_gap")]
+        # The one statement moved those; only what it could not is tried the long way.
+        assert sorted(s.order_key for s in left) == ["gap", "gap_on", "on_gap", "repeat"]
+        keys = [("stripe", k) for k in ("on", "new", "gap", "repeat", "held", "on_gap", "gap_on")]
         state = await ordering.states(conn, keys)
         assert {k[1]: (s.applied_seq, s.held) for k, s in state.items()} == {
             "on": (2, False),
@@ -75,6 +90,7 @@ async def test_one_step_for_each_of_many_keys_moves_those_that_continue(
             "repeat": (1, False),
             "held": (2, False),
             "on_gap": (0, False),
+            "gap_on": (1, False),
         }
         assert await log_of(conn, "on") == [(1, "applied"), (2, "applied")]
         assert await log_of(conn, "repeat") == [(1, "applied")]

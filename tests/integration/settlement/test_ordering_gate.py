@@ -391,8 +391,10 @@ async def test_batches_in_flight_together_settle_each_key_in_order(
     carry = WaitingRoom.carry
 
     def counting(room: WaitingRoom, messages: list[Any]) -> bool:
-        carried.append(len(messages))
-        return carry(room, messages)
+        taken = carry(room, messages)
+        if taken:
+            carried.append(len(messages))
+        return taken
 
     monkeypatch.setattr(WaitingRoom, "carry", counting)
     await drain_in_flight(SettlementWorker(parts), stream, batch=55)
@@ -411,4 +413,38 @@ async def test_batches_in_flight_together_settle_each_key_in_order(
         p.payment_id: [1, 2, 3, 4, 5] for p in payments
     }
     assert await violations(conn) == []
-    assert not stream.out and not stream.pending
+    assert not stream.out and not stream.pending and not stream.twice
+
+
+async def test_a_message_delivered_again_while_held_and_carried_is_never_lost(
+    parts: SettlementParts,
+) -> None:
+    """A refund waits in the worker for its capture; a batch in flight takes it and
+    holds it again while the stream delivers it again (its ack_wait ran out) in a batch
+    that carries it because that key is busy. The worker holds one delivery of it, so
+    it is not acked as a repeat of itself: stopped, the worker gives it back, and once
+    its capture comes the refund settles."""
+    await open_merchants(parts, ["m_dup", *(f"m_o{i}" for i in range(3))])
+    capture, refund, refund_2 = Payment("billing", "pay_dup", "m_dup", 900, [100, 100]).events()
+    others = [Payment("billing", f"pay_o{i}", f"m_o{i}", 500, []).events()[0] for i in range(3)]
+    worker = SettlementWorker(parts)
+    stream = MemoryStream()
+    stream.publish(refund)
+    first = stream.fetch(10)
+    await worker.handle(first)  # type: ignore[arg-type]
+    assert worker.holding == 1  # waiting for its capture
+    stream.publish(refund_2)
+    in_flight = asyncio.create_task(worker.handle(stream.fetch(10)))  # type: ignore[arg-type]
+    await asyncio.sleep(0)  # it has taken the held refund: their key is its own
+    stream.redeliver_unanswered(first)  # ack_wait ran out: the refund comes again
+    stream.publish(*others)
+    await worker.handle(stream.fetch(10))  # type: ignore[arg-type]  # 1 of 4: carried
+    await in_flight
+    await worker.handle([])
+    await worker.put_back()  # stopping: what is held goes back to the stream
+    assert ("pay_dup_e2", "ack") not in [(e.event_id, a) for e, a in stream.answers]
+    stream.publish(capture)
+    await drain(worker, stream, random.Random(3))
+
+    assert await merchant_balance(parts, "m_dup") == 700
+    assert not stream.twice
