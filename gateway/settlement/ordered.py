@@ -351,22 +351,25 @@ class OrderedGate:
         # An ack is only queued on the connection, so a settled message is answered in
         # line; only failures (a retry's note, a dead letter) get a task each.
         say, settled = self._say, self._say.answers.settled
-        failures: list[tuple[int, Awaitable[KeyEffect | None]]] = []
+
+        def answer(
+            i: int, result: Result, span: tracing.Span | None
+        ) -> Awaitable[KeyEffect | None]:
+            k, d, effect = turn_of.get(i), deferred.get(i), effects.get(i)
+            return say.turn_settled(messages[i], work[i], k, d, effect, result, span)
+
+        failed: list[tuple[int, Result, tracing.Span | None]] = []
         done: list[tuple[int, KeyEffect | None]] = []
         for i, result, span in zip(state.indices, results, spans, strict=True):
-            if not isinstance(result, Exception) and i not in effects:
-                await settled(messages[i], result, span)  # its key moved: nothing stops
-                continue
-            answer = say.turn_settled(
-                messages[i], work[i], turn_of.get(i), deferred.get(i), effects.get(i), result, span
-            )
             if isinstance(result, Exception):
-                failures.append((i, answer))
+                failed.append((i, result, span))
+            elif i not in effects:
+                await settled(messages[i], result, span)  # its key moved: nothing stops
             else:
-                done.append((i, await answer))
-        if failures:
-            effects_of = await asyncio.gather(*(answer for _, answer in failures))
-            done.extend(zip((i for i, _ in failures), effects_of, strict=True))
+                done.append((i, await answer(i, result, span)))
+        if failed:
+            effects_of = await asyncio.gather(*(answer(*f) for f in failed))
+            done.extend(zip((i for i, _, _ in failed), effects_of, strict=True))
         stopped: dict[tuple[str, str], KeyEffect] = {}
         for i, effect in done:
             k = turn_of.get(i)
