@@ -39,10 +39,11 @@ from gateway.settlement.traced import settle_span
 log = logging.getLogger(__name__)
 
 #: The largest share of a fetched batch whose keys an earlier batch in flight is still
-#: settling that is carried to the next batch (`OrderedGate.handle`) rather than waited
-#: for. Over 1,000 keys in fetch order, a batch of 512 shares about 5 % of its keys with
-#: the one before it and most of them with the one before that.
-CARRY_SHARE = 0.25
+#: settling that waits for it alone, settled after it as a second part (`OrderedGate.
+#: handle`), while the rest of the batch settles beside it. Over 1,000 keys in fetch
+#: order, a batch of 512 shares about 5 % of its keys with the one before it and most of
+#: them with the one before that.
+FOLLOW_SHARE = 0.25
 
 
 @dataclass
@@ -90,12 +91,13 @@ class OrderedGate:
         together with the waiting messages held from earlier batches.
 
         A batch sharing keys with earlier batches this worker is still settling must not
-        be planned against positions about to move: its messages of those keys would
-        only wait (held, planned again) for what this process already knows. The messages
-        whose keys an earlier batch shares only a few of (at most `CARRY_SHARE` of this
-        batch) are carried to the next batch, so this one settles beside that batch; an
-        earlier batch that shares more is waited for (two half batches cost more than
-        the wait: measured over 1,000 keys, 2,872 events/s split, 3,177 whole).
+        plan those keys' messages against positions about to move: they would only wait
+        (held, planned again) for what this process already knows. An earlier batch that
+        shares only a few of this batch's messages (at most `FOLLOW_SHARE`) is waited
+        for by those messages alone, settled as a second part once it is done, while the
+        rest settles beside it; one that shares more is waited for by the whole batch
+        (two half batches cost more than the wait: measured over 1,000 keys, 2,872
+        events/s split in halves, 3,177 whole).
         """
         busy = self._busy
         keys = [_key(e) for e, _ in read]
@@ -103,28 +105,26 @@ class OrderedGate:
         for i, key in enumerate(keys):
             if key is not None and key in busy:
                 by_batch.setdefault(busy[key], []).append(i)
-        few = [i for shared in by_batch.values() if len(shared) <= CARRY_SHARE * len(read)
-               for i in shared]  # fmt: skip
-        if few and self._room.carry([(fetched[i], read[i]) for i in few]):
-            carried = set(few)
-            fetched = [m for i, m in enumerate(fetched) if i not in carried]
-            read = [r for i, r in enumerate(read) if i not in carried]
-            keys = [key for i, key in enumerate(keys) if i not in carried]
-            by_batch = {f: shared for f, shared in by_batch.items() if shared[0] not in carried}
-        before = set(by_batch)
+        few = {b: shared for b, shared in by_batch.items()
+               if len(shared) <= FOLLOW_SHARE * len(read)}  # fmt: skip
+        later = sorted(i for shared in few.values() for i in shared)
+        later_keys = {keys[i] for i in later}  # the second part's
+        before = set(by_batch) - set(few)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
+        # This batch's keys, the second part's included: a later batch sharing them
+        # follows this one, which is done only after the batches its second part waits for.
         mine = {key for key in keys if key is not None}
         for key in mine:
             busy[key] = done
 
         def take_held(event: Event) -> bool:
-            # Held messages of keys another batch in flight is moving stay held for
-            # later; those taken make their keys this batch's, as its own messages do.
+            # Held messages of keys another batch in flight is moving (or that the second
+            # part waits for) stay held for later; those taken make their keys this
+            # batch's, as its own messages do.
             key = _key(event)
             if key is None:
                 return True
-            if busy.setdefault(key, done) is not done:
+            if key in later_keys or busy.setdefault(key, done) is not done:
                 return False
             mine.add(key)
             return True
@@ -132,12 +132,33 @@ class OrderedGate:
         try:
             if before:
                 await asyncio.wait(before)
-            await self._settle(fetched, read, take_held)
+            skip = set(later)
+            await self._settle(
+                [m for i, m in enumerate(fetched) if i not in skip],
+                [r for i, r in enumerate(read) if i not in skip],
+                take_held,
+            )
+            if later:
+                await self._settle_after(
+                    set(few), [fetched[i] for i in later], [read[i] for i in later]
+                )
         finally:
             done.set_result(None)
             for key in mine:
                 if busy.get(key) is done:
                     del busy[key]
+
+    async def _settle_after(
+        self,
+        batches: set[asyncio.Future[None]],
+        fetched: Sequence[Delivery],
+        read: Sequence[tuple[Event, int]],
+    ) -> None:
+        """A batch's second part: its messages of keys earlier `batches` were moving,
+        settled once those are done, with the held messages of the same keys."""
+        await asyncio.wait(batches)
+        keys = {_key(e) for e, _ in read}
+        await self._settle(fetched, read, lambda event: _key(event) in keys)
 
     async def _settle(
         self,

@@ -34,14 +34,12 @@ PROGRESS_SHARE = 1 / 3
 
 @dataclass(slots=True)
 class Held:
-    """A message held in the worker; `told_s`: when the stream last heard it is in
-    progress (monotonic); `waited`: False for one carried from a batch (`carry`) that
-    has not waited for a predecessor yet."""
+    """A waiting message held in the worker; `told_s`: when the stream last heard it is
+    in progress (monotonic)."""
 
     msg: Delivery
     item: tuple[Event, int]
     told_s: float
-    waited: bool = True
 
 
 class WaitingRoom:
@@ -63,12 +61,11 @@ class WaitingRoom:
         self, taking: Callable[[Event], bool] = lambda event: True
     ) -> tuple[list[Held], dict[int, float]]:
         """The held messages whose events `taking` takes, to be planned again (each
-        comes back by `hold`; the rest stay), and when the stream last heard of each
-        that has waited already."""
+        comes back by `hold`; the rest stay), and when the stream last heard of each."""
         held = [h for h in self._held.values() if taking(h.item[0])]
         for h in held:
             del self._held[h.msg.stream_seq]
-        return held, {id(h.msg): h.told_s for h in held if h.waited}
+        return held, {id(h.msg): h.told_s for h in held}
 
     def hold(
         self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: dict[int, float]
@@ -78,24 +75,10 @@ class WaitingRoom:
         if len(self._held) >= self._max_held:
             return False
         told_s = told.get(id(msg))
-        if told_s is None:  # its first wait: counted, and the progress clock starts
-            # (a carried message's ack_wait began a batch earlier: well inside the
-            # two-thirds of ack_wait_s the next progress message leaves to spare)
+        if told_s is None:  # just delivered: the stream's ack_wait starts now
             self._metrics.order_gap_waits_total.inc(provider=k.provider)
             told_s = time.monotonic()
         self._keep(Held(msg, item, told_s))
-        return True
-
-    def carry(self, messages: list[tuple[Delivery, tuple[Event, int]]]) -> bool:
-        """Hold just-delivered messages for the next batch's plan (their keys are being
-        moved by a batch in flight), uncounted: they do not wait for a gap. At most half
-        the room, so messages that do wait keep a place; False, and none held, when
-        they do not all fit."""
-        if len(self._held) + len(messages) > self._max_held // 2:
-            return False
-        now_s = time.monotonic()  # just delivered: the stream's ack_wait starts now
-        for msg, item in messages:
-            self._keep(Held(msg, item, now_s, waited=False))
         return True
 
     def _keep(self, held: Held) -> None:

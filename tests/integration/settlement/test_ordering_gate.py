@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
 from gateway.core.settlement import merchant_account
-from gateway.settlement.ordered_holding import WaitingRoom
+from gateway.settlement.ordered import OrderedGate
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
 from tests.support.gateway import config
@@ -374,9 +374,10 @@ async def test_batches_in_flight_together_settle_each_key_in_order(
     parts: SettlementParts, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """100 payments of five events each on the stream key after key, as a busy stream
-    carries them, settled three batches at a time: the messages of keys a batch in
-    flight is still moving are carried to a later batch (the path is taken), and every
-    payment settles in its order with the in-order balance and a gapless log."""
+    carries them, settled three batches at a time: a batch's few messages of keys an
+    earlier batch in flight is still moving settle as its second part once that batch
+    is done (the path is taken), and every payment settles in its order with the
+    in-order balance and a gapless log."""
     run = uuid.uuid4().hex[:8]
     payments = [
         Payment("billing", f"pay_{run}_{k}", f"m_{run}_{k}", 10_000, [100, 200, 300, 400])
@@ -387,19 +388,17 @@ async def test_batches_in_flight_together_settle_each_key_in_order(
     by_payment = [p.events() for p in payments]
     for seq in range(5):  # key after key: a batch of 55 shares a few keys with the last
         stream.publish(*(events[seq] for events in by_payment))
-    carried: list[int] = []
-    carry = WaitingRoom.carry
+    second_parts: list[int] = []
+    settle_after = OrderedGate._settle_after
 
-    def counting(room: WaitingRoom, messages: list[Any]) -> bool:
-        taken = carry(room, messages)
-        if taken:
-            carried.append(len(messages))
-        return taken
+    async def counting(gate: OrderedGate, batches: Any, fetched: Any, read: Any) -> None:
+        second_parts.append(len(read))
+        await settle_after(gate, batches, fetched, read)
 
-    monkeypatch.setattr(WaitingRoom, "carry", counting)
+    monkeypatch.setattr(OrderedGate, "_settle_after", counting)
     await drain_in_flight(SettlementWorker(parts), stream, batch=55)
 
-    assert carried, "no batch carried messages to a later one: the test missed its path"
+    assert second_parts, "no batch settled a second part: the test missed its path"
     for p in payments:
         assert await merchant_balance(parts, p.merchant) == p.balance_minor, p.payment_id
         expected = ["capture", *(f"{p.payment_id}_r{i}" for i in range(1, 5))]
@@ -421,9 +420,9 @@ async def test_a_message_delivered_again_while_held_and_carried_is_never_lost(
 ) -> None:
     """A refund waits in the worker for its capture; a batch in flight takes it and
     holds it again while the stream delivers it again (its ack_wait ran out) in a batch
-    that carries it because that key is busy. The worker holds one delivery of it, so
-    it is not acked as a repeat of itself: stopped, the worker gives it back, and once
-    its capture comes the refund settles."""
+    that settles it after that batch, its key being busy. The worker plans one delivery
+    of it, so it is not acked as a repeat of itself: stopped, the worker gives it back,
+    and once its capture comes the refund settles."""
     await open_merchants(parts, ["m_dup", *(f"m_o{i}" for i in range(3))])
     capture, refund, refund_2 = Payment("billing", "pay_dup", "m_dup", 900, [100, 100]).events()
     others = [Payment("billing", f"pay_o{i}", f"m_o{i}", 500, []).events()[0] for i in range(3)]
@@ -438,7 +437,7 @@ async def test_a_message_delivered_again_while_held_and_carried_is_never_lost(
     await asyncio.sleep(0)  # it has taken the held refund: their key is its own
     stream.redeliver_unanswered(first)  # ack_wait ran out: the refund comes again
     stream.publish(*others)
-    await worker.handle(stream.fetch(10))  # type: ignore[arg-type]  # 1 of 4: carried
+    await worker.handle(stream.fetch(10))  # type: ignore[arg-type]  # 1 of 4: a second part
     await in_flight
     await worker.handle([])
     await worker.put_back()  # stopping: what is held goes back to the stream
