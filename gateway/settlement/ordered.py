@@ -92,12 +92,12 @@ class OrderedGate:
 
         A batch sharing keys with earlier batches this worker is still settling must not
         plan those keys' messages against positions about to move: they would only wait
-        (held, planned again) for what this process already knows. An earlier batch that
-        shares only a few of this batch's messages (at most `FOLLOW_SHARE`) is waited
-        for by those messages alone, settled as a second part once it is done, while the
-        rest settles beside it; one that shares more is waited for by the whole batch
-        (two half batches cost more than the wait: measured over 1,000 keys, 2,872
-        events/s split in halves, 3,177 whole).
+        (held, planned again) for what this process already knows. The messages of keys
+        an earlier batch shares only a few of (at most `FOLLOW_SHARE` of this batch, per
+        earlier batch) are settled as a second part, after the first and once that
+        batch is done, while the rest settles beside it; an earlier batch that shares
+        more is waited for by the whole batch (two half batches cost more than the
+        wait: measured over 1,000 keys, 2,872 events/s split in halves, 3,177 whole).
         """
         busy = self._busy
         keys = [_key(e) for e, _ in read]
@@ -140,7 +140,7 @@ class OrderedGate:
             )
             if later:
                 await self._settle_after(
-                    set(few), [fetched[i] for i in later], [read[i] for i in later]
+                    set(few), [fetched[i] for i in later], [read[i] for i in later], later_keys
                 )
         finally:
             done.set_result(None)
@@ -153,11 +153,11 @@ class OrderedGate:
         batches: set[asyncio.Future[None]],
         fetched: Sequence[Delivery],
         read: Sequence[tuple[Event, int]],
+        keys: set[tuple[str, str] | None],
     ) -> None:
-        """A batch's second part: its messages of keys earlier `batches` were moving,
-        settled once those are done, with the held messages of the same keys."""
+        """A batch's second part: its messages of `keys`, which earlier `batches` were
+        moving, settled once those are done, with the held messages of the same keys."""
         await asyncio.wait(batches)
-        keys = {_key(e) for e, _ in read}
         await self._settle(fetched, read, lambda event: _key(event) in keys)
 
     async def _settle(

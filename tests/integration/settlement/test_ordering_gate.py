@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
 from gateway.core.settlement import merchant_account
-from gateway.settlement.ordered import OrderedGate
+from gateway.settlement.ordered import FOLLOW_SHARE, OrderedGate
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
 from tests.support.gateway import config
@@ -391,14 +391,17 @@ async def test_batches_in_flight_together_settle_each_key_in_order(
     second_parts: list[int] = []
     settle_after = OrderedGate._settle_after
 
-    async def counting(gate: OrderedGate, batches: Any, fetched: Any, read: Any) -> None:
+    async def counting(gate: OrderedGate, batches: Any, fetched: Any, read: Any, keys: Any) -> None:
         second_parts.append(len(read))
-        await settle_after(gate, batches, fetched, read)
+        await settle_after(gate, batches, fetched, read, keys)
 
     monkeypatch.setattr(OrderedGate, "_settle_after", counting)
     await drain_in_flight(SettlementWorker(parts), stream, batch=55)
 
     assert second_parts, "no batch settled a second part: the test missed its path"
+    assert max(second_parts) <= FOLLOW_SHARE * 55
+    # Nothing was planned against a position about to move: no message ever waited.
+    assert metric_total(parts.metrics.order_gap_waits_total.values) == 0
     for p in payments:
         assert await merchant_balance(parts, p.merchant) == p.balance_minor, p.payment_id
         expected = ["capture", *(f"{p.payment_id}_r{i}" for i in range(1, 5))]
@@ -415,8 +418,8 @@ async def test_batches_in_flight_together_settle_each_key_in_order(
     assert not stream.out and not stream.pending and not stream.twice
 
 
-async def test_a_message_delivered_again_while_held_and_carried_is_never_lost(
-    parts: SettlementParts,
+async def test_a_message_delivered_again_while_held_and_its_key_busy_is_never_lost(
+    parts: SettlementParts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A refund waits in the worker for its capture; a batch in flight takes it and
     holds it again while the stream delivers it again (its ack_wait ran out) in a batch
@@ -426,6 +429,16 @@ async def test_a_message_delivered_again_while_held_and_carried_is_never_lost(
     await open_merchants(parts, ["m_dup", *(f"m_o{i}" for i in range(3))])
     capture, refund, refund_2 = Payment("billing", "pay_dup", "m_dup", 900, [100, 100]).events()
     others = [Payment("billing", f"pay_o{i}", f"m_o{i}", 500, []).events()[0] for i in range(3)]
+    second_parts: list[list[str]] = []
+    settle_after = OrderedGate._settle_after
+
+    async def recording(
+        gate: OrderedGate, batches: Any, fetched: Any, read: Any, keys: Any
+    ) -> None:
+        second_parts.append([event.event_id for event, _ in read])
+        await settle_after(gate, batches, fetched, read, keys)
+
+    monkeypatch.setattr(OrderedGate, "_settle_after", recording)
     worker = SettlementWorker(parts)
     stream = MemoryStream()
     stream.publish(refund)
@@ -439,6 +452,7 @@ async def test_a_message_delivered_again_while_held_and_carried_is_never_lost(
     stream.publish(*others)
     await worker.handle(stream.fetch(10))  # type: ignore[arg-type]  # 1 of 4: a second part
     await in_flight
+    assert second_parts == [["pay_dup_e2"]]
     await worker.handle([])
     await worker.put_back()  # stopping: what is held goes back to the stream
     assert ("pay_dup_e2", "ack") not in [(e.event_id, a) for e, a in stream.answers]
