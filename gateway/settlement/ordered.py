@@ -303,11 +303,7 @@ class OrderedGate:
         async def with_settled(conn: Conn, items: Sequence[Item]) -> None:
             # Runs in the transaction that marks these items settled.
             at = [indices[item.index] for item in items]
-            steps = [
-                store.Advance(k.provider, k.order_key, k.key_seq, "applied", work[i][0].event_id)
-                for i in at
-                if (k := turn_of.get(i)) is not None
-            ]
+            steps = [self._applied(k, work[i][0]) for i in at if (k := turn_of.get(i)) is not None]
             await store.advance(conn, steps)
             for i in at:
                 if i in deferred:

@@ -1,7 +1,7 @@
 """The waiting room of the ordering gate (`gateway.settlement.ordered`): messages that
-wait for an earlier event of their key, held in the worker and planned again with every
-batch (or on their own when none comes) until their turn, their gap timeout, or the
-worker's stop.
+wait for an earlier event of their key, held in the worker and planned again with the
+next batch not kept from their key by another batch in flight (or on their own when none
+comes) until their turn, their gap timeout, or the worker's stop.
 
 Their predecessor is usually in another batch, on another worker, or retrying. Putting
 a waiting message back to the stream instead spent a delivery per wait, so a message
@@ -57,9 +57,7 @@ class WaitingRoom:
     def __len__(self) -> int:
         return len(self._held)
 
-    def take(
-        self, taking: Callable[[Event], bool] = lambda event: True
-    ) -> tuple[list[Held], dict[int, float]]:
+    def take(self, taking: Callable[[Event], bool]) -> tuple[list[Held], dict[int, float]]:
         """The held messages whose events `taking` takes, to be planned again (each
         comes back by `hold`; the rest stay), and when the stream last heard of each."""
         held = [h for h in self._held.values() if taking(h.item[0])]
