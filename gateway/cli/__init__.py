@@ -18,6 +18,7 @@ from gateway.cli import (
     console,
     dlq,
     events,
+    forward,
     ledger,
     ordering,
     processes,
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         retention,
         backfill,
         console,
+        forward,
     )
     for family in families:
         family.add_commands(sub, common)

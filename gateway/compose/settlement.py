@@ -15,7 +15,7 @@ from gateway import tracing
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.currency import CurrencyClient, NoRateCache, RateCache, RateSource
 from gateway.adapters.jetstream.broker import JetStreamBroker
-from gateway.adapters.jetstream.consumer import DurablePullConsumer
+from gateway.adapters.jetstream.consumer import DurablePullConsumer, consumer_config
 from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres.ledger import PostgresLedger
@@ -105,7 +105,9 @@ async def settlement_parts(
                 policy=RetryPolicy(settings.currency.retry_delays_s),
             )
             settler = Settler(settings, pool, ledger, rates)
-            consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
+            consumer = DurablePullConsumer(
+                broker, settings.nats.stream, consumer_config(settings.settlement)
+            )
             alerts = None
             if settings.alerts.webhook_url:
                 alerts = AlertWebhook(

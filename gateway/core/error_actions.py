@@ -97,6 +97,10 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         "or `gateway ordering release` to move past it.",
         E.BLOCKED_BY_PREDECESSOR: "Fix the event holding the key, then `gateway dlq replay`:"
         " the key's rows run in order. Or `gateway ordering release`, then replay.",
+        E.FORWARD_REFUSED: "Fix the target's handler (the row's message holds the start of"
+        " its answer), then `gateway dlq replay`.",
+        E.FORWARD_ATTEMPTS_EXHAUSTED: "Bring the target back, then `gateway dlq replay`: "
+        "the delivery keeps its `webhook-id`, so the target can de-duplicate it.",
         E.TRANSIENT: _RETRIED,
         E.DATABASE_UNAVAILABLE: "Check PostgreSQL (`/readyz`). " + _RETRIED,
         E.OVERLOADED: "Senders retry after `Retry-After`; if it lasts, add writers or "
@@ -137,6 +141,7 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         E.ROW_NOT_FOUND: _ROOT,
         E.DLQ_ROW_NOT_FOUND: "Check the id with `gateway dlq list`.",
         E.ORDERING_USAGE: _FIX_FLAGS,
+        E.FORWARD_USAGE: _FIX_FLAGS,
         E.ORDER_KEY_NOT_FOUND: "Check the provider and key with `gateway ordering keys`.",
         E.EVENT_ROW_NOT_FOUND: "Check the id with `gateway events list`.",
         E.NO_HANDLER: "Rows of that stage cannot be replayed: resolve them by hand.",

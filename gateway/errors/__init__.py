@@ -45,6 +45,7 @@ from gateway.errors.commands import (
     DlqUsageError,
     EventRowNotFound,
     EventsUsageError,
+    ForwardUsageError,
     OrderingUsageError,
     OrderKeyNotFound,
     RowNotFound,
@@ -52,6 +53,8 @@ from gateway.errors.commands import (
 )
 from gateway.errors.outbound import (
     AlertNotDelivered,
+    ForwardAttemptsExhausted,
+    ForwardRefused,
     PublishRejected,
     PublishUnavailable,
     SendFailed,
@@ -144,6 +147,9 @@ __all__ = [
     "FieldError",
     "FieldTypeInvalid",
     "Forbidden",
+    "ForwardAttemptsExhausted",
+    "ForwardRefused",
+    "ForwardUsageError",
     "GatewayError",
     "InsufficientFunds",
     "InvalidAmount",

@@ -153,6 +153,10 @@ class ErrorClass(enum.StrEnum):
         "An earlier event of its key never came within `ordering.gap_timeout_s`; the key is held."
     )
     BLOCKED_BY_PREDECESSOR = _permanent("An earlier event of its key is parked; the key is held.")
+    FORWARD_REFUSED = _permanent("A forwarding target answered 4xx; its destination parks those.")
+    FORWARD_ATTEMPTS_EXHAUSTED = _permanent(
+        "A forwarding target failed every attempt of the destination's retry schedule."
+    )
 
     # --- transient: retried on the dependency's schedule --------------------------------
     TRANSIENT = _transient("A dependency had no answer yet (no rate for a pair, say).")
@@ -198,6 +202,7 @@ class ErrorClass(enum.StrEnum):
     DLQ_ROW_NOT_FOUND = _operator("An id the operator named has no dead-letter row.")
     EVENT_ROW_NOT_FOUND = _operator("An id the operator named has no `processed_webhooks` row.")
     ORDERING_USAGE = _operator("`gateway ordering` flags or values cannot be used.")
+    FORWARD_USAGE = _operator("`gateway forward` or `gateway listen` flags cannot be used.")
     ORDER_KEY_NOT_FOUND = _operator("The key the operator named has no ordering state.")
     NO_HANDLER = _operator("Replay has no handler for the row's stage; the row is left unchanged.")
 

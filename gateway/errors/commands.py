@@ -26,6 +26,12 @@ class OrderingUsageError(UsageError):
     error_class = ErrorClass.ORDERING_USAGE
 
 
+class ForwardUsageError(UsageError):
+    """`gateway forward` or `gateway listen` flags that cannot be used; the message says why."""
+
+    error_class = ErrorClass.FORWARD_USAGE
+
+
 class EventsUsageError(UsageError):
     """`gateway events` flags that cannot be used; the message says which and why."""
 

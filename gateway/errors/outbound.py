@@ -1,8 +1,9 @@
-"""Calls the gateway makes outwards: the alert webhook, the publishing client, `sign --send`."""
+"""Calls the gateway makes outwards: the alert webhook, the publishing client, `sign --send`,
+forwarding to HTTP targets."""
 
 from __future__ import annotations
 
-from gateway.errors.base import GatewayError, TransientError
+from gateway.errors.base import GatewayError, PermanentError, TransientError
 from gateway.errors.codes import ErrorClass
 
 
@@ -32,3 +33,15 @@ class SendFailed(GatewayError):
     """`gateway sign --send` got no HTTP answer from the URL."""
 
     error_class = ErrorClass.SEND_FAILED
+
+
+class ForwardRefused(PermanentError):
+    """The forwarding target answered 4xx, and the destination parks such events."""
+
+    error_class = ErrorClass.FORWARD_REFUSED
+
+
+class ForwardAttemptsExhausted(PermanentError):
+    """The forwarding target failed every attempt of the destination's schedule."""
+
+    error_class = ErrorClass.FORWARD_ATTEMPTS_EXHAUSTED

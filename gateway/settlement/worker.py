@@ -13,11 +13,10 @@ import contextlib
 import logging
 import random
 import traceback
-from datetime import UTC, datetime
 from typing import Any
 
 from gateway import tracing
-from gateway.adapters.jetstream.consumer import Delivery
+from gateway.adapters.jetstream.consumer import Delivery, event_from_message
 from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres.webhooks import record_failure
 from gateway.core.disposition import Action, Disposition, Policies, dispose, failure_of
@@ -35,28 +34,6 @@ from gateway.settlement.traced import settle_span
 log = logging.getLogger(__name__)
 #: The `dlq.park` span's attributes: one constant, so tracing off builds nothing.
 _PARKED = {"gateway.stage": Stage.SETTLEMENT.value}
-
-
-def event_from_message(msg: Delivery) -> Event:
-    """Rebuild the recorded event from a stream message and its gateway headers; a
-    message with both ordering headers carries its key and number."""
-    headers = msg.headers
-    received = headers.get("Gateway-Received-At")
-    order_key = headers.get("Gateway-Order-Key")
-    seq = headers.get("Gateway-Key-Seq")
-    # A number that is not a positive decimal is no number: the event is unordered.
-    key_seq = int(seq) if seq is not None and seq.isdigit() and int(seq) > 0 else None
-    return Event(
-        provider=headers.get("Gateway-Provider", ""),
-        event_id=headers.get("Gateway-Event-Id", ""),
-        event_type=headers.get("Gateway-Event-Type") or None,
-        subject=msg.subject,
-        headers={},
-        body=msg.data,
-        received_at=datetime.fromisoformat(received) if received else datetime.now(UTC),
-        order_key=order_key if key_seq is not None else None,
-        key_seq=key_seq if order_key is not None else None,
-    )
 
 
 class SettlementWorker:

@@ -43,7 +43,7 @@ PURE_STDLIB = frozenset(
     }
 )
 #: Pure modules of standard-library packages whose other modules are not (urllib.request).
-PURE_STDLIB_MODULES = frozenset({"urllib.parse"})
+PURE_STDLIB_MODULES = frozenset({"urllib.parse", "email.utils"})
 #: Pure third-party libraries the core may use.
 PURE_LIBRARIES = frozenset({"orjson"})
 #: Parts of importlib that read package data and metadata and never import a module by

@@ -7,15 +7,20 @@ become `BrokerUnavailable` here; a fetch that times out is an empty batch.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.publish import NATS_ERRORS
+from gateway.core.model import Event
 from gateway.errors import BrokerUnavailable
 from gateway.settings import SettlementSettings
 
@@ -38,6 +43,38 @@ def consumer_config(settings: SettlementSettings) -> ConsumerConfig:
         ack_wait=settings.ack_wait_s,
         max_deliver=100,  # a safety net far beyond every retry table
         max_ack_pending=max(1000, settings.batch_size * 4),
+    )
+
+
+def forward_consumer_config(
+    durable_name: str | None,
+    subjects: list[str],
+    *,
+    from_start: bool,
+    start_time: datetime | None,
+    ack_wait_s: float,
+    max_ack_pending: int,
+) -> ConsumerConfig:
+    """A forwarding destination's consumer: durable when named (it resumes where it
+    stopped), else ephemeral (removed by the server a minute after its forwarder left).
+    A new one starts at `start_time`, else at the stream's start or with new messages."""
+    deliver_policy = DeliverPolicy.NEW
+    if start_time is not None:
+        deliver_policy = DeliverPolicy.BY_START_TIME
+    elif from_start:
+        deliver_policy = DeliverPolicy.ALL
+    return ConsumerConfig(
+        durable_name=durable_name,
+        filter_subjects=subjects or None,
+        deliver_policy=deliver_policy,
+        opt_start_time=start_time,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait_s,
+        # The forwarder counts attempts itself (`forward_attempts`): a wait behind an
+        # earlier event of the key is a delivery, not an attempt.
+        max_deliver=-1,
+        max_ack_pending=max_ack_pending,
+        inactive_threshold=None if durable_name else 60.0,
     )
 
 
@@ -131,28 +168,68 @@ def _reply_counts(msg: Msg) -> tuple[int, int]:
     return metadata.num_delivered, metadata.sequence.stream
 
 
-class DurablePullConsumer:
-    """A durable pull consumer on the broker's stream, created or updated by `start`."""
+def event_from_message(msg: Delivery) -> Event:
+    """Rebuild the recorded event from a stream message and its gateway headers; a
+    message with both ordering headers carries its key and number."""
+    headers = msg.headers
+    received = headers.get("Gateway-Received-At")
+    order_key = headers.get("Gateway-Order-Key")
+    seq = headers.get("Gateway-Key-Seq")
+    # A number that is not a positive decimal is no number: the event is unordered.
+    key_seq = int(seq) if seq is not None and seq.isdigit() and int(seq) > 0 else None
+    return Event(
+        provider=headers.get("Gateway-Provider", ""),
+        event_id=headers.get("Gateway-Event-Id", ""),
+        event_type=headers.get("Gateway-Event-Type") or None,
+        subject=msg.subject,
+        headers={},
+        body=msg.data,
+        received_at=datetime.fromisoformat(received) if received else datetime.now(UTC),
+        order_key=order_key if key_seq is not None else None,
+        key_seq=key_seq if order_key is not None else None,
+    )
 
-    def __init__(self, broker: JetStreamBroker, stream: str, settings: SettlementSettings) -> None:
+
+class DurablePullConsumer:
+    """A pull consumer on the broker's stream, created or updated by `start`: durable
+    when its config names it, else ephemeral (the server names it and removes it once
+    it has been idle for the config's `inactive_threshold`)."""
+
+    def __init__(self, broker: JetStreamBroker, stream: str, config: ConsumerConfig) -> None:
         self._broker = broker
         self._stream = stream
-        self._settings = settings
+        self._config = config
+        self._name = config.durable_name or ""
         self._subscription: JetStreamContext.PullSubscription | None = None
 
     @property
     def name(self) -> str:
-        return self._settings.consumer
+        """The consumer's name (an ephemeral one's is known once started)."""
+        return self._name
 
     async def start(self) -> None:
-        """Wait for the broker's stream, then create (or update) the consumer and bind it."""
+        """Wait for the broker's stream, then create (or update) the consumer and bind it.
+
+        A durable consumer that exists keeps where it started: the server refuses to
+        change a deliver policy, and where it is now is what matters."""
         js = await self._broker.jetstream()
+        config = self._config
         try:
-            await js.add_consumer(self._stream, consumer_config(self._settings))
-            self._subscription = await js.pull_subscribe_bind(self.name, self._stream)
+            if config.durable_name:
+                with contextlib.suppress(nats.js.errors.NotFoundError):
+                    found = (await js.consumer_info(self._stream, config.durable_name)).config
+                    config = dataclasses.replace(
+                        config,
+                        deliver_policy=found.deliver_policy,
+                        opt_start_time=found.opt_start_time,
+                        opt_start_seq=found.opt_start_seq,
+                    )
+            info = await js.add_consumer(self._stream, config)
+            self._name = info.name
+            self._subscription = await js.pull_subscribe_bind(self._name, self._stream)
         except NATS_ERRORS as exc:
             raise BrokerUnavailable(
-                f"cannot bind consumer {self.name!r}: {type(exc).__name__}"
+                f"cannot bind consumer {self._name or '(ephemeral)'!r}: {type(exc).__name__}"
             ) from exc
 
     async def fetch(self, batch_size: int, timeout_s: float) -> list[Delivery]:

@@ -189,7 +189,7 @@ async def _with_dead_letters(
 async def _upsert_dlq(
     conn: Conn,
     webhook_id: int | None,
-    stage: Stage,
+    stage: str,
     event: Event,
     failure: Failure,
     attempts: int = 1,
@@ -199,7 +199,7 @@ async def _upsert_dlq(
     row_id = await conn.fetchval(
         _UPSERT_DLQ,
         webhook_id,
-        stage.value,
+        str(stage),  # a `Stage`, or `forward:NAME`
         event.provider,
         event.event_id,
         event.subject,
@@ -220,7 +220,7 @@ async def _upsert_dlq(
 async def record_failure(
     conn: Conn,
     webhook_id: int | None,
-    stage: Stage,
+    stage: str,
     event: Event,
     failure: Failure,
     attempts: int = 1,

@@ -12,7 +12,7 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.adapters.jetstream.broker import JetStreamBroker
-from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer
+from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer, consumer_config
 from gateway.adapters.jetstream.one_shot import OneShotPublisher, open_one_shot_publisher
 from gateway.cli import reconcile as cli_reconcile
 from gateway.errors import BrokerUnavailable
@@ -62,7 +62,9 @@ async def test_deliveries_are_answered_as_the_worker_asks(
 ) -> None:
     """ack forgets, nak(delay_s) redelivers after the delay with the count raised, term
     ends it; nothing left means an empty batch, not an exception."""
-    consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
+    consumer = DurablePullConsumer(
+        broker, settings.nats.stream, consumer_config(settings.settlement)
+    )
     await consumer.start()
     await publish(nats_url, "a", "b")
     first = sorted(await fetch_until(consumer, 2), key=lambda d: d.data)
@@ -84,7 +86,9 @@ async def test_deliveries_are_answered_as_the_worker_asks(
 async def test_a_closed_connection_is_broker_unavailable(
     settings: Settings, broker: JetStreamBroker
 ) -> None:
-    consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
+    consumer = DurablePullConsumer(
+        broker, settings.nats.stream, consumer_config(settings.settlement)
+    )
     await consumer.start()
     await broker.close()
     with pytest.raises(BrokerUnavailable):

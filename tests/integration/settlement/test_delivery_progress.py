@@ -11,7 +11,7 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.adapters.jetstream.broker import JetStreamBroker
-from gateway.adapters.jetstream.consumer import DurablePullConsumer
+from gateway.adapters.jetstream.consumer import DurablePullConsumer, consumer_config
 from gateway.settings import Settings
 from tests.support.config_file import with_urls
 
@@ -38,7 +38,9 @@ async def broker(settings: Settings) -> AsyncIterator[JetStreamBroker]:
 async def test_a_message_in_progress_is_not_delivered_again(
     settings: Settings, broker: JetStreamBroker, nats_url: str
 ) -> None:
-    consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
+    consumer = DurablePullConsumer(
+        broker, settings.nats.stream, consumer_config(settings.settlement)
+    )
     await consumer.start()
     nc = await nats.connect(nats_url)
     try:
@@ -59,7 +61,9 @@ async def test_without_progress_it_is_delivered_again(
     settings: Settings, broker: JetStreamBroker, nats_url: str
 ) -> None:
     """The control: the same wait without in_progress brings the message back."""
-    consumer = DurablePullConsumer(broker, settings.nats.stream, settings.settlement)
+    consumer = DurablePullConsumer(
+        broker, settings.nats.stream, consumer_config(settings.settlement)
+    )
     await consumer.start()
     nc = await nats.connect(nats_url)
     try:

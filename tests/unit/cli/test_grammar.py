@@ -41,6 +41,8 @@ COMMANDS: list[tuple[str, ...]] = [
     ("console",),
     ("console", "token", "create", "--name", "alice", "--role", "viewer"),
     ("console", "token", "revoke", "alice"),
+    ("forward", "--to", "http://127.0.0.1:9/hooks", "--secret-env", "HOME"),
+    ("listen", "--to", "http://127.0.0.1:9/hooks"),
 ]
 
 

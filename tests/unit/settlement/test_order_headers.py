@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gateway.settlement.worker import event_from_message
+from gateway.adapters.jetstream.consumer import event_from_message
 
 
 @dataclass

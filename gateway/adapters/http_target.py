@@ -1,0 +1,98 @@
+"""Sending one forwarded event to an HTTP target: one POST, no redirects followed, at
+most `EXCERPT_BYTES` of the answer read, every failure to get an answer a `core` value.
+
+httpx's errors stop here: a timeout or a network error becomes an `Answer` without a
+status, named by the error's type only (the URL may carry a credential in its query).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+
+from gateway.core.forward_retry import Answer
+
+#: How much of a target's answer is kept, for the attempt's line and the dead letter.
+EXCERPT_BYTES = 200
+
+
+@dataclass(frozen=True)
+class Attempted:
+    """One attempt's answer, how long it took, and the start of what came back."""
+
+    answer: Answer
+    elapsed_s: float
+    excerpt: bytes = b""
+
+
+class HttpTarget:
+    """One destination URL over a client of its own (its own TLS and timeout settings)."""
+
+    def __init__(
+        self, url: str, *, timeout_s: float, verify_tls: bool, max_connections: int
+    ) -> None:
+        self.url = url
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s),
+            verify=verify_tls,
+            follow_redirects=False,  # a 3xx is an answer, and a failure: never followed
+            limits=httpx.Limits(max_connections=max_connections),
+            trust_env=False,  # a proxy from the environment would see every event
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def post(self, body: bytes, headers: Mapping[str, str]) -> Attempted:
+        """POST `body`; the answer, or an `Answer` naming why none came."""
+        started = time.perf_counter()
+        try:
+            async with self._client.stream("POST", self.url, content=body, headers=headers) as r:
+                excerpt = await _read_excerpt(r)
+                answer = Answer(r.status_code, r.headers.get("retry-after"))
+        except httpx.TimeoutException as exc:
+            return Attempted(Answer(None, error=f"timeout ({type(exc).__name__})"), _since(started))
+        except httpx.HTTPError as exc:
+            return Attempted(
+                Answer(None, error=f"no answer ({type(exc).__name__})"), _since(started)
+            )
+        return Attempted(answer, _since(started), excerpt)
+
+
+async def _read_excerpt(response: httpx.Response) -> bytes:
+    """At most `EXCERPT_BYTES` of the answer; the rest is never read (a target cannot
+    make the forwarder hold a large answer)."""
+    kept = bytearray()
+    async for chunk in response.aiter_bytes():
+        kept += chunk[: EXCERPT_BYTES - len(kept)]
+        if len(kept) >= EXCERPT_BYTES:
+            break
+    return bytes(kept)
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
+
+
+def refuse_private(url: str) -> None:
+    """ValueError when the URL's host is, or resolves to, a link-local, metadata,
+    private, loopback or otherwise non-public address: a destination declared in the
+    configuration must not reach inside the network unless `allow_private` says so."""
+    host = urlsplit(url).hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError as exc:
+        raise ValueError(f"the target's host does not resolve ({type(exc).__name__})") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            raise ValueError(
+                f"the target's host resolves to {address}, a non-public address; "
+                "set allow_private = true to send there"
+            )

@@ -1,0 +1,85 @@
+"""What `gateway forward` keeps in PostgreSQL: each retrying event's failed attempts
+(`forward_attempts`), its dead letters (`dlq_webhooks`, stage `forward:NAME`), and the
+keys those dead letters hold."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from gateway.adapters.postgres import Conn, translate_errors
+from gateway.adapters.postgres.webhooks import record_failure
+from gateway.core.excerpt import capped
+from gateway.core.model import Event, Failure
+
+#: The dead-letter stage of a destination's events.
+STAGE_PREFIX = "forward:"
+
+_FAILURES = """
+SELECT failures FROM forward_attempts WHERE destination = $1 AND provider = $2 AND event_id = $3
+"""
+_ADD_FAILURE = """
+INSERT INTO forward_attempts AS a (destination, provider, event_id, failures, last_error)
+VALUES ($1, $2, $3, 1, $4)
+ON CONFLICT (destination, provider, event_id) DO UPDATE
+SET failures = a.failures + 1, last_failed_at = now(), last_error = EXCLUDED.last_error
+RETURNING failures
+"""
+_FORGET = "DELETE FROM forward_attempts WHERE destination = $1 AND provider = $2 AND event_id = $3"
+_HELD_KEYS = """
+SELECT DISTINCT provider, order_key FROM dlq_webhooks
+WHERE stage = $1 AND NOT is_resolved AND order_key IS NOT NULL
+"""
+
+
+def stage_of(destination: str) -> str:
+    """`forward:NAME`: where a destination's dead letters are filed."""
+    return STAGE_PREFIX + destination
+
+
+async def failures(conn: Conn, destination: str, provider: str, event_id: str) -> int:
+    """How many attempts of the event have failed so far (0: none recorded)."""
+    with translate_errors():
+        found = await conn.fetchval(_FAILURES, destination, provider, event_id)
+    return 0 if found is None else int(found)
+
+
+async def add_failure(
+    conn: Conn, destination: str, provider: str, event_id: str, error: str
+) -> int:
+    """Count one more failed attempt; the failures so far, this one included."""
+    with translate_errors():
+        return int(
+            await conn.fetchval(_ADD_FAILURE, destination, provider, event_id, capped(error))
+        )
+
+
+async def forget(conn: Conn, destination: str, provider: str, event_id: str) -> None:
+    """The event is delivered or parked: its attempts are no longer needed."""
+    with translate_errors():
+        await conn.execute(_FORGET, destination, provider, event_id)
+
+
+async def park(
+    conn: Conn,
+    destination: str,
+    event: Event,
+    failure: Failure,
+    attempts: int,
+) -> int:
+    """File the event's dead letter at `forward:NAME` (its own row is found by its key)
+    and drop its attempts, in the caller's transaction; the dead letter's id."""
+    row_id = await record_failure(conn, None, stage_of(destination), event, failure, attempts)
+    await forget(conn, destination, event.provider, event.event_id)
+    return row_id
+
+
+async def held_keys(conn: Conn, destination: str) -> set[tuple[str, str]]:
+    """(provider, order_key) of every key an open dead letter of the destination holds."""
+    with translate_errors():
+        rows = await conn.fetch(_HELD_KEYS, stage_of(destination))
+    return {(r["provider"], r["order_key"]) for r in rows}
+
+
+def received_at(text: str) -> datetime:
+    """A message's `Gateway-Received-At` as a time (ISO 8601 as the relay wrote it)."""
+    return datetime.fromisoformat(text)

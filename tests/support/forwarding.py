@@ -1,0 +1,68 @@
+"""Running `gateway forward`'s loop in-process against a real database, NATS and target."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from gateway import settings as settings_mod
+from gateway.compose.forward import run_forward
+from gateway.core.forward_retry import NAMED_SCHEDULES
+from gateway.forward.options import ForwardOptions, Output, Start
+from gateway.forward.view import Counts, View
+
+#: The secret tests sign with (Standard Webhooks form, also a valid Stripe-style key).
+FORWARD_SECRET = "whsec_" + "Zm9yd2FyZC10ZXN0LXNlY3JldC0xMjM0NTY3OA=="
+
+
+def options(url: str, **changes: object) -> ForwardOptions:
+    """A destination for tests: from the stream's start, quiet, the dev schedule."""
+    base = ForwardOptions(
+        url=url,
+        name="test",
+        start=Start.START,
+        schedule=NAMED_SCHEDULES["dev"],
+        secrets=(FORWARD_SECRET,),
+        output=Output.JSON,
+    )
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+class Running:
+    """A forwarder task, its counts and what it printed."""
+
+    def __init__(self, task: asyncio.Task[None], counts: Counts, out: io.StringIO) -> None:
+        self.task = task
+        self.counts = counts
+        self.out = out
+
+    def check(self) -> None:
+        """Raise what ended the forwarder, if it ended: a test waiting for deliveries
+        learns at once why none come."""
+        if self.task.done():
+            self.task.result()
+            raise AssertionError("the forwarder stopped")
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+@contextlib.asynccontextmanager
+async def forwarding(
+    settings: settings_mod.Settings, opts: ForwardOptions
+) -> AsyncIterator[Running]:
+    """The forwarding loop of `opts` as a task, stopped when the block ends."""
+    out = io.StringIO()
+    counts = Counts()
+    view = View(opts.output, out, io.StringIO(), terminal=False)
+    task = asyncio.create_task(run_forward(settings, opts, view, counts))
+    running = Running(task, counts, out)
+    try:
+        yield running
+    finally:
+        await running.stop()
