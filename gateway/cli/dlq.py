@@ -137,7 +137,7 @@ async def stats_body(settings: Settings, args: argparse.Namespace, _: DlqFilter)
 async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
     # Imported here: the replayer names every stage's handler and so loads the settlement
     # side, which `gateway serve` (parsing this same CLI) must not.
-    from gateway.dlq.replay import STAGE_HANDLERS, replay
+    from gateway.dlq.replay import replay, stage_handlers
 
     options = check_replay_flags(
         ids=args.id or (),
@@ -154,7 +154,7 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter
     async with ops.replay_resources(settings) as ctx:
         try:
             summary = await replay(
-                ctx, f, options, report.row, report.planned, handlers=STAGE_HANDLERS
+                ctx, f, options, report.row, report.planned, handlers=stage_handlers(settings)
             )
         finally:
             report.finish()

@@ -13,7 +13,9 @@ import os
 import secrets
 import sys
 import time
-from datetime import datetime
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import orjson
@@ -21,25 +23,26 @@ import orjson
 from gateway.cli.common import Number, SubParsers, help_texts, load_settings
 from gateway.core.forward_filters import ForwardFilter
 from gateway.core.forward_request import ResignAs
-from gateway.core.forward_retry import parse_duration_s, parse_schedule
-from gateway.core.signatures import standard_key
+from gateway.core.forward_retry import parse_schedule
 from gateway.errors import ForwardUsageError
-from gateway.forward.options import (
+from gateway.forward.view import Counts, View, summary_line
+from gateway.settings.forward import (
     MAX_IN_FLIGHT,
     ForwardOptions,
     Output,
     Start,
     check_name,
     check_url,
+    parse_timeout_s,
+    read_secrets,
+    read_start,
 )
-from gateway.forward.view import Counts, View, summary_line
 
 #: The exit status of a destination the target paused (410 Gone).
 EXIT_PAUSED = 3
 IN_FLIGHT = Number(1, MAX_IN_FLIGHT)
 FAIL_FIRST = Number(0, 100)
-#: The longest `--timeout`: past it a target is not answering.
-MAX_TIMEOUT_S = 300.0
+T = TypeVar("T")
 
 
 def generated_secret() -> str:
@@ -56,57 +59,35 @@ def shown_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
-def _secrets_from_env(var: str, resign_as: ResignAs) -> tuple[str, ...]:
-    """The secrets `$VAR` holds, separated by spaces (the new one first during a
-    rotation); each checked where the scheme can tell."""
-    found = tuple(os.environ.get(var, "").split())
-    if not found:
-        raise ForwardUsageError(f"--secret-env: ${var} is not set or empty")
-    if resign_as is ResignAs.STANDARD:
-        for secret in found:
-            try:
-                standard_key(secret)
-            except ValueError as exc:
-                raise ForwardUsageError(f"--secret-env: ${var}: {exc}") from None
-    return found
-
-
-def _start(text: str) -> tuple[Start, str | None]:
-    if text in (Start.NOW.value, Start.START.value):
-        return Start(text), None
+def _flag(flag: str, read: Callable[[], T]) -> T:
     try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ForwardUsageError(
-            f"--from: {text[:40]!r} is not 'now', 'start' or an ISO 8601 time"
-        ) from None
-    if when.tzinfo is None:
-        raise ForwardUsageError("--from: give the time with its zone, such as 2026-12-01T09:00Z")
-    return Start.TIME, when.isoformat()
+        return read()
+    except ValueError as exc:
+        raise ForwardUsageError(f"{flag}: {exc}") from None
 
 
 def options_from(args: argparse.Namespace, *, listen: bool) -> tuple[ForwardOptions, str | None]:
     """The destination the flags describe, and the secret to print (listen's own)."""
+    url = _flag("--to", lambda: check_url(args.to))
+    name = None if args.name is None else _flag("--name", lambda: check_name(args.name))
     try:
-        url = check_url(args.to)
-        name = None if args.name is None else check_name(args.name)
         filters = ForwardFilter.parse(tuple(args.provider), tuple(args.type), args.where)
-        schedule = parse_schedule(args.retry or ("dev" if listen else "standard"))
-        timeout_s = parse_duration_s(args.timeout)
-    except ValueError as exc:
+    except ValueError as exc:  # the message names the flag
         raise ForwardUsageError(str(exc)) from None
-    if not 0 < timeout_s <= MAX_TIMEOUT_S:
-        raise ForwardUsageError(f"--timeout: from 1ms to {MAX_TIMEOUT_S:g}s")
+    schedule = _flag(
+        "--retry", lambda: parse_schedule(args.retry or ("dev" if listen else "standard"))
+    )
+    timeout_s = _flag("--timeout", lambda: parse_timeout_s(args.timeout))
     resign_as = ResignAs(args.resign_as)
     printed = None
     if args.secret_env:
-        keys = _secrets_from_env(args.secret_env, resign_as)
+        keys = _flag("--secret-env", lambda: read_secrets(args.secret_env, resign_as, os.environ))
     elif listen:
         printed = generated_secret()
         keys = (printed,)
     else:
         raise ForwardUsageError("--secret-env VAR: name the variable that holds the signing secret")
-    start, start_time = _start(args.start)
+    start, start_time = _flag("--from", lambda: read_start(args.start))
     options = ForwardOptions(
         url=url,
         name=name,
@@ -132,8 +113,20 @@ def cmd_forward(args: argparse.Namespace, *, listen: bool = False) -> int:
     from gateway.compose.forward import run_forward
     from gateway.compose.signals import run_until_signalled
 
-    options, printed = options_from(args, listen=listen)
     settings = load_settings(args)
+    declared = settings.forward.get(args.name or "")
+    if declared is not None and args.to is None:
+        options, printed = replace(declared, output=Output(args.output)), None
+    elif declared is not None:
+        raise ForwardUsageError(
+            f"--name {args.name}: declared in [forward.{args.name}]; run it without --to"
+        )
+    elif args.to is None:
+        raise ForwardUsageError(
+            "--to URL is required (or --name NAME of a [forward.NAME] table in the config)"
+        )
+    else:
+        options, printed = options_from(args, listen=listen)
     view = View(options.output, sys.stdout, sys.stderr, terminal=sys.stdout.isatty())
     if printed is not None:
         view.say(f"Ready! Your webhook signing secret is {printed}")
@@ -165,7 +158,12 @@ def cmd_listen(args: argparse.Namespace) -> int:
 
 
 def _add_flags(p: argparse.ArgumentParser, *, listen: bool) -> None:
-    p.add_argument("--to", required=True, metavar="URL", help="the target: http:// or https://")
+    p.add_argument(
+        "--to",
+        default=None,
+        metavar="URL",
+        help="the target: http:// or https:// (not with --name of a [forward.NAME] table)",
+    )
     p.add_argument(
         "--name",
         default=None,

@@ -4,17 +4,22 @@ opened and closed in one order around the forwarding loop."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
-from gateway.adapters.http_target import HttpTarget
+from gateway.adapters.http_target import HttpTarget, refuse_private
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer, forward_consumer_config
+from gateway.adapters.jetstream.consumer_info import consumer_backlog
 from gateway.adapters.postgres import open_pool
-from gateway.forward.options import ForwardOptions, Start
+from gateway.errors import ConfigError
 from gateway.forward.runner import Forwarder, max_pending
 from gateway.forward.view import Counts, View
+from gateway.metrics import ListenAddress, Metrics, metrics_listener
 from gateway.settings import Settings
+from gateway.settings.forward import ForwardOptions, Start
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +45,39 @@ def ack_wait_s(options: ForwardOptions) -> float:
     return options.timeout_s * 8 + 30.0
 
 
+#: How often the destination's backlog is read for its gauges.
+BACKLOG_EVERY_S = 15.0
+
+
+def check_target(options: ForwardOptions) -> None:
+    """A destination declared in the configuration may not reach a private, loopback,
+    link-local or metadata address unless it says `allow_private = true`."""
+    if options.allow_private:
+        return
+    try:
+        refuse_private(options.url)
+    except ValueError as exc:
+        raise ConfigError(f"forward.{options.destination}.url", str(exc)) from None
+
+
 async def run_forward(
     settings: Settings, options: ForwardOptions, view: View, counts: Counts
 ) -> None:
     """Forward until cancelled, or until the target pauses the destination (410); what
-    was done is counted in `counts` as it happens, so a stop by signal still reports it."""
+    was done is counted in `counts` as it happens, so a stop by signal still reports it.
+    A destination with a metrics port serves `/metrics` meanwhile."""
+    check_target(options)
+    metrics = Metrics()
+    address = ListenAddress(
+        options.metrics_host, options.metrics_port, f"forward.{options.destination}.metrics_port"
+    )
+    async with metrics_listener(metrics, address):
+        await _forward(settings, options, view, counts, metrics)
+
+
+async def _forward(
+    settings: Settings, options: ForwardOptions, view: View, counts: Counts, metrics: Metrics
+) -> None:
     start_time = datetime.fromisoformat(options.start_time_iso) if options.start_time_iso else None
     async with open_pool(settings.database_url, max_size=4) as pool:
         broker = JetStreamBroker(settings.nats, name="gateway-forward")
@@ -55,13 +88,15 @@ async def run_forward(
             verify_tls=options.verify_tls,
             max_connections=options.max_in_flight,
         )
+        backlog: asyncio.Task[None] | None = None
         try:
+            subjects = subjects_of(options)
             consumer = DurablePullConsumer(
                 broker,
                 settings.nats.stream,
                 forward_consumer_config(
                     consumer_name(options),
-                    subjects_of(options),
+                    subjects,
                     from_start=options.start is Start.START,
                     start_time=start_time,
                     ack_wait_s=ack_wait_s(options),
@@ -73,10 +108,51 @@ async def run_forward(
                 "forwarding",
                 extra={"destination": options.destination, "consumer": consumer.name},
             )
+            if options.metrics_port:
+                backlog = asyncio.create_task(
+                    _read_backlog(
+                        broker, settings.nats.stream, consumer.name, subjects, options, metrics
+                    )
+                )
             forwarder = Forwarder(
-                options, consumer, target, pool, view, ack_wait_s=ack_wait_s(options), counts=counts
+                options,
+                consumer,
+                target,
+                pool,
+                view,
+                ack_wait_s=ack_wait_s(options),
+                counts=counts,
+                metrics=metrics,
             )
             await forwarder.run()
         finally:
+            if backlog is not None:
+                backlog.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await backlog
             await target.close()
             await broker.close()
+
+
+async def _read_backlog(
+    broker: JetStreamBroker,
+    stream: str,
+    consumer: str,
+    subjects: list[str],
+    options: ForwardOptions,
+    metrics: Metrics,
+) -> None:
+    """Every `BACKLOG_EVERY_S`, the destination's lag and the age of its oldest
+    undelivered event, into their gauges (left as they were while NATS cannot say)."""
+    destination = options.destination
+    while True:
+        found = await consumer_backlog(broker, stream, consumer, subjects=tuple(subjects))
+        if found.pending is not None:
+            metrics.forward_lag.set(
+                found.pending + (found.ack_pending or 0), destination=destination
+            )
+            age_s = 0.0
+            if found.oldest_at is not None:
+                age_s = max(0.0, (datetime.now(UTC) - found.oldest_at).total_seconds())
+            metrics.forward_oldest_undelivered_seconds.set(age_s, destination=destination)
+        await asyncio.sleep(BACKLOG_EVERY_S)

@@ -288,7 +288,7 @@ class JobRunner:
             self.ctx,
             DlqFilter(resolved=None),
             options,
-            handlers=_run_level(replay_mod.STAGE_HANDLERS),
+            handlers=_run_level(replay_mod.stage_handlers(self.ctx.settings)),
         )
         if not summary.results:  # another replay holds it, or tried it since this one began
             return None

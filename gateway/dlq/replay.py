@@ -30,6 +30,7 @@ from gateway.core.dlq_filters import DlqFilter, ReplayOptions
 from gateway.core.dlq_model import DlqRow, RowBrief
 from gateway.core.model import Failure, Stage
 from gateway.core.operator_input import pace_delay_s
+from gateway.dlq.forward_handler import forward_handlers
 from gateway.dlq.ingest_handler import ingest_handler
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowOutcome, RowResult, plan
@@ -37,6 +38,7 @@ from gateway.dlq.publish_handler import publish_handler
 from gateway.dlq.settlement_handler import settlement_handler
 from gateway.dlq.traced import replay_done, replay_span
 from gateway.errors import DlqRowNotFound, PayloadRemoved
+from gateway.settings import Settings
 
 #: The stages a replay can run again, and the factory of each one's handler. Read-only:
 #: a stage is replayable because it is named here, where a reader can see it, not because
@@ -48,6 +50,12 @@ STAGE_HANDLERS: StageHandlers = MappingProxyType(
         Stage.SETTLEMENT.value: settlement_handler,
     }
 )
+
+
+def stage_handlers(settings: Settings) -> StageHandlers:
+    """Every stage a replay with these settings can run again: the pipeline's, and each
+    `[forward.NAME]` destination's `forward:NAME`."""
+    return MappingProxyType({**STAGE_HANDLERS, **forward_handlers(settings.forward)})
 
 
 class Handlers:

@@ -25,8 +25,9 @@ from gateway.core.forward_retry import Answer, Decision, Verdict, decide
 from gateway.core.model import Failure
 from gateway.errors import BrokerUnavailable, DatabaseUnavailable, ErrorClass, GatewayError
 from gateway.forward.key_lines import KeyLines, Waiting, forwarded_event
-from gateway.forward.options import ForwardOptions
 from gateway.forward.view import AttemptSeen, Counts, View
+from gateway.metrics import Metrics
+from gateway.settings.forward import ForwardOptions
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,15 @@ FETCH_WAIT_S = 1.0
 OUTAGE_DELAY_S = 5.0
 #: How often the keys held by open dead letters are read again (a replay releases them).
 HELD_REFRESH_S = 5.0
+
+
+#: The `outcome` label of each verdict in `gateway_forward_attempts_total`.
+_OUTCOMES = {
+    Verdict.DELIVERED: "delivered",
+    Verdict.RETRY: "retry",
+    Verdict.PARK: "parked",
+    Verdict.PAUSE: "paused",
+}
 
 
 def max_pending(options: ForwardOptions) -> int:
@@ -56,11 +66,13 @@ class Forwarder:
         *,
         ack_wait_s: float,
         counts: Counts | None = None,
+        metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         rand: Callable[[], float] = random.random,
     ) -> None:
         self.options = options
         self.counts = counts if counts is not None else Counts()
+        self._metrics = metrics
         self._consumer = consumer
         self._target = target
         self._pool = pool
@@ -114,6 +126,7 @@ class Forwarder:
         event = forwarded_event(delivery)
         if not self.options.filters.passes(event.provider, event.event_type, event.body):
             self.counts.filtered += 1
+            self._count("filtered")
             self._spawn(_answer(delivery.ack()))
             return
         if not self.options.ordered or event.order_key is None:
@@ -168,6 +181,11 @@ class Forwarder:
                 )
                 await _answer(delivery.nak(OUTAGE_DELAY_S))
                 return Decision(Verdict.RETRY, OUTAGE_DELAY_S)
+        if self._metrics is not None:
+            self._metrics.forward_latency_seconds.observe(
+                attempted.elapsed_s, destination=options.destination
+            )
+        self._count(_OUTCOMES[decision.verdict])
         self._view.attempt(
             AttemptSeen(
                 at=datetime.fromtimestamp(self._clock(), UTC).astimezone(),
@@ -185,6 +203,12 @@ class Forwarder:
             )
         )
         return decision
+
+    def _count(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.forward_attempts_total.inc(
+                destination=self.options.destination, outcome=outcome
+            )
 
     async def _send(self, waiting: Waiting, attempt: int) -> Attempted:
         options = self.options
@@ -258,6 +282,7 @@ class Forwarder:
         try:
             await self._park(waiting, failure, 0)
             self.counts.blocked += 1
+            self._count("blocked")
         except GatewayError as exc:
             log.warning("blocked event not parked", extra={"error": type(exc).__name__})
             await _answer(waiting.delivery.nak(OUTAGE_DELAY_S))

@@ -12,7 +12,7 @@ import orjson
 
 from gateway.core.content import printable
 from gateway.core.forward_retry import Verdict
-from gateway.forward.options import Output
+from gateway.settings.forward import Output
 
 #: How much of a failed answer a line shows.
 EXCERPT_CHARS = 200

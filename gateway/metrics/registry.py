@@ -207,6 +207,35 @@ class Metrics:
             reg,
         )
 
+        self.forward_attempts_total = Counter(
+            "gateway_forward_attempts_total",
+            "Attempts to deliver an event to a forwarding destination, by destination and "
+            "outcome (delivered, retry, parked, paused, blocked, filtered).",
+            ("destination", "outcome"),
+            reg,
+        )
+        self.forward_latency_seconds = Histogram(
+            "gateway_forward_latency_seconds",
+            "Time a forwarding target took to answer one attempt.",
+            ("destination",),
+            reg,
+        )
+        self.forward_lag = Gauge(
+            "gateway_forward_lag",
+            "Events the destination's consumer has not had acknowledged yet (pending and "
+            "in flight), as last read.",
+            ("destination",),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.forward_oldest_undelivered_seconds = Gauge(
+            "gateway_forward_oldest_undelivered_seconds",
+            "Age of the oldest event the destination has not delivered yet (0: none).",
+            ("destination",),
+            reg,
+            _GAUGE_MODE,
+        )
+
     def render(self) -> str:
         """The Prometheus text exposition of every metric: with a shared directory, of
         every process of the run (any worker answers for all of them)."""

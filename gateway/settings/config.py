@@ -19,6 +19,7 @@ from gateway.core.alerting import AlertSettings
 from gateway.errors import ConfigError
 from gateway.settings.console import ConsoleSettings
 from gateway.settings.database import DatabaseSettings
+from gateway.settings.forward import ForwardOptions, parse_forward
 from gateway.settings.ordering import OnPoison, OrderingSettings
 from gateway.settings.sections import (
     HEADER_BUDGET_BYTES,
@@ -82,6 +83,7 @@ SECTIONS = (
     "tracing",
     "ordering",
     "console",
+    "forward",
 )
 
 
@@ -118,6 +120,8 @@ class Settings:
     ordering: OrderingSettings = field(default_factory=OrderingSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    #: `[forward.NAME]`: the destinations `gateway forward --name NAME` runs.
+    forward: Mapping[str, ForwardOptions] = field(default_factory=dict)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -312,6 +316,7 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         ordering=_ordering(data),
         console=_console(data),
         database=database,
+        forward=parse_forward(data, env),
     )
 
 

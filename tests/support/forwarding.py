@@ -5,14 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+
+import httpx
+import orjson
 
 from gateway import settings as settings_mod
 from gateway.compose.forward import run_forward
 from gateway.core.forward_retry import NAMED_SCHEDULES
-from gateway.forward.options import ForwardOptions, Output, Start
 from gateway.forward.view import Counts, View
+from gateway.settings.forward import ForwardOptions, Output, Start
+from tests.support import vectors
+from tests.support.gateway import SECRETS
 
 #: The secret tests sign with (Standard Webhooks form, also a valid Stripe-style key).
 FORWARD_SECRET = "whsec_" + "Zm9yd2FyZC10ZXN0LXNlY3JldC0xMjM0NTY3OA=="
@@ -66,3 +72,28 @@ async def forwarding(
         yield running
     finally:
         await running.stop()
+
+
+def stripe_body(event_id: str, payment_intent: str, event_type: str = "charge.succeeded") -> bytes:
+    """A Stripe event about `payment_intent` (its ordering key)."""
+    return orjson.dumps(
+        {
+            "id": event_id,
+            "type": event_type,
+            "livemode": False,
+            "data": {"object": {"id": f"ch_{event_id}", "payment_intent": payment_intent}},
+        }
+    )
+
+
+async def post_stripe(
+    client: httpx.AsyncClient, event_id: str, payment_intent: str = "pi_1", **extra: str
+) -> None:
+    """Send one signed Stripe event to the gateway; fail unless it is accepted."""
+    body = stripe_body(event_id, payment_intent, **extra)
+    ts = int(time.time())
+    signature = f"t={ts},v1={vectors.stripe_v1(SECRETS['stripe'], ts, body)}"
+    answer = await client.post(
+        "/webhooks/stripe", content=body, headers={"stripe-signature": signature}
+    )
+    assert answer.status_code == 200, answer.text

@@ -30,7 +30,7 @@ from typing import Any
 from gateway.devtools.docs_reference import reads
 from gateway.devtools.docs_reference.field_docs import KeyDoc, class_docs, tuple_docs
 from gateway.devtools.docs_reference.text import code, generated_header, table
-from gateway.settings import config, provider_api, senders
+from gateway.settings import config, forward, provider_api, senders
 
 #: How each Python type of a setting reads in TOML terms.
 _TYPES = {
@@ -101,6 +101,10 @@ def tables() -> list[Table]:
             found.append(Table(section, text, keys))
         elif section == "providers":
             found += _providers()
+        elif section == "forward":
+            cls = forward.ForwardSettings
+            keys = list(_dataclass_keys("forward.NAME", cls))
+            found.append(Table("forward.NAME", _class_text(cls), keys))
         elif section == "services":
             reads_ = reads.read_value_calls(senders)
             docs = tuple_docs(senders, "SERVICE_KEYS")

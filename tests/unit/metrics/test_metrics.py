@@ -45,6 +45,10 @@ CONTRACT = {
     "gateway_backfill_pages_skipped_total": ("counter", ("provider",)),
     "gateway_database_durability": ("gauge", ("state",)),
     "gateway_database_synchronous_standbys": ("gauge", ()),
+    "gateway_forward_attempts_total": ("counter", ("destination", "outcome")),
+    "gateway_forward_latency_seconds": ("histogram", ("destination",)),
+    "gateway_forward_lag": ("gauge", ("destination",)),
+    "gateway_forward_oldest_undelivered_seconds": ("gauge", ("destination",)),
 }
 
 

@@ -1,0 +1,80 @@
+"""DLQ replay of `stage = 'forward:NAME'` rows: one more attempt to the destination
+`[forward.NAME]` declares, signed as its forwarder signs, with the same `webhook-id`, so
+the target can tell the replay from a new event. A destination given only by flags has
+no table to take its target and secret from: its rows fail as having no handler."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from gateway.adapters.http_target import HttpTarget, refuse_private
+from gateway.adapters.postgres import connection
+from gateway.adapters.postgres.forwarding import stage_of
+from gateway.adapters.postgres.webhooks import event_type_of
+from gateway.core.dlq_model import DlqRow
+from gateway.core.forward_request import ForwardedEvent, delivery_request
+from gateway.core.forward_retry import Verdict, decide
+from gateway.dlq.parts import HandlerFactory, ReplayContext, StageHandler
+from gateway.errors import ForwardAttemptsExhausted, ForwardRefused
+from gateway.settings.forward import ForwardOptions
+
+
+def forward_handlers(destinations: Mapping[str, ForwardOptions]) -> dict[str, HandlerFactory]:
+    """The handler factory of each declared destination's stage."""
+    return {stage_of(name): _factory(options) for name, options in destinations.items()}
+
+
+def _factory(options: ForwardOptions) -> HandlerFactory:
+    async def build(ctx: ReplayContext) -> StageHandler:
+        if not options.allow_private:
+            refuse_private(options.url)
+
+        async def replay_forward(row: DlqRow) -> None:
+            event_type = ""
+            if row.webhook_id is not None:
+                async with connection(ctx.pool) as conn:
+                    event_type = await event_type_of(conn, row.webhook_id) or ""
+            event = ForwardedEvent(
+                provider=row.provider,
+                event_id=row.event_id,
+                event_type=event_type,
+                received_at=row.received_at.isoformat(),
+                body=row.payload,
+            )
+            body, headers = delivery_request(
+                event,
+                row.attempts + 1,
+                int(time.time()),
+                resign_as=options.resign_as,
+                secrets=options.secrets,
+                wrap=options.envelope,
+            )
+            target = HttpTarget(
+                options.url,
+                timeout_s=options.timeout_s,
+                verify_tls=options.verify_tls,
+                max_connections=1,
+            )
+            try:
+                attempted = await target.post(body, headers)
+            finally:
+                await target.close()
+            # The replay is one attempt: any answer but a 2xx leaves the row open.
+            decision = decide(
+                attempted.answer, 1, (), park_on_4xx=True, now_s=time.time(), rand=lambda: 0.5
+            )
+            if decision.verdict is Verdict.DELIVERED:
+                return
+            excerpt = attempted.excerpt.decode("utf-8", "replace")
+            message = f"replay: {decision.reason}" + (
+                f"; the answer began: {excerpt}" if excerpt else ""
+            )
+            status = attempted.answer.status
+            if status is not None and 400 <= status < 500 and status not in (408, 425, 429):
+                raise ForwardRefused(message)
+            raise ForwardAttemptsExhausted(message)
+
+        return replay_forward
+
+    return build
