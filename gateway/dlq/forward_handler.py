@@ -10,8 +10,7 @@ from collections.abc import Mapping
 
 from gateway.adapters.http_target import HttpTarget, refuse_private
 from gateway.adapters.postgres import connection
-from gateway.adapters.postgres.forwarding import stage_of
-from gateway.adapters.postgres.webhooks import event_type_of
+from gateway.adapters.postgres.forwarding import event_place, stage_of
 from gateway.core.dlq_model import DlqRow
 from gateway.core.forward_request import ForwardedEvent, delivery_request
 from gateway.core.forward_retry import Verdict, decide
@@ -31,16 +30,18 @@ def _factory(options: ForwardOptions) -> HandlerFactory:
             refuse_private(options.url)
 
         async def replay_forward(row: DlqRow) -> None:
-            event_type = ""
+            event_type, order_key, key_seq = "", None, None
             if row.webhook_id is not None:
                 async with connection(ctx.pool) as conn:
-                    event_type = await event_type_of(conn, row.webhook_id) or ""
+                    event_type, order_key, key_seq = await event_place(conn, row.webhook_id)
             event = ForwardedEvent(
                 provider=row.provider,
                 event_id=row.event_id,
                 event_type=event_type,
                 received_at=row.received_at.isoformat(),
                 body=row.payload,
+                order_key=order_key,
+                key_seq=key_seq,
             )
             body, headers = delivery_request(
                 event,

@@ -116,11 +116,16 @@ class Forwarder:
         return len(self._tasks) + self._lines.waiting_count()
 
     async def _read_held(self) -> None:
+        """The held keys as the open dead letters say (a replay or a resolve releases a
+        key), keeping those parked while the question was out."""
+        before = set(self._lines.held)
         try:
             async with connection(self._pool) as conn:
-                self._lines.held = await store.held_keys(conn, self.options.destination)
+                found = await store.held_keys(conn, self.options.destination)
         except DatabaseUnavailable as exc:
             log.warning("held keys not read", extra={"error": type(exc).__name__})
+            return
+        self._lines.held = found | (self._lines.held - before)
 
     def _admit(self, delivery: Delivery) -> None:
         event = forwarded_event(delivery)
@@ -274,18 +279,35 @@ class Forwarder:
         return row_id
 
     async def _park_blocked(self, waiting: Waiting) -> None:
-        """Park an event behind its key's parked predecessor, sending nothing."""
+        """Park an event behind its key's parked predecessor, sending nothing; or, when
+        the key was released meanwhile (its dead letters replayed or resolved), send it
+        in its turn after all."""
+        event = waiting.event
+        key = (event.provider, event.order_key or "")
         failure = Failure(
             ErrorClass.BLOCKED_BY_PREDECESSOR,
-            f"an earlier event of key {waiting.event.order_key!r} is parked for this destination",
+            f"an earlier event of key {event.order_key!r} is parked for this destination",
         )
+        destination = self.options.destination
         try:
-            await self._park(waiting, failure, 0)
-            self.counts.blocked += 1
-            self._count("blocked")
+            async with transaction(self._pool) as conn:
+                still_held = await store.key_held(conn, destination, *key)
+                if still_held:
+                    model = event_from_message(waiting.delivery)
+                    await store.park(conn, destination, model, failure, 0)
         except GatewayError as exc:
             log.warning("blocked event not parked", extra={"error": type(exc).__name__})
             await _answer(waiting.delivery.nak(OUTAGE_DELAY_S))
+            return
+        if not still_held:
+            self._lines.held.discard(key)
+            started = self._lines.admit(waiting)
+            if started is not None:
+                await started
+            return
+        await _answer(waiting.delivery.ack())  # the dead letter holds it now
+        self.counts.blocked += 1
+        self._count("blocked")
 
 
 async def _answer(answer: Awaitable[None]) -> None:

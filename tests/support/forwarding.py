@@ -74,7 +74,9 @@ async def forwarding(
         await running.stop()
 
 
-def stripe_body(event_id: str, payment_intent: str, event_type: str = "charge.succeeded") -> bytes:
+def stripe_body(
+    event_id: str, payment_intent: str, event_type: str = "payment_intent.succeeded"
+) -> bytes:
     """A Stripe event about `payment_intent` (its ordering key)."""
     return orjson.dumps(
         {

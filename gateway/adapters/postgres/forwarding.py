@@ -4,8 +4,6 @@ keys those dead letters hold."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import record_failure
 from gateway.core.excerpt import capped
@@ -25,6 +23,11 @@ SET failures = a.failures + 1, last_failed_at = now(), last_error = EXCLUDED.las
 RETURNING failures
 """
 _FORGET = "DELETE FROM forward_attempts WHERE destination = $1 AND provider = $2 AND event_id = $3"
+_KEY_HELD = """
+SELECT EXISTS (SELECT 1 FROM dlq_webhooks
+               WHERE stage = $1 AND provider = $2 AND order_key = $3 AND NOT is_resolved)
+"""
+_PLACE = "SELECT event_type, order_key, key_seq FROM processed_webhooks WHERE id = $1"
 _HELD_KEYS = """
 SELECT DISTINCT provider, order_key FROM dlq_webhooks
 WHERE stage = $1 AND NOT is_resolved AND order_key IS NOT NULL
@@ -80,6 +83,17 @@ async def held_keys(conn: Conn, destination: str) -> set[tuple[str, str]]:
     return {(r["provider"], r["order_key"]) for r in rows}
 
 
-def received_at(text: str) -> datetime:
-    """A message's `Gateway-Received-At` as a time (ISO 8601 as the relay wrote it)."""
-    return datetime.fromisoformat(text)
+async def key_held(conn: Conn, destination: str, provider: str, order_key: str) -> bool:
+    """Whether an open dead letter of the destination holds the key."""
+    with translate_errors():
+        return bool(await conn.fetchval(_KEY_HELD, stage_of(destination), provider, order_key))
+
+
+async def event_place(conn: Conn, webhook_id: int) -> tuple[str, str | None, int | None]:
+    """An event row's type, ordering key and number (what its message's headers carried):
+    a replayed delivery carries them again."""
+    with translate_errors():
+        row = await conn.fetchrow(_PLACE, webhook_id)
+    if row is None:
+        return "", None, None
+    return row["event_type"] or "", row["order_key"], row["key_seq"]

@@ -130,7 +130,9 @@ async def test_filtered_events_are_acknowledged_and_never_sent(doc: dict[str, ob
         opts = options(
             target.url,
             filters=ForwardFilter.parse(
-                ("stripe",), ("charge.*",), '{"data": {"object": {"payment_intent": "pi_keep"}}}'
+                ("stripe",),
+                ("payment_intent.*",),
+                '{"data": {"object": {"payment_intent": "pi_keep"}}}',
             ),
         )
         async with forwarding(server.settings, opts) as running:
