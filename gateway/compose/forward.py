@@ -123,6 +123,7 @@ async def _forward(
                 ack_wait_s=ack_wait_s(options),
                 counts=counts,
                 metrics=metrics,
+                gap_s=settings.ordering.gap_timeout_s,
             )
             await forwarder.run()
         finally:

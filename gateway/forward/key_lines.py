@@ -9,12 +9,18 @@ waiting behind it in `key_seq` order.
   it as `BLOCKED_BY_PREDECESSOR`, sending nothing, until the dead letters are replayed
   (the forwarder reads the held keys from the open dead letters).
 - An event earlier than the blocker (a late arrival) may go first: that is its order.
+- A key remembers the last number it delivered (or parked, or filtered out): a later
+  event waits in memory for its predecessor, however the stream hands them back, for up
+  to the gap timeout (`[ordering] gap_timeout_s`); then it goes anyway, as a
+  predecessor that never comes (parked before it reached the stream, say) must not hold
+  the key for ever. A key first seen by this process starts at whatever comes first.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +35,8 @@ from gateway.errors import BrokerUnavailable
 BLOCKER_GRACE_S = 30.0
 #: Events behind a blocker come back this long after it.
 BEHIND_S = 1.0
+#: Keys whose last delivered number is remembered; the least recently used go first.
+MAX_REMEMBERED_KEYS = 100_000
 
 Key = tuple[str, str]
 
@@ -73,24 +81,41 @@ class _Line:
     waiting: list[Waiting] = field(default_factory=list)
     running: bool = False
     blocker: _Blocker | None = None
+    last: int | None = None  # the last number delivered, parked or filtered out
+    head_since_s: float = 0.0  # since when the first waiting event waits for a gap
 
-    def add(self, waiting: Waiting) -> None:
+    def add(self, waiting: Waiting, now_s: float) -> None:
+        if not self.waiting or waiting.seq < self.waiting[0].seq:
+            self.head_since_s = now_s
         bisect.insort(self.waiting, waiting, key=lambda w: w.seq)
+
+    def head_ready(self) -> bool:
+        """The first waiting event's predecessor is done (or unknown to this process)."""
+        return bool(self.waiting) and (self.last is None or self.waiting[0].seq <= self.last + 1)
+
+    def done(self, seq: int) -> None:
+        self.last = seq if self.last is None else max(self.last, seq)
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.running and self.blocker is None
 
 
 class KeyLines:
-    """Every key with an event in flight, waiting, or blocked by a retry."""
+    """Every key with an event in flight, waiting, blocked by a retry, or remembered."""
 
     def __init__(
         self,
         attempt: Callable[[Waiting], Awaitable[Decision]],
         park_blocked: Callable[[Waiting], Awaitable[None]],
         clock: Callable[[], float],
+        gap_s: float,
     ) -> None:
         self._attempt = attempt
         self._park_blocked = park_blocked
         self._clock = clock
-        self._lines: dict[Key, _Line] = {}
+        self._gap_s = gap_s
+        self._lines: OrderedDict[Key, _Line] = OrderedDict()
         #: Keys an open dead letter holds: their events are parked behind it.
         self.held: set[Key] = set()
 
@@ -108,13 +133,37 @@ class KeyLines:
             line.waiting.clear()
         return taken
 
+    def _line(self, key: Key) -> _Line:
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = _Line()
+            if len(self._lines) > MAX_REMEMBERED_KEYS:
+                self._forget_one()
+        else:
+            self._lines.move_to_end(key)
+        return line
+
+    def _forget_one(self) -> None:
+        for key, line in self._lines.items():
+            if line.idle:
+                del self._lines[key]
+                return
+
+    def passed(self, key: Key, seq: int) -> Coroutine[Any, Any, Any] | None:
+        """An event of the key that is not for this destination (filtered out): its
+        number is done, and the next may go."""
+        line = self._line(key)
+        line.done(seq)
+        return self._start(key, line)
+
     def admit(self, waiting: Waiting) -> Coroutine[Any, Any, Any] | None:
         """Place an event of a keyed message; the work to start now, if any."""
         event = waiting.event
         key = (event.provider, event.order_key or "")
+        line = self._line(key)
         if key in self.held:
+            line.done(waiting.seq)  # parked behind the key's dead letter: its turn is used
             return _run_awaitable(self._park_blocked(waiting))
-        line = self._lines.setdefault(key, _Line())
         blocker = line.blocker
         if blocker is not None and not line.running:
             if event.event_id == blocker.event_id or waiting.seq < blocker.seq:
@@ -125,19 +174,39 @@ class KeyLines:
                 return _nak(waiting.delivery, delay_s)
             else:
                 line.blocker = None
-        line.add(waiting)
-        if line.running:
+        line.add(waiting, self._clock())
+        return self._start(key, line)
+
+    def expired_gaps(self) -> list[Coroutine[Any, Any, Any]]:
+        """Keys whose first waiting event has waited `gap_s` for a predecessor that has
+        not come: they go on without it."""
+        now_s = self._clock()
+        started = []
+        for key, line in list(self._lines.items()):
+            stuck = line.waiting and not line.running and line.blocker is None
+            if stuck and not line.head_ready() and now_s - line.head_since_s >= self._gap_s:
+                line.last = line.waiting[0].seq - 1
+                work = self._start(key, line)
+                if work is not None:
+                    started.append(work)
+        return started
+
+    def _start(self, key: Key, line: _Line) -> Coroutine[Any, Any, Any] | None:
+        if line.running or line.blocker is not None or not line.head_ready():
             return None
         line.running = True
         return self._run(key, line)
 
     async def _run(self, key: Key, line: _Line) -> None:
-        """Send the key's events one after the other, until none wait or one fails."""
+        """Send the key's events one after the other while each one's predecessor is
+        done, until none is ready or one fails."""
         try:
-            while line.waiting:
+            while line.head_ready():
                 waiting = line.waiting.pop(0)
+                line.head_since_s = self._clock()
                 if key in self.held:
                     await self._park_blocked(waiting)
+                    line.done(waiting.seq)
                     continue
                 decision = await self._attempt(waiting)
                 if decision.verdict is Verdict.RETRY:
@@ -147,14 +216,13 @@ class KeyLines:
                     for other in behind:
                         await _nak(other.delivery, decision.delay_s + BEHIND_S)
                     break
+                if decision.verdict is Verdict.PAUSE:
+                    break  # the rest is offered again when the loop stops
+                line.done(waiting.seq)
                 if decision.verdict is Verdict.PARK:
                     self.held.add(key)
-                elif decision.verdict is Verdict.PAUSE:
-                    break  # the rest is offered again when the loop stops
         finally:
             line.running = False
-            if not line.waiting and line.blocker is None and self._lines.get(key) is line:
-                del self._lines[key]
 
 
 async def _run_awaitable(work: Awaitable[None]) -> None:

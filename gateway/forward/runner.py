@@ -67,6 +67,7 @@ class Forwarder:
         ack_wait_s: float,
         counts: Counts | None = None,
         metrics: Metrics | None = None,
+        gap_s: float = 300.0,
         clock: Callable[[], float] = time.time,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -81,7 +82,7 @@ class Forwarder:
         self._rand = rand
         self._slots = asyncio.Semaphore(options.max_in_flight)
         self._tasks: set[asyncio.Task[object]] = set()
-        self._lines = KeyLines(self._attempt, self._park_blocked, clock)
+        self._lines = KeyLines(self._attempt, self._park_blocked, clock, gap_s)
         self._stopped = asyncio.Event()
         # Messages waiting behind their key are reported in progress this often, so the
         # stream does not deliver them a second time while they wait.
@@ -96,6 +97,8 @@ class Forwarder:
                 if time.monotonic() - held_read_s > HELD_REFRESH_S and self.options.ordered:
                     await self._read_held()
                     held_read_s = time.monotonic()
+                for started in self._lines.expired_gaps():
+                    self._spawn(started)
                 if time.monotonic() - touched_s > self._touch_every_s:
                     for waiting in self._lines.waiting():
                         await _answer(waiting.delivery.in_progress())
@@ -133,6 +136,11 @@ class Forwarder:
             self.counts.filtered += 1
             self._count("filtered")
             self._spawn(_answer(delivery.ack()))
+            if self.options.ordered and event.order_key is not None and event.key_seq:
+                # Not for this destination, but its number is done: the next may go.
+                passed = self._lines.passed((event.provider, event.order_key), event.key_seq)
+                if passed is not None:
+                    self._spawn(passed)
             return
         if not self.options.ordered or event.order_key is None:
             self._spawn(self._attempt(Waiting(delivery, event)))
