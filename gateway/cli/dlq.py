@@ -200,7 +200,9 @@ async def run_once_body(settings: Settings, args: argparse.Namespace, _: DlqFilt
 
 def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
     each = "(repeatable)"
-    p.add_argument("--stage", action="append", help=f"ingest, publish or settlement {each}")
+    p.add_argument(
+        "--stage", action="append", help=f"ingest, publish, settlement or forward:NAME {each}"
+    )
     p.add_argument("--error-class", action="append", help=f"e.g. EVENT_TYPE_MISSING {each}")
     p.add_argument("--provider", action="append", help=f"provider name {each}")
     when = "2026-11-30T10:00Z, or a duration ago: 30m, 2h, 1d"

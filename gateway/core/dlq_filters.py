@@ -13,6 +13,7 @@ the query string that reads as it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +29,9 @@ from gateway.errors import DlqUsageError, UsageError
 MAX_SEARCH_CHARS = 200
 #: `--min-attempts`: a row's attempts are counted one per delivery, replay or retry.
 MAX_MIN_ATTEMPTS = 1_000_000
+
+#: The dead-letter stage of a forwarding destination: `forward:` and its name.
+FORWARD_STAGE = re.compile(r"forward:[a-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,10 @@ def build_filter(
     """Check the filter flags together and turn them into a `DlqFilter`."""
     known = [s.value for s in Stage]
     for stage in stages:
-        if stage not in known:
-            raise DlqUsageError(f"--stage: unknown stage {stage!r} (one of {', '.join(known)})")
+        if stage not in known and not FORWARD_STAGE.fullmatch(stage):
+            raise DlqUsageError(
+                f"--stage: unknown stage {stage!r} (one of {', '.join(known)}, or forward:NAME)"
+            )
     if sum((resolved, unresolved, include_all)) > 1:
         raise DlqUsageError("--resolved, --unresolved and --any exclude each other; give one")
     try:

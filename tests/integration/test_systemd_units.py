@@ -24,6 +24,7 @@ SERVICES = {
     "gateway-reconcile.service": "reconcile",
     "gateway-dlq-jobs.service": "dlq run-jobs",
     "gateway-console.service": "console",
+    "gateway-forward@.service": "forward --name %i --output quiet",
 }
 LONG_RUNNING = [
     "gateway-serve.service",
@@ -31,6 +32,7 @@ LONG_RUNNING = [
     "gateway-settle.service",
     "gateway-dlq-jobs.service",
     "gateway-console.service",
+    "gateway-forward@.service",
 ]
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 
@@ -110,6 +112,11 @@ def test_each_service_runs_its_command_as_the_gateway_user_with_the_secrets_file
 def test_long_running_services_restart_on_failure_and_start_at_boot(unit: str) -> None:
     assert one(unit, "Service.Restart") == "on-failure"
     assert one(unit, "Install.WantedBy") == "multi-user.target"
+
+
+def test_a_paused_destination_is_not_restarted() -> None:
+    """`gateway forward` exits 3 when the target answers 410: it stays stopped."""
+    assert one("gateway-forward@.service", "Service.RestartPreventExitStatus") == "3"
 
 
 def test_the_relay_runs_below_the_receiver() -> None:
