@@ -7,6 +7,7 @@ status, named by the error's type only (the URL may carry a credential in its qu
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 import time
@@ -38,6 +39,7 @@ class HttpTarget:
         self, url: str, *, timeout_s: float, verify_tls: bool, max_connections: int
     ) -> None:
         self.url = url
+        self._timeout_s = timeout_s
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout_s),
             verify=verify_tls,
@@ -53,9 +55,16 @@ class HttpTarget:
         """POST `body`; the answer, or an `Answer` naming why none came."""
         started = time.perf_counter()
         try:
-            async with self._client.stream("POST", self.url, content=body, headers=headers) as r:
+            # httpx's timeout bounds each phase (connect, each read); this bounds the whole
+            # attempt, so a target that trickles its answer is still cut off in time.
+            async with (
+                asyncio.timeout(self._timeout_s),
+                self._client.stream("POST", self.url, content=body, headers=headers) as r,
+            ):
                 excerpt = await _read_excerpt(r)
                 answer = Answer(r.status_code, r.headers.get("retry-after"))
+        except TimeoutError:
+            return Attempted(Answer(None, error="timeout (the whole attempt)"), _since(started))
         except httpx.TimeoutException as exc:
             return Attempted(Answer(None, error=f"timeout ({type(exc).__name__})"), _since(started))
         except httpx.HTTPError as exc:

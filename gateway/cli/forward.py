@@ -105,6 +105,7 @@ def options_from(args: argparse.Namespace, *, listen: bool) -> tuple[ForwardOpti
         verify_tls=not args.insecure,
         park_on_4xx=args.park_on_4xx,
         fail_first=args.fail_first,
+        run_id=secrets.token_hex(4),
     )
     return options, printed
 

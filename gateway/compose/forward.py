@@ -39,10 +39,18 @@ def subjects_of(options: ForwardOptions) -> list[str]:
     return subjects
 
 
+#: The stream's limit on a destination's unacknowledged messages. A message nak'd with
+#: a delay counts towards it while it waits (hours, on the standard schedule), so it is
+#: far above what the forwarder holds in memory: a failing key must not stop the others.
+MAX_ACK_PENDING = 20_000
+
+
 def ack_wait_s(options: ForwardOptions) -> float:
-    """Long enough for a message to wait its turn for a slot: every pending message
-    could be ahead of it, each taking the timeout, `max_in_flight` at a time."""
-    return options.timeout_s * 8 + 30.0
+    """Long enough for a message to wait its turn for a slot: every message held in
+    memory could be ahead of it, each taking the timeout, `max_in_flight` at a time.
+    (Messages waiting behind their key are also reported in progress as they wait.)"""
+    rounds = -(-max_pending(options) // options.max_in_flight)
+    return options.timeout_s * (rounds + 1) + 30.0
 
 
 #: How often the destination's backlog is read for its gauges.
@@ -100,7 +108,7 @@ async def _forward(
                     from_start=options.start is Start.START,
                     start_time=start_time,
                     ack_wait_s=ack_wait_s(options),
-                    max_ack_pending=max_pending(options),
+                    max_ack_pending=MAX_ACK_PENDING,
                 ),
             )
             await consumer.start()

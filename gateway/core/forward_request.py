@@ -79,14 +79,20 @@ def envelope(event: ForwardedEvent) -> bytes:
     return orjson.dumps({**meta, "body": orjson.Fragment(event.body)})
 
 
+def header_text(value: str) -> str:
+    """A value an HTTP header can carry: ASCII, anything else escaped (`\\xe9`), as an
+    event id or type may hold any character and HTTP/1.1 clients refuse the rest."""
+    return value if value.isascii() else value.encode("ascii", "backslashreplace").decode()
+
+
 def gateway_headers(event: ForwardedEvent, attempt: int, delivery_id: str) -> dict[str, str]:
     """What every delivery carries besides its signature."""
     headers = {
         "Content-Type": "application/json",
         "Idempotency-Key": delivery_id,
         "Gateway-Provider": event.provider,
-        "Gateway-Event-Id": event.event_id,
-        "Gateway-Event-Type": event.event_type,
+        "Gateway-Event-Id": header_text(event.event_id),
+        "Gateway-Event-Type": header_text(event.event_type),
         "Gateway-Received-At": event.received_at,
         "Gateway-Attempt": str(attempt),
     }
@@ -161,7 +167,7 @@ def delivery_request(
             body,
             now_s,
             delivery_id=delivery_id,
-            event_type=event.event_type,
+            event_type=header_text(event.event_type),
         )
     )
     if resign_as is not ResignAs.STANDARD:

@@ -102,12 +102,17 @@ class _Line:
 
 
 class KeyLines:
-    """Every key with an event in flight, waiting, blocked by a retry, or remembered."""
+    """Every key with an event in flight, waiting, blocked by a retry, or remembered.
+
+    `attempt` sends one event; `park_blocked` parks one behind its key's dead letter
+    (or, if the key was released meanwhile, sends it after all). Both answer the stream
+    and return the decision taken; a key's events go through one of them one at a time.
+    """
 
     def __init__(
         self,
         attempt: Callable[[Waiting], Awaitable[Decision]],
-        park_blocked: Callable[[Waiting], Awaitable[None]],
+        park_blocked: Callable[[Waiting], Awaitable[Decision]],
         clock: Callable[[], float],
         gap_s: float,
     ) -> None:
@@ -116,21 +121,43 @@ class KeyLines:
         self._clock = clock
         self._gap_s = gap_s
         self._lines: OrderedDict[Key, _Line] = OrderedDict()
+        # The keys with events waiting, and how many: the loop asks every turn, and
+        # most remembered keys have none.
+        self._waiting_keys: set[Key] = set()
+        self._waiting_n = 0
         #: Keys an open dead letter holds: their events are parked behind it.
         self.held: set[Key] = set()
 
     def waiting_count(self) -> int:
-        return sum(len(line.waiting) for line in self._lines.values())
+        return self._waiting_n
 
     def waiting(self) -> list[Waiting]:
         """Every message waiting behind its key (to tell the stream they are not lost)."""
-        return [w for line in self._lines.values() for w in line.waiting]
+        return [w for key in self._waiting_keys for w in self._lines[key].waiting]
 
     def take_all(self) -> list[Waiting]:
         """Every waiting message, removed: the loop is stopping and offers them again."""
         taken = self.waiting()
-        for line in self._lines.values():
-            line.waiting.clear()
+        for key in list(self._waiting_keys):
+            self._take(key, self._lines[key])
+        return taken
+
+    def _push(self, key: Key, line: _Line, waiting: Waiting) -> None:
+        line.add(waiting, self._clock())
+        self._waiting_keys.add(key)
+        self._waiting_n += 1
+
+    def _pop(self, key: Key, line: _Line) -> Waiting:
+        waiting = line.waiting.pop(0)
+        self._waiting_n -= 1
+        if not line.waiting:
+            self._waiting_keys.discard(key)
+        return waiting
+
+    def _take(self, key: Key, line: _Line) -> list[Waiting]:
+        taken, line.waiting = line.waiting, []
+        self._waiting_n -= len(taken)
+        self._waiting_keys.discard(key)
         return taken
 
     def _line(self, key: Key) -> _Line:
@@ -144,7 +171,7 @@ class KeyLines:
         return line
 
     def _forget_one(self) -> None:
-        for key, line in self._lines.items():
+        for key, line in self._lines.items():  # least recently used first
             if line.idle:
                 del self._lines[key]
                 return
@@ -161,9 +188,6 @@ class KeyLines:
         event = waiting.event
         key = (event.provider, event.order_key or "")
         line = self._line(key)
-        if key in self.held:
-            line.done(waiting.seq)  # parked behind the key's dead letter: its turn is used
-            return _run_awaitable(self._park_blocked(waiting))
         blocker = line.blocker
         if blocker is not None and not line.running:
             if event.event_id == blocker.event_id or waiting.seq < blocker.seq:
@@ -174,7 +198,7 @@ class KeyLines:
                 return _nak(waiting.delivery, delay_s)
             else:
                 line.blocker = None
-        line.add(waiting, self._clock())
+        self._push(key, line, waiting)
         return self._start(key, line)
 
     def expired_gaps(self) -> list[Coroutine[Any, Any, Any]]:
@@ -182,9 +206,10 @@ class KeyLines:
         not come: they go on without it."""
         now_s = self._clock()
         started = []
-        for key, line in list(self._lines.items()):
-            stuck = line.waiting and not line.running and line.blocker is None
-            if stuck and not line.head_ready() and now_s - line.head_since_s >= self._gap_s:
+        for key in list(self._waiting_keys):
+            line = self._lines[key]
+            stuck = not line.running and line.blocker is None and not line.head_ready()
+            if stuck and now_s - line.head_since_s >= self._gap_s:
                 line.last = line.waiting[0].seq - 1
                 work = self._start(key, line)
                 if work is not None:
@@ -198,35 +223,28 @@ class KeyLines:
         return self._run(key, line)
 
     async def _run(self, key: Key, line: _Line) -> None:
-        """Send the key's events one after the other while each one's predecessor is
-        done, until none is ready or one fails."""
+        """Send (or park behind the key's dead letter) the key's events one after the
+        other while each one's predecessor is done, until none is ready or one must wait
+        for a retry."""
         try:
             while line.head_ready():
-                waiting = line.waiting.pop(0)
+                waiting = self._pop(key, line)
                 line.head_since_s = self._clock()
-                if key in self.held:
-                    await self._park_blocked(waiting)
-                    line.done(waiting.seq)
-                    continue
-                decision = await self._attempt(waiting)
+                step = self._park_blocked if key in self.held else self._attempt
+                decision = await step(waiting)
                 if decision.verdict is Verdict.RETRY:
                     due_s = self._clock() + decision.delay_s
                     line.blocker = _Blocker(waiting.event.event_id, waiting.seq, due_s)
-                    behind, line.waiting = line.waiting, []
-                    for other in behind:
+                    for other in self._take(key, line):
                         await _nak(other.delivery, decision.delay_s + BEHIND_S)
                     break
                 if decision.verdict is Verdict.PAUSE:
-                    break  # the rest is offered again when the loop stops
+                    break  # it was offered again; the rest is, when the loop stops
                 line.done(waiting.seq)
                 if decision.verdict is Verdict.PARK:
                     self.held.add(key)
         finally:
             line.running = False
-
-
-async def _run_awaitable(work: Awaitable[None]) -> None:
-    await work
 
 
 async def _nak(delivery: Delivery, delay_s: float) -> None:

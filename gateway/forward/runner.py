@@ -1,9 +1,11 @@
 """The forwarding loop: fetch events from the destination's consumer, send each to the
 target, and answer the stream by the verdict (ack, nak with the schedule's delay, or
-park), until stopped or until the target answers 410.
+park: `forward.recording`), until stopped or until the target answers 410.
 
 Attempts run at most `max_in_flight` at once. With order on, a key has one event in
 flight at a time (`forward.key_lines`); the others wait behind it in `key_seq` order.
+No single event can stop the loop: an attempt that cannot even be sent (a request the
+HTTP client refuses) is a failed attempt like a timeout, retried and then parked.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from gateway.adapters.http_target import Attempted, HttpTarget
-from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer, event_from_message
-from gateway.adapters.postgres import Pool, connection, transaction
+from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer
+from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import forwarding as store
 from gateway.core.forward_request import delivery_request
 from gateway.core.forward_retry import Answer, Decision, Verdict, decide
-from gateway.core.model import Failure
-from gateway.errors import BrokerUnavailable, DatabaseUnavailable, ErrorClass, GatewayError
+from gateway.errors import BrokerUnavailable, DatabaseUnavailable, GatewayError
 from gateway.forward.key_lines import KeyLines, Waiting, forwarded_event
+from gateway.forward.recording import Blocked, Recorder
 from gateway.forward.view import AttemptSeen, Counts, View
 from gateway.metrics import Metrics
 from gateway.settings.forward import ForwardOptions
@@ -33,11 +35,13 @@ log = logging.getLogger(__name__)
 
 #: Seconds a fetch waits for messages before the loop looks around (pause, held keys).
 FETCH_WAIT_S = 1.0
-#: A message whose handling hit a database outage is offered again after this long.
+#: A message whose handling hit a database or NATS outage is offered again after this.
 OUTAGE_DELAY_S = 5.0
 #: How often the keys held by open dead letters are read again (a replay releases them).
 HELD_REFRESH_S = 5.0
-
+#: At a stop, attempts under way get this long to finish (the signal handler asks
+#: again after 5 s); what is left is offered again by the stream.
+DRAIN_S = 3.0
 
 #: The `outcome` label of each verdict in `gateway_forward_attempts_total`.
 _OUTCOMES = {
@@ -49,7 +53,7 @@ _OUTCOMES = {
 
 
 def max_pending(options: ForwardOptions) -> int:
-    """Messages held unanswered at most: the consumer's `max_ack_pending` is this."""
+    """Messages this process holds unanswered at most (in flight or waiting in memory)."""
     return max(64, options.max_in_flight * 8)
 
 
@@ -73,7 +77,7 @@ class Forwarder:
     ) -> None:
         self.options = options
         self.counts = counts if counts is not None else Counts()
-        self._metrics = metrics
+        self._recorder = Recorder(pool, options.destination, self.counts, metrics)
         self._consumer = consumer
         self._target = target
         self._pool = pool
@@ -94,7 +98,7 @@ class Forwarder:
         touched_s = time.monotonic()
         try:
             while not self._stopped.is_set():
-                if time.monotonic() - held_read_s > HELD_REFRESH_S and self.options.ordered:
+                if self.options.ordered and time.monotonic() - held_read_s > HELD_REFRESH_S:
                     await self._read_held()
                     held_read_s = time.monotonic()
                 for started in self._lines.expired_gaps():
@@ -103,20 +107,26 @@ class Forwarder:
                     for waiting in self._lines.waiting():
                         await _answer(waiting.delivery.in_progress())
                     touched_s = time.monotonic()
-                room = max_pending(self.options) - self._pending()
+                room = max_pending(self.options) - len(self._tasks) - self._lines.waiting_count()
                 if room <= 0:
-                    await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+                    await self._wait_for_room()
                     continue
-                batch = await self._consumer.fetch(min(room, 128), FETCH_WAIT_S)
-                for delivery in batch:
+                for delivery in await self._consumer.fetch(min(room, 128), FETCH_WAIT_S):
                     self._admit(delivery)
                 self._view.tick(self.counts, self._clock())
         finally:
             await self._drain()
         return self.counts
 
-    def _pending(self) -> int:
-        return len(self._tasks) + self._lines.waiting_count()
+    async def _wait_for_room(self) -> None:
+        """Until an attempt finishes, or a moment passes (the events held in memory may
+        all be waiting for a predecessor, with no attempt under way)."""
+        if self._tasks:
+            await asyncio.wait(
+                self._tasks, timeout=FETCH_WAIT_S, return_when=asyncio.FIRST_COMPLETED
+            )
+        else:
+            await asyncio.sleep(FETCH_WAIT_S)
 
     async def _read_held(self) -> None:
         """The held keys as the open dead letters say (a replay or a resolve releases a
@@ -132,41 +142,55 @@ class Forwarder:
 
     def _admit(self, delivery: Delivery) -> None:
         event = forwarded_event(delivery)
+        keyed = self.options.ordered and event.order_key is not None and bool(event.key_seq)
         if not self.options.filters.passes(event.provider, event.event_type, event.body):
             self.counts.filtered += 1
-            self._count("filtered")
+            self._recorder.count("filtered")
             self._spawn(_answer(delivery.ack()))
-            if self.options.ordered and event.order_key is not None and event.key_seq:
-                # Not for this destination, but its number is done: the next may go.
-                passed = self._lines.passed((event.provider, event.order_key), event.key_seq)
+            if keyed:  # not for this destination, but its turn is used: the next may go
+                passed = self._lines.passed(
+                    (event.provider, event.order_key or ""), event.key_seq or 0
+                )
                 if passed is not None:
                     self._spawn(passed)
             return
-        if not self.options.ordered or event.order_key is None:
-            self._spawn(self._attempt(Waiting(delivery, event)))
-            return
-        started = self._lines.admit(Waiting(delivery, event))
+        started = (
+            self._lines.admit(Waiting(delivery, event))
+            if keyed
+            else self._attempt(Waiting(delivery, event))
+        )
         if started is not None:
             self._spawn(started)
 
     def _spawn(self, work: Awaitable[object]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[object]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # A bug: say so. The message it held is redelivered after `ack_wait`.
+            log.error("forwarding task failed", exc_info=task.exception())
 
     async def _drain(self) -> None:
-        """Let attempts under way finish; what waits behind them is offered again."""
+        """Stop sending; give attempts under way `DRAIN_S`, then offer everything left
+        to the stream again."""
+        self._stopped.set()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.wait(self._tasks, timeout=DRAIN_S)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for waiting in self._lines.take_all():
             await _answer(waiting.delivery.nak())
 
     async def _attempt(self, waiting: Waiting) -> Decision:
-        """One attempt of one event, answered on the stream; the decision taken."""
+        """One attempt of one event, recorded and answered on the stream."""
         delivery, event = waiting.delivery, waiting.event
         options = self.options
         async with self._slots:
-            if self._stopped.is_set():  # paused meanwhile: nothing more is sent
+            if self._stopped.is_set():  # stopping, or paused: nothing more is sent
                 await _answer(delivery.nak())
                 return Decision(Verdict.PAUSE)
             try:
@@ -186,7 +210,9 @@ class Forwarder:
                     now_s=self._clock(),
                     rand=self._rand,
                 )
-                dead_letter = await self._settle(waiting, attempt, prior, attempted, decision)
+                dead_letter = await self._recorder.record(
+                    waiting, attempt, prior, attempted, decision, len(options.schedule)
+                )
             except (DatabaseUnavailable, BrokerUnavailable) as exc:
                 log.warning(
                     "forward attempt not recorded; offered again",
@@ -194,11 +220,10 @@ class Forwarder:
                 )
                 await _answer(delivery.nak(OUTAGE_DELAY_S))
                 return Decision(Verdict.RETRY, OUTAGE_DELAY_S)
-        if self._metrics is not None:
-            self._metrics.forward_latency_seconds.observe(
-                attempted.elapsed_s, destination=options.destination
-            )
-        self._count(_OUTCOMES[decision.verdict])
+        if decision.verdict is Verdict.PAUSE:
+            self._stopped.set()
+        self._recorder.latency(attempted.elapsed_s)
+        self._recorder.count(_OUTCOMES[decision.verdict])
         self._view.attempt(
             AttemptSeen(
                 at=datetime.fromtimestamp(self._clock(), UTC).astimezone(),
@@ -217,105 +242,42 @@ class Forwarder:
         )
         return decision
 
-    def _count(self, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.forward_attempts_total.inc(
-                destination=self.options.destination, outcome=outcome
-            )
-
     async def _send(self, waiting: Waiting, attempt: int) -> Attempted:
         options = self.options
         if attempt <= options.fail_first:  # the developer's fault mode: nothing is sent
             return Attempted(Answer(503), 0.0, b"--fail-first")
-        body, headers = delivery_request(
-            waiting.event,
-            attempt,
-            int(self._clock()),
-            resign_as=options.resign_as,
-            secrets=options.secrets,
-            wrap=options.envelope,
-        )
-        return await self._target.post(body, headers)
-
-    async def _settle(
-        self, waiting: Waiting, attempt: int, prior: int, attempted: Attempted, decision: Decision
-    ) -> int | None:
-        """Record the decision and answer the stream; the dead letter's id when parked."""
-        delivery, event = waiting.delivery, waiting.event
-        destination = self.options.destination
-        verdict = decision.verdict
-        if verdict is Verdict.DELIVERED:
-            if prior:
-                async with connection(self._pool) as conn:
-                    await store.forget(conn, destination, event.provider, event.event_id)
-            await delivery.ack()
-            self.counts.delivered += 1
-        elif verdict is Verdict.RETRY:
-            async with connection(self._pool) as conn:
-                await store.add_failure(
-                    conn, destination, event.provider, event.event_id, decision.reason
-                )
-            await delivery.nak(decision.delay_s)
-            self.counts.retried += 1
-        elif verdict is Verdict.PAUSE:
-            await delivery.nak()
-            self.counts.paused = True
-            self._stopped.set()
-        else:
-            code = (
-                ErrorClass.FORWARD_REFUSED
-                if attempted.answer.status is not None and attempt <= len(self.options.schedule)
-                else ErrorClass.FORWARD_ATTEMPTS_EXHAUSTED
-            )
-            excerpt = attempted.excerpt.decode("utf-8", "replace")
-            message = decision.reason + (f"; the answer began: {excerpt}" if excerpt else "")
-            row_id = await self._park(waiting, Failure(code, message), attempt)
-            self.counts.parked += 1
-            return row_id
-        return None
-
-    async def _park(self, waiting: Waiting, failure: Failure, attempts: int) -> int:
-        async with transaction(self._pool) as conn:
-            row_id = await store.park(
-                conn,
-                self.options.destination,
-                event_from_message(waiting.delivery),
-                failure,
-                attempts,
-            )
-        await waiting.delivery.ack()  # the dead letter holds it now
-        return row_id
-
-    async def _park_blocked(self, waiting: Waiting) -> None:
-        """Park an event behind its key's parked predecessor, sending nothing; or, when
-        the key was released meanwhile (its dead letters replayed or resolved), send it
-        in its turn after all."""
-        event = waiting.event
-        key = (event.provider, event.order_key or "")
-        failure = Failure(
-            ErrorClass.BLOCKED_BY_PREDECESSOR,
-            f"an earlier event of key {event.order_key!r} is parked for this destination",
-        )
-        destination = self.options.destination
         try:
-            async with transaction(self._pool) as conn:
-                still_held = await store.key_held(conn, destination, *key)
-                if still_held:
-                    model = event_from_message(waiting.delivery)
-                    await store.park(conn, destination, model, failure, 0)
+            body, headers = delivery_request(
+                waiting.event,
+                attempt,
+                int(self._clock()),
+                resign_as=options.resign_as,
+                secrets=options.secrets,
+                wrap=options.envelope,
+            )
+            return await self._target.post(body, headers)
+        except Exception as exc:
+            log.error(
+                "forward attempt not sent",
+                extra={"event_id": waiting.event.event_id, "error": type(exc).__name__},
+                exc_info=exc,
+            )
+            return Attempted(Answer(None, error=f"not sent ({type(exc).__name__})"), 0.0)
+
+    async def _park_blocked(self, waiting: Waiting) -> Decision:
+        """An event of a held key: parked behind the key's dead letter, or, when the key
+        was released meanwhile, sent in its turn after all."""
+        try:
+            blocked = await self._recorder.park_blocked(waiting)
         except GatewayError as exc:
             log.warning("blocked event not parked", extra={"error": type(exc).__name__})
             await _answer(waiting.delivery.nak(OUTAGE_DELAY_S))
-            return
-        if not still_held:
-            self._lines.held.discard(key)
-            started = self._lines.admit(waiting)
-            if started is not None:
-                await started
-            return
-        await _answer(waiting.delivery.ack())  # the dead letter holds it now
-        self.counts.blocked += 1
-        self._count("blocked")
+            return Decision(Verdict.RETRY, OUTAGE_DELAY_S)
+        if blocked is Blocked.PARKED:
+            return Decision(Verdict.PARK)
+        event = waiting.event
+        self._lines.held.discard((event.provider, event.order_key or ""))
+        return await self._attempt(waiting)
 
 
 async def _answer(answer: Awaitable[None]) -> None:

@@ -120,11 +120,13 @@ class ForwardOptions:
     allow_private: bool = True  # flags name their target; a config table must allow it
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 0
+    #: An unnamed destination's own suffix: two at once never share attempts or holds.
+    run_id: str = ""
 
     @property
     def destination(self) -> str:
-        """The name attempts and dead letters are filed under."""
-        return self.name or "listen"
+        """The name attempts and dead letters are filed under: `listen-RUN` unnamed."""
+        return self.name or f"listen-{self.run_id or 'local'}"
 
 
 def check_name(name: str) -> str:

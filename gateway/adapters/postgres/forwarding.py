@@ -4,6 +4,8 @@ keys those dead letters hold."""
 
 from __future__ import annotations
 
+import enum
+
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import record_failure
 from gateway.core.excerpt import capped
@@ -23,9 +25,9 @@ SET failures = a.failures + 1, last_failed_at = now(), last_error = EXCLUDED.las
 RETURNING failures
 """
 _FORGET = "DELETE FROM forward_attempts WHERE destination = $1 AND provider = $2 AND event_id = $3"
-_KEY_HELD = """
-SELECT EXISTS (SELECT 1 FROM dlq_webhooks
-               WHERE stage = $1 AND provider = $2 AND order_key = $3 AND NOT is_resolved)
+_HOLD_ON = """
+SELECT bool_or(event_id = $4) AS own, count(*) > 0 AS any FROM dlq_webhooks
+WHERE stage = $1 AND provider = $2 AND order_key = $3 AND NOT is_resolved
 """
 _PLACE = "SELECT event_type, order_key, key_seq FROM processed_webhooks WHERE id = $1"
 _HELD_KEYS = """
@@ -83,10 +85,23 @@ async def held_keys(conn: Conn, destination: str) -> set[tuple[str, str]]:
     return {(r["provider"], r["order_key"]) for r in rows}
 
 
-async def key_held(conn: Conn, destination: str, provider: str, order_key: str) -> bool:
-    """Whether an open dead letter of the destination holds the key."""
+class HoldOn(enum.StrEnum):
+    """What holds a key, as an event of it sees it."""
+
+    RELEASED = "released"  # no open dead letter of the destination has the key
+    HELD = "held"  # another event's open dead letter holds it
+    OWN = "own"  # this event's own dead letter is open (its park's ack was lost)
+
+
+async def hold_on(
+    conn: Conn, destination: str, provider: str, order_key: str, event_id: str
+) -> HoldOn:
+    """Whether, and by whom, the destination's open dead letters hold the key."""
     with translate_errors():
-        return bool(await conn.fetchval(_KEY_HELD, stage_of(destination), provider, order_key))
+        row = await conn.fetchrow(_HOLD_ON, stage_of(destination), provider, order_key, event_id)
+    if row is None or not row["any"]:
+        return HoldOn.RELEASED
+    return HoldOn.OWN if row["own"] else HoldOn.HELD
 
 
 async def event_place(conn: Conn, webhook_id: int) -> tuple[str, str | None, int | None]:

@@ -43,8 +43,9 @@ class Script:
         queue = self.verdicts.get(waiting.seq)
         return queue.pop(0) if queue else Decision(Verdict.DELIVERED)
 
-    async def park_blocked(self, waiting: Waiting) -> None:
+    async def park_blocked(self, waiting: Waiting) -> Decision:
         self.parked.append(waiting.seq)
+        return Decision(Verdict.PARK)
 
 
 def msg(seq: int, key: str = "pi_1") -> Waiting:

@@ -1,0 +1,127 @@
+"""What an attempt's verdict leaves behind: its record in PostgreSQL (failed attempts,
+dead letters) and its answer on the stream, in that order, so a message is only
+acknowledged once what replaces it is committed.
+
+- delivered: the failures counted so far are dropped, then the message is acked;
+- retry: one more failure is counted, then the message is nak'd with the delay;
+- park: the dead letter (stage `forward:NAME`) is committed, then the message is acked;
+- blocked: an event behind its key's dead letter is parked as `BLOCKED_BY_PREDECESSOR`,
+  unless the key was released meanwhile, or the event's own dead letter is already
+  open (a park whose ack was lost: it is acked again, its reason kept).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from gateway.adapters.http_target import Attempted
+from gateway.adapters.jetstream.consumer import event_from_message
+from gateway.adapters.postgres import Pool, connection, transaction
+from gateway.adapters.postgres import forwarding as store
+from gateway.core.forward_retry import Decision, Verdict
+from gateway.core.model import Failure
+from gateway.errors import ErrorClass
+from gateway.forward.key_lines import Waiting
+from gateway.forward.view import Counts
+from gateway.metrics import Metrics
+
+
+class Blocked(enum.StrEnum):
+    """What became of an event of a held key."""
+
+    PARKED = "parked"  # behind the key's dead letter (or its own, already open)
+    RELEASED = "released"  # the key is no longer held: the event may be sent
+
+
+class Recorder:
+    """Records one destination's verdicts, counts them, and answers the stream."""
+
+    def __init__(
+        self, pool: Pool, destination: str, counts: Counts, metrics: Metrics | None
+    ) -> None:
+        self._pool = pool
+        self._destination = destination
+        self.counts = counts
+        self._metrics = metrics
+
+    def count(self, outcome: str) -> None:
+        """One more attempt (or filtered or blocked event) in the destination's metric."""
+        if self._metrics is not None:
+            self._metrics.forward_attempts_total.inc(destination=self._destination, outcome=outcome)
+
+    def latency(self, elapsed_s: float) -> None:
+        if self._metrics is not None:
+            self._metrics.forward_latency_seconds.observe(elapsed_s, destination=self._destination)
+
+    async def record(
+        self,
+        waiting: Waiting,
+        attempt: int,
+        prior: int,
+        attempted: Attempted,
+        decision: Decision,
+        schedule_len: int,
+    ) -> int | None:
+        """Record the decision and answer the stream; the dead letter's id when parked."""
+        delivery, event = waiting.delivery, waiting.event
+        verdict = decision.verdict
+        if verdict is Verdict.DELIVERED:
+            if prior:
+                async with connection(self._pool) as conn:
+                    await store.forget(conn, self._destination, event.provider, event.event_id)
+            await delivery.ack()
+            self.counts.delivered += 1
+        elif verdict is Verdict.RETRY:
+            async with connection(self._pool) as conn:
+                await store.add_failure(
+                    conn, self._destination, event.provider, event.event_id, decision.reason
+                )
+            await delivery.nak(decision.delay_s)
+            self.counts.retried += 1
+        elif verdict is Verdict.PAUSE:
+            await delivery.nak()
+            self.counts.paused = True
+        else:
+            code = (
+                ErrorClass.FORWARD_REFUSED
+                if attempted.answer.status is not None and attempt <= schedule_len
+                else ErrorClass.FORWARD_ATTEMPTS_EXHAUSTED
+            )
+            excerpt = attempted.excerpt.decode("utf-8", "replace")
+            message = decision.reason + (f"; the answer began: {excerpt}" if excerpt else "")
+            row_id = await self.park(waiting, Failure(code, message), attempt)
+            self.counts.parked += 1
+            return row_id
+        return None
+
+    async def park(self, waiting: Waiting, failure: Failure, attempts: int) -> int:
+        """File the event's dead letter, then ack its message."""
+        async with transaction(self._pool) as conn:
+            row_id = await store.park(
+                conn, self._destination, event_from_message(waiting.delivery), failure, attempts
+            )
+        await waiting.delivery.ack()  # the dead letter holds it now
+        return row_id
+
+    async def park_blocked(self, waiting: Waiting) -> Blocked:
+        """Park an event behind its key's dead letter, sending nothing; `RELEASED` when
+        no open dead letter of the destination holds the key any more."""
+        event = waiting.event
+        failure = Failure(
+            ErrorClass.BLOCKED_BY_PREDECESSOR,
+            f"an earlier event of key {event.order_key!r} is parked for this destination",
+        )
+        async with transaction(self._pool) as conn:
+            state = await store.hold_on(
+                conn, self._destination, event.provider, event.order_key or "", event.event_id
+            )
+            if state is store.HoldOn.RELEASED:
+                return Blocked.RELEASED
+            if state is store.HoldOn.HELD:
+                model = event_from_message(waiting.delivery)
+                await store.park(conn, self._destination, model, failure, 0)
+        await waiting.delivery.ack()  # the dead letter holds it now
+        if state is store.HoldOn.HELD:
+            self.counts.blocked += 1
+            self.count("blocked")
+        return Blocked.PARKED
