@@ -50,7 +50,7 @@ def ack_wait_s(options: ForwardOptions) -> float:
     memory could be ahead of it, each taking the timeout, `max_in_flight` at a time.
     (Messages waiting behind their key are also reported in progress as they wait.)"""
     rounds = -(-max_pending(options) // options.max_in_flight)
-    return options.timeout_s * (rounds + 1) + 30.0
+    return options.timeout_s * (rounds + 1) + 5.0
 
 
 #: How often the destination's backlog is read for its gauges.

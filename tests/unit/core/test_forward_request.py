@@ -119,7 +119,7 @@ def test_the_envelope_is_what_is_signed() -> None:
 def test_an_id_or_type_beyond_ascii_travels_escaped() -> None:
     """HTTP/1.1 clients refuse such header values: one event must not stop delivery."""
     event = ForwardedEvent("stripe", "evt_café", "paiement.réussi", "2026-12-04T00:00:00Z", b"{}")
-    body, headers = delivery_request(event, 1, NOW_S, resign_as=ResignAs.STANDARD, secrets=(NEW,))
+    _body, headers = delivery_request(event, 1, NOW_S, resign_as=ResignAs.STANDARD, secrets=(NEW,))
     assert headers["Gateway-Event-Id"] == "evt_caf\\xe9"
     assert headers["Gateway-Event-Type"] == "paiement.r\\xe9ussi"
     assert all(v.isascii() for v in headers.values())
