@@ -7,7 +7,7 @@
 #   - NATS with JetStream on 127.0.0.1:4223 (the venv's nats-server 2.11+, scripts/nats.conf).
 #     Its own port, not 4222: a system nats-server there (Debian ships 2.9) lacks
 #     sync_interval and multi-subject consumer filters, which the gateway relies on.
-#   - optional tools: wrk, promtool (warnings only; not for `make run`)
+#   - optional tools: wrk, tmux, promtool (warnings only; not for `make run`)
 #   - the console's browser tests: Debian's chromium and, from tests/browser's
 #     package-lock.json, axe-core (not for `make run`)
 #   - a demo gateway.toml (never overwritten)
@@ -18,7 +18,7 @@
 # Environment:
 #   SETUP_SKIP_SERVICES=1  skip PostgreSQL/Redis/NATS, the optional tools and the
 #                          migrations (lint-only runs)
-#   SETUP_SKIP_TOOLS=1     skip installing wrk/promtool, chromium and axe-core (`make run`
+#   SETUP_SKIP_TOOLS=1     skip installing wrk/tmux/promtool, chromium and axe-core (`make run`
 #                          sets it; only `make test`, `make bench` and `make screenshots`
 #                          need them)
 #   SETUP_UNLOCKED=1       install the newest versions pyproject.toml allows instead of
@@ -341,6 +341,13 @@ setup_tools() {
             ok=0
         }
     fi
+    if ! have tmux; then
+        log "installing tmux (needed only for the terminal tests of gateway listen)"
+        apt_install tmux || {
+            warn "could not install tmux; the terminal tests will be skipped"
+            ok=0
+        }
+    fi
     if ! have promtool; then
         log "installing promtool (package prometheus; needed only for alert-rule tests)"
         install_promtool || {
@@ -348,7 +355,7 @@ setup_tools() {
             ok=0
         }
     fi
-    ((ok == 0)) || log "wrk and promtool are available"
+    ((ok == 0)) || log "wrk, tmux and promtool are available"
 }
 
 # ------------------------------------------------------------- browser tests

@@ -129,16 +129,19 @@ def cmd_forward(args: argparse.Namespace, *, listen: bool = False) -> int:
     else:
         options, printed = options_from(args, listen=listen)
     view = View(options.output, sys.stdout, sys.stderr, terminal=sys.stdout.isatty())
-    if printed is not None:
-        view.say(f"Ready! Your webhook signing secret is {printed}")
-    view.say(
-        f"Forwarding {'every event' if options.filters.is_empty else 'the chosen events'} "
-        f"to {shown_url(options.url)} as {options.destination} "
-        f"({'ordered per key' if options.ordered else 'unordered'}; Ctrl-C stops)"
-    )
+
+    def ready() -> None:
+        if printed is not None:
+            view.say(f"Ready! Your webhook signing secret is {printed}")
+        view.say(
+            f"Forwarding {'every event' if options.filters.is_empty else 'the chosen events'} "
+            f"to {shown_url(options.url)} as {options.destination} "
+            f"({'ordered per key' if options.ordered else 'unordered'}; Ctrl-C stops)"
+        )
+
     counts = Counts()
     started = time.monotonic()
-    run_until_signalled(lambda: run_forward(settings, options, view, counts))
+    run_until_signalled(lambda: run_forward(settings, options, view, counts, ready))
     elapsed_s = time.monotonic() - started
     if options.output is Output.JSON:
         print(orjson.dumps({"summary": counts.as_json()}).decode(), flush=True)

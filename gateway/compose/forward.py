@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from gateway.adapters.http_target import HttpTarget, refuse_private
@@ -69,7 +70,11 @@ def check_target(options: ForwardOptions) -> None:
 
 
 async def run_forward(
-    settings: Settings, options: ForwardOptions, view: View, counts: Counts
+    settings: Settings,
+    options: ForwardOptions,
+    view: View,
+    counts: Counts,
+    on_ready: Callable[[], None] = lambda: None,
 ) -> None:
     """Forward until cancelled, or until the target pauses the destination (410); what
     was done is counted in `counts` as it happens, so a stop by signal still reports it.
@@ -80,11 +85,16 @@ async def run_forward(
         options.metrics_host, options.metrics_port, f"forward.{options.destination}.metrics_port"
     )
     async with metrics_listener(metrics, address):
-        await _forward(settings, options, view, counts, metrics)
+        await _forward(settings, options, view, counts, metrics, on_ready)
 
 
 async def _forward(
-    settings: Settings, options: ForwardOptions, view: View, counts: Counts, metrics: Metrics
+    settings: Settings,
+    options: ForwardOptions,
+    view: View,
+    counts: Counts,
+    metrics: Metrics,
+    on_ready: Callable[[], None],
 ) -> None:
     start_time = datetime.fromisoformat(options.start_time_iso) if options.start_time_iso else None
     async with open_pool(settings.database_url, max_size=4) as pool:
@@ -112,6 +122,7 @@ async def _forward(
                 ),
             )
             await consumer.start()
+            on_ready()  # bound: from here on, every accepted event reaches this forwarder
             log.info(
                 "forwarding",
                 extra={"destination": options.destination, "consumer": consumer.name},

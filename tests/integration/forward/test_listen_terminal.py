@@ -1,0 +1,89 @@
+"""`gateway listen` as a developer sees it: run in a real terminal (tmux), its screen
+read back with `capture-pane`. It prints the secret it signs with, one line per attempt
+(`--fail-first 1` shows a retry without any proxy), and a summary at Ctrl-C; the handler
+verifies the delivery with the printed secret and the official library."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import standardwebhooks
+
+from tests.support.config_file import write_toml
+from tests.support.forward_target import Target, serving
+from tests.support.forwarding import post_stripe
+from tests.support.gateway import config, running_server
+from tests.support.services import unique_name
+
+TMUX = shutil.which("tmux")
+GATEWAY = str(Path(sys.executable).parent / "gateway")
+
+pytestmark = pytest.mark.skipif(
+    TMUX is None, reason="tmux not installed (Debian package 'tmux'; scripts/setup.sh installs it)"
+)
+
+
+def tmux(*args: str) -> str:
+    assert TMUX is not None
+    return subprocess.run(
+        [TMUX, *args], capture_output=True, text=True, check=True, timeout=10
+    ).stdout
+
+
+async def screen_shows(session: str, pattern: str, timeout_s: float = 30.0) -> str:
+    """The pane's text once it matches `pattern`; fail with the screen otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = tmux("capture-pane", "-p", "-J", "-t", session)
+        if re.search(pattern, text):
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the screen never showed {pattern!r}:\n{text}")
+        await asyncio.sleep(0.1)
+
+
+async def test_listen_shows_its_secret_each_attempt_and_a_summary(
+    tmp_path: Path, database_url: str, nats_url: str
+) -> None:
+    doc = config(database_url, nats_url)
+    path = write_toml(tmp_path / "gateway.toml", doc)
+    session = unique_name("listen")
+    async with running_server(doc) as server, serving(Target()) as target:
+        command = (
+            f"{GATEWAY} listen --config {path} --to {target.url} --fail-first 1 "
+            "--log-level WARNING 2>>"
+            f"{tmp_path / 'stderr.log'}; echo EXITED $?; sleep 30"
+        )
+        tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50", command)
+        try:
+            ready = await screen_shows(session, r"Your webhook signing secret is whsec_\S+")
+            secret = re.search(r"signing secret is (whsec_\S+)", ready)
+            assert secret is not None
+            assert "Forwarding every event to " + target.url in ready
+            await post_stripe(server.client, "evt_tty_1", "pi_tty")
+            text = await screen_shows(session, r"→ 200 .*\(attempt 2\)")
+            first = re.search(
+                r"\d\d:\d\d:\d\d  stripe  payment_intent\.succeeded  evt_tty_1  → 503  \d+ ms  "
+                r"\(attempt 1\)  retry in \d\.\d s",
+                text,
+            )
+            assert first is not None, text
+            assert re.search(
+                r"stripe  payment_intent\.succeeded  evt_tty_1  → 200  \d+ ms  \(attempt 2\)",
+                text,
+            )
+            request = target.delivered()[0]
+            standardwebhooks.Webhook(secret.group(1)).verify(request.body, request.headers)
+            tmux("send-keys", "-t", session, "C-c")
+            done = await screen_shows(session, r"EXITED \d+")
+            assert "forwarded 1, retried 1, parked 0" in done
+            assert "EXITED 0" in done
+        finally:
+            subprocess.run([TMUX, "kill-session", "-t", session], check=False, timeout=10)
