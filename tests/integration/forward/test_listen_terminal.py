@@ -86,4 +86,4 @@ async def test_listen_shows_its_secret_each_attempt_and_a_summary(
             assert "forwarded 1, retried 1, parked 0" in done
             assert "EXITED 0" in done
         finally:
-            subprocess.run([TMUX, "kill-session", "-t", session], check=False, timeout=10)
+            subprocess.run([TMUX or "tmux", "kill-session", "-t", session], check=False, timeout=10)
