@@ -33,33 +33,59 @@ class Attempted:
 
 
 class HttpTarget:
-    """One destination URL over a client of its own (its own TLS and timeout settings)."""
+    """One destination URL over clients of its own (its own TLS and timeout settings):
+    one connection per client, as many clients as attempts may be under way.
+
+    Why not one client with `max_connections` connections: httpx's pool slows down as it
+    grows (measured on a 2-vCPU VM against a target that answers at once: 1,350 POST/s
+    over one connection, 610 over a pool of 16, 190 over a pool of 64), while 16 clients
+    of one connection each gave 1,600/s. An attempt takes a free client and gives it
+    back, so a slow answer holds up no other attempt.
+    """
 
     def __init__(
         self, url: str, *, timeout_s: float, verify_tls: bool, max_connections: int
     ) -> None:
         self.url = url
         self._timeout_s = timeout_s
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s),
-            verify=verify_tls,
-            follow_redirects=False,  # a 3xx is an answer, and a failure: never followed
-            limits=httpx.Limits(max_connections=max_connections),
-            trust_env=False,  # a proxy from the environment would see every event
-        )
+        # One TLS context for all the clients: each would otherwise load the CA bundle.
+        tls = httpx.create_ssl_context(verify=verify_tls)
+        self._clients = [
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(timeout_s),
+                verify=tls,
+                follow_redirects=False,  # a 3xx is an answer, and a failure: never followed
+                limits=httpx.Limits(max_connections=1),
+                trust_env=False,  # a proxy from the environment would see every event
+            )
+            for _ in range(max(1, max_connections))
+        ]
+        self._free: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
+        for client in self._clients:
+            self._free.put_nowait(client)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        for client in self._clients:
+            await client.aclose()
 
     async def post(self, body: bytes, headers: Mapping[str, str]) -> Attempted:
         """POST `body`; the answer, or an `Answer` naming why none came."""
+        client = await self._free.get()
+        try:
+            return await self._post(client, body, headers)
+        finally:
+            self._free.put_nowait(client)
+
+    async def _post(
+        self, client: httpx.AsyncClient, body: bytes, headers: Mapping[str, str]
+    ) -> Attempted:
         started = time.perf_counter()
         try:
             # httpx's timeout bounds each phase (connect, each read); this bounds the whole
             # attempt, so a target that trickles its answer is still cut off in time.
             async with (
                 asyncio.timeout(self._timeout_s),
-                self._client.stream("POST", self.url, content=body, headers=headers) as r,
+                client.stream("POST", self.url, content=body, headers=headers) as r,
             ):
                 excerpt = await _read_excerpt(r)
                 answer = Answer(r.status_code, r.headers.get("retry-after"))
