@@ -177,7 +177,12 @@ def _run_forwarder(
     return waited_s, used_s, seen
 
 
-def main(argv: list[str] | None = None) -> int:
+def forwarding_run(events: int) -> dict[str, Any]:
+    """The figures of one run with the defaults (what `make bench` reports)."""
+    return forward_benchmark(parser().parse_args(["--events", str(events)]))
+
+
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000, help="backlog size")
     parser.add_argument("--max-in-flight", type=int, default=64, help="attempts at once")
@@ -185,7 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=1000, help="ordering keys (with --ordering on)")
     parser.add_argument("--timeout-s", type=float, default=600.0)
     parser.add_argument("--json", type=Path, help="also write the result to this file")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     figures = forward_benchmark(args)
     print(
         f"baseline {figures['baseline_posts_per_s']:,.0f} POST/s; forwarded "

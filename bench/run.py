@@ -60,6 +60,7 @@ from typing import Any
 from bench import report
 from bench.e2e import end_to_end_run
 from bench.events import new_tag
+from bench.forward import forwarding_run
 from bench.otlp_sink import running_sink
 from bench.passes import (
     describe,
@@ -212,6 +213,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="backlog `gateway settle` drains (default 50000; --quick 2000; 0 skips)",
     )
     p.add_argument(
+        "--forward-events",
+        type=int,
+        default=20_000,
+        help="backlog `gateway forward` delivers to a local target (default 20000; "
+        "--quick 500; 0 skips)",
+    )
+    p.add_argument(
         "--tracing",
         action="store_true",
         help="traces on in (b), (c) and the soak at sample_ratio 1.0, exported to a sink "
@@ -265,6 +273,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.soak_s = 0
         args.hook_probe_s = 0
         args.settle_events = min(args.settle_events, 2_000)
+        args.forward_events = min(args.forward_events, 500)
         args.drain_timeout_s = min(args.drain_timeout_s, 30.0)
         args.paced_s = min(args.paced_s, 3.0)
         args.settle_timeout_s = min(args.settle_timeout_s, 120.0)
@@ -660,6 +669,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["settlement"] = (
             settlement_benchmark(args.settle_events) if args.settle_events > 0 else None
         )
+        results["forwarding"] = (
+            forwarding_run(args.forward_events) if args.forward_events > 0 else None
+        )
         ratio = report.ratios(runs)
         results["ratios"] = ratio
         targets = report.targets(runs, ratio, memory, results["settlement"])
@@ -686,6 +698,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if storage_lines:
         print()
         print(storage_lines)
+    if results["forwarding"]:
+        f = results["forwarding"]
+        print()
+        print(
+            f"forwarding {f['events']:,} events to a local target: {f['forwarded_per_s']:,.0f}/s, "
+            f"{f['ratio_to_baseline']:.2f} of the HTTP adapter alone "
+            f"({f['baseline_posts_per_s']:,.0f}/s), {f['forwarder_cpu_us_per_event']} µs "
+            f"CPU/event; checks {'ok' if f['checks_ok'] else 'FAILED'}"
+        )
     print()
     print(report.target_table(targets))
     if args.tracing:
@@ -698,6 +719,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     checks = [c for r in runs.values() for c in r["checks"]]
     checks += memory["checks"] if memory else []
+    if results["forwarding"]:
+        ok = results["forwarding"]["checks_ok"]
+        checks.append({"check": "forwarding: each event delivered once (rows)", "ok": ok})
     failed = [c for c in checks if not c["ok"]]
     if args.quick:
         # The self-check: every server answered, the answers were right, rows match.
