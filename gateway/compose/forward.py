@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -75,6 +76,8 @@ async def run_forward(
     view: View,
     counts: Counts,
     on_ready: Callable[[], None] = lambda: None,
+    *,
+    rand: Callable[[], float] = random.random,
 ) -> None:
     """Forward until cancelled, or until the target pauses the destination (410); what
     was done is counted in `counts` as it happens, so a stop by signal still reports it.
@@ -85,7 +88,7 @@ async def run_forward(
         options.metrics_host, options.metrics_port, f"forward.{options.destination}.metrics_port"
     )
     async with metrics_listener(metrics, address):
-        await _forward(settings, options, view, counts, metrics, on_ready)
+        await _forward(settings, options, view, counts, metrics, on_ready, rand)
 
 
 async def _forward(
@@ -95,6 +98,7 @@ async def _forward(
     counts: Counts,
     metrics: Metrics,
     on_ready: Callable[[], None],
+    rand: Callable[[], float],
 ) -> None:
     start_time = datetime.fromisoformat(options.start_time_iso) if options.start_time_iso else None
     async with open_pool(settings.database_url, max_size=4) as pool:
@@ -143,6 +147,7 @@ async def _forward(
                 counts=counts,
                 metrics=metrics,
                 gap_s=settings.ordering.gap_timeout_s,
+                rand=rand,
             )
             await forwarder.run()
         finally:

@@ -27,7 +27,7 @@ from gateway.core.forward_retry import Answer, Decision, Verdict, decide
 from gateway.errors import BrokerUnavailable, DatabaseUnavailable, GatewayError
 from gateway.forward.key_lines import KeyLines, Waiting, forwarded_event
 from gateway.forward.recording import Blocked, Recorder
-from gateway.forward.view import AttemptSeen, Counts, View
+from gateway.forward.view import OUTCOMES, AttemptSeen, Counts, View
 from gateway.metrics import Metrics
 from gateway.settings.forward import ForwardOptions
 
@@ -42,14 +42,6 @@ HELD_REFRESH_S = 5.0
 #: At a stop, attempts under way get this long to finish (the signal handler asks
 #: again after 5 s); what is left is offered again by the stream.
 DRAIN_S = 3.0
-
-#: The `outcome` label of each verdict in `gateway_forward_attempts_total`.
-_OUTCOMES = {
-    Verdict.DELIVERED: "delivered",
-    Verdict.RETRY: "retry",
-    Verdict.PARK: "parked",
-    Verdict.PAUSE: "paused",
-}
 
 
 def max_pending(options: ForwardOptions) -> int:
@@ -223,7 +215,7 @@ class Forwarder:
         if decision.verdict is Verdict.PAUSE:
             self._stopped.set()
         self._recorder.latency(attempted.elapsed_s)
-        self._recorder.count(_OUTCOMES[decision.verdict])
+        self._recorder.count(OUTCOMES[decision.verdict])
         self._view.attempt(
             AttemptSeen(
                 at=datetime.fromtimestamp(self._clock(), UTC).astimezone(),

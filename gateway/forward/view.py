@@ -18,6 +18,14 @@ from gateway.settings.forward import Output
 EXCERPT_CHARS = 200
 #: Seconds between rate lines on a terminal.
 RATE_EVERY_S = 10.0
+#: How each verdict is named where people read it: NDJSON's `outcome` and the
+#: `outcome` label of `gateway_forward_attempts_total`.
+OUTCOMES = {
+    Verdict.DELIVERED: "delivered",
+    Verdict.RETRY: "retry",
+    Verdict.PARK: "parked",
+    Verdict.PAUSE: "paused",
+}
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ def attempt_json(seen: AttemptSeen) -> str:
             "status": seen.status,
             "error": seen.error or None,
             "elapsed_ms": round(seen.elapsed_s * 1000, 1),
-            "outcome": seen.verdict.value,
+            "outcome": OUTCOMES[seen.verdict],
             "retry_in_s": round(seen.delay_s, 3) if seen.verdict is Verdict.RETRY else None,
             "dead_letter_id": seen.dead_letter_id,
             "answer": seen.excerpt.decode("utf-8", "replace")[:EXCERPT_CHARS] or None,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 import httpx
@@ -60,13 +61,16 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def forwarding(
-    settings: settings_mod.Settings, opts: ForwardOptions
+    settings: settings_mod.Settings,
+    opts: ForwardOptions,
+    rand: Callable[[], float] = random.random,
 ) -> AsyncIterator[Running]:
-    """The forwarding loop of `opts` as a task, stopped when the block ends."""
+    """The forwarding loop of `opts` as a task, stopped when the block ends; `rand`
+    draws its jitter."""
     out = io.StringIO()
     counts = Counts()
     view = View(opts.output, out, io.StringIO(), terminal=False)
-    task = asyncio.create_task(run_forward(settings, opts, view, counts))
+    task = asyncio.create_task(run_forward(settings, opts, view, counts, rand=rand))
     running = Running(task, counts, out)
     try:
         yield running

@@ -5,6 +5,7 @@ without sending, and a stopped named destination gets everything on its return."
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import replace
 
@@ -179,3 +180,45 @@ async def test_a_named_destination_gets_what_arrived_while_it_was_stopped(
     assert set(events) == {f"evt_d_{n}" for n in range(201)}
     for event_id, copies in events.items():  # a repeat, if any, carries the same id
         assert {c.webhook_id for c in copies} == {webhook_id("stripe", event_id)}
+
+
+@pytest.mark.parametrize(("draw", "factor"), [(0.0, 0.8), (0.5, 1.0), (0.9999, 1.2)])
+async def test_the_schedule_is_kept_with_its_jitter_then_the_event_is_parked(
+    doc: dict[str, object], database_url: str, draw: float, factor: float
+) -> None:
+    schedule = (0.5, 1.0, 1.5)
+    async with (
+        running_server(doc) as server,
+        serving(Target(always(500))) as target,
+        forwarding(server.settings, options(target.url, schedule=schedule), lambda: draw) as run,
+    ):
+        await post_stripe(server.client, "evt_sched_1")
+
+        async def parked() -> bool:
+            run.check()
+            return run.counts.parked == 1
+
+        await wait_until(parked, timeout_s=30)
+    lines = [orjson.loads(line) for line in run.out.getvalue().splitlines()]
+    expected = [round(d * factor, 3) for d in schedule]
+    assert [x["retry_in_s"] for x in lines[:3]] == pytest.approx(expected, abs=0.002)
+    assert [x["outcome"] for x in lines] == ["retry", "retry", "retry", "parked"]
+    # The stream kept each delay: no attempt came before its time.
+    times = [r.at_s for r in target.received]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert all(gap >= want - 0.05 for gap, want in zip(gaps, expected, strict=True)), gaps
+    conn = await asyncpg.connect(database_url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT stage, error_class, attempts, error_message FROM dlq_webhooks"
+        )
+        assert await conn.fetchval("SELECT count(*) FROM forward_attempts") == 0
+    finally:
+        await conn.close()
+    assert row is not None
+    assert (row["stage"], row["error_class"], row["attempts"]) == (
+        "forward:test",
+        "FORWARD_ATTEMPTS_EXHAUSTED",
+        4,
+    )
+    assert row["error_message"] == "HTTP 500 after 4 attempts; the answer began: ok"
