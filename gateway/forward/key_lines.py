@@ -176,6 +176,13 @@ class KeyLines:
                 del self._lines[key]
                 return
 
+    def restore_blocker(self, key: Key, event_id: str, seq: int, due_in_s: float) -> None:
+        """A key whose event waits for its retry, as recorded before this process
+        started: its later events wait behind it, as if this process had failed it."""
+        line = self._line(key)
+        if line.blocker is None or seq < line.blocker.seq:
+            line.blocker = _Blocker(event_id, seq, self._clock() + max(due_in_s, 0.0))
+
     def passed(self, key: Key, seq: int) -> Coroutine[Any, Any, Any] | None:
         """An event of the key that is not for this destination (filtered out): its
         number is done, and the next may go."""

@@ -74,7 +74,14 @@ class Recorder:
         elif verdict is Verdict.RETRY:
             async with connection(self._pool) as conn:
                 await store.add_failure(
-                    conn, self._destination, event.provider, event.event_id, decision.reason
+                    conn,
+                    self._destination,
+                    event.provider,
+                    event.event_id,
+                    decision.reason,
+                    order_key=event.order_key,
+                    key_seq=event.key_seq,
+                    retry_in_s=decision.delay_s,
                 )
             await delivery.nak(decision.delay_s)
             self.counts.retried += 1

@@ -89,6 +89,8 @@ class Forwarder:
         held_read_s = float("-inf")
         touched_s = time.monotonic()
         try:
+            if self.options.ordered:
+                await self._restore_blockers()
             while not self._stopped.is_set():
                 if self.options.ordered and time.monotonic() - held_read_s > HELD_REFRESH_S:
                     await self._read_held()
@@ -119,6 +121,16 @@ class Forwarder:
             )
         else:
             await asyncio.sleep(FETCH_WAIT_S)
+
+    async def _restore_blockers(self) -> None:
+        """The keys whose event waits for a retry recorded before this start (a restart,
+        a crash): their later events must not overtake it."""
+        async with connection(self._pool) as conn:
+            found = await store.retrying_keys(conn, self.options.destination)
+        for k in found:
+            self._lines.restore_blocker(
+                (k.provider, k.order_key), k.event_id, k.key_seq, k.due_in_s
+            )
 
     async def _read_held(self) -> None:
         """The held keys as the open dead letters say (a replay or a resolve releases a

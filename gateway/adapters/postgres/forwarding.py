@@ -5,6 +5,7 @@ keys those dead letters hold."""
 from __future__ import annotations
 
 import enum
+from typing import NamedTuple
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import record_failure
@@ -18,11 +19,20 @@ _FAILURES = """
 SELECT failures FROM forward_attempts WHERE destination = $1 AND provider = $2 AND event_id = $3
 """
 _ADD_FAILURE = """
-INSERT INTO forward_attempts AS a (destination, provider, event_id, failures, last_error)
-VALUES ($1, $2, $3, 1, $4)
+INSERT INTO forward_attempts AS a (destination, provider, event_id, failures, last_error,
+                                   order_key, key_seq, retry_due_at)
+VALUES ($1, $2, $3, 1, $4, $5, $6, now() + make_interval(secs => $7))
 ON CONFLICT (destination, provider, event_id) DO UPDATE
-SET failures = a.failures + 1, last_failed_at = now(), last_error = EXCLUDED.last_error
+SET failures = a.failures + 1, last_failed_at = now(), last_error = EXCLUDED.last_error,
+    order_key = EXCLUDED.order_key, key_seq = EXCLUDED.key_seq,
+    retry_due_at = EXCLUDED.retry_due_at
 RETURNING failures
+"""
+_RETRYING_KEYS = """
+SELECT provider, order_key, event_id, key_seq,
+       extract(epoch FROM retry_due_at - now())::float8 AS due_in_s
+FROM forward_attempts
+WHERE destination = $1 AND order_key IS NOT NULL AND key_seq IS NOT NULL
 """
 _FORGET = "DELETE FROM forward_attempts WHERE destination = $1 AND provider = $2 AND event_id = $3"
 _HOLD_ON = """
@@ -48,14 +58,52 @@ async def failures(conn: Conn, destination: str, provider: str, event_id: str) -
     return 0 if found is None else int(found)
 
 
+class RetryingKey(NamedTuple):
+    """A key whose event waits for a retry: its later events wait behind it."""
+
+    provider: str
+    order_key: str
+    event_id: str
+    key_seq: int
+    due_in_s: float
+
+
 async def add_failure(
-    conn: Conn, destination: str, provider: str, event_id: str, error: str
+    conn: Conn,
+    destination: str,
+    provider: str,
+    event_id: str,
+    error: str,
+    *,
+    order_key: str | None = None,
+    key_seq: int | None = None,
+    retry_in_s: float = 0.0,
 ) -> int:
-    """Count one more failed attempt; the failures so far, this one included."""
+    """Count one more failed attempt, with the event's place in its key and when its
+    retry is due; the failures so far, this one included."""
     with translate_errors():
         return int(
-            await conn.fetchval(_ADD_FAILURE, destination, provider, event_id, capped(error))
+            await conn.fetchval(
+                _ADD_FAILURE,
+                destination,
+                provider,
+                event_id,
+                capped(error),
+                order_key,
+                key_seq,
+                retry_in_s,
+            )
         )
+
+
+async def retrying_keys(conn: Conn, destination: str) -> list[RetryingKey]:
+    """Every key of the destination with an event waiting for its retry."""
+    with translate_errors():
+        rows = await conn.fetch(_RETRYING_KEYS, destination)
+    return [
+        RetryingKey(r["provider"], r["order_key"], r["event_id"], r["key_seq"], r["due_in_s"])
+        for r in rows
+    ]
 
 
 async def forget(conn: Conn, destination: str, provider: str, event_id: str) -> None:

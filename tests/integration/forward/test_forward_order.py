@@ -52,3 +52,41 @@ async def test_each_key_arrives_in_order_with_twenty_in_flight(
     # The most attempts in flight at once, from the target's side, stayed within 20
     # and went above one (the keys really were sent side by side).
     assert len(target.received) == KEYS * PER_KEY + running.counts.retried
+
+
+async def test_a_restart_keeps_a_retrying_event_ahead_of_its_key(
+    database_url: str, nats_url: str
+) -> None:
+    """The first event of a key fails and waits 3 s for its retry; the forwarder stops
+    (its waiting events go back to the stream at once) and a new one starts: the new one
+    reads the retry from the database and keeps the key's later events behind it."""
+    failed_once: set[str] = set()
+
+    def first_fails(r: Received) -> tuple[int, dict[str, str], bytes]:
+        if r.headers["gateway-key-seq"] == "1" and r.webhook_id not in failed_once:
+            failed_once.add(r.webhook_id)
+            return 503, {}, b"busy"
+        return 200, {}, b"ok"
+
+    doc = config(database_url, nats_url)
+    target = Target(first_fails)
+    async with running_server(doc) as server, serving(target):
+        opts = options(target.url, name="restart", schedule=(3.0,))
+        async with forwarding(server.settings, opts, lambda: 0.5) as first:
+            for n in range(1, 4):
+                await post_stripe(server.client, f"evt_rs_{n}", "pi_restart")
+
+            async def failed() -> bool:
+                first.check()
+                return first.counts.retried == 1
+
+            await wait_until(failed, timeout_s=60)
+        async with forwarding(server.settings, opts) as second:
+
+            async def all_delivered() -> bool:
+                second.check()
+                return len(target.delivered()) == 3
+
+            await wait_until(all_delivered, timeout_s=60)
+    seqs = [int(r.headers["gateway-key-seq"]) for r in target.delivered()]
+    assert seqs == [1, 2, 3]
