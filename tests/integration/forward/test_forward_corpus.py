@@ -6,21 +6,19 @@ stored body's), every Standard Webhooks signature verifies with the official
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 
 import asyncpg
-import orjson
 import pytest
 import standardwebhooks
 import stripe
 
 from gateway.core.forward_filters import ForwardFilter
 from gateway.core.forward_request import ResignAs, webhook_id
-from tests.integration.ingest.test_corpus import CORPUS, GENERIC, SECRET, signed
+from tests.support.corpus import CORPUS, corpus_config, corpus_items, signed
 from tests.support.forward_target import Target, serving
 from tests.support.forwarding import FORWARD_SECRET, forwarding, options
-from tests.support.gateway import config, running_server
+from tests.support.gateway import running_server
 from tests.support.services import wait_until
 
 pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason=f"no corpus at {CORPUS}")
@@ -29,12 +27,8 @@ pytestmark = pytest.mark.skipif(not CORPUS.exists(), reason=f"no corpus at {CORP
 async def test_every_corpus_payload_arrives_byte_for_byte_and_verifies(
     database_url: str, nats_url: str
 ) -> None:
-    with gzip.open(CORPUS) as lines:
-        items = [orjson.loads(line) for line in lines]
-    assert len(items) == 1076
-    doc = config(database_url, nats_url, http={"max_body_bytes": 1_000_000})
-    for name, params in GENERIC.items():
-        doc["providers"][name] = {"scheme": "hmac", "secrets": [SECRET], **params}
+    items = corpus_items()
+    doc = corpus_config(database_url, nats_url)
     async with (
         running_server(doc) as server,
         serving(Target(path="/standard")) as standard_target,
