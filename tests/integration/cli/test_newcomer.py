@@ -328,11 +328,12 @@ def ok_server() -> Iterator[str]:
     server.server_close()
 
 
-def test_library_logs_stay_out_of_a_commands_output_unless_debug(
+def test_library_logs_stay_out_of_a_commands_output_and_urls_out_of_every_log(
     tmp_path: Path, ok_server: str
 ) -> None:
     """`gateway sign --send` printed httpx's own `HTTP Request: POST ...` record at INFO
-    (as backfill printed the Stripe SDK's) before the command's answer."""
+    (as backfill printed the Stripe SDK's) before the command's answer. That record
+    names the whole URL, which may carry a credential: not even `debug` shows it."""
     body = write(tmp_path / "event.json", '{"id": "evt_1"}')
     argv = ("sign", "stripe", "--secret", "whsec_x", "--body", body, "--send", ok_server)
     quiet = run(*argv, "--log-level", "info")
@@ -340,4 +341,6 @@ def test_library_logs_stay_out_of_a_commands_output_unless_debug(
     assert quiet.stdout.startswith("200 ok")
     assert quiet.stderr == ""
     loud = run(*argv, "--log-level", "debug")
-    assert '"logger":"httpx"' in loud.stderr
+    assert loud.returncode == 0, loud.stderr
+    assert '"logger":"httpx"' not in loud.stderr
+    assert ok_server not in loud.stderr
