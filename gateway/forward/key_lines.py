@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -35,8 +36,12 @@ from gateway.errors import BrokerUnavailable
 BLOCKER_GRACE_S = 30.0
 #: Events behind a blocker come back this long after it.
 BEHIND_S = 1.0
+#: An event whose step failed unexpectedly is offered again after this long.
+FAILED_STEP_DELAY_S = 5.0
 #: Keys whose last delivered number is remembered; the least recently used go first.
 MAX_REMEMBERED_KEYS = 100_000
+
+log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
@@ -238,7 +243,12 @@ class KeyLines:
                 waiting = self._pop(key, line)
                 line.head_since_s = self._clock()
                 step = self._park_blocked if key in self.held else self._attempt
-                decision = await step(waiting)
+                try:
+                    decision = await step(waiting)
+                except Exception:  # a bug: the key must not be left waiting for ever
+                    log.exception("forwarding an event failed", extra={"key": key[1]})
+                    await _nak(waiting.delivery, FAILED_STEP_DELAY_S)
+                    decision = Decision(Verdict.RETRY, FAILED_STEP_DELAY_S)
                 if decision.verdict is Verdict.RETRY:
                     due_s = self._clock() + decision.delay_s
                     line.blocker = _Blocker(waiting.event.event_id, waiting.seq, due_s)

@@ -160,3 +160,21 @@ async def test_a_pause_stops_the_key_and_keeps_the_rest_for_the_stop() -> None:
     await run(work)
     assert script.sent == [1]
     assert [w.seq for w in k.take_all()] == [2]
+
+
+async def test_an_unexpected_error_blocks_the_key_as_a_retry_would() -> None:
+    """A bug in one event's step must not leave its key's events waiting for ever."""
+    script, clock = Script(), Clock()
+    k = lines(script, clock)
+
+    async def broken(waiting: Waiting) -> Decision:
+        raise RuntimeError("a bug")
+
+    k._attempt = broken
+    first, second = msg(1), msg(2)
+    work = k.admit(first)
+    assert k.admit(second) is None
+    await run(work)
+    assert first.delivery.naks == [5.0]  # type: ignore[attr-defined]
+    assert second.delivery.naks == [5.0 + BEHIND_S]  # type: ignore[attr-defined]
+    assert k.waiting_count() == 0
