@@ -16,6 +16,7 @@ from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer, forward_consumer_config
 from gateway.adapters.jetstream.consumer_info import consumer_backlog
 from gateway.adapters.postgres import open_pool
+from gateway.core.model import sender_subjects
 from gateway.errors import ConfigError
 from gateway.forward.runner import Forwarder, max_pending
 from gateway.forward.view import Counts, View
@@ -34,11 +35,7 @@ def consumer_name(options: ForwardOptions) -> str | None:
 def subjects_of(options: ForwardOptions) -> list[str]:
     """The stream subjects of the destination's providers (all when none are named), so
     the server does not even send what `--provider` would drop."""
-    subjects = []
-    for provider in sorted(options.filters.providers):
-        service = provider.removeprefix("service:")
-        subjects.append(f"events.{service}.>" if service != provider else f"webhooks.{provider}.>")
-    return subjects
+    return [sender_subjects(p) for p in sorted(options.filters.providers)]
 
 
 #: The stream's limit on a destination's unacknowledged messages. A message nak'd with

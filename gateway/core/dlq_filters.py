@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gateway.core.content import has_control_chars
-from gateway.core.model import Stage
+from gateway.core.model import FORWARD_STAGE_PREFIX, Stage
 from gateway.core.operator_input import parse_ids, parse_instant
 from gateway.core.type_patterns import TypePattern, parse_pattern
 from gateway.errors import DlqUsageError, UsageError
@@ -31,7 +31,7 @@ MAX_SEARCH_CHARS = 200
 MAX_MIN_ATTEMPTS = 1_000_000
 
 #: The dead-letter stage of a forwarding destination: `forward:` and its name.
-FORWARD_STAGE = re.compile(r"forward:[a-z0-9_-]{1,64}")
+FORWARD_STAGE = re.compile(re.escape(FORWARD_STAGE_PREFIX) + r"[a-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)

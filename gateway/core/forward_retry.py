@@ -144,7 +144,7 @@ def decide(
     if status == 410:
         return Decision(Verdict.PAUSE, reason="410 Gone: the target asked for no more deliveries")
     reason = answer.error if status is None else f"HTTP {status}"
-    if status is not None and _permanent_4xx(status) and park_on_4xx:
+    if status is not None and permanent_4xx(status) and park_on_4xx:
         return Decision(Verdict.PARK, reason=reason)
     if attempt > len(schedule):
         return Decision(Verdict.PARK, reason=f"{reason} after {attempt} attempts")
@@ -154,6 +154,12 @@ def decide(
     return Decision(Verdict.RETRY, jittered_s(schedule[attempt - 1], rand()), reason)
 
 
-def _permanent_4xx(status: int) -> bool:
+def permanent_4xx(status: int) -> bool:
     """A 4xx that says the request itself is wrong (408, 425 and 429 say: later)."""
     return 400 <= status < 500 and status not in (408, 425, 429)
+
+
+def answer_message(reason: str, excerpt: bytes) -> str:
+    """A failed attempt as its dead letter tells it: why, and how the answer began."""
+    text = excerpt.decode("utf-8", "replace")
+    return reason + (f"; the answer began: {text}" if text else "")

@@ -63,6 +63,15 @@ class Stage(enum.StrEnum):
     SETTLEMENT = "settlement"
 
 
+#: A forwarding destination's stage is this and its name (`forward:billing`).
+FORWARD_STAGE_PREFIX = "forward:"
+
+
+def forward_stage(destination: str) -> str:
+    """Where a forwarding destination's dead letters are filed."""
+    return FORWARD_STAGE_PREFIX + destination
+
+
 @dataclass(frozen=True)
 class Failure:
     """Why a verified event cannot go further, recorded in the dead-letter table."""
@@ -219,6 +228,15 @@ def webhook_subject(provider: str, event_type: str) -> str:
 def service_subject(service: str, event_type: str) -> str:
     """`events.{service}.{type}` with the type made subject-safe."""
     return f"events.{subject_tokens(service)}.{subject_tokens(event_type)}"
+
+
+def sender_subjects(sender: str) -> str:
+    """Every subject one sender publishes to: `webhooks.{provider}.>`, or
+    `events.{service}.>` for `service:NAME`, made subject-safe as its events' are."""
+    service = sender.removeprefix("service:")
+    if service != sender:
+        return f"events.{subject_tokens(service)}.>"
+    return f"webhooks.{subject_tokens(sender)}.>"
 
 
 def subject_allowed(subject: str, patterns: tuple[str, ...]) -> bool:

@@ -10,10 +10,11 @@ from collections.abc import Mapping
 
 from gateway.adapters.http_target import HttpTarget, refuse_private
 from gateway.adapters.postgres import connection
-from gateway.adapters.postgres.forwarding import event_place, stage_of
+from gateway.adapters.postgres.forwarding import event_place
 from gateway.core.dlq_model import DlqRow
 from gateway.core.forward_request import ForwardedEvent, delivery_request
-from gateway.core.forward_retry import Verdict, decide
+from gateway.core.forward_retry import Verdict, answer_message, decide, permanent_4xx
+from gateway.core.model import forward_stage
 from gateway.dlq.parts import HandlerFactory, ReplayContext, StageHandler
 from gateway.errors import ForwardAttemptsExhausted, ForwardRefused
 from gateway.settings.forward import ForwardOptions
@@ -21,7 +22,7 @@ from gateway.settings.forward import ForwardOptions
 
 def forward_handlers(destinations: Mapping[str, ForwardOptions]) -> dict[str, HandlerFactory]:
     """The handler factory of each declared destination's stage."""
-    return {stage_of(name): _factory(options) for name, options in destinations.items()}
+    return {forward_stage(name): _factory(options) for name, options in destinations.items()}
 
 
 def _factory(options: ForwardOptions) -> HandlerFactory:
@@ -67,12 +68,9 @@ def _factory(options: ForwardOptions) -> HandlerFactory:
             )
             if decision.verdict is Verdict.DELIVERED:
                 return
-            excerpt = attempted.excerpt.decode("utf-8", "replace")
-            message = f"replay: {decision.reason}" + (
-                f"; the answer began: {excerpt}" if excerpt else ""
-            )
+            message = answer_message(f"replay: {decision.reason}", attempted.excerpt)
             status = attempted.answer.status
-            if status is not None and 400 <= status < 500 and status not in (408, 425, 429):
+            if status is not None and permanent_4xx(status):
                 raise ForwardRefused(message)
             raise ForwardAttemptsExhausted(message)
 

@@ -18,7 +18,7 @@ from gateway.adapters.http_target import Attempted
 from gateway.adapters.jetstream.consumer import event_from_message
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres import forwarding as store
-from gateway.core.forward_retry import Decision, Verdict
+from gateway.core.forward_retry import Decision, Verdict, answer_message
 from gateway.core.model import Failure
 from gateway.errors import ErrorClass
 from gateway.forward.key_lines import Waiting
@@ -94,8 +94,7 @@ class Recorder:
                 if attempted.answer.status is not None and attempt <= schedule_len
                 else ErrorClass.FORWARD_ATTEMPTS_EXHAUSTED
             )
-            excerpt = attempted.excerpt.decode("utf-8", "replace")
-            message = decision.reason + (f"; the answer began: {excerpt}" if excerpt else "")
+            message = answer_message(decision.reason, attempted.excerpt)
             row_id = await self.park(waiting, Failure(code, message), attempt)
             self.counts.parked += 1
             return row_id

@@ -145,7 +145,11 @@ class Forwarder:
         self._lines.held = found | (self._lines.held - before)
 
     def _admit(self, delivery: Delivery) -> None:
-        event = forwarded_event(delivery)
+        try:
+            event = forwarded_event(delivery)
+        except Exception:  # a header it cannot read: as settlement, left for redelivery
+            log.exception("message unreadable; left for redelivery")
+            return
         keyed = self.options.ordered and event.order_key is not None and bool(event.key_seq)
         if not self.options.filters.passes(event.provider, event.event_type, event.body):
             self.counts.filtered += 1

@@ -85,7 +85,7 @@ def attempt_line(seen: AttemptSeen) -> str:
     elif seen.verdict is Verdict.PAUSE:
         line += "  destination paused"
     if seen.verdict is not Verdict.DELIVERED and seen.excerpt:
-        text = seen.excerpt.decode("utf-8", "replace")[:EXCERPT_CHARS]
+        text = _answer_text(seen)
         line += f"  {printable(' '.join(text.split()))}"
     return line
 
@@ -105,9 +105,14 @@ def attempt_json(seen: AttemptSeen) -> str:
             "outcome": OUTCOMES[seen.verdict],
             "retry_in_s": round(seen.delay_s, 3) if seen.verdict is Verdict.RETRY else None,
             "dead_letter_id": seen.dead_letter_id,
-            "answer": seen.excerpt.decode("utf-8", "replace")[:EXCERPT_CHARS] or None,
+            "answer": _answer_text(seen) or None,
         }
     ).decode()
+
+
+def _answer_text(seen: AttemptSeen) -> str:
+    """The start of the target's answer, as text."""
+    return seen.excerpt.decode("utf-8", "replace")[:EXCERPT_CHARS]
 
 
 def summary_line(counts: Counts, elapsed_s: float) -> str:

@@ -10,10 +10,7 @@ from typing import NamedTuple
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import record_failure
 from gateway.core.excerpt import capped
-from gateway.core.model import Event, Failure
-
-#: The dead-letter stage of a destination's events.
-STAGE_PREFIX = "forward:"
+from gateway.core.model import Event, Failure, forward_stage
 
 _FAILURES = """
 SELECT failures FROM forward_attempts WHERE destination = $1 AND provider = $2 AND event_id = $3
@@ -44,11 +41,6 @@ _HELD_KEYS = """
 SELECT DISTINCT provider, order_key FROM dlq_webhooks
 WHERE stage = $1 AND NOT is_resolved AND order_key IS NOT NULL
 """
-
-
-def stage_of(destination: str) -> str:
-    """`forward:NAME`: where a destination's dead letters are filed."""
-    return STAGE_PREFIX + destination
 
 
 async def failures(conn: Conn, destination: str, provider: str, event_id: str) -> int:
@@ -121,7 +113,7 @@ async def park(
 ) -> int:
     """File the event's dead letter at `forward:NAME` (its own row is found by its key)
     and drop its attempts, in the caller's transaction; the dead letter's id."""
-    row_id = await record_failure(conn, None, stage_of(destination), event, failure, attempts)
+    row_id = await record_failure(conn, None, forward_stage(destination), event, failure, attempts)
     await forget(conn, destination, event.provider, event.event_id)
     return row_id
 
@@ -129,7 +121,7 @@ async def park(
 async def held_keys(conn: Conn, destination: str) -> set[tuple[str, str]]:
     """(provider, order_key) of every key an open dead letter of the destination holds."""
     with translate_errors():
-        rows = await conn.fetch(_HELD_KEYS, stage_of(destination))
+        rows = await conn.fetch(_HELD_KEYS, forward_stage(destination))
     return {(r["provider"], r["order_key"]) for r in rows}
 
 
@@ -146,7 +138,9 @@ async def hold_on(
 ) -> HoldOn:
     """Whether, and by whom, the destination's open dead letters hold the key."""
     with translate_errors():
-        row = await conn.fetchrow(_HOLD_ON, stage_of(destination), provider, order_key, event_id)
+        row = await conn.fetchrow(
+            _HOLD_ON, forward_stage(destination), provider, order_key, event_id
+        )
     if row is None or not row["any"]:
         return HoldOn.RELEASED
     return HoldOn.OWN if row["own"] else HoldOn.HELD

@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 import asyncpg
+import nats
 import orjson
 import pytest
 
@@ -222,3 +223,32 @@ async def test_the_schedule_is_kept_with_its_jitter_then_the_event_is_parked(
         4,
     )
     assert row["error_message"] == "HTTP 500 after 4 attempts; the answer began: ok"
+
+
+async def test_a_message_the_forwarder_cannot_read_does_not_stop_it(
+    doc: dict[str, object], nats_url: str
+) -> None:
+    """A message on the stream that no gateway wrote (its received-at unreadable) is left
+    alone; the events around it are delivered."""
+    async with (
+        running_server(doc) as server,
+        serving(Target()) as target,
+        forwarding(server.settings, options(target.url, name="odd")) as running,
+    ):
+        nc = await nats.connect(nats_url)
+        try:
+            await nc.jetstream().publish(
+                "webhooks.stripe.payment_intent.succeeded",
+                b"{}",
+                headers={"Gateway-Provider": "stripe", "Gateway-Received-At": "yesterday"},
+            )
+        finally:
+            await nc.close()
+        await post_stripe(server.client, "evt_after_odd")
+
+        async def delivered() -> bool:
+            running.check()
+            return len(target.delivered()) == 1
+
+        await wait_until(delivered, timeout_s=20)
+    assert target.delivered()[0].headers["gateway-event-id"] == "evt_after_odd"
