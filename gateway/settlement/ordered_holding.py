@@ -35,11 +35,17 @@ PROGRESS_SHARE = 1 / 3
 @dataclass(slots=True)
 class Held:
     """A waiting message held in the worker; `told_s`: when the stream last heard it is
-    in progress (monotonic)."""
+    in progress (monotonic); `waited`: whether it has been counted as a wait."""
 
     msg: Delivery
     item: tuple[Event, int]
     told_s: float
+    waited: bool = True
+
+
+#: What `WaitingRoom.take` hands out beside the messages, by `id(msg)`: when the stream
+#: last heard each is in progress, and whether it has been counted as a wait.
+Told = dict[int, tuple[float, bool]]
 
 
 class WaitingRoom:
@@ -57,27 +63,37 @@ class WaitingRoom:
     def __len__(self) -> int:
         return len(self._held)
 
-    def take(self, taking: Callable[[Event], bool]) -> tuple[list[Held], dict[int, float]]:
+    def has_room(self, count: int) -> bool:
+        """Whether `count` more messages can be held."""
+        return len(self._held) + count <= self._max_held
+
+    def take(self, taking: Callable[[Event], bool]) -> tuple[list[Held], Told]:
         """The held messages whose events `taking` takes, to be planned again (each
-        comes back by `hold`; the rest stay), and when the stream last heard of each."""
+        comes back by `hold`; the rest stay), and what the room knew of each."""
         held = [h for h in self._held.values() if taking(h.item[0])]
         for h in held:
             del self._held[h.msg.stream_seq]
-        return held, {id(h.msg): h.told_s for h in held}
+        return held, {id(h.msg): (h.told_s, h.waited) for h in held}
 
-    def hold(
-        self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: dict[int, float]
-    ) -> bool:
+    def hold(self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: Told) -> bool:
         """Hold a waiting message (again) if there is room; a delivery's first wait is
         counted. False: no room, the caller puts it back to the stream."""
         if len(self._held) >= self._max_held:
             return False
-        told_s = told.get(id(msg))
-        if told_s is None:  # just delivered: the stream's ack_wait starts now
+        told_s, waited = told.get(id(msg), (None, False))
+        if not waited:
             self._metrics.order_gap_waits_total.inc(provider=k.provider)
+        if told_s is None:  # just delivered: the stream's ack_wait starts now
             told_s = time.monotonic()
         self._keep(Held(msg, item, told_s))
         return True
+
+    def keep_behind(self, msg: Delivery, item: tuple[Event, int]) -> None:
+        """Keep a just delivered message whose key an earlier batch in flight is moving,
+        for the next batch that finds its key free: it waits for nothing missing, so it
+        is not counted as a wait (unless it comes to wait). The caller made room
+        (`has_room`)."""
+        self._keep(Held(msg, item, time.monotonic(), waited=False))
 
     def _keep(self, held: Held) -> None:
         """Hold `held`, unless a later delivery of its message is held already (an

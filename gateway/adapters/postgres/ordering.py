@@ -23,6 +23,7 @@ __all__ = [
     "advance",
     "hold",
     "place_of",
+    "positions",
     "release",
     "resolve_deferral",
     "states",
@@ -93,6 +94,33 @@ async def states(conn: Conn, keys: Sequence[Key]) -> dict[Key, KeyState]:
             r["held_at"],
         )
     return found
+
+
+class KeyPosition(NamedTuple):
+    """What the settlement gate plans by (`gateway.core.ordering.Position`)."""
+
+    applied_seq: int
+    progressed_at: datetime | None
+    held_seq: int | None
+
+
+# Only what the gate plans by, and each key by its place in the arrays (an integer to
+# decode instead of two strings): read for every batch the gate settles.
+_POSITIONS = """
+SELECT k.i, a.applied_seq, a.progressed_at, a.held_seq
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(provider, order_key, i)
+JOIN order_applied a USING (provider, order_key)
+"""
+
+
+async def positions(conn: Conn, keys: Sequence[Key]) -> dict[Key, KeyPosition]:
+    """The position of each key that has one (one statement); a key missing from the
+    answer was never applied (at 0, not held)."""
+    if not keys:
+        return {}
+    with translate_errors():
+        rows = await conn.fetch(_POSITIONS, [k[0] for k in keys], [k[1] for k in keys])
+    return {keys[r[0] - 1]: KeyPosition(r[1], r[2], r[3]) for r in rows}
 
 
 # A key moved past a number without settling its event in two ways: a deferral (a
@@ -254,9 +282,11 @@ WITH t AS (
     SELECT * FROM moved
     UNION ALL
     SELECT t.* FROM t JOIN created c USING (provider, order_key)
-    RETURNING provider, order_key, key_seq
+    RETURNING provider, order_key
 )
-SELECT provider, order_key, key_seq FROM logged
+SELECT t.provider, t.order_key, t.key_seq FROM t
+WHERE NOT EXISTS (SELECT 1 FROM logged l
+                  WHERE l.provider = t.provider AND l.order_key = t.order_key)
 """  # noqa: S608 - only constants are interpolated
 
 
@@ -266,13 +296,14 @@ def _columns(steps: Sequence[Advance]) -> list[list[Any]]:
 
 
 async def _step_each(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
-    """`_STEP` for steps of distinct keys: the (provider, key, seq) it moved. Sent in
-    key order, which the planner mostly keeps (a nested loop over the steps); where two
-    workers still lock shared keys crosswise, PostgreSQL ends one with a deadlock error,
-    a transient failure its events are retried for, as with `_LOCK`."""
+    """`_STEP` for steps of distinct keys: the (provider, key, seq) it did not move
+    (mostly none, so next to nothing comes back). Sent in key order, which the planner
+    mostly keeps (a nested loop over the steps); where two workers still lock shared
+    keys crosswise, PostgreSQL ends one with a deadlock error, a transient failure its
+    events are retried for, as with `_LOCK`."""
     steps = sorted(steps, key=lambda s: (s.provider, s.order_key))
     rows = await conn.fetch(_STEP, *_columns(steps))
-    return {(r["provider"], r["order_key"], int(r["key_seq"])) for r in rows}
+    return {(r[0], r[1], int(r[2])) for r in rows}
 
 
 async def advance(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
@@ -289,10 +320,12 @@ async def advance(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
     moved: set[KeySeq] = set()
     if len({(s.provider, s.order_key) for s in steps}) == len(steps):
         with translate_errors():
-            moved = await _step_each(conn, steps)
-        if len(moved) == len(steps):
+            not_moved = await _step_each(conn, steps)
+        moved = {(s.provider, s.order_key, s.key_seq) for s in steps}
+        if not not_moved:
             return moved
-        steps = [s for s in steps if (s.provider, s.order_key, s.key_seq) not in moved]
+        moved -= not_moved
+        steps = [s for s in steps if (s.provider, s.order_key, s.key_seq) in not_moved]
     return moved | await _advance_runs(conn, steps)
 
 

@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
+from gateway.core.model import Event
 from gateway.core.settlement import merchant_account
-from gateway.settlement.ordered import FOLLOW_SHARE, OrderedGate
+from gateway.settlement.ordered import FOLLOW_SHARE
+from gateway.settlement.ordered_holding import WaitingRoom
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
 from tests.support.gateway import config
@@ -370,14 +372,27 @@ async def drain_in_flight(
     raise AssertionError(f"not drained: {len(stream.pending)} pending")
 
 
+def record_kept(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The event ids of the messages batches keep back behind a batch in flight."""
+    kept: list[str] = []
+    keep_behind = WaitingRoom.keep_behind
+
+    def recording(room: WaitingRoom, msg: Any, item: tuple[Event, int]) -> None:
+        kept.append(item[0].event_id)
+        keep_behind(room, msg, item)
+
+    monkeypatch.setattr(WaitingRoom, "keep_behind", recording)
+    return kept
+
+
 async def test_batches_in_flight_together_settle_each_key_in_order(
     parts: SettlementParts, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """100 payments of five events each on the stream key after key, as a busy stream
     carries them, settled three batches at a time: a batch's few messages of keys an
-    earlier batch in flight is still moving settle as its second part once that batch
-    is done (the path is taken), and every payment settles in its order with the
-    in-order balance and a gapless log."""
+    earlier batch in flight is still moving are kept back for a later batch that finds
+    their keys free (the path is taken), and every payment settles in its order with
+    the in-order balance and a gapless log."""
     run = uuid.uuid4().hex[:8]
     payments = [
         Payment("billing", f"pay_{run}_{k}", f"m_{run}_{k}", 10_000, [100, 200, 300, 400])
@@ -388,18 +403,11 @@ async def test_batches_in_flight_together_settle_each_key_in_order(
     by_payment = [p.events() for p in payments]
     for seq in range(5):  # key after key: a batch of 55 shares a few keys with the last
         stream.publish(*(events[seq] for events in by_payment))
-    second_parts: list[int] = []
-    settle_after = OrderedGate._settle_after
-
-    async def counting(gate: OrderedGate, batches: Any, fetched: Any, read: Any, keys: Any) -> None:
-        second_parts.append(len(read))
-        await settle_after(gate, batches, fetched, read, keys)
-
-    monkeypatch.setattr(OrderedGate, "_settle_after", counting)
+    kept = record_kept(monkeypatch)
     await drain_in_flight(SettlementWorker(parts), stream, batch=55)
 
-    assert second_parts, "no batch settled a second part: the test missed its path"
-    assert max(second_parts) <= FOLLOW_SHARE * 55
+    assert kept, "no batch kept a message back: the test missed its path"
+    assert len(kept) <= FOLLOW_SHARE * len(payments) * 5
     # Nothing was planned against a position about to move: no message ever waited.
     assert metric_total(parts.metrics.order_gap_waits_total.values) == 0
     for p in payments:
@@ -423,22 +431,13 @@ async def test_a_message_delivered_again_while_held_and_its_key_busy_is_never_lo
 ) -> None:
     """A refund waits in the worker for its capture; a batch in flight takes it and
     holds it again while the stream delivers it again (its ack_wait ran out) in a batch
-    that settles it after that batch, its key being busy. The worker plans one delivery
+    that keeps it back for later, its key being busy. The worker plans one delivery
     of it, so it is not acked as a repeat of itself: stopped, the worker gives it back,
     and once its capture comes the refund settles."""
     await open_merchants(parts, ["m_dup", *(f"m_o{i}" for i in range(3))])
     capture, refund, refund_2 = Payment("billing", "pay_dup", "m_dup", 900, [100, 100]).events()
     others = [Payment("billing", f"pay_o{i}", f"m_o{i}", 500, []).events()[0] for i in range(3)]
-    second_parts: list[list[str]] = []
-    settle_after = OrderedGate._settle_after
-
-    async def recording(
-        gate: OrderedGate, batches: Any, fetched: Any, read: Any, keys: Any
-    ) -> None:
-        second_parts.append([event.event_id for event, _ in read])
-        await settle_after(gate, batches, fetched, read, keys)
-
-    monkeypatch.setattr(OrderedGate, "_settle_after", recording)
+    kept = record_kept(monkeypatch)
     worker = SettlementWorker(parts)
     stream = MemoryStream()
     stream.publish(refund)
@@ -450,9 +449,9 @@ async def test_a_message_delivered_again_while_held_and_its_key_busy_is_never_lo
     await asyncio.sleep(0)  # it has taken the held refund: their key is its own
     stream.redeliver_unanswered(first)  # ack_wait ran out: the refund comes again
     stream.publish(*others)
-    await worker.handle(stream.fetch(10))  # type: ignore[arg-type]  # 1 of 4: a second part
+    await worker.handle(stream.fetch(10))  # type: ignore[arg-type]  # 1 of 4: kept back
     await in_flight
-    assert second_parts == [["pay_dup_e2"]]
+    assert kept == ["pay_dup_e2"]
     await worker.handle([])
     await worker.put_back()  # stopping: what is held goes back to the stream
     assert ("pay_dup_e2", "ack") not in [(e.event_id, a) for e, a in stream.answers]
