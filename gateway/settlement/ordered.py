@@ -96,9 +96,9 @@ class OrderedGate:
         shares only a few of (at most `FOLLOW_SHARE` of this batch, per earlier batch)
         are kept in the waiting room for the next batch that finds their keys free
         (this one, if the earlier batch ends first), while the rest settles beside it;
-        an earlier batch that shares more is waited for by the whole batch. Settling
-        the few as a part of their own cost a transaction more per batch: measured over
-        1,000 keys, the kept ones raised the rate with ordering on by about a tenth.
+        an earlier batch that shares more is waited for by the whole batch. (Settled as
+        a part of their own once that batch was done, the few cost every batch a
+        transaction more: docs/performance.md, "Order per key".)
         """
         busy = self._busy
         keys = [_key(e) for e, _ in read]
