@@ -171,7 +171,7 @@ class OrderedGate:
         waits = self._waits
         keyed = [
             Keyed(i, e.provider, e.order_key, e.key_seq, messages[i].num_delivered,
-                  waits.get((e.provider, e.order_key, e.key_seq), now_s))
+                  waits.get((e.provider, e.order_key, e.key_seq), now_s) if waits else now_s)
             for i, e in enumerate(events)
             if e.order_key is not None and e.key_seq is not None
         ]  # fmt: skip
@@ -184,27 +184,32 @@ class OrderedGate:
                 *(self._say.wait(m, None, gate.outage_delay_s(m.num_delivered)) for m in messages)
             )
             return
-        self._remember_waits(keyed, plan, now_s)
         answers: list[Awaitable[None]] = []
-        for k in keyed:
-            decision = plan.decisions[k.index]
-            if decision.step is Step.WAIT and self._room.hold(
-                messages[k.index], work[k.index], k, told
-            ):
-                continue
-            if decision.step not in (Step.TURN, Step.DEFERRED_RETRY):
-                answers.append(self._say.now(messages[k.index], work[k.index], k, decision))
-        answers.append(self._room.tell_progress())
         by_round: dict[int, list[Keyed]] = {}
-        for k in keyed:
-            decision = plan.decisions[k.index]
-            if decision.step is Step.DEFERRED_RETRY:
+        deferred: dict[int, Keyed] = {}
+        waiting: list[Keyed] = []
+        decisions = plan.decisions
+        for k in keyed:  # one pass: most are turns
+            decision = decisions[k.index]
+            step = decision.step
+            if step is Step.TURN:
+                turns = by_round.get(decision.round)
+                if turns is None:
+                    by_round[decision.round] = [k]
+                else:
+                    turns.append(k)
+                continue
+            if step is Step.DEFERRED_RETRY:
                 unordered.append(k.index)  # settled unordered, in round 0
-            elif decision.step is Step.TURN:
-                by_round.setdefault(decision.round, []).append(k)
-        deferred = {
-            k.index: k for k in keyed if plan.decisions[k.index].step is Step.DEFERRED_RETRY
-        }
+                deferred[k.index] = k
+                continue
+            if step is Step.WAIT:
+                waiting.append(k)
+                if self._room.hold(messages[k.index], work[k.index], k, told):
+                    continue
+            answers.append(self._say.now(messages[k.index], work[k.index], k, decision))
+        self._remember_waits(keyed, waiting, now_s)
+        answers.append(self._room.tell_progress())
         answering = asyncio.gather(*answers)  # answered while the rounds settle
         try:
             await self._rounds(
@@ -239,16 +244,19 @@ class OrderedGate:
                 stopped.update(await self._round(messages, work, turns, extra, deferred))
         await asyncio.gather(*waiting)
 
-    def _remember_waits(self, keyed: Sequence[Keyed], plan: gate.Plan, now_s: float) -> None:
+    def _remember_waits(
+        self, keyed: Sequence[Keyed], waiting: Sequence[Keyed], now_s: float
+    ) -> None:
         """When each waiting message was first seen waiting (the gap clock's start), for
         as long as it waits; bounded, the oldest forgotten first."""
         waits = self._waits
-        for k in keyed:
-            seq = (k.provider, k.order_key, k.key_seq)
-            if plan.decisions[k.index].step is Step.WAIT:
-                waits.setdefault(seq, now_s)
-            else:
-                waits.pop(seq, None)
+        if waits:  # those no longer waiting are forgotten
+            still = {k.index for k in waiting}
+            for k in keyed:
+                if k.index not in still:
+                    waits.pop((k.provider, k.order_key, k.key_seq), None)
+        for k in waiting:
+            waits.setdefault((k.provider, k.order_key, k.key_seq), now_s)
         while len(waits) > self._waits_max:
             del waits[next(iter(waits))]
 
@@ -290,8 +298,15 @@ class OrderedGate:
         async def with_settled(conn: Conn, items: Sequence[Item]) -> None:
             # Runs in the transaction that marks these items settled.
             at = [indices[item.index] for item in items]
-            steps = [self._applied(k, work[i][0]) for i in at if (k := turn_of.get(i)) is not None]
-            await store.advance(conn, steps)
+            turns = sorted((k for i in at if (k := turn_of.get(i)) is not None), key=_by_key)
+            if turns:  # distinct keys: a round holds one turn of each
+                await store.apply_turns(
+                    conn,
+                    [k.provider for k in turns],
+                    [k.order_key for k in turns],
+                    [k.key_seq for k in turns],
+                    [work[k.index][0].event_id for k in turns],
+                )
             for i in at:
                 if i in deferred:
                     d = deferred[i]
@@ -387,6 +402,10 @@ class OrderedGate:
             dependency = isinstance(exc, PaymentNotSettled)
             return gate.after_turn(TurnResult.DEPENDENCY if dependency else TurnResult.RETRY, "")
         return gate.after_turn(TurnResult.DEAD_LETTER, self.on_poison(k.provider))
+
+
+def _by_key(k: Keyed) -> tuple[str, str]:
+    return (k.provider, k.order_key)
 
 
 def _key(event: Event) -> tuple[str, str] | None:

@@ -96,7 +96,7 @@ class KeyAnswers:
         """The event's attempt number: its deliveries less those spent waiting for its
         turn (put back by this worker), so a wait does not use up the retry schedule
         its own failures are given (a wait held in the worker spends none)."""
-        if event.order_key is None or event.key_seq is None:
+        if not self._put_back or event.order_key is None or event.key_seq is None:
             return deliveries
         waited = self._put_back.get((event.provider, event.order_key, event.key_seq), 0)
         return max(1, deliveries - waited)
