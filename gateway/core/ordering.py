@@ -83,7 +83,7 @@ class KeyEffect(enum.StrEnum):
 
 
 class Position(Protocol):
-    """A key's position as settlement stored it (`adapters.postgres.ordering.KeyState`)."""
+    """A key's position as settlement stored it (`adapters.postgres.ordering.KeyPosition`)."""
 
     @property
     def applied_seq(self) -> int: ...

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from gateway.adapters.postgres import Conn, connection, transaction
+from gateway.adapters.postgres import key_moves as moves
 from gateway.adapters.postgres import ordering as order_store
 from gateway.adapters.postgres.webhooks import event_type_of
 from gateway.core.dlq_model import DlqRow
@@ -84,7 +85,7 @@ async def _settle_in_turn(
         raise OrderPredecessorMissing(
             f"waits for seq {state.applied_seq + 1} of its key (it is seq {seq})"
         )
-    step = order_store.Advance(event.provider, order_key, seq, "applied", event.event_id)
+    step = moves.Advance(event.provider, order_key, seq, "applied", event.event_id)
     if seq <= state.applied_seq:
         closed: list[Item] = []
 
@@ -102,11 +103,11 @@ async def _settle_in_turn(
     posted: list[Item] = []
 
     async def with_settled(conn: Conn, items: Sequence[Item]) -> None:
-        await order_store.advance(conn, [step])  # in the transaction marking it settled
+        await moves.advance(conn, [step])  # in the transaction marking it settled
         posted.extend(items)
 
     outcome = await _settle(parts, event, with_settled)
     if not posted:  # settled before (a duplicate): nothing was marked, so move it now
         async with transaction(ctx.pool) as conn:
-            await order_store.advance(conn, [step])
+            await moves.advance(conn, [step])
     return outcome

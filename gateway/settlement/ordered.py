@@ -4,7 +4,7 @@ in their keys' order (`gateway.core.ordering` decides, this runs it).
 Round 0 settles the unordered messages, each key's first turn and the deferrals' own
 retries as one batch; round 1 the second turns of the keys whose first turn went
 through, and so on. A turn moves its key by the compare-and-set of
-`adapters.postgres.ordering.advance`, in the transaction that marks its settlement
+`adapters.postgres.key_moves.advance`, in the transaction that marks its settlement
 settled; a turn that settled nothing (a duplicate, an ignored type) or was deferred
 moves it in one statement after the round. Each message is answered only once its key's
 move is committed, so a worker killed in between leaves it to be redelivered, found
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
 from gateway.adapters.postgres import Conn, connection, transaction
+from gateway.adapters.postgres import key_moves as moves
 from gateway.adapters.postgres import ordering as store
 from gateway.core import ordering as gate
 from gateway.core.disposition import Action, Policies, dispose
@@ -300,7 +301,7 @@ class OrderedGate:
             at = [indices[item.index] for item in items]
             turns = sorted((k for i in at if (k := turn_of.get(i)) is not None), key=_by_key)
             if turns:  # distinct keys: a round holds one turn of each
-                await store.apply_turns(
+                await moves.apply_turns(
                     conn,
                     [k.provider for k in turns],
                     [k.order_key for k in turns],
@@ -323,8 +324,8 @@ class OrderedGate:
         return await self._answer_round(messages, work, state, turn_of, deferred, results, spans)
 
     @staticmethod
-    def _applied(k: Keyed, event: Event) -> store.Advance:
-        return store.Advance(k.provider, k.order_key, k.key_seq, "applied", event.event_id)
+    def _applied(k: Keyed, event: Event) -> moves.Advance:
+        return moves.Advance(k.provider, k.order_key, k.key_seq, "applied", event.event_id)
 
     async def _answer_round(
         self,
@@ -336,7 +337,7 @@ class OrderedGate:
         results: Sequence[Result],
         spans: Sequence[tracing.Span | None],
     ) -> dict[tuple[str, str], KeyEffect]:
-        later: dict[int, store.Advance] = {}  # moved after the round, in one statement
+        later: dict[int, moves.Advance] = {}  # moved after the round, in one statement
         resolved: list[Keyed] = []
         effects: dict[int, KeyEffect] = {}
         for i, result in zip(state.indices, results, strict=True):
@@ -345,7 +346,7 @@ class OrderedGate:
                 if k is not None:
                     effects[i] = self._effect(k, result)
                     if effects[i] is KeyEffect.DEFERRED:
-                        later[i] = store.Advance(
+                        later[i] = moves.Advance(
                             k.provider, k.order_key, k.key_seq, "deferred", work[i][0].event_id
                         )
             elif i not in state.moved_in_tx:
@@ -356,7 +357,7 @@ class OrderedGate:
         try:
             if later or resolved:
                 async with transaction(self._parts.pool) as conn:
-                    await store.advance(conn, list(later.values()))
+                    await moves.advance(conn, list(later.values()))
                     for d in resolved:
                         await store.resolve_deferral(
                             conn, d.provider, d.order_key, d.key_seq, "settled"

@@ -12,6 +12,7 @@ from typing import Protocol
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
 from gateway.adapters.postgres import Conn
+from gateway.adapters.postgres import key_moves as moves
 from gateway.adapters.postgres import ordering as store
 from gateway.core import ordering as gate
 from gateway.core.disposition import Action
@@ -62,8 +63,8 @@ def skip_after(k: Keyed, event: Event) -> AfterParked:
 
     async def then(conn: Conn, dlq_id: int) -> None:
         del dlq_id  # the skip is explained by the dead letter of (provider, event_id)
-        step = store.Advance(k.provider, k.order_key, k.key_seq, "skipped", event.event_id)
-        await store.advance(conn, [step])
+        step = moves.Advance(k.provider, k.order_key, k.key_seq, "skipped", event.event_id)
+        await moves.advance(conn, [step])
 
     return then
 

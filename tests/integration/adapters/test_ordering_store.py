@@ -8,8 +8,8 @@ import asyncio
 import asyncpg
 import pytest
 
-from gateway.adapters.postgres import ordering
-from gateway.adapters.postgres.ordering import Advance
+from gateway.adapters.postgres import key_moves, ordering
+from gateway.adapters.postgres.key_moves import Advance
 
 
 def step(seq: int, key: str = "pi_1", outcome: str = "applied") -> Advance:
@@ -27,13 +27,13 @@ async def test_a_run_of_one_key_moves_in_one_call_and_a_gap_stops_it(database_ur
     """1, 2 and 3 move together from 0; 5 after a gap and a repeat of 2 move nothing."""
     conn = await asyncpg.connect(database_url)
     try:
-        moved = await ordering.advance(conn, [step(2), step(1), step(3), step(5), step(2)])
+        moved = await key_moves.advance(conn, [step(2), step(1), step(3), step(5), step(2)])
         assert moved == {("stripe", "pi_1", 1), ("stripe", "pi_1", 2), ("stripe", "pi_1", 3)}
         state = await ordering.states(conn, [("stripe", "pi_1"), ("stripe", "pi_2")])
         assert state[("stripe", "pi_1")].applied_seq == 3
         assert state[("stripe", "pi_2")] == ordering.UNSEEN
-        assert await ordering.advance(conn, [step(3), step(5)]) == set()
-        assert await ordering.advance(conn, [step(4), step(5, outcome="deferred")]) == {
+        assert await key_moves.advance(conn, [step(3), step(5)]) == set()
+        assert await key_moves.advance(conn, [step(4), step(5, outcome="deferred")]) == {
             ("stripe", "pi_1", 4),
             ("stripe", "pi_1", 5),
         }
@@ -52,21 +52,21 @@ async def test_one_step_for_each_of_many_keys_moves_those_that_continue(
     released; a gap, a repeat and a number past a missing first move nothing, and what
     moved is logged once in the order given per key."""
     left: list[Advance] = []
-    runs_of = ordering._advance_runs
+    runs_of = key_moves._advance_runs
 
     async def spying(conn: asyncpg.Connection, steps: list[Advance]) -> set[tuple[str, str, int]]:
         left.extend(steps)
         return await runs_of(conn, steps)
 
-    monkeypatch.setattr(ordering, "_advance_runs", spying)
+    monkeypatch.setattr(key_moves, "_advance_runs", spying)
     conn = await asyncpg.connect(database_url)
     try:
-        await ordering.advance(
+        await key_moves.advance(
             conn, [step(1, "on"), step(1, "repeat"), step(1, "held"), step(1, "gap_on")]
         )
         await ordering.hold(conn, "stripe", "held", 2, 5, "UNKNOWN_MERCHANT")
         left.clear()
-        moved = await ordering.advance(
+        moved = await key_moves.advance(
             conn,
             [
                 step(2, "on"),
@@ -107,8 +107,8 @@ async def test_two_transactions_moving_one_key_move_it_once(database_url: str) -
             ta, tb = a.transaction(), b.transaction()
             await ta.start()
             await tb.start()
-            first = await ordering.advance(a, [step(seq)])
-            second = asyncio.create_task(ordering.advance(b, [step(seq)]))
+            first = await key_moves.advance(a, [step(seq)])
+            second = asyncio.create_task(key_moves.advance(b, [step(seq)]))
             await asyncio.sleep(0.2)  # b waits on a's row or insert
             assert not second.done()
             await ta.commit()
@@ -127,7 +127,7 @@ async def test_a_hold_is_released_when_the_key_moves_to_it(database_url: str) ->
     conn = await asyncpg.connect(database_url)
     try:
         key = ("stripe", "pi_1")
-        await ordering.advance(conn, [step(1)])
+        await key_moves.advance(conn, [step(1)])
         await ordering.hold(conn, "stripe", "pi_1", 1, None, "UNKNOWN_MERCHANT")
         assert not (await ordering.states(conn, [key]))[key].held  # already past 1
         await ordering.hold(conn, "stripe", "pi_1", 4, 7, "ORDER_PREDECESSOR_MISSING")
@@ -137,15 +137,15 @@ async def test_a_hold_is_released_when_the_key_moves_to_it(database_url: str) ->
         assert (state.held_seq, state.held_dlq_id, state.hold_reason) == (
             3, 9, "UNKNOWN_MERCHANT"
         )  # fmt: skip
-        await ordering.advance(conn, [step(2)])
+        await key_moves.advance(conn, [step(2)])
         assert (await ordering.states(conn, [key]))[key].held_seq == 3
-        await ordering.advance(conn, [step(3)])
+        await key_moves.advance(conn, [step(3)])
         state = (await ordering.states(conn, [key]))[key]
         assert (state.applied_seq, state.held, state.held_at) == (3, False, None)
         # A key first seen by its hold: held at 0.
         await ordering.hold(conn, "stripe", "pi_2", 1, 12, "UNKNOWN_MERCHANT")
         assert (await ordering.states(conn, [("stripe", "pi_2")]))[("stripe", "pi_2")].held
-        assert await ordering.advance(conn, [step(1, "pi_2")]) == {("stripe", "pi_2", 1)}
+        assert await key_moves.advance(conn, [step(1, "pi_2")]) == {("stripe", "pi_2", 1)}
         assert not (await ordering.states(conn, [("stripe", "pi_2")]))[("stripe", "pi_2")].held
     finally:
         await conn.close()
@@ -154,7 +154,7 @@ async def test_a_hold_is_released_when_the_key_moves_to_it(database_url: str) ->
 async def test_deferrals_open_and_resolve(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        await ordering.advance(conn, [step(1, outcome="deferred"), step(2)])
+        await key_moves.advance(conn, [step(1, outcome="deferred"), step(2)])
         asked = [("stripe", "pi_1", 1), ("stripe", "pi_1", 2), ("stripe", "pi_1", 3)]
         assert await ordering.still_owed(conn, asked) == {("stripe", "pi_1", 1)}
         await ordering.resolve_deferral(conn, "stripe", "pi_1", 1, "settled")
@@ -170,7 +170,7 @@ async def test_release_skips_up_to_the_hold_with_the_operator(database_url: str)
     """A gap hold at 4 with 1 applied: 2, 3 and 4 are logged skipped by the operator."""
     conn = await asyncpg.connect(database_url)
     try:
-        await ordering.advance(conn, [step(1)])
+        await key_moves.advance(conn, [step(1)])
         assert await ordering.release(conn, "stripe", "pi_1", "ops", "gone") is None
         await ordering.hold(conn, "stripe", "pi_1", 4, 3, "ORDER_PREDECESSOR_MISSING")
         assert await ordering.release(conn, "stripe", "pi_1", "ops", "gone") == 4
@@ -184,6 +184,6 @@ async def test_release_skips_up_to_the_hold_with_the_operator(database_url: str)
         assert {(r["actor"], r["note"]) for r in notes} == {("ops", "gone")}
         state = (await ordering.states(conn, [("stripe", "pi_1")]))[("stripe", "pi_1")]
         assert (state.applied_seq, state.held) == (4, False)
-        assert await ordering.advance(conn, [step(5)]) == {("stripe", "pi_1", 5)}
+        assert await key_moves.advance(conn, [step(5)]) == {("stripe", "pi_1", 5)}
     finally:
         await conn.close()
