@@ -1,5 +1,6 @@
 """The ordering gate of the settlement worker: a fetched batch's keyed messages settled
-in their keys' order (`gateway.core.ordering` decides, this runs it).
+in their keys' order (`gateway.core.ordering` decides, this runs it, and
+`ordered_round` settles each round).
 
 Round 0 settles the unordered messages, each key's first turn and the deferrals' own
 retries as one batch; round 1 the second turns of the keys whose first turn went
@@ -18,24 +19,18 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
-from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
-from gateway.adapters.postgres import Conn, connection, transaction
-from gateway.adapters.postgres import key_moves as moves
+from gateway.adapters.postgres import connection
 from gateway.adapters.postgres import ordering as store
 from gateway.core import ordering as gate
-from gateway.core.disposition import Action, Policies, dispose
+from gateway.core.disposition import Policies
 from gateway.core.model import Event
-from gateway.core.ordering import Keyed, KeyEffect, Step, TurnResult
-from gateway.errors import PaymentNotSettled
-from gateway.settlement.batch import settle_batch
-from gateway.settlement.items import Item, Result
+from gateway.core.ordering import Keyed, KeyEffect, Step
 from gateway.settlement.ordered_answers import Answers, KeyAnswers
 from gateway.settlement.ordered_holding import Told, WaitingRoom
+from gateway.settlement.ordered_round import RoundSettler
 from gateway.settlement.parts import SettlementParts
-from gateway.settlement.traced import settle_span
 
 log = logging.getLogger(__name__)
 
@@ -47,24 +42,15 @@ log = logging.getLogger(__name__)
 FOLLOW_SHARE = 0.25
 
 
-@dataclass
-class _Round:
-    """One round's messages (indices into the batch) and what its turns did."""
-
-    indices: list[int]
-    moved_in_tx: set[int] = field(default_factory=set)  # indices moved with their settlement
-
-
 class OrderedGate:
     """Settles fetched batches through the ordering gate."""
 
     def __init__(self, parts: SettlementParts, answers: Answers, policies: Policies) -> None:
         self._parts = parts
         self._say = KeyAnswers(answers, parts.metrics, parts.settings.ordering.gap_timeout_s)
-        self._policies = policies
         self._ordering = parts.settings.ordering
+        self._rounds_of = RoundSettler(parts, self._say, policies, self.on_poison)
         section = parts.settings.settlement
-        self._concurrency = section.concurrency
         # Past a batch of held messages, a waiting one is put back with a delay.
         self._room = WaitingRoom(parts.metrics, section.ack_wait_s, section.batch_size)
         # The keys of the batches being settled, each with its batch's end (`handle`).
@@ -242,7 +228,7 @@ class OrderedGate:
                     turns.append(k)
             extra = unordered if r == 0 else []
             if turns or extra:
-                stopped.update(await self._round(messages, work, turns, extra, deferred))
+                stopped.update(await self._rounds_of.settle(messages, work, turns, extra, deferred))
         await asyncio.gather(*waiting)
 
     def _remember_waits(
@@ -281,132 +267,6 @@ class OrderedGate:
             gap_timeout_s=self._ordering.gap_timeout_s,
             rand=random.random,
         )
-
-    async def _round(
-        self,
-        messages: Sequence[Delivery],
-        work: Sequence[tuple[Event, int]],
-        turns: Sequence[Keyed],
-        extra: Sequence[int],
-        deferred: dict[int, Keyed],
-    ) -> dict[tuple[str, str], KeyEffect]:
-        """Settle one round as one batch, move its keys, answer its messages; the keys
-        whose turns end here (stopped or held)."""
-        turn_of = {k.index: k for k in turns}
-        indices = [*extra, *turn_of]
-        state = _Round(indices)
-
-        async def with_settled(conn: Conn, items: Sequence[Item]) -> None:
-            # Runs in the transaction that marks these items settled.
-            at = [indices[item.index] for item in items]
-            turns = sorted((k for i in at if (k := turn_of.get(i)) is not None), key=_by_key)
-            if turns:  # distinct keys: a round holds one turn of each
-                await moves.apply_turns(
-                    conn,
-                    [k.provider for k in turns],
-                    [k.order_key for k in turns],
-                    [k.key_seq for k in turns],
-                    [work[k.index][0].event_id for k in turns],
-                )
-            for i in at:
-                if i in deferred:
-                    d = deferred[i]
-                    await store.resolve_deferral(
-                        conn, d.provider, d.order_key, d.key_seq, "settled"
-                    )
-            state.moved_in_tx.update(at)
-
-        sub = [work[i] for i in indices]
-        spans = [settle_span(messages[i], e, n) for i, (e, n) in zip(indices, sub, strict=True)]
-        results = await settle_batch(
-            self._parts.settler, sub, self._concurrency, spans, with_settled
-        )
-        return await self._answer_round(messages, work, state, turn_of, deferred, results, spans)
-
-    @staticmethod
-    def _applied(k: Keyed, event: Event) -> moves.Advance:
-        return moves.Advance(k.provider, k.order_key, k.key_seq, "applied", event.event_id)
-
-    async def _answer_round(
-        self,
-        messages: Sequence[Delivery],
-        work: Sequence[tuple[Event, int]],
-        state: _Round,
-        turn_of: dict[int, Keyed],
-        deferred: dict[int, Keyed],
-        results: Sequence[Result],
-        spans: Sequence[tracing.Span | None],
-    ) -> dict[tuple[str, str], KeyEffect]:
-        later: dict[int, moves.Advance] = {}  # moved after the round, in one statement
-        resolved: list[Keyed] = []
-        effects: dict[int, KeyEffect] = {}
-        for i, result in zip(state.indices, results, strict=True):
-            k = turn_of.get(i)
-            if isinstance(result, Exception):
-                if k is not None:
-                    effects[i] = self._effect(k, result)
-                    if effects[i] is KeyEffect.DEFERRED:
-                        later[i] = moves.Advance(
-                            k.provider, k.order_key, k.key_seq, "deferred", work[i][0].event_id
-                        )
-            elif i not in state.moved_in_tx:
-                if k is not None:
-                    later[i] = self._applied(k, work[i][0])
-                elif i in deferred:
-                    resolved.append(deferred[i])
-        try:
-            if later or resolved:
-                async with transaction(self._parts.pool) as conn:
-                    await moves.advance(conn, list(later.values()))
-                    for d in resolved:
-                        await store.resolve_deferral(
-                            conn, d.provider, d.order_key, d.key_seq, "settled"
-                        )
-        except Exception:  # not moved: redelivered, found settled, and moved then
-            log.exception("could not move the batch's keys; their messages will be redelivered")
-            effects.update(dict.fromkeys(later, KeyEffect.STOP))
-        deferrals = sum(1 for e in effects.values() if e is KeyEffect.DEFERRED)
-        if deferrals:
-            self._parts.metrics.order_deferred_total.inc(deferrals)
-        # An ack is only queued on the connection, so a settled message is answered in
-        # line; only failures (a retry's note, a dead letter) get a task each.
-        say, settled = self._say, self._say.answers.settled
-
-        def answer(
-            i: int, result: Result, span: tracing.Span | None
-        ) -> Awaitable[KeyEffect | None]:
-            k, d, effect = turn_of.get(i), deferred.get(i), effects.get(i)
-            return say.turn_settled(messages[i], work[i], k, d, effect, result, span)
-
-        failed: list[tuple[int, Result, tracing.Span | None]] = []
-        done: list[tuple[int, KeyEffect | None]] = []
-        for i, result, span in zip(state.indices, results, spans, strict=True):
-            if isinstance(result, Exception):
-                failed.append((i, result, span))
-            elif i not in effects:
-                await settled(messages[i], result, span)  # its key moved: nothing stops
-            else:
-                done.append((i, await answer(i, result, span)))
-        if failed:
-            effects_of = await asyncio.gather(*(answer(*f) for f in failed))
-            done.extend(zip((i for i, _, _ in failed), effects_of, strict=True))
-        stopped: dict[tuple[str, str], KeyEffect] = {}
-        for i, effect in done:
-            k = turn_of.get(i)
-            if k is not None and effect in (KeyEffect.STOP, KeyEffect.HOLD):
-                stopped[k.key] = effect
-        return stopped
-
-    def _effect(self, k: Keyed, exc: Exception) -> KeyEffect:
-        decision = dispose(exc, k.deliveries, random.random, self._policies)
-        if decision.action is Action.RETRY:
-            dependency = isinstance(exc, PaymentNotSettled)
-            return gate.after_turn(TurnResult.DEPENDENCY if dependency else TurnResult.RETRY, "")
-        return gate.after_turn(TurnResult.DEAD_LETTER, self.on_poison(k.provider))
-
-
-def _by_key(k: Keyed) -> tuple[str, str]:
-    return (k.provider, k.order_key)
 
 
 def _key(event: Event) -> tuple[str, str] | None:
