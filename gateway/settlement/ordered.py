@@ -51,8 +51,10 @@ class OrderedGate:
         self._ordering = parts.settings.ordering
         self._rounds_of = RoundSettler(parts, self._say, policies, self.on_poison)
         section = parts.settings.settlement
-        # Past a batch of held messages, a waiting one is put back with a delay.
-        self._room = WaitingRoom(parts.metrics, section.ack_wait_s, section.batch_size)
+        # Past a batch of held messages, a waiting one is put back with a delay; a batch's
+        # share kept behind an earlier one (`handle`) has room of its own.
+        max_kept = int(FOLLOW_SHARE * section.batch_size)
+        self._room = WaitingRoom(parts.metrics, section.ack_wait_s, section.batch_size, max_kept)
         # The keys of the batches being settled, each with its batch's end (`handle`).
         self._busy: dict[tuple[str, str], asyncio.Future[None]] = {}
         # (provider, key, seq) of waiting messages -> when first seen waiting.

@@ -49,23 +49,27 @@ Told = dict[int, tuple[float, bool]]
 
 
 class WaitingRoom:
-    """The held messages of one worker, at most `max_held` of them (with the batches in
-    flight they stay within the consumer's `max_ack_pending`), and one delivery of each
-    stream message: a message delivered again while an earlier delivery is held is held
-    as its newest delivery only, so it is planned (and answered) once."""
+    """The held messages of one worker: at most `max_held` waiting ones, and beside them
+    at most `max_kept` kept behind a batch in flight (so kept ones never crowd out a
+    wait; with the batches in flight they stay within the consumer's `max_ack_pending`),
+    and one delivery of each stream message: a message delivered again while an earlier
+    delivery is held is held as its newest delivery only, so it is planned (and
+    answered) once."""
 
-    def __init__(self, metrics: Metrics, ack_wait_s: float, max_held: int) -> None:
+    def __init__(self, metrics: Metrics, ack_wait_s: float, max_held: int, max_kept: int) -> None:
         self._metrics = metrics
         self._progress_s = ack_wait_s * PROGRESS_SHARE
         self._max_held = max_held
+        self._max_kept = max_kept
         self._held: dict[int, Held] = {}  # by stream sequence
+        self._kept = 0  # how many of them are kept, not waiting (`Held.waited` false)
 
     def __len__(self) -> int:
         return len(self._held)
 
     def has_room(self, count: int) -> bool:
-        """Whether `count` more messages can be held."""
-        return len(self._held) + count <= self._max_held
+        """Whether `count` more messages can be kept behind a batch (`keep_behind`)."""
+        return self._kept + count <= self._max_kept
 
     def take(self, taking: Callable[[Event], bool]) -> tuple[list[Held], Told]:
         """The held messages whose events `taking` takes, to be planned again (each
@@ -73,12 +77,13 @@ class WaitingRoom:
         held = [h for h in self._held.values() if taking(h.item[0])]
         for h in held:
             del self._held[h.msg.stream_seq]
+            self._kept -= not h.waited
         return held, {id(h.msg): (h.told_s, h.waited) for h in held}
 
     def hold(self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: Told) -> bool:
         """Hold a waiting message (again) if there is room; a delivery's first wait is
         counted. False: no room, the caller puts it back to the stream."""
-        if len(self._held) >= self._max_held:
+        if len(self._held) - self._kept >= self._max_held:
             return False
         told_s, waited = told.get(id(msg), (None, False))
         if not waited:
@@ -102,6 +107,7 @@ class WaitingRoom:
         other = self._held.get(seq)
         if other is None or other.msg.num_delivered <= held.msg.num_delivered:
             self._held[seq] = held
+            self._kept += (not held.waited) - (other is not None and not other.waited)
 
     async def tell_progress(self) -> None:
         """The stream hears that the held messages are still in progress, in time."""
@@ -115,7 +121,7 @@ class WaitingRoom:
 
     async def put_back(self) -> None:
         """Stopping: every held message goes back to the stream, for another worker."""
-        held, self._held = self._held, {}
+        held, self._held, self._kept = self._held, {}, 0
         for h in held.values():
             try:
                 await h.msg.nak(0.0)

@@ -72,14 +72,14 @@ class RoundSettler:
         async def with_settled(conn: Conn, items: Sequence[Item]) -> None:
             # Runs in the transaction that marks these items settled.
             at = [indices[item.index] for item in items]
-            turns = sorted((k for i in at if (k := turn_of.get(i)) is not None), key=_by_key)
-            if turns:  # distinct keys: a round holds one turn of each
+            moving = sorted((k for i in at if (k := turn_of.get(i)) is not None), key=_by_key)
+            if moving:  # distinct keys: a round holds one turn of each
                 await moves.apply_turns(
                     conn,
-                    [k.provider for k in turns],
-                    [k.order_key for k in turns],
-                    [k.key_seq for k in turns],
-                    [work[k.index][0].event_id for k in turns],
+                    [k.provider for k in moving],
+                    [k.order_key for k in moving],
+                    [k.key_seq for k in moving],
+                    [work[k.index][0].event_id for k in moving],
                 )
             for i in at:
                 if i in deferred:

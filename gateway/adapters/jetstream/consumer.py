@@ -42,7 +42,9 @@ def consumer_config(settings: SettlementSettings) -> ConsumerConfig:
         # and ignored their delays (measured: 0.25 s asked, 2.3 s seen).
         ack_wait=settings.ack_wait_s,
         max_deliver=100,  # a safety net far beyond every retry table
-        max_ack_pending=max(1000, settings.batch_size * 4),
+        # The batches in flight (3), the messages the ordering gate holds waiting (one
+        # batch) and those it keeps behind a batch in flight (a quarter of one).
+        max_ack_pending=max(1000, settings.batch_size * 5),
     )
 
 

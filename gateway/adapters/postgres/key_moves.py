@@ -172,11 +172,11 @@ WITH t AS (
     SELECT * FROM moved
     UNION ALL
     SELECT t.* FROM t JOIN created c USING (provider, order_key)
-    RETURNING provider, order_key
+    RETURNING provider, order_key, key_seq
 )
 SELECT t.provider, t.order_key, t.key_seq FROM t
-WHERE NOT EXISTS (SELECT 1 FROM logged l
-                  WHERE l.provider = t.provider AND l.order_key = t.order_key)
+WHERE NOT EXISTS (SELECT 1 FROM logged l WHERE l.provider = t.provider
+                  AND l.order_key = t.order_key AND l.key_seq = t.key_seq)
 """  # noqa: S608 - only constants are interpolated
 
 

@@ -23,6 +23,34 @@ async def log_of(conn: asyncpg.Connection, key: str = "pi_1") -> list[tuple[int,
     return [(int(r["key_seq"]), r["outcome"]) for r in rows]
 
 
+async def test_turns_move_their_keys_and_a_second_number_of_a_key_still_moves_after_it(
+    database_url: str,
+) -> None:
+    """`apply_turns` (the settlement gate's rounds, one turn a key): each key moves to its
+    number with an 'applied' log row; given two numbers of one key after all, the second
+    is not taken for moved but moves after the first (the general way)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with conn.transaction():
+            await key_moves.apply_turns(
+                conn, ["stripe", "stripe"], ["pi_a", "pi_b"], [1, 1], ["e_a1", "e_b1"]
+            )
+        async with conn.transaction():
+            await key_moves.apply_turns(
+                conn, ["stripe", "stripe"], ["pi_a", "pi_a"], [2, 3], ["e_a2", "e_a3"]
+            )
+        state = await ordering.states(conn, [("stripe", "pi_a"), ("stripe", "pi_b")])
+        assert state[("stripe", "pi_a")].applied_seq == 3
+        assert state[("stripe", "pi_b")].applied_seq == 1
+        assert await log_of(conn, "pi_a") == [(1, "applied"), (2, "applied"), (3, "applied")]
+        rows = await conn.fetch(
+            "SELECT event_id FROM order_log WHERE order_key = 'pi_a' ORDER BY id"
+        )
+        assert [r["event_id"] for r in rows] == ["e_a1", "e_a2", "e_a3"]
+    finally:
+        await conn.close()
+
+
 async def test_a_run_of_one_key_moves_in_one_call_and_a_gap_stops_it(database_url: str) -> None:
     """1, 2 and 3 move together from 0; 5 after a gap and a repeat of 2 move nothing."""
     conn = await asyncpg.connect(database_url)
