@@ -13,13 +13,12 @@ the query string that reads as it.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gateway.core.content import has_control_chars
-from gateway.core.model import FORWARD_STAGE_PREFIX, Stage
+from gateway.core.model import FORWARD_STAGE_PREFIX, Stage, is_destination_name
 from gateway.core.operator_input import parse_ids, parse_instant
 from gateway.core.type_patterns import TypePattern, parse_pattern
 from gateway.errors import DlqUsageError, UsageError
@@ -30,8 +29,11 @@ MAX_SEARCH_CHARS = 200
 #: `--min-attempts`: a row's attempts are counted one per delivery, replay or retry.
 MAX_MIN_ATTEMPTS = 1_000_000
 
-#: The dead-letter stage of a forwarding destination: `forward:` and its name.
-FORWARD_STAGE = re.compile(re.escape(FORWARD_STAGE_PREFIX) + r"[a-z0-9_-]{1,64}")
+
+def _is_forward_stage(stage: str) -> bool:
+    """The dead-letter stage of a forwarding destination: `forward:` and its name."""
+    name = stage.removeprefix(FORWARD_STAGE_PREFIX)
+    return name != stage and is_destination_name(name)
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def build_filter(
     """Check the filter flags together and turn them into a `DlqFilter`."""
     known = [s.value for s in Stage]
     for stage in stages:
-        if stage not in known and not FORWARD_STAGE.fullmatch(stage):
+        if stage not in known and not _is_forward_stage(stage):
             raise DlqUsageError(
                 f"--stage: unknown stage {stage!r} (one of {', '.join(known)}, or forward:NAME)"
             )

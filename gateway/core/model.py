@@ -65,6 +65,14 @@ class Stage(enum.StrEnum):
 
 #: A forwarding destination's stage is this and its name (`forward:billing`).
 FORWARD_STAGE_PREFIX = "forward:"
+#: A destination's name is part of a consumer name and of a dead-letter stage.
+MAX_DESTINATION_CHARS = 64
+_DESTINATION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def is_destination_name(name: str) -> bool:
+    """Whether `name` can name a forwarding destination: 1-64 of a-z, 0-9, `-` and `_`."""
+    return 0 < len(name) <= MAX_DESTINATION_CHARS and set(name) <= _DESTINATION_CHARS
 
 
 def forward_stage(destination: str) -> str:

@@ -14,13 +14,11 @@ from urllib.parse import urlsplit
 from gateway.core.forward_filters import ForwardFilter
 from gateway.core.forward_request import ResignAs
 from gateway.core.forward_retry import parse_duration_s, parse_schedule
+from gateway.core.model import MAX_DESTINATION_CHARS, is_destination_name
 from gateway.core.signatures import standard_key
 from gateway.errors import ConfigError
 from gateway.settings.values import env_name_shown, read_section, read_table, refuse_unknown
 
-#: A destination's name is part of a consumer name and of a dead-letter stage.
-MAX_NAME_CHARS = 64
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 #: Events sent at once, at most (the stream's pending limit follows it).
 MAX_IN_FLIGHT = 256
 #: The longest timeout of one attempt: past it a target is not answering.
@@ -131,9 +129,9 @@ class ForwardOptions:
 
 def check_name(name: str) -> str:
     """A destination name; ValueError unless it is 1-64 of a-z, 0-9, `-` and `_`."""
-    if not name or len(name) > MAX_NAME_CHARS or not set(name) <= _NAME_CHARS:
+    if not is_destination_name(name):
         raise ValueError(
-            f"{name!r}: a destination name is 1-{MAX_NAME_CHARS} of a-z, 0-9, '-' and '_'"
+            f"{name!r}: a destination name is 1-{MAX_DESTINATION_CHARS} of a-z, 0-9, '-' and '_'"
         )
     return name
 

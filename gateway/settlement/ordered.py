@@ -148,8 +148,9 @@ class OrderedGate:
         # delivery is answered. Planned as two copies, one would be acked as the other's
         # repeat (which removes the message from the stream) while the held one waits,
         # and a nak of that one later would bring nothing back.
-        fresh = {m.stream_seq for m in fetched}
-        held = [h for h in held if h.msg.stream_seq not in fresh]
+        if held:
+            fresh = {m.stream_seq for m in fetched}
+            held = [h for h in held if h.msg.stream_seq not in fresh]
         messages = [*(h.msg for h in held), *fetched]
         # The attempt numbers settlement and its retry schedules see: without the
         # deliveries this worker spent putting an event back to wait for its turn.

@@ -72,7 +72,7 @@ class RoundSettler:
         async def with_settled(conn: Conn, items: Sequence[Item]) -> None:
             # Runs in the transaction that marks these items settled.
             at = [indices[item.index] for item in items]
-            moving = sorted((k for i in at if (k := turn_of.get(i)) is not None), key=_by_key)
+            moving = [k for i in at if (k := turn_of.get(i)) is not None]
             if moving:  # distinct keys: a round holds one turn of each
                 await moves.apply_turns(
                     conn,
@@ -176,7 +176,3 @@ class RoundSettler:
             dependency = isinstance(exc, PaymentNotSettled)
             return gate.after_turn(TurnResult.DEPENDENCY if dependency else TurnResult.RETRY, "")
         return gate.after_turn(TurnResult.DEAD_LETTER, self._on_poison(k.provider))
-
-
-def _by_key(k: Keyed) -> tuple[str, str]:
-    return (k.provider, k.order_key)

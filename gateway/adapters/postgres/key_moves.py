@@ -219,9 +219,12 @@ async def apply_turns(
     event_ids: list[str | None],
 ) -> None:
     """`advance` for the settlement gate's turns, in the transaction that marks their
-    settlements settled: each key (all distinct, sent in key order, see `_step_each`)
-    moved to its number, logged as 'applied' with its event id. A step that does not
-    continue its key moves nothing, as with `advance`."""
+    settlements settled: each key (all distinct) moved to its number, logged as
+    'applied' with its event id. A step that does not continue its key moves nothing,
+    as with `advance`. Sent in key order, as `_step_each` sends its steps."""
+    order = sorted(range(len(keys)), key=lambda i: (providers[i], keys[i]))
+    providers, keys = [providers[i] for i in order], [keys[i] for i in order]
+    seqs, event_ids = [seqs[i] for i in order], [event_ids[i] for i in order]
     with translate_errors():
         rows = await conn.fetch(_APPLY, providers, keys, seqs, event_ids)
         if rows:  # a key being created by another transaction, or a step after a gap
