@@ -3,7 +3,7 @@ under, the INSERT that numbers a group's keyed rows as it records them, and the 
 replayed row takes after the fact.
 
 Per (provider, order_key), numbers run 1, 2, 3, ... with no gap, in commit order: each
-group takes its keys' locks before its first write, reads the counters under them, and
+group takes its keys' locks before its first write, moves the counters under them, and
 commits its rows and counters together. `webhooks.record_events` runs it.
 """
 
@@ -17,68 +17,83 @@ import asyncpg
 from gateway.adapters.postgres import Conn, translate_errors
 
 #: The group's rows as `webhooks.record_events` sends them: one JSON document, `$1`. On
-#: keyed rows, `n` is the arrival order and `i` the row's place among its key's rows in
-#: the group (1, 2, ...).
+#: keyed rows, `n` is the arrival order and `after` how many rows of the row's key come
+#: after it in the group.
 GROUP_ROWS = """json_to_recordset($1::json)
      AS r(provider text, event_id text, event_type text, subject text, headers jsonb,
           body text, received_at timestamptz, body_sha256 text, source text, traceparent text,
-          order_key text, n int, i int)"""
+          order_key text, n int, after int)"""
 
 #: How far behind `order_counters.touched_at` may be (`_INSERT_NUMBERED`, 2.): far below
 #: any retention horizon, and long enough that a key's events mostly update in place.
 TOUCH_GRANULARITY_S = 3600
 _TOUCH = f"interval '{TOUCH_GRANULARITY_S} seconds'"
 
-# A group with keyed rows numbers them as it records them, under the keys' locks
-# (`_LOCK_KEYS`, taken by the statement before, so the counters read here are the last
-# committed ones: READ COMMITTED takes a new snapshot per statement).
-# 1. `inserted`: each keyed row gets its key's last number plus its place `i` among the
-#    key's rows in the group. The counter is read by a scalar subquery on purpose: one
-#    index probe a row, where a join let the planner (which guesses 100 rows for the
-#    JSON) hash a scan of the whole counter table into each group (20 ms a group at
-#    5,000 keys). Rows are numbered optimistically, before ON CONFLICT says which are
-#    repeats: looking each up first cost 6 us an event more, and a repeat only matters
-#    when a new row of its key follows it in the group (`repeats_before_new`): that
-#    group is rolled back and numbered again without its repeats.
-# 2. `counted`: each key's counter moves to the highest number actually inserted.
+# A group with keyed rows numbers them as it records them, in one statement inside the
+# group's transaction ($2: the keys' lock ids; $3, $4, $5: each key's provider, key and
+# number of rows in the group).
+# 1. `locked`: one lock per key, in ascending order (so two groups sharing keys never
+#    deadlock), all taken before the statement's first write. Why before: the first
+#    write gives the transaction its id (`outbox_xid`, the relay's walk order). A
+#    transaction that got its id and then waited for a key would be walked before the
+#    one it waited for, and the stream would carry a key's number 6 before its 5. Locked
+#    first, per key: id order = lock order = commit order = number order. `counted`
+#    reads from it, so nothing is written until every lock is held (its one row exists
+#    only once the count over all of them is done). An advisory lock rather than the
+#    counter row's: locking a row writes it (and so takes an id), and a key's first
+#    event has no row to lock yet.
+# 2. `counted`: each key's counter moves on by its rows in the group, and says where it
+#    ends: a row's number is that end less how many of its key's rows come after it.
+#    Moving the counter first and numbering from its answer probes each counter once
+#    (reading the last number with a subquery first, then moving it to the highest
+#    inserted, cost 1.6 to 2.2 us an event more). A repeat is only known once ON
+#    CONFLICT skips it: `insert_numbered` then takes back the numbers of repeats that
+#    came after their key's new rows (`_GIVE_BACK`), and has the group numbered again
+#    without them when one came before (`repeats_before_new`).
 #    `touched_at` (retention's idle clock) moves only once it is an hour old: an update
 #    that leaves every indexed column as it was is HOT (no new index entries), which
 #    measured 10 against 16 us a key. It is never more than `TOUCH_GRANULARITY_S` behind.
 _INSERT_NUMBERED = f"""
-WITH inserted AS (
-    INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body,
-                                    received_at, body_sha256, source, traceparent,
-                                    order_key, key_seq)
-    SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers,
-           decode(r.body, 'base64'), r.received_at, decode(r.body_sha256, 'hex'), r.source,
-           r.traceparent, r.order_key,
-           (SELECT coalesce(max(c.last_seq), 0) FROM order_counters c
-            WHERE c.provider = r.provider AND c.order_key = r.order_key) + r.i
-    FROM {GROUP_ROWS}
-    ORDER BY r.n
-    ON CONFLICT DO NOTHING
-    RETURNING id, provider, event_id, order_key, key_seq
+WITH locked AS MATERIALIZED (
+    SELECT count(pg_advisory_xact_lock(k)) AS keys
+    FROM (SELECT unnest($2::bigint[]) AS k ORDER BY 1) ids
 ),
 counted AS (
     INSERT INTO order_counters AS c (provider, order_key, last_seq)
-    SELECT provider, order_key, max(key_seq) FROM inserted
-    WHERE key_seq IS NOT NULL
-    GROUP BY provider, order_key
+    SELECT t.provider, t.order_key, t.rows
+    FROM locked, unnest($3::text[], $4::text[], $5::bigint[]) AS t(provider, order_key, rows)
     ON CONFLICT (provider, order_key) DO UPDATE
-    SET last_seq = greatest(c.last_seq, EXCLUDED.last_seq),
+    SET last_seq = c.last_seq + EXCLUDED.last_seq,
         touched_at = CASE WHEN c.touched_at < now() - {_TOUCH} THEN now() ELSE c.touched_at END
+    RETURNING provider, order_key, last_seq
 )
-SELECT id, provider, event_id, key_seq FROM inserted
+INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers, body,
+                                received_at, body_sha256, source, traceparent,
+                                order_key, key_seq)
+SELECT r.provider, r.event_id, r.event_type, r.subject, r.headers,
+       decode(r.body, 'base64'), r.received_at, decode(r.body_sha256, 'hex'), r.source,
+       r.traceparent, r.order_key, c.last_seq - r.after
+FROM {GROUP_ROWS}
+LEFT JOIN counted c ON c.provider = r.provider AND c.order_key = r.order_key
+ORDER BY r.n
+ON CONFLICT DO NOTHING
+RETURNING id, provider, event_id, key_seq
 """  # noqa: S608 - only constants are interpolated
 
-# One lock per key, in ascending order (so two groups sharing keys never deadlock), all
-# in one statement and before the transaction's first write. Why before: the first write
-# gives the transaction its id (`outbox_xid`, the relay's walk order). A transaction that
-# got its id and then waited for a key would be walked before the one it waited for, and
-# the stream would carry a key's number 6 before its 5. Locked first, per key: id order
-# = lock order = commit order = number order. An advisory lock rather than the counter
-# row's: locking a row writes it (and so takes an id), and a key's first event has no
-# row to lock yet.
+# The numbers of repeats that came after their key's new rows, given back (the key still
+# locked): the counter moves back by them, and a counter this group created for repeats
+# only is removed. One key a statement, found by its primary key: rare (a group with a
+# keyed repeat), and never a join the planner could turn into a scan of every counter.
+_GIVE_BACK = """
+WITH removed AS (
+    DELETE FROM order_counters WHERE provider = $1 AND order_key = $2 AND last_seq = $3
+)
+UPDATE order_counters SET last_seq = last_seq - $3
+WHERE provider = $1 AND order_key = $2 AND last_seq > $3
+"""
+
+# One lock per key, in ascending order, before the transaction's first write
+# (`_INSERT_NUMBERED` says why): for a row numbered after the fact (`number_row`).
 _LOCK_KEYS = """
 SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest($1::bigint[]) AS k ORDER BY 1) keys
 """
@@ -117,16 +132,48 @@ class PlannedRowSkipped(Exception):
 async def insert_numbered(
     conn: Conn, rows_json: str, keyed: Sequence[KeyedRow]
 ) -> list[asyncpg.Record]:
-    """Lock the keys, then insert the group numbering its keyed rows; the rows inserted.
+    """Lock the keys and insert the group, numbering its keyed rows; the rows inserted.
     Inside a transaction that has not written yet; raises `PlannedRowSkipped` (roll it
     back, number the rest again) when a skipped row would leave a gap."""
+    counts = key_counts(keyed)
+    keys = sorted(counts)
     with translate_errors():
-        await conn.execute(_LOCK_KEYS, _lock_ids((p, k) for p, _, k, _ in keyed))
-        rows = await conn.fetch(_INSERT_NUMBERED, rows_json)
-    repeats = repeats_before_new(keyed, {(r["provider"], r["event_id"]) for r in rows})
+        rows = await conn.fetch(
+            _INSERT_NUMBERED,
+            rows_json,
+            _lock_ids(keys),
+            [p for p, _ in keys],
+            [k for _, k in keys],
+            [counts[key] for key in keys],
+        )
+    inserted = {(r["provider"], r["event_id"]) for r in rows}
+    repeats = repeats_before_new(keyed, inserted)
     if repeats:
         raise PlannedRowSkipped(repeats)
+    given_back = _unused(keyed, inserted)
+    if given_back:
+        with translate_errors():
+            await conn.executemany(_GIVE_BACK, given_back)
     return rows
+
+
+def key_counts(keyed: Sequence[KeyedRow]) -> dict[tuple[str, str], int]:
+    """How many rows of each (provider, key) the group holds."""
+    counts: dict[tuple[str, str], int] = {}
+    for provider, _, key, _ in keyed:
+        counts[(provider, key)] = counts.get((provider, key), 0) + 1
+    return counts
+
+
+def _unused(
+    keyed: Sequence[KeyedRow], inserted: set[tuple[str, str]]
+) -> list[tuple[str, str, int]]:
+    """(provider, key, count) of the numbers the repeats among `keyed` took."""
+    unused: dict[tuple[str, str], int] = {}
+    for provider, event_id, key, _ in keyed:
+        if (provider, event_id) not in inserted:
+            unused[(provider, key)] = unused.get((provider, key), 0) + 1
+    return [(provider, key, count) for (provider, key), count in unused.items()]
 
 
 def repeats_before_new(

@@ -20,6 +20,7 @@ from gateway.adapters.postgres.key_numbers import (
     KeyedRow,
     PlannedRowSkipped,
     insert_numbered,
+    key_counts,
 )
 from gateway.adapters.postgres.key_numbers import (
     key_lock_id as key_lock_id,  # re-exported: retention locks keys by it from here
@@ -165,12 +166,14 @@ def _rows_json(events: Sequence[Event], keyed: Sequence[KeyedRow]) -> str:
         }
         for e in events
     ]
-    if keyed:  # arrival order, and each keyed row's key and place among its key's rows
+    if keyed:  # arrival order, and each keyed row's key and how many of its rows follow
+        counts = key_counts(keyed)
         places = iter(keyed)
         for n, (row, event) in enumerate(zip(rows, events, strict=True)):
             row["n"] = n
             if event.order_key is not None:
-                _, _, row["order_key"], row["i"] = next(places)
+                provider, _, row["order_key"], place = next(places)
+                row["after"] = counts[(provider, row["order_key"])] - place
     return orjson.dumps(rows, default=dict).decode()  # headers may be any Mapping
 
 

@@ -105,6 +105,26 @@ async def test_a_repeat_gets_no_number_and_leaves_no_gap(database_url: str) -> N
     assert numbers_by_key(await rows(database_url)) == {("stripe", "k"): [1, 2, 3]}
 
 
+async def test_repeats_after_new_rows_of_their_key_give_their_numbers_back(
+    database_url: str,
+) -> None:
+    """The group moves each key's counter by all its rows before ON CONFLICT says which
+    are repeats: those after the key's new rows hand their numbers back, and a counter
+    made for repeats only (an event recorded unkeyed, sent again keyed) is not kept."""
+    async with open_pool(database_url) as pool, pool.acquire() as conn:
+        await record_events(conn, [event("e1", "k"), event("u1", None)])
+        mixed = await record_events(conn, [event("e2", "k"), event("e1", "k"), event("u1", "j")])
+        assert await counters(database_url) == {("stripe", "k"): 2}
+        after = await record_events(conn, [event("e3", "k"), event("j1", "j")])
+    assert {k[1]: v.key_seq for k, v in mixed.items()} == {"e2": 2}
+    assert {k[1]: v.key_seq for k, v in after.items()} == {"e3": 3, "j1": 1}
+    assert numbers_by_key(await rows(database_url)) == {
+        ("stripe", "k"): [1, 2, 3],
+        ("stripe", "j"): [1],
+    }
+    assert await counters(database_url) == {("stripe", "k"): 3, ("stripe", "j"): 1}
+
+
 async def test_a_body_digest_repeat_under_another_id_gets_no_number(database_url: str) -> None:
     digest = hashlib.sha256(b"same body").digest()
     async with open_pool(database_url) as pool, pool.acquire() as conn:
