@@ -15,7 +15,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import NamedTuple, Protocol
 
 __all__ = [
@@ -89,7 +88,8 @@ class Position(Protocol):
     def applied_seq(self) -> int: ...
 
     @property
-    def progressed_at(self) -> datetime | None: ...
+    def progressed_s(self) -> float | None:
+        """When `applied_seq` last moved, in seconds since the epoch."""
 
     @property
     def held_seq(self) -> int | None: ...
@@ -222,8 +222,7 @@ def plan(
                 # Since the later of the key's last move and the gate's first sight of
                 # this wait: not since the stream stored it, or a backlog older than
                 # the timeout would park every event whose predecessor is in flight.
-                progressed = position.progressed_at if position is not None else None
-                progressed_s = progressed.timestamp() if progressed is not None else None
+                progressed_s = position.progressed_s if position is not None else None
                 since_s = max(m.waiting_since_s, progressed_s or m.waiting_since_s)
                 stalled_s = now_s - since_s
                 if stalled_s > gap_timeout_s or m.deliveries >= GAP_MAX_DELIVERIES:

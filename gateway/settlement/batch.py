@@ -15,10 +15,11 @@ bad event cannot fail its neighbours.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gateway import tracing
 from gateway.core.model import Event
+from gateway.core.settlement import SettlementInstruction
 from gateway.settlement.items import Item, Result, items_of
 from gateway.settlement.settler import Settler
 from gateway.settlement.steps import WithSettled
@@ -32,14 +33,16 @@ async def settle_batch(
     concurrency: int = 32,
     spans: Sequence[tracing.Span | None] | None = None,
     with_settled: WithSettled | None = None,
+    instruction: Callable[[Event], SettlementInstruction | None] | None = None,
 ) -> list[Result]:
     """Settle `(event, delivery number)` pairs; one outcome or exception each, in order.
 
     `spans`: each event's settlement span (None: not traced), parent of its steps' spans.
     `with_settled`: run in each transaction that marks items settled, with those items
-    (their `index` is their place in `work`).
+    (their `index` is their place in `work`). `instruction`: each event's settlement
+    instruction, when the caller read them already (default: `Settler.instruction`).
     """
-    triage = items_of(work, settler.instruction, spans)
+    triage = items_of(work, instruction or settler.instruction, spans)
     results: dict[int, Result] = dict(triage.decided)
     tally = await settler.settle_items(triage.go_on, alone=False, with_settled=with_settled)
     results.update(tally.decided)

@@ -121,6 +121,8 @@ class OrderedGate:
             mine.add(key)
             return True
 
+        events = [e for e, _ in read]
+        self._rounds_of.read_ahead(events)
         try:
             if before:
                 await asyncio.wait(before)
@@ -131,6 +133,7 @@ class OrderedGate:
                 take_held,
             )
         finally:
+            self._rounds_of.forget(events)
             done.set_result(None)
             for key in mine:
                 if busy.get(key) is done:

@@ -21,6 +21,7 @@ from gateway.core import ordering as gate
 from gateway.core.disposition import Action, Policies, dispose
 from gateway.core.model import Event
 from gateway.core.ordering import Keyed, KeyEffect, TurnResult
+from gateway.core.settlement import SettlementInstruction
 from gateway.errors import PaymentNotSettled
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.items import Item, Result
@@ -29,6 +30,11 @@ from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
 
 log = logging.getLogger(__name__)
+
+
+#: An event's settlement instruction as `Settler.instruction` gave it: None for an event
+#: that settles nothing, the exception for a payload it could not read.
+ReadInstruction = SettlementInstruction | None | Exception
 
 
 @dataclass
@@ -54,6 +60,38 @@ class RoundSettler:
         self._policies = policies
         self._on_poison = on_poison
         self._concurrency = parts.settings.settlement.concurrency
+        # Instructions read from a batch's bodies as it arrives, by (provider, event_id),
+        # until the batch ends (`read_ahead`).
+        self._read: dict[tuple[str, str], ReadInstruction] = {}
+
+    def read_ahead(self, events: Sequence[Event]) -> None:
+        """Read the events' instructions now, while their batch waits for an earlier one
+        (`OrderedGate.handle`): parsing the bodies is the largest share of a batch's own
+        work that needs nothing settled first, so it is done while the worker would
+        otherwise wait, and the batch settles sooner once its keys are free."""
+        instruction = self._parts.settler.instruction
+        for event in events:
+            try:
+                found: ReadInstruction = instruction(event)
+            except Exception as exc:  # decided as unreadable when its round settles
+                found = exc
+            self._read[(event.provider, event.event_id)] = found
+
+    def forget(self, events: Sequence[Event]) -> None:
+        """The events' batch has ended: what was read ahead for them goes."""
+        for event in events:
+            self._read.pop((event.provider, event.event_id), None)
+
+    def instruction(self, event: Event) -> SettlementInstruction | None:
+        """The event's instruction, read ahead or read now (a held message's batch may
+        have ended); raises as `Settler.instruction` does."""
+        try:
+            found = self._read[(event.provider, event.event_id)]
+        except KeyError:
+            return self._parts.settler.instruction(event)
+        if isinstance(found, Exception):
+            raise found
+        return found
 
     async def settle(
         self,
@@ -76,10 +114,10 @@ class RoundSettler:
             if moving:  # distinct keys: a round holds one turn of each
                 await moves.apply_turns(
                     conn,
-                    [k.provider for k in moving],
-                    [k.order_key for k in moving],
-                    [k.key_seq for k in moving],
-                    [work[k.index][0].event_id for k in moving],
+                    [
+                        (k.provider, k.order_key, k.key_seq, work[k.index][0].event_id)
+                        for k in moving
+                    ],
                 )
             for i in at:
                 if i in deferred:
@@ -92,7 +130,7 @@ class RoundSettler:
         sub = [work[i] for i in indices]
         spans = [settle_span(messages[i], e, n) for i, (e, n) in zip(indices, sub, strict=True)]
         results = await settle_batch(
-            self._parts.settler, sub, self._concurrency, spans, with_settled
+            self._parts.settler, sub, self._concurrency, spans, with_settled, self.instruction
         )
         return await self._answer(messages, work, state, turn_of, deferred, results, spans)
 

@@ -10,12 +10,15 @@ transaction that marks the settlements settled. The keys' state and holds are
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any, NamedTuple
+
+import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.errors import DatabaseError, DatabaseUnavailable
 
-__all__ = ["Advance", "advance", "apply_turns", "runs"]
+__all__ = ["Advance", "Turn", "advance", "apply_turns", "runs"]
 
 #: (provider, order_key)
 Key = tuple[str, str]
@@ -186,13 +189,18 @@ _STEP = _step(
         AS t(provider, order_key, key_seq, outcome, event_id, actor, note)"""
 )
 # The settlement gate's turns, once per round: applied, with no actor or note, so only
-# four arrays go over the wire (each array element costs the client about 0.25 us).
+# the provider, key, number and event id of each go, as one JSON document of arrays
+# (text arrays cost the worker about 0.25 us an element to encode: 1.8 us a turn in
+# four of them, 0.8 as JSON; the database spends the difference instead).
 _APPLY = _step(
-    """SELECT provider, order_key, key_seq, 'applied'::text AS outcome, event_id,
+    """SELECT t.turn->>0 AS provider, t.turn->>1 AS order_key, (t.turn->>2)::bigint AS key_seq,
+           'applied'::text AS outcome, t.turn->>3 AS event_id,
            NULL::text AS actor, NULL::text AS note
-    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])
-        AS t(provider, order_key, key_seq, event_id)"""
+    FROM json_array_elements($1::json) AS t(turn)"""
 )
+
+#: A turn of the settlement gate (`apply_turns`): provider, key, number, event id.
+Turn = tuple[str, str, int, str | None]
 
 
 def _columns(steps: Sequence[Advance]) -> list[list[Any]]:
@@ -211,27 +219,18 @@ async def _step_each(conn: Conn, steps: Sequence[Advance]) -> set[KeySeq]:
     return {(r[0], r[1], int(r[2])) for r in rows}
 
 
-async def apply_turns(
-    conn: Conn,
-    providers: list[str],
-    keys: list[str],
-    seqs: list[int],
-    event_ids: list[str | None],
-) -> None:
+async def apply_turns(conn: Conn, turns: Sequence[Turn]) -> None:
     """`advance` for the settlement gate's turns, in the transaction that marks their
     settlements settled: each key (all distinct) moved to its number, logged as
     'applied' with its event id. A step that does not continue its key moves nothing,
     as with `advance`. Sent in key order, as `_step_each` sends its steps."""
-    order = sorted(range(len(keys)), key=lambda i: (providers[i], keys[i]))
-    providers, keys = [providers[i] for i in order], [keys[i] for i in order]
-    seqs, event_ids = [seqs[i] for i in order], [event_ids[i] for i in order]
+    ordered = sorted(turns, key=itemgetter(0, 1, 2))  # by provider, key and number
     with translate_errors():
-        rows = await conn.fetch(_APPLY, providers, keys, seqs, event_ids)
+        rows = await conn.fetch(_APPLY, orjson.dumps(ordered).decode())
         if rows:  # a key being created by another transaction, or a step after a gap
             not_moved = {(r[0], r[1], int(r[2])) for r in rows}
-            turns = zip(providers, keys, seqs, event_ids, strict=True)
             rest = [
-                Advance(p, k, n, "applied", e) for p, k, n, e in turns if (p, k, n) in not_moved
+                Advance(p, k, n, "applied", e) for p, k, n, e in ordered if (p, k, n) in not_moved
             ]
             await _advance_runs(conn, rest)
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+import orjson
+
 from gateway.adapters.postgres import Conn, translate_errors
 
 __all__ = [
@@ -82,16 +84,19 @@ class KeyPosition(NamedTuple):
     """What the settlement gate plans by (`gateway.core.ordering.Position`)."""
 
     applied_seq: int
-    progressed_at: datetime | None
+    progressed_s: float | None  # when applied_seq last moved, seconds since the epoch
     held_seq: int | None
 
 
-# Only what the gate plans by, and each key by its place in the arrays (an integer to
-# decode instead of two strings): read for every batch the gate settles.
+# Only what the gate plans by, read for every batch the gate settles: the keys go as one
+# JSON document and each comes back by its place in it (an integer to decode instead of
+# two strings), its last move as epoch seconds (a float to decode instead of a
+# timestamp). Two text arrays of a batch's keys cost the worker 1.7 us a key to encode
+# and decode against 0.7 for this; the database spends the microsecond instead.
 _POSITIONS = """
-SELECT k.i, a.applied_seq, a.progressed_at, a.held_seq
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(provider, order_key, i)
-JOIN order_applied a USING (provider, order_key)
+SELECT k.i, a.applied_seq, extract(epoch FROM a.progressed_at)::float8, a.held_seq
+FROM json_array_elements($1::json) WITH ORDINALITY AS k(key, i)
+JOIN order_applied a ON a.provider = k.key->>0 AND a.order_key = k.key->>1
 """
 
 
@@ -101,7 +106,7 @@ async def positions(conn: Conn, keys: Sequence[Key]) -> dict[Key, KeyPosition]:
     if not keys:
         return {}
     with translate_errors():
-        rows = await conn.fetch(_POSITIONS, [k[0] for k in keys], [k[1] for k in keys])
+        rows = await conn.fetch(_POSITIONS, orjson.dumps(keys).decode())
     return {keys[r[0] - 1]: KeyPosition(r[1], r[2], r[3]) for r in rows}
 
 

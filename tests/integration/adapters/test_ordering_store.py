@@ -33,11 +33,11 @@ async def test_turns_move_their_keys_and_a_second_number_of_a_key_still_moves_af
     try:
         async with conn.transaction():
             await key_moves.apply_turns(
-                conn, ["stripe", "stripe"], ["pi_a", "pi_b"], [1, 1], ["e_a1", "e_b1"]
+                conn, [("stripe", "pi_b", 1, "e_b1"), ("stripe", "pi_a", 1, "e_a1")]
             )
         async with conn.transaction():
             await key_moves.apply_turns(
-                conn, ["stripe", "stripe"], ["pi_a", "pi_a"], [2, 3], ["e_a2", "e_a3"]
+                conn, [("stripe", "pi_a", 3, "e_a3"), ("stripe", "pi_a", 2, "e_a2")]
             )
         state = await ordering.states(conn, [("stripe", "pi_a"), ("stripe", "pi_b")])
         assert state[("stripe", "pi_a")].applied_seq == 3

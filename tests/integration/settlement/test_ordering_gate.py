@@ -23,6 +23,7 @@ from gateway.core.model import Event
 from gateway.core.settlement import merchant_account
 from gateway.settlement.ordered import FOLLOW_SHARE, OrderedGate
 from gateway.settlement.ordered_holding import WaitingRoom
+from gateway.settlement.ordered_round import RoundSettler
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
 from tests.support.gateway import config
@@ -469,3 +470,48 @@ async def test_a_message_delivered_again_while_held_and_its_key_busy_is_never_lo
 
     assert await merchant_balance(parts, "m_dup") == 700
     assert not stream.twice
+
+
+async def test_a_payload_read_ahead_of_its_batch_is_parked_as_its_own_error(
+    parts: SettlementParts, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch reads its bodies while it waits for an earlier batch sharing its keys: a
+    body that is not JSON is still parked with its own error and holds only its key,
+    and every payment around it settles in its order."""
+    run = uuid.uuid4().hex[:8]
+    payments = [
+        Payment("billing", f"pay_{run}_{k}", f"m_{run}_{k}", 10_000, [100, 200]) for k in range(60)
+    ]
+    await open_merchants(parts, [p.merchant for p in payments])
+    bad = dataclasses.replace(payments[0].events()[0], body=b"{not json")
+    stream = MemoryStream()
+    by_payment = [p.events() for p in payments]
+    stream.publish(*(events[0] for events in by_payment[1:]))
+    for seq in (1, 2):  # the later batches wait for the earlier ones, sharing their keys
+        stream.publish(*(events[seq] for events in by_payment[1:]))
+    stream.publish(bad, *by_payment[0][1:])
+    read_ahead: list[int] = []
+    original = RoundSettler.read_ahead
+
+    def recording(settler: RoundSettler, events: Sequence[Event]) -> None:
+        read_ahead.append(len(events))
+        original(settler, events)
+
+    monkeypatch.setattr(RoundSettler, "read_ahead", recording)
+    await drain_in_flight(SettlementWorker(parts), stream, batch=25)
+
+    assert read_ahead and sum(read_ahead) >= 3 * 60
+    parked = await conn.fetch(
+        "SELECT event_id, error_class, key_seq FROM dlq_webhooks WHERE order_key = $1"
+        " ORDER BY key_seq",
+        payments[0].payment_id,
+    )
+    assert [(r["event_id"], r["error_class"], r["key_seq"]) for r in parked] == [
+        (bad.event_id, "PAYLOAD_NOT_JSON", 1),
+        (by_payment[0][1].event_id, "BLOCKED_BY_PREDECESSOR", 2),
+        (by_payment[0][2].event_id, "BLOCKED_BY_PREDECESSOR", 3),
+    ]
+    for p in payments[1:]:
+        assert await merchant_balance(parts, p.merchant) == p.balance_minor, p.payment_id
+    assert await violations(conn) == []
+    assert not stream.pending
