@@ -21,12 +21,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import nats
-import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from gateway.adapters.jetstream import stream
+from gateway.adapters.jetstream import headers, stream
 from gateway.adapters.jetstream.atomic import AtomicPublisher
 from gateway.adapters.jetstream.publish import NATS_ERRORS, Answers, PipelinedPublisher
 from gateway.adapters.jetstream.replies import Replies
@@ -197,7 +195,7 @@ class JetStreamBroker:
         while True:
             self._stop_if_asked()
             try:
-                return await nats.connect(
+                return await headers.connect(
                     self._settings.servers,
                     name=self._name,
                     connect_timeout=2,
