@@ -20,6 +20,7 @@ from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.adapters.redis_client import open_redis
+from gateway.compose import collector
 from gateway.compose.durability import check_required_durability, watching_durability
 from gateway.core.ledger import Ledger
 from gateway.core.retry import RetryPolicy
@@ -152,7 +153,7 @@ async def _settle(settings: Settings, metrics: Metrics) -> None:
         # shared alert state keeps serve and settle from announcing an episode twice.
         alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics, parts.alerts))
         try:
-            await SettlementWorker(parts).run()
+            await SettlementWorker(parts).run(started=collector.settle_down)
         finally:
             alerts.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import random
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from gateway import tracing
@@ -57,12 +58,17 @@ class SettlementWorker:
             OrderedGate(parts, self, self._policies) if parts.settings.ordering.enabled else None
         )
 
-    async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Consume until `stop` is set (or forever)."""
+    async def run(
+        self, stop: asyncio.Event | None = None, started: Callable[[], None] | None = None
+    ) -> None:
+        """Consume until `stop` is set (or forever); `started` is called once the
+        consumer and the clearing accounts are there, before the first fetch."""
         stop = stop or asyncio.Event()
         consumer = self.parts.consumer
         await consumer.start()  # waits for the stream, then creates or updates the consumer
         await self.parts.settler.open_clearing_accounts()
+        if started is not None:
+            started()
         log.info(
             "settlement worker started",
             extra={"consumer": self._settings.consumer, "subjects": list(self._settings.subjects)},
