@@ -121,6 +121,15 @@ class OrderedGate:
             mine.add(key)
             return True
 
+        def release() -> None:
+            # This batch moves its keys no further: a later batch may plan them.
+            if done.done():
+                return
+            done.set_result(None)
+            for key in mine:
+                if busy.get(key) is done:
+                    del busy[key]
+
         events = [e for e, _ in read]
         self._rounds_of.read_ahead(events)
         try:
@@ -131,21 +140,21 @@ class OrderedGate:
                 [m for i, m in enumerate(fetched) if i not in skip],
                 [r for i, r in enumerate(read) if i not in skip],
                 take_held,
+                release,
             )
         finally:
             self._rounds_of.forget(events)
-            done.set_result(None)
-            for key in mine:
-                if busy.get(key) is done:
-                    del busy[key]
+            release()
 
     async def _settle(
         self,
         fetched: Sequence[Delivery],
         read: Sequence[tuple[Event, int]],
         take_held: Callable[[Event], bool],
+        release: Callable[[], None],
     ) -> None:
-        """Settle messages in their keys' order, with the held ones `take_held` takes."""
+        """Settle messages in their keys' order, with the held ones `take_held` takes;
+        `release` once the last round's moves are committed, if nothing failed."""
         held, told = self._room.take(take_held)
         # A message the stream delivered again while it was held here: only the fresh
         # delivery is answered. Planned as two copies, one would be acked as the other's
@@ -200,13 +209,15 @@ class OrderedGate:
                 waiting.append(k)
                 if self._room.hold(messages[k.index], work[k.index], k, told):
                     continue
+            if step is Step.PARK_GAP:  # holds its key: released once that is written
+                release = _no_release
             answers.append(self._say.now(messages[k.index], work[k.index], k, decision))
         self._remember_waits(keyed, waiting, now_s)
         answers.append(self._room.tell_progress())
         answering = asyncio.gather(*answers)  # answered while the rounds settle
         try:
             await self._rounds(
-                messages, work, plan.rounds, by_round, sorted(unordered), deferred, told
+                messages, work, plan.rounds, by_round, sorted(unordered), deferred, told, release
             )
         finally:
             await answering
@@ -220,10 +231,12 @@ class OrderedGate:
         unordered: list[int],
         deferred: dict[int, Keyed],
         told: Told,
+        release: Callable[[], None],
     ) -> None:
         stopped: dict[tuple[str, str], KeyEffect] = {}  # keys whose turns end in this batch
         waiting: list[Awaitable[object]] = []
-        for r in range(max(1, rounds)):
+        last = max(1, rounds) - 1
+        for r in range(last + 1):
             turns: list[Keyed] = []
             for k in by_round.get(r, []):
                 if k.key in stopped:  # behind a turn that failed: wait, or park behind it
@@ -234,7 +247,13 @@ class OrderedGate:
                     turns.append(k)
             extra = unordered if r == 0 else []
             if turns or extra:
-                stopped.update(await self._rounds_of.settle(messages, work, turns, extra, deferred))
+                # After the last round's moves, a batch whose turns all went through moves
+                # its keys no further: the next batch sharing them need not wait for the
+                # answers (a failed turn may still hold or skip its key as it is answered).
+                moved = release if r == last and not stopped else _no_release
+                stopped.update(
+                    await self._rounds_of.settle(messages, work, turns, extra, deferred, moved)
+                )
         await asyncio.gather(*waiting)
 
     def _remember_waits(
@@ -273,6 +292,10 @@ class OrderedGate:
             gap_timeout_s=self._ordering.gap_timeout_s,
             rand=random.random,
         )
+
+
+def _no_release() -> None:
+    """No early release (`OrderedGate._rounds`)."""
 
 
 def _key(event: Event) -> tuple[str, str] | None:

@@ -100,9 +100,11 @@ class RoundSettler:
         turns: Sequence[Keyed],
         extra: Sequence[int],
         deferred: dict[int, Keyed],
+        moved: Callable[[], None],
     ) -> dict[tuple[str, str], KeyEffect]:
         """Settle one round as one batch, move its keys, answer its messages; the keys
-        whose turns end here (stopped or held)."""
+        whose turns end here (stopped or held). `moved` is called once the round's moves
+        are committed, before its messages are answered, if none of them failed."""
         turn_of = {k.index: k for k in turns}
         indices = [*extra, *turn_of]
         state = _Round(indices)
@@ -132,7 +134,7 @@ class RoundSettler:
         results = await settle_batch(
             self._parts.settler, sub, self._concurrency, spans, with_settled, self.instruction
         )
-        return await self._answer(messages, work, state, turn_of, deferred, results, spans)
+        return await self._answer(messages, work, state, turn_of, deferred, results, spans, moved)
 
     @staticmethod
     def _applied(k: Keyed, event: Event) -> moves.Advance:
@@ -147,6 +149,7 @@ class RoundSettler:
         deferred: dict[int, Keyed],
         results: Sequence[Result],
         spans: Sequence[tracing.Span | None],
+        moved: Callable[[], None],
     ) -> dict[tuple[str, str], KeyEffect]:
         later: dict[int, moves.Advance] = {}  # moved after the round, in one statement
         resolved: list[Keyed] = []
@@ -176,6 +179,8 @@ class RoundSettler:
         except Exception:  # not moved: redelivered, found settled, and moved then
             log.exception("could not move the batch's keys; their messages will be redelivered")
             effects.update(dict.fromkeys(later, KeyEffect.STOP))
+        if not effects:  # every turn went through and its key moved
+            moved()
         deferrals = sum(1 for e in effects.values() if e is KeyEffect.DEFERRED)
         if deferrals:
             self._parts.metrics.order_deferred_total.inc(deferrals)

@@ -515,3 +515,44 @@ async def test_a_payload_read_ahead_of_its_batch_is_parked_as_its_own_error(
         assert await merchant_balance(parts, p.merchant) == p.balance_minor, p.payment_id
     assert await violations(conn) == []
     assert not stream.pending
+
+
+async def test_a_batch_sharing_keys_settles_while_the_earlier_one_is_still_answering(
+    parts: SettlementParts, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a batch's moves are committed and none of its turns failed, a later batch of
+    the same keys plans and settles at once: it does not wait for the earlier batch's
+    messages to be answered."""
+    run = uuid.uuid4().hex[:8]
+    payments = [
+        Payment("billing", f"pay_{run}_{k}", f"m_{run}_{k}", 10_000, [300]) for k in range(10)
+    ]
+    await open_merchants(parts, [p.merchant for p in payments])
+    stream = MemoryStream()
+    stream.publish(*(p.events()[0] for p in payments))
+    stream.publish(*(p.events()[1] for p in payments))
+    captures, refunds = stream.fetch(10), stream.fetch(10)
+    worker = SettlementWorker(parts)
+    answering = asyncio.Event()
+    go_on = asyncio.Event()
+    settled = SettlementWorker.settled
+
+    async def held_up(self: SettlementWorker, msg: Any, *args: Any) -> None:
+        if msg in captures:  # the first batch's answers wait
+            answering.set()
+            await go_on.wait()
+        await settled(self, msg, *args)
+
+    monkeypatch.setattr(SettlementWorker, "settled", held_up)
+    first = asyncio.create_task(worker.handle(captures))  # type: ignore[arg-type]
+    await asyncio.wait_for(answering.wait(), timeout=10)
+    await asyncio.wait_for(worker.handle(refunds), timeout=10)  # type: ignore[arg-type]
+
+    assert [m.answer for m in refunds] == ["ack"] * 10
+    assert all(m.answer is None for m in captures)  # still being answered
+    for p in payments:
+        assert await merchant_balance(parts, p.merchant) == p.balance_minor, p.payment_id
+    go_on.set()
+    await first
+    assert [m.answer for m in captures] == ["ack"] * 10
+    assert await violations(conn) == []
