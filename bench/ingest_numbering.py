@@ -126,6 +126,13 @@ async def measure(rounds: int, count: int) -> dict[str, float]:
     return {name: statistics.median(xs) for name, xs in found.items()}
 
 
+def most_over_unkeyed(figures: dict[str, float]) -> float:
+    """What numbering costs at most: the keyed variant furthest over unkeyed events (the
+    variants with repeats are shown, not judged: a group of repeats records less)."""
+    base = figures["unkeyed"]
+    return max(us - base for name, us in figures.items() if "repeats" not in name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.ingest_numbering", description=__doc__.split("\n")[0]
@@ -141,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"== PostgreSQL CPU per new event, groups of {GROUP_ROWS} ({args.rounds} rounds)")
     for name, us in figures.items():
         print(f"  {name:<44} {us:6.1f} µs  ({us - base:+.1f} over unkeyed)")
-    worst = max(us - base for name, us in figures.items() if "repeats" not in name)
+    worst = most_over_unkeyed(figures)
     verdict = "within" if worst <= BUDGET_US else "over"
     print(f"numbering budget +{BUDGET_US:g} µs: {verdict} (at most {worst:+.1f} µs)")
     print(f"({time.monotonic() - started:.0f} s)")

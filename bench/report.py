@@ -136,6 +136,7 @@ def targets(
     ratio: dict[str, float | None],
     memory: dict[str, Any] | None,
     settlement: dict[str, Any] | None = None,
+    numbering: dict[str, Any] | None = None,
 ) -> list[Target]:
     pg_us = runs.get("batching", {}).get("new", {}).get("postgres_cpu_us_per_new_row")
     found = [
@@ -166,6 +167,8 @@ def targets(
     found.append(
         _at_least("settlement drain alone, PostgreSQL ledger (events/s)", drained, 10_000.0)
     )
+    over = (numbering or {}).get("most_over_unkeyed_us")
+    found.append(_at_most("ingest numbering: keyed over unkeyed, PostgreSQL CPU (µs)", over, 10.0))
     return found + end_to_end_targets(runs) + storage_targets(runs)
 
 

@@ -20,8 +20,10 @@ Each gateway gets a fresh database and a private nats-server (file storage,
 `sync_interval: always`), both removed afterwards. Each server gets a pass of unique
 Stripe-signed events, then a pass replaying the same events (duplicates); PostgreSQL's CPU
 per row a new-events pass recorded is reported beside each server's. Then a soak of
-(b) for resident memory, and the settlement placeholder. Results go to bench/results.json
-(`--output`) and a table on stdout.
+(b) for resident memory, the settlement drain (bench/settlement.py), forwarding
+(bench/forward.py) and what numbering keyed events costs PostgreSQL at ingest
+(bench/ingest_numbering.py: at most +10 µs per new event over an unkeyed one). Results
+go to bench/results.json (`--output`) and a table on stdout.
 
     .venv/bin/python -m bench.run                        # full run (make bench)
     .venv/bin/python -m bench.run --duration 10 --soak-s 30
@@ -39,6 +41,7 @@ without it, on the same machine, one after the other.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import importlib.metadata
 import json
@@ -57,7 +60,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import ingest_numbering, report
 from bench.e2e import end_to_end_run
 from bench.events import new_tag
 from bench.forward import forwarding_run
@@ -213,6 +216,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="backlog `gateway settle` drains (default 50000; --quick 2000; 0 skips)",
     )
     p.add_argument(
+        "--numbering-rounds",
+        type=int,
+        default=3,
+        help="rounds of bench.ingest_numbering, what numbering keyed events costs "
+        "PostgreSQL at ingest (default 3, over 20000 events; --quick 1 over 2000; 0 skips)",
+    )
+    p.add_argument(
         "--forward-events",
         type=int,
         default=20_000,
@@ -273,6 +283,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.soak_s = 0
         args.hook_probe_s = 0
         args.settle_events = min(args.settle_events, 2_000)
+        args.numbering_rounds = min(args.numbering_rounds, 1)
         args.forward_events = min(args.forward_events, 500)
         args.drain_timeout_s = min(args.drain_timeout_s, 30.0)
         args.paced_s = min(args.paced_s, 3.0)
@@ -535,6 +546,21 @@ def soak(args: argparse.Namespace, load: Load, workdir: Path, rate_hint: float) 
 # --- the run as a whole --------------------------------------------------------------
 
 
+def numbering_run(args: argparse.Namespace) -> dict[str, Any]:
+    """bench.ingest_numbering: PostgreSQL CPU per new event, unkeyed and keyed."""
+    events = 2_000 if args.quick else 20_000
+    figures = asyncio.run(ingest_numbering.measure(args.numbering_rounds, events))
+    print(f"ingest numbering, {events:,} events, {args.numbering_rounds} rounds:")
+    for name, us in figures.items():
+        print(f"  {name:<44} {us:6.1f} µs PostgreSQL CPU per new event")
+    return {
+        "events": events,
+        "rounds": args.numbering_rounds,
+        "us_per_event": figures,
+        "most_over_unkeyed_us": round(ingest_numbering.most_over_unkeyed(figures), 1),
+    }
+
+
 def _version(argv: list[str]) -> str:
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
@@ -672,9 +698,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["forwarding"] = (
             forwarding_run(args.forward_events) if args.forward_events > 0 else None
         )
+        results["numbering"] = numbering_run(args) if args.numbering_rounds > 0 else None
         ratio = report.ratios(runs)
         results["ratios"] = ratio
-        targets = report.targets(runs, ratio, memory, results["settlement"])
+        targets = report.targets(runs, ratio, memory, results["settlement"], results["numbering"])
         results["targets"] = [t.as_dict() for t in targets]
         if sink is not None:
             results["tracing"]["sink"] = sink.counts.as_dict()

@@ -46,6 +46,10 @@ def test_bench_self_check_passes(tmp_path: Path) -> None:
     reported = {t["name"]: t["status"] for t in results["targets"]}
     assert reported["(e) settled/s / accepted/s, burst"] in ("pass", "FAIL")
     assert reported["(e) webhook -> settled p99 at half capacity (ms)"] in ("pass", "FAIL")
+    numbering = results["numbering"]
+    assert numbering["us_per_event"]["unkeyed"] > 0
+    assert numbering["most_over_unkeyed_us"] is not None
+    assert reported["ingest numbering: keyed over unkeyed, PostgreSQL CPU (µs)"] in ("pass", "FAIL")
     assert "(e) serve + settle, end to end: stage" in done.stdout
     settlement = results["settlement"]
     assert settlement["events"] == 500
