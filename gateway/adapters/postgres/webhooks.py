@@ -20,6 +20,7 @@ from gateway.adapters.postgres.key_numbers import (
     KeyedRow,
     PlannedRowSkipped,
     insert_numbered,
+    insert_numbered_whole,
     key_counts,
 )
 from gateway.adapters.postgres.key_numbers import (
@@ -118,9 +119,41 @@ async def record_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
             return await _with_dead_letters(conn, events, rows)
 
 
+class _WholeStatements:
+    """Whether to try a keyed group as one statement on its own (`_record_numbered`): a
+    try that meets a keyed repeat costs the group a second statement, which a burst of
+    retried events would pay nearly every group; so after one, `SKIP_GROUPS` groups of
+    this process go the transaction's way first."""
+
+    SKIP_GROUPS = 16
+
+    def __init__(self) -> None:
+        self._skip = 0
+
+    def worth_trying(self) -> bool:
+        if self._skip:
+            self._skip -= 1
+            return False
+        return True
+
+    def refused(self) -> None:
+        self._skip = self.SKIP_GROUPS
+
+
+_WHOLE = _WholeStatements()
+
+
 async def _record_numbered(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, str], Recorded]:
-    """`record_events` for a group with keyed events: its own transaction, tried again
-    without the repeats that would leave a gap (`key_numbers.repeats_before_new`)."""
+    """`record_events` for a group with keyed events: one statement when they are all
+    new, else its own transaction, tried again without the repeats that would leave a
+    gap (`key_numbers.repeats_before_new`)."""
+    valid = all(e.failure is None for e in events)
+    if valid and not conn.is_in_transaction() and _WHOLE.worth_trying():
+        keyed_rows = _keyed_rows(events)
+        whole = await insert_numbered_whole(conn, _rows_json(events, keyed_rows), keyed_rows)
+        if whole is not None:
+            return _recorded(whole)
+        _WHOLE.refused()
     for _ in range(NUMBERING_ATTEMPTS):
         keyed_rows = _keyed_rows(events)
         try:
@@ -177,11 +210,15 @@ def _rows_json(events: Sequence[Event], keyed: Sequence[KeyedRow]) -> str:
     return orjson.dumps(rows, default=dict).decode()  # headers may be any Mapping
 
 
+def _recorded(rows: Sequence[asyncpg.Record]) -> dict[tuple[str, str], Recorded]:
+    return {(r["provider"], r["event_id"]): Recorded(int(r["id"]), r["key_seq"]) for r in rows}
+
+
 async def _with_dead_letters(
     conn: Conn, events: Sequence[Event], rows: Sequence[asyncpg.Record]
 ) -> dict[tuple[str, str], Recorded]:
     """The rows inserted; the new invalid events' dead letters written beside them."""
-    inserted = {(r["provider"], r["event_id"]): Recorded(int(r["id"]), r["key_seq"]) for r in rows}
+    inserted = _recorded(rows)
     for event in events:
         key = (event.provider, event.event_id)
         if event.failure is not None and key in inserted:

@@ -21,7 +21,8 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import open_pool
-from gateway.adapters.postgres.webhooks import insert_events, record_events
+from gateway.adapters.postgres.key_numbers import insert_numbered_whole
+from gateway.adapters.postgres.webhooks import _keyed_rows, _rows_json, insert_events, record_events
 from gateway.backfill.run import backfill
 from gateway.compose.backfill import backfill_parts
 from gateway.core.backfill import Window
@@ -382,3 +383,30 @@ async def test_a_keys_idle_clock_moves_once_it_is_an_hour_old(database_url: str)
     assert ages["k_old"] < 60
     assert 59 * 60 - 5 < ages["k_new"] < 60 * 60
     assert await counters(database_url) == {("stripe", "k_old"): 2, ("stripe", "k_new"): 2}
+
+
+async def test_a_group_tried_as_one_statement_leaves_nothing_when_a_keyed_row_repeats(
+    database_url: str,
+) -> None:
+    """A group of new events is numbered by one statement outside a transaction; one
+    that meets a keyed repeat fails as a whole (no row, no counter moved, no lock kept)
+    and is recorded the transaction's way instead."""
+    first = [event("w1", "k"), event("w2", "j")]
+    async with open_pool(database_url) as pool, pool.acquire() as conn:
+        keyed = _keyed_rows(first)
+        made = await insert_numbered_whole(conn, _rows_json(first, keyed), keyed)
+        assert made is not None
+        assert {r["event_id"]: r["key_seq"] for r in made} == {"w1": 1, "w2": 1}
+        again = [event("w3", "k"), event("w1", "k"), event("u9", None)]
+        keyed = _keyed_rows(again)
+        assert await insert_numbered_whole(conn, _rows_json(again, keyed), keyed) is None
+        assert not conn.is_in_transaction()
+        assert await counters(database_url) == {("stripe", "k"): 1, ("stripe", "j"): 1}
+        assert [r["event_id"] for r in await rows(database_url)] == ["w1", "w2"]
+        recorded = await record_events(conn, again)
+    assert {k[1]: v.key_seq for k, v in recorded.items()} == {"w3": 2, "u9": None}
+    assert numbers_by_key(await rows(database_url)) == {
+        ("stripe", "k"): [1, 2],
+        ("stripe", "j"): [1],
+    }
+    assert await counters(database_url) == {("stripe", "k"): 2, ("stripe", "j"): 1}
