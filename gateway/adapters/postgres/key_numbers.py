@@ -154,17 +154,8 @@ async def insert_numbered(
     """Lock the keys and insert the group, numbering its keyed rows; the rows inserted.
     Inside a transaction that has not written yet; raises `PlannedRowSkipped` (roll it
     back, number the rest again) when a skipped row would leave a gap."""
-    counts = key_counts(keyed)
-    keys = sorted(counts)
     with translate_errors():
-        rows = await conn.fetch(
-            _INSERT_NUMBERED,
-            rows_json,
-            _lock_ids(keys),
-            [p for p, _ in keys],
-            [k for _, k in keys],
-            [counts[key] for key in keys],
-        )
+        rows = await conn.fetch(_INSERT_NUMBERED, rows_json, *_key_arrays(keyed))
     inserted = {(r["provider"], r["event_id"]) for r in rows}
     repeats = repeats_before_new(keyed, inserted)
     if repeats:
@@ -182,22 +173,27 @@ async def insert_numbered_whole(
     """`insert_numbered` as one statement outside any transaction, for a group that is
     all new; None, with nothing written, when one of its keyed rows was a repeat (the
     caller records the group in a transaction with `insert_numbered`)."""
-    counts = key_counts(keyed)
-    keys = sorted(counts)
     with translate_errors():
         try:
             rows = await conn.fetch(
-                _INSERT_NUMBERED_WHOLE,
-                rows_json,
-                _lock_ids(keys),
-                [p for p, _ in keys],
-                [k for _, k in keys],
-                [counts[key] for key in keys],
-                len(keyed),
+                _INSERT_NUMBERED_WHOLE, rows_json, *_key_arrays(keyed), len(keyed)
             )
         except asyncpg.DivisionByZeroError:  # a keyed repeat: the statement left nothing
             return None
     return [r for r in rows if r["id"] is not None]
+
+
+def _key_arrays(keyed: Sequence[KeyedRow]) -> tuple[list[int], list[str], list[str], list[int]]:
+    """$2 to $5 of the numbering statements: the keys' lock ids, and each key's provider,
+    key and number of rows in the group, in key order."""
+    counts = key_counts(keyed)
+    keys = sorted(counts)
+    return (
+        _lock_ids(keys),
+        [p for p, _ in keys],
+        [k for _, k in keys],
+        [counts[key] for key in keys],
+    )
 
 
 def key_counts(keyed: Sequence[KeyedRow]) -> dict[tuple[str, str], int]:
