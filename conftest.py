@@ -9,6 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.adapters.postgres import migrate
+from gateway.adapters.postgres.webhooks import WHOLE_STATEMENTS
 from tests.support.receiver import Receiver
 from tests.support.services import (
     REDIS_URL,
@@ -94,3 +95,10 @@ async def redis_url() -> AsyncIterator[str]:
     finally:
         await client.aclose()
     yield REDIS_URL
+
+
+@pytest.fixture(autouse=True)
+def whole_statements_afresh() -> None:
+    """Each test starts with keyed groups tried as one statement, whatever an earlier
+    test's repeats made this process skip (`webhooks.WHOLE_STATEMENTS`)."""
+    WHOLE_STATEMENTS.reset()

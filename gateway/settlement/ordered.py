@@ -131,8 +131,8 @@ class OrderedGate:
                     del busy[key]
 
         events = [e for e, _ in read]
-        self._rounds_of.read_ahead(events)
         try:
+            self._rounds_of.read_ahead(events)
             if before:
                 await asyncio.wait(before)
             skip = set(kept)
@@ -154,7 +154,7 @@ class OrderedGate:
         release: Callable[[], None],
     ) -> None:
         """Settle messages in their keys' order, with the held ones `take_held` takes;
-        `release` once the last round's moves are committed, if nothing failed."""
+        `release` once the last round's moves are committed, if no turn failed."""
         held, told = self._room.take(take_held)
         # A message the stream delivered again while it was held here: only the fresh
         # delivery is answered. Planned as two copies, one would be acked as the other's

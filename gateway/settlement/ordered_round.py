@@ -85,10 +85,10 @@ class RoundSettler:
     def instruction(self, event: Event) -> SettlementInstruction | None:
         """The event's instruction, read ahead or read now (a held message's batch may
         have ended); raises as `Settler.instruction` does."""
-        try:
-            found = self._read[(event.provider, event.event_id)]
-        except KeyError:
+        key = (event.provider, event.event_id)
+        if key not in self._read:
             return self._parts.settler.instruction(event)
+        found = self._read[key]
         if isinstance(found, Exception):
             raise found
         return found
@@ -104,7 +104,7 @@ class RoundSettler:
     ) -> dict[tuple[str, str], KeyEffect]:
         """Settle one round as one batch, move its keys, answer its messages; the keys
         whose turns end here (stopped or held). `moved` is called once the round's moves
-        are committed, before its messages are answered, if none of them failed."""
+        are committed, before its messages are answered, if none of its turns failed."""
         turn_of = {k.index: k for k in turns}
         indices = [*extra, *turn_of]
         state = _Round(indices)

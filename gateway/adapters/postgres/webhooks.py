@@ -98,8 +98,10 @@ async def record_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
 
     Each new event with an `order_key` gets the key's next number (`key_seq`) in the same
     transaction: 1, 2, 3, ... per key with no gap, in commit order; a repeat gets none.
-    Such a group is its own transaction (BEGIN, the keys' locks, the INSERT, COMMIT), so
-    `conn` must not be inside one that has written already (`key_numbers` says why).
+    Such a group is its own transaction (one statement on its own when it is all new and
+    valid, else BEGIN, the statement, COMMIT), taking the keys' locks before its first
+    write, so `conn` must not be inside one that has written already (`key_numbers`
+    says why).
     Invalid events that were new also get their `stage='ingest'` dead letter in the same
     transaction, so a committed row never lacks the reason it went no further. The
     events must be unique by (provider, event_id); the caller removes repeats. An event
@@ -139,8 +141,12 @@ class _WholeStatements:
     def refused(self) -> None:
         self._skip = self.SKIP_GROUPS
 
+    def reset(self) -> None:
+        self._skip = 0
 
-_WHOLE = _WholeStatements()
+
+#: This process's `_WholeStatements` (`reset` starts it afresh: a benchmark's passes).
+WHOLE_STATEMENTS = _WholeStatements()
 
 
 async def _record_numbered(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, str], Recorded]:
@@ -148,12 +154,12 @@ async def _record_numbered(conn: Conn, events: Sequence[Event]) -> dict[tuple[st
     new, else its own transaction, tried again without the repeats that would leave a
     gap (`key_numbers.repeats_before_new`)."""
     valid = all(e.failure is None for e in events)
-    if valid and not conn.is_in_transaction() and _WHOLE.worth_trying():
+    if valid and not conn.is_in_transaction() and WHOLE_STATEMENTS.worth_trying():
         keyed_rows = _keyed_rows(events)
         whole = await insert_numbered_whole(conn, _rows_json(events, keyed_rows), keyed_rows)
         if whole is not None:
             return _recorded(whole)
-        _WHOLE.refused()
+        WHOLE_STATEMENTS.refused()
     for _ in range(NUMBERING_ATTEMPTS):
         keyed_rows = _keyed_rows(events)
         try:

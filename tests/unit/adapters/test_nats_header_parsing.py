@@ -42,8 +42,20 @@ def test_any_bytes_read_as_nats_py_reads_them(raw: bytes) -> None:
     assert parse_header_lines(raw) == Client._parse_header_lines(raw)
 
 
-def test_the_client_reads_delivered_headers_with_it() -> None:
-    """nats-py's message handling calls `_parse_header_lines` on the client: were it
-    renamed in a later release, the client would quietly keep the slow reading."""
-    assert callable(getattr(Client, "_parse_header_lines", None))
+async def test_the_client_reads_delivered_headers_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """nats-py's message handling reads a delivered header block through the client's
+    `_parse_header_lines`: were that renamed or called another way in a later release,
+    the client would quietly keep the slow reading."""
+    read: list[bytes] = []
+
+    def reading(raw: bytes) -> dict[str, str]:
+        read.append(raw)
+        return parse_header_lines(raw)
+
     assert HeaderClient._parse_header_lines is parse_header_lines
+    monkeypatch.setattr(HeaderClient, "_parse_header_lines", staticmethod(reading))
+    headers = await HeaderClient()._process_headers(b"NATS/1.0\r\nGateway-Key-Seq: 7\r\n\r\n")
+    assert headers == {"Gateway-Key-Seq": "7"}
+    assert read == [b"Gateway-Key-Seq: 7\r\n\r\n"]
