@@ -130,12 +130,12 @@ class OrderedGate:
                 if busy.get(key) is done:
                     del busy[key]
 
-        events = [e for e, _ in read]
+        skip = set(kept)  # read by the later batch that takes them
+        events = [e for i, (e, _) in enumerate(read) if i not in skip]
         try:
             self._rounds_of.read_ahead(events)
             if before:
                 await asyncio.wait(before)
-            skip = set(kept)
             await self._settle(
                 [m for i, m in enumerate(fetched) if i not in skip],
                 [r for i, r in enumerate(read) if i not in skip],

@@ -208,11 +208,8 @@ def _unused(
     keyed: Sequence[KeyedRow], inserted: set[tuple[str, str]]
 ) -> list[tuple[str, str, int]]:
     """(provider, key, count) of the numbers the repeats among `keyed` took."""
-    unused: dict[tuple[str, str], int] = {}
-    for provider, event_id, key, _ in keyed:
-        if (provider, event_id) not in inserted:
-            unused[(provider, key)] = unused.get((provider, key), 0) + 1
-    return [(provider, key, count) for (provider, key), count in unused.items()]
+    repeats = [row for row in keyed if (row[0], row[1]) not in inserted]
+    return [(provider, key, count) for (provider, key), count in key_counts(repeats).items()]
 
 
 def repeats_before_new(

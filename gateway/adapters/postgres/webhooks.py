@@ -153,25 +153,27 @@ async def _record_numbered(conn: Conn, events: Sequence[Event]) -> dict[tuple[st
     """`record_events` for a group with keyed events: one statement when they are all
     new, else its own transaction, tried again without the repeats that would leave a
     gap (`key_numbers.repeats_before_new`)."""
+    keyed_rows = _keyed_rows(events)
+    rows_json = _rows_json(events, keyed_rows)
     valid = all(e.failure is None for e in events)
     if valid and not conn.is_in_transaction() and WHOLE_STATEMENTS.worth_trying():
-        keyed_rows = _keyed_rows(events)
-        whole = await insert_numbered_whole(conn, _rows_json(events, keyed_rows), keyed_rows)
+        whole = await insert_numbered_whole(conn, rows_json, keyed_rows)
         if whole is not None:
             return _recorded(whole)
         WHOLE_STATEMENTS.refused()
     for _ in range(NUMBERING_ATTEMPTS):
-        keyed_rows = _keyed_rows(events)
         try:
             with translate_errors():
                 async with conn.transaction():
-                    rows = await insert_numbered(conn, _rows_json(events, keyed_rows), keyed_rows)
+                    rows = await insert_numbered(conn, rows_json, keyed_rows)
                     return await _with_dead_letters(conn, events, rows)
         except PlannedRowSkipped as skipped:
             # Rolled back, no number used. The rows skipped are recorded already (by this
             # id, or this body's digest, or by a concurrent writer since): numbered again
             # without them, they are answered as the repeats they are.
             events = [e for e in events if (e.provider, e.event_id) not in skipped.repeats]
+            keyed_rows = _keyed_rows(events)
+            rows_json = _rows_json(events, keyed_rows)
     raise DatabaseUnavailable(
         f"could not number a group of {len(events)} events in {NUMBERING_ATTEMPTS} attempts"
     )
