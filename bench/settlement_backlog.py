@@ -125,11 +125,14 @@ def expected_transfers(
             raise ValueError(f"the stub does not quote {p.currency}/{ledger_currency}")
         moved = convert_minor(p.amount_minor, Decimal(str(rate)), p.currency, ledger_currency)
         capture = p.kind == "capture"
+        # A `charge.refunded` is read as the charge's running total, keyed by it; each
+        # payment here is refunded once, so the total is the refund.
         instruction = SettlementInstruction(
             settlement_id=p.payment_id,
             kind=SettlementKind.CAPTURE if capture else SettlementKind.REFUND,
             merchant_id=p.merchant_id, amount_minor=p.amount_minor, currency=p.currency,
-            refund_id=p.refund_id, source_event_id=None,
+            refund_id=None if capture else f"refunded:{p.amount_minor}", source_event_id=None,
+            cumulative=not capture,
         )  # fmt: skip
         merchant = merchant_account_id(p.merchant_id, ledger_currency)
         debit, credit = (clearing, merchant) if capture else (merchant, clearing)

@@ -2,9 +2,10 @@
 
 Each payment intent gets `payment_intent.succeeded`, then 0 to `max_refunds` partial
 refunds (`charge.refunded` of its charge, the refunds listed newest first as Stripe's
-API before 2022-11-15 expands them, so each event settles its newest refund with its own
-id and amount). Every event's ordering key is its payment intent (Stripe's
-`data.object.payment_intent`, else `data.object.id`). Amounts are in USD, the ledger's
+API before 2022-11-15 expands them; each event settles the increase of the charge's
+running `amount_refunded`, which is its newest refund's amount). Every event's ordering
+key is its payment intent (Stripe's `data.object.payment_intent`, else
+`data.object.id`). Amounts are in USD, the ledger's
 currency, so the ledger must hold exactly the planned amounts.
 
 A share of payments is for a merchant with no ledger account: the payment is parked and

@@ -30,6 +30,7 @@ from tigerbeetle.client import InitError
 
 from gateway.core.ledger import (
     RATE_DECIMALS,
+    AccountCode,
     AccountSpec,
     Balance,
     LedgerTotals,
@@ -160,6 +161,10 @@ class TigerBeetleLedger:
             for spec, result in zip(batch, checked, strict=True):
                 if result.status in _ACCOUNT_OK:
                     continue
+                if result.status is _A.EXISTS_WITH_DIFFERENT_FLAGS and await self._limited_merchant(
+                    spec
+                ):
+                    continue
                 if result.status in _ACCOUNT_COLLISIONS:
                     raise LedgerIdCollision(
                         f"account {spec.id:#034x} exists with different fields "
@@ -168,6 +173,16 @@ class TigerBeetleLedger:
                 raise LedgerRejected(
                     f"account {spec.id:#034x} refused: {result.status.name.lower()}"
                 )
+
+    async def _limited_merchant(self, spec: AccountSpec) -> bool:
+        """Whether `spec`'s id is a merchant account opened with the debit limit that
+        merchant accounts had before refunds and chargebacks could take them below zero.
+        TigerBeetle accounts never change their flags, so such an account is the same
+        account and keeps its limit (docs/operations.md, "Negative merchants")."""
+        if spec.code is not AccountCode.MERCHANT or spec.debits_must_not_exceed_credits:
+            return False
+        found = await self._call("lookup_accounts", self._client.lookup_accounts([spec.id]))
+        return len(found) == 1 and found[0].flags == tb.AccountFlags.DEBITS_MUST_NOT_EXCEED_CREDITS
 
     async def post(self, transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
         """Post up to `BATCH_MAX` transfers per request; one result per transfer, in order.

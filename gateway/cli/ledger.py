@@ -1,4 +1,4 @@
-"""`gateway ledger open-account|balances|check`."""
+"""`gateway ledger open-account|balances|check`; finance's commands are `cli.finance`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from gateway.cli.common import SubParsers, help_texts, load_settings
+from gateway.cli.finance import add_finance_commands, cmd_check_payments
 from gateway.cli.format import print_json
 from gateway.core.money import check_currency
 from gateway.errors import ConfigError, LedgerImbalance
@@ -57,6 +58,8 @@ def _print_table(views: list[AccountView]) -> None:
 def cmd_ledger(args: argparse.Namespace) -> int:
     from gateway.settlement import ledger_ops
 
+    if args.ledger_command == "check" and args.payments:
+        return cmd_check_payments(args)
     settings = load_settings(args)
     if args.ledger_command == "open-account":
         currency = _currency_flag(args.currency or settings.settlement.currency)
@@ -102,8 +105,9 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `gateway ledger ...`."""
     about = """Work with the settlement ledger (the backend named in [ledger]: the embedded
     PostgreSQL ledger or TigerBeetle): open a merchant's account before its payments
-    settle, list every account's posted totals, and check that total debits equal total
-    credits."""
+    settle, list every account's posted totals, check that total debits equal total
+    credits (and each payment's movements against the ledger), and give finance
+    statements, transfer lists, exports and audited correcting entries."""
     parser = sub.add_parser(
         "ledger",
         help="Open accounts, list balances, check that debits equal credits.",
@@ -149,14 +153,23 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     )
     balances.add_argument("--merchant", metavar="M", help="only merchant M's accounts")
     balances.add_argument("--currency", metavar="C", help="only accounts in currency C")
-    commands.add_parser(
+    check = commands.add_parser(
         "check",
         help="Verify total debits equal total credits (exit 1 if not).",
         parents=[common],
         **help_texts(
             """Sum every posted debit and credit in the ledger; exit 0 when they are
             equal, 1 (with the difference on stderr) when they are not, which is a
-            critical fault. Suitable for a monitoring cron job.""",
-            ("gateway ledger check --config gateway.toml --json",),
+            critical fault. Suitable for a monitoring cron job. With --payments, compare
+            every recorded movement with its transfer in the ledger instead, and name
+            each payment where they differ (exit 1).""",
+            (
+                "gateway ledger check --config gateway.toml --json",
+                "gateway ledger check --payments --config gateway.toml",
+            ),
         ),
     )
+    check.add_argument(
+        "--payments", action="store_true", help="check each payment's movements, not the totals"
+    )
+    add_finance_commands(commands, common)

@@ -47,6 +47,16 @@ async def ledger(settings: Settings) -> AsyncIterator[tuple[Ledger, AccountNames
         yield opened, PostgresAccountNames(pool)
 
 
+@contextlib.asynccontextmanager
+async def books(settings: Settings) -> AsyncIterator[tuple[Pool, Ledger]]:
+    """The gateway's database and the configured ledger, for finance's commands
+    (`gateway ledger statement|transfers|export|adjust|check --payments`)."""
+    from gateway.compose.settlement import open_ledger
+
+    async with database(settings) as pool, open_ledger(settings, pool) as opened:
+        yield pool, opened
+
+
 class ReplayResources:
     """What `gateway dlq replay` gives its stage handlers (`gateway.dlq.parts.ReplayContext`).
 

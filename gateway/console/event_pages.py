@@ -85,7 +85,8 @@ async def _settlement(conn: Conn, settings: Settings, row: EventRow) -> dict[str
     if b.payload_removed_at is not None:
         return {"state": None, "reason": REMOVED}
     schemes = {name: p.scheme for name, p in settings.providers.items()}
-    asked = settlement_asked(b.provider, b.event_type, row.body, schemes)
+    merchants = {n: p.merchant for n, p in settings.providers.items() if p.merchant is not None}
+    asked = settlement_asked(b.provider, b.event_type, row.body, schemes, merchants)
     if asked.transfer_id is None or asked.instruction is None:
         return {"state": None, "reason": asked.reason, "public_reason": _public_reason(b, asked)}
     found = await settlements.by_transfer(conn, asked.transfer_id)

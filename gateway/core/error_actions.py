@@ -67,6 +67,10 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         E.UNKNOWN_ACCOUNT: "Open the account, then replay.",
         E.UNKNOWN_MERCHANT: "`gateway ledger open-account MERCHANT_ID`, then replay.",
         E.INSUFFICIENT_FUNDS: "Review by hand: fund the account and replay, or resolve.",
+        E.EXCEEDS_PAYMENT: "Compare the payment's refunds and disputes with the provider's "
+        "dashboard; resolve the row once the ledger matches it.",
+        E.PAYMENT_MISMATCH: "The provider names another payment's currency: check the "
+        "payment id in the event, then resolve.",
         E.LEDGER_ID_COLLISION: "Critical: run `gateway ledger check` and investigate before "
         "any replay.",
         E.LEDGER_ID_ALREADY_FAILED: "The ledger keeps refusing this id: resolve the row with "

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.core.money import check_amount, check_currency
-from gateway.errors import FieldTypeInvalid, MissingField
+from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField
 
 
 def get_object(doc: Any, path: str) -> Mapping[str, Any]:
@@ -56,6 +56,20 @@ def get_amount(obj: Mapping[str, Any], key: str, prefix: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldTypeInvalid(prefix + key, "an integer amount in minor units")
     return check_amount(value, prefix + key)  # positive, and no wider than the ledgers
+
+
+def get_digits_amount(obj: Mapping[str, Any], key: str, prefix: str = "") -> int:
+    """A required amount written as a string of digits in minor units (Paddle's `"1000"`
+    for USD 10.00), 1 to `core.money.AMOUNT_MAX`. A sign, a decimal point, blanks or an
+    integer instead of a string are refused, never guessed at."""
+    value = obj.get(key)
+    if value is None:
+        raise MissingField(prefix + key)
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit():
+        raise FieldTypeInvalid(prefix + key, "a string of digits in minor units")
+    if len(value) > 20:  # wider than any amount the ledgers hold; int() of it stays cheap
+        raise InvalidAmount(f"{prefix + key} is {len(value)} digits long")
+    return check_amount(int(value), prefix + key)
 
 
 def get_currency(obj: Mapping[str, Any], key: str, prefix: str = "") -> str:

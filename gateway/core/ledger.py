@@ -39,10 +39,17 @@ class AccountCode(enum.IntEnum):
 
 
 class TransferCode(enum.IntEnum):
-    """Why money moved (TigerBeetle's `code`, a u16)."""
+    """Why money moved (TigerBeetle's `code`, a u16): a member per
+    `core.settlement.SettlementKind`, of the same name."""
 
     CAPTURE = 1
     REFUND = 2
+    REFUND_REVERSAL = 3
+    CHARGEBACK = 4
+    CHARGEBACK_REVERSAL = 5
+    CREDIT_ADJUSTMENT = 6
+    DEBIT_ADJUSTMENT = 7
+    PAYOUT = 8
 
 
 class TransferResult(enum.StrEnum):

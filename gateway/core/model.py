@@ -401,9 +401,11 @@ def service_event(
     Internal publishers are our own code, so a malformed request is refused (400) for
     the caller to fix, and a subject outside its scope is refused (403).
 
-    On an `ordered` subject its key is the `Ordering-Key` header (`bounded_key`), or
-    without one the subject itself: one publisher's events to one subject stay in the
-    order it posted them.
+    On an `ordered` subject its key is the `Ordering-Key` header (`bounded_key`); without
+    one, the payment the event names (`data.settlement_id`, or a payout's `payout_id`),
+    so one bad payment holds only its own later events; and for an event that names
+    none, the subject itself:
+    one publisher's events to one subject stay in the order it posted them.
     """
     event_id = check_event_id(as_text(idempotency_key))
     try:
@@ -430,7 +432,10 @@ def service_event(
     if ordered is not None and ordered(subject):
         # Headers arrive latin-1 decoded; an empty one names no key.
         asked = headers.get(ORDERING_KEY_HEADER)
-        order_key = bounded_key(asked or subject)
+        data = doc["data"]
+        payment = data.get("settlement_id") or data.get("payout_id")
+        named = payment if isinstance(payment, str) and payment.strip() else None
+        order_key = bounded_key(asked or named or subject)
     return Event(
         f"service:{service}",
         event_id,

@@ -158,6 +158,14 @@ def order_key_of(rules: tuple[KeyRule, ...], event_type: str | None, doc: Any) -
     `doc` is the parsed body. A rule with a type glob never applies to an event without
     a type.
     """
+    found = first_value(rules, event_type, doc)
+    return None if found is None else bounded_key(found)
+
+
+def first_value(rules: tuple[KeyRule, ...], event_type: str | None, doc: Any) -> str | None:
+    """What the first rule that reaches a non-empty string or an integer reaches, as
+    text (unbounded: the caller bounds it), or None. Also reads `[providers.NAME]
+    merchant` (`core.mappings`)."""
     for rule in rules:
         if rule.type_glob is not None and (
             event_type is None or not type_allowed(event_type, (rule.type_glob,))
@@ -166,7 +174,7 @@ def order_key_of(rules: tuple[KeyRule, ...], event_type: str | None, doc: Any) -
         found = _resolve(doc, rule.tokens)
         if type(found) is str:
             if found:
-                return bounded_key(found)
+                return found
         elif type(found) is int:  # not bool: `type(True) is bool`
             return str(found)
     return None

@@ -1,9 +1,10 @@
 """Settlement instructions: what an event asks the ledger to do, and the ids it will use.
 
-Pure. Extractors turn a provider's or service's event into a `SettlementInstruction`
-(or None when the event type does not settle); ids are derived deterministically, so
+Pure. The mappings (`core.mappings`, one module per source) turn an event into a
+`SettlementInstruction` (or None when its type does not settle); ids are derived
+deterministically, so
 the same settlement always maps to the same transfer and accounts, whichever worker or
-delivery handles it. Amounts leave the extractors in ISO 4217 minor units, whatever
+delivery handles it. Amounts leave the mappings in ISO 4217 minor units, whatever
 the provider's own convention (`core.money.from_provider_minor`); conversion between
 currencies lives in `core.money` too.
 """
@@ -13,22 +14,61 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
-from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.ledger import ID_MAX, AccountCode, AccountSpec, LedgerTransfer, TransferCode
-from gateway.core.money import check_amount, check_currency, from_provider_minor, quantize_rate
-from gateway.errors import FieldTypeInvalid, MissingField
+from gateway.core.money import check_amount, check_currency, quantize_rate
+from gateway.errors import MissingField
 
 
 class SettlementKind(enum.StrEnum):
-    """Which way money moves: capture pays the merchant, refund takes it back."""
+    """A money movement, as stored in `settlements.kind` (docs/concepts.md, "Money
+    movements"). A capture pays the merchant; every other kind follows a captured
+    payment and is posted at that payment's rate."""
 
     CAPTURE = "capture"
     REFUND = "refund"
+    #: A refund that failed or was cancelled after it was taken: the money goes back.
+    REFUND_REVERSAL = "refund_reversal"
+    #: Funds the provider withdrew for a dispute.
+    CHARGEBACK = "chargeback"
+    #: A dispute's funds reinstated (the dispute was won or withdrawn).
+    CHARGEBACK_REVERSAL = "chargeback_reversal"
+    #: Money paid out to the merchant: from its account to the source's payouts account.
+    PAYOUT = "payout"
+    #: An operator's correcting entry (`gateway ledger adjust`): to the merchant, or from.
+    CREDIT_ADJUSTMENT = "credit_adjustment"
+    DEBIT_ADJUSTMENT = "debit_adjustment"
+
+    @property
+    def follows_payment(self) -> bool:
+        """Refunds, chargebacks and their reversals move money of a payment captured
+        before (`core.follow_ups` nets them against it)."""
+        return self in _FOLLOW_UPS
+
+    @property
+    def to_merchant(self) -> bool:
+        """The direction: a capture and the reversals credit the merchant."""
+        return self in _TO_MERCHANT
+
+
+_TO_MERCHANT = frozenset(
+    {
+        SettlementKind.CAPTURE,
+        SettlementKind.REFUND_REVERSAL,
+        SettlementKind.CHARGEBACK_REVERSAL,
+        SettlementKind.CREDIT_ADJUSTMENT,
+    }
+)
+_FOLLOW_UPS = frozenset(
+    {
+        SettlementKind.REFUND,
+        SettlementKind.REFUND_REVERSAL,
+        SettlementKind.CHARGEBACK,
+        SettlementKind.CHARGEBACK_REVERSAL,
+    }
+)
 
 
 class SettlementState(enum.StrEnum):
@@ -41,104 +81,33 @@ class SettlementState(enum.StrEnum):
 
 @dataclass(frozen=True)
 class SettlementInstruction:
-    """One capture or refund to post, in the event's own currency, in ISO minor units."""
+    """One money movement to post, in the event's own currency, in ISO minor units."""
 
-    settlement_id: str  # the payment's id; a refund carries the id of the payment it reverses
+    settlement_id: str  # the payment's id; every other kind names the payment it follows
     kind: SettlementKind
-    #: None only for a provider refund that does not repeat the merchant: take it from the
+    #: None only for a movement that does not repeat the merchant: it is taken from the
     #: settled payment, which the worker must look up anyway.
     merchant_id: str | None
     amount_minor: int  # ISO 4217 minor units of `currency`, not the provider's
     currency: str  # upper-case code
-    refund_id: str | None  # set for refunds only
+    #: The movement's own id (the refund's, the dispute's); None for a capture. Stored in
+    #: `settlements.refund_id`.
+    refund_id: str | None
     source_event_id: str | None
+    #: `amount_minor` is the payment's running total of this kind, not one movement's
+    #: amount (Stripe's `charge.refunded` since API version 2022-11-15 says only how much
+    #: of the charge is refunded so far): what moves is the increase over what the
+    #: ledger holds (`core.follow_ups`).
+    cumulative: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind is not SettlementKind.CAPTURE and not self.refund_id:
+            raise ValueError(f"a {self.kind.value} needs its own id")
 
     @property
     def key(self) -> str:
-        """The settlement's own id: the refund id for refunds, the payment id otherwise."""
+        """The movement's own id; the payment id for a capture."""
         return self.refund_id if self.refund_id is not None else self.settlement_id
-
-
-# --- extractors --------------------------------------------------------------------------
-
-
-def from_stripe(event_type: str, doc: Any) -> SettlementInstruction | None:
-    """A Stripe event's instruction, or None when its type does not settle.
-
-    `charge.refunded` carries the refunded charge. When the charge lists its refunds
-    (API versions before 2022-11-15 expand them), the newest refund is the settlement,
-    with its own id and amount, so partial refunds settle one by one. Otherwise the
-    charge id and the cumulative `amount_refunded` are used, and a later partial refund
-    of the same charge surfaces as an id collision for manual review, never as money
-    moved twice. Amounts are read with Stripe's minor units (MGA 0 decimals, ISK and UGX
-    2; ISO says 2, 0, 0), which read as ISO would settle 100x wrong.
-    """
-    if event_type == "payment_intent.succeeded":
-        obj = get_object(doc, "data.object")
-        return SettlementInstruction(
-            settlement_id=get_str(obj, "id", "data.object."),
-            kind=SettlementKind.CAPTURE,
-            merchant_id=get_str(
-                get_object(doc, "data.object.metadata"), "merchant_id", "data.object.metadata."
-            ),
-            amount_minor=from_provider_minor(
-                "stripe",
-                get_amount(obj, "amount_received", "data.object."),
-                get_currency(obj, "currency", "data.object."),
-                "data.object.amount_received",
-            ),
-            currency=get_currency(obj, "currency", "data.object."),
-            refund_id=None,
-            source_event_id=optional_str(doc, "id"),
-        )
-    if event_type == "charge.refunded":
-        obj = get_object(doc, "data.object")
-        latest = _latest_refund(obj)
-        metadata = obj.get("metadata")
-        merchant_id = metadata.get("merchant_id") if isinstance(metadata, Mapping) else None
-        if latest is not None:
-            refund_id = get_str(latest, "id", "data.object.refunds.data[].")
-            amount_field = "data.object.refunds.data[].amount"
-            amount = get_amount(latest, "amount", "data.object.refunds.data[].")
-        else:
-            refund_id = get_str(obj, "id", "data.object.")
-            amount_field = "data.object.amount_refunded"
-            amount = get_amount(obj, "amount_refunded", "data.object.")
-        return SettlementInstruction(
-            settlement_id=get_str(obj, "payment_intent", "data.object."),
-            kind=SettlementKind.REFUND,
-            merchant_id=merchant_id if isinstance(merchant_id, str) and merchant_id else None,
-            amount_minor=from_provider_minor(
-                "stripe", amount, get_currency(obj, "currency", "data.object."), amount_field
-            ),
-            currency=get_currency(obj, "currency", "data.object."),
-            refund_id=refund_id,
-            source_event_id=optional_str(doc, "id"),
-        )
-    return None
-
-
-_INTERNAL_KINDS = {
-    "payment.captured": SettlementKind.CAPTURE,
-    "payment.refunded": SettlementKind.REFUND,
-}
-
-
-def from_internal(event_type: str, doc: Any) -> SettlementInstruction | None:
-    """An internal `payment.captured` / `payment.refunded` event's instruction, else None."""
-    kind = _INTERNAL_KINDS.get(event_type)
-    if kind is None:
-        return None
-    data = get_object(doc, "data")
-    return SettlementInstruction(
-        settlement_id=get_str(data, "settlement_id", "data."),
-        kind=kind,
-        merchant_id=get_str(data, "merchant_id", "data."),
-        amount_minor=get_amount(data, "amount_minor", "data."),
-        currency=get_currency(data, "currency", "data."),
-        refund_id=get_str(data, "refund_id", "data.") if kind is SettlementKind.REFUND else None,
-        source_event_id=optional_str(doc, "id"),
-    )
 
 
 def merchant_to_post(
@@ -146,12 +115,13 @@ def merchant_to_post(
 ) -> str | None:
     """The merchant whose account the transfer moves money for.
 
-    A capture names its merchant (`MissingField` otherwise). A refund belongs to the
-    merchant of the payment it reverses, and only once that payment has settled:
-    `settled_payment_merchant` is that payment's merchant then, None before. None comes
-    back for a refund whose payment has not settled; the caller decides whether to wait.
+    A capture names its merchant (`MissingField` otherwise). Every other movement
+    belongs to the merchant of the payment it follows, and only once that payment has
+    settled: `settled_payment_merchant` is that payment's merchant then, None before.
+    None comes back for a movement whose payment has not settled; the caller decides
+    whether to wait.
     """
-    if instruction.kind is SettlementKind.REFUND:
+    if instruction.kind.follows_payment:
         if settled_payment_merchant is None:
             return None
         return instruction.merchant_id or settled_payment_merchant
@@ -184,9 +154,12 @@ def _hash128(*parts: str) -> int:
 
 
 def transfer_id(instruction: SettlementInstruction) -> int:
-    """The transfer's id: the same settlement (or refund) always gets the same id."""
-    if instruction.kind is SettlementKind.REFUND:
-        return _hash128("transfer", "refund", instruction.settlement_id, instruction.key)
+    """The transfer's id: the same movement always gets the same id (a capture by its
+    payment, any other kind by its payment, kind and own id)."""
+    if instruction.kind is not SettlementKind.CAPTURE:
+        return _hash128(
+            "transfer", instruction.kind.value, instruction.settlement_id, instruction.key
+        )
     return _hash128("transfer", "capture", instruction.settlement_id)
 
 
@@ -220,13 +193,22 @@ def ledger_number(currency: str) -> int:
 
 
 def merchant_account(merchant_id: str, currency: str) -> AccountSpec:
-    """A merchant's account: it may never pay out more than it was paid."""
+    """A merchant's account. It has no debit limit: a refund or chargeback the provider
+    has already executed is posted even against a merchant who was paid out, and the
+    negative balance is shown (`gateway_ledger_negative_merchants`) rather than the
+    movement refused. Money only enters it by a capture, so nothing but money already
+    gone can take it below zero."""
     return AccountSpec(
         id=merchant_account_id(merchant_id, currency),
         ledger=ledger_number(currency),
         code=AccountCode.MERCHANT,
-        debits_must_not_exceed_credits=True,
     )
+
+
+def payouts_owner(source: str) -> str:
+    """The owner of the account a source's payouts go to (a clearing account; a source
+    name never holds a colon, so no source can take it)."""
+    return f"payouts:{source}"
 
 
 def clearing_account(provider: str, currency: str) -> AccountSpec:
@@ -249,36 +231,25 @@ def build_transfer(
 ) -> LedgerTransfer:
     """The ledger transfer for `instruction`, already converted to `ledger_currency`.
 
-    Capture: clearing → merchant. Refund: merchant → clearing. `merchant_id` overrides
-    the instruction's (needed when a refund event does not name the merchant).
+    Capture and the reversals: clearing → merchant. Refund and chargeback: merchant →
+    clearing. Payout: merchant → the source's payouts account. `merchant_id` overrides
+    the instruction's (needed when the event does not name the merchant).
     """
     merchant = merchant_id or instruction.merchant_id
     if not merchant:
         raise MissingField("merchant_id")
     check_amount(amount_minor, "converted amount")  # positive, within the ledgers' range
-    clearing = clearing_account_id(provider, ledger_currency)
+    counter = payouts_owner(provider) if instruction.kind is SettlementKind.PAYOUT else provider
+    clearing = clearing_account_id(counter, ledger_currency)
     merchant_acct = merchant_account_id(merchant, ledger_currency)
-    capture = instruction.kind is SettlementKind.CAPTURE
+    to_merchant = instruction.kind.to_merchant
     return LedgerTransfer(
         id=transfer_id(instruction),
-        debit_account_id=clearing if capture else merchant_acct,
-        credit_account_id=merchant_acct if capture else clearing,
+        debit_account_id=clearing if to_merchant else merchant_acct,
+        credit_account_id=merchant_acct if to_merchant else clearing,
         amount_minor=amount_minor,
         ledger=ledger_number(ledger_currency),
-        code=TransferCode.CAPTURE if capture else TransferCode.REFUND,
+        code=TransferCode[instruction.kind.name],
         settlement_id=instruction.settlement_id,
         rate_at_payment=quantize_rate(rate_at_payment),
     )
-
-
-def _latest_refund(charge: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The newest refund listed on a charge, or None when the list is not included."""
-    refunds = charge.get("refunds")
-    items = refunds.get("data") if isinstance(refunds, Mapping) else None
-    if not isinstance(items, list) or not items:
-        return None
-    listed = [r for r in items if isinstance(r, Mapping)]
-    if len(listed) != len(items):
-        raise FieldTypeInvalid("data.object.refunds.data", "a list of refund objects")
-    # Stripe lists newest first (max keeps the first of equals); `created` decides otherwise.
-    return max(listed, key=lambda r: r["created"] if isinstance(r.get("created"), int) else 0)

@@ -93,6 +93,7 @@ from gateway.errors.request import (
 )
 from gateway.errors.settlement import (
     BlockedByPredecessor,
+    ExceedsPayment,
     FieldError,
     FieldTypeInvalid,
     InsufficientFunds,
@@ -105,6 +106,7 @@ from gateway.errors.settlement import (
     LedgerUnavailable,
     MissingField,
     OrderPredecessorMissing,
+    PaymentMismatch,
     PaymentNotSettled,
     ProviderAmountInvalid,
     RateServiceUnavailable,
@@ -143,6 +145,7 @@ __all__ = [
     "EventNotRecorded",
     "EventRowNotFound",
     "EventsUsageError",
+    "ExceedsPayment",
     "Family",
     "FieldError",
     "FieldTypeInvalid",
@@ -170,6 +173,7 @@ __all__ = [
     "PayloadNotJson",
     "PayloadRemoved",
     "PayloadTooLarge",
+    "PaymentMismatch",
     "PaymentNotSettled",
     "PermanentError",
     "ProviderAmountInvalid",

@@ -117,6 +117,10 @@ class ErrorClass(enum.StrEnum):
     UNKNOWN_ACCOUNT = _permanent("A ledger account the transfer refers to does not exist.")
     UNKNOWN_MERCHANT = _permanent("The merchant has no ledger account.")
     INSUFFICIENT_FUNDS = _permanent("The transfer would take an account below zero.")
+    EXCEEDS_PAYMENT = _permanent("A refund or chargeback is larger than its payment's capture.")
+    PAYMENT_MISMATCH = _permanent(
+        "A refund or dispute is in another currency than the payment it names."
+    )
     LEDGER_ID_COLLISION = _permanent(
         "A transfer or account id exists with other fields (critical)."
     )
@@ -168,7 +172,9 @@ class ErrorClass(enum.StrEnum):
     RATE_STALE = _transient("The currency-service is down and the cached rate is too old.")
     LEDGER_UNAVAILABLE = _transient("The ledger did not answer in time; the outcome is unknown.")
     LEDGER_BATCH_RACED = _transient("A batch's transfer id was committed elsewhere meanwhile.")
-    PAYMENT_NOT_SETTLED = _transient("A refund arrived before its payment settled.")
+    PAYMENT_NOT_SETTLED = _transient(
+        "A refund, reversal or chargeback arrived before its payment settled."
+    )
     ALERT_NOT_DELIVERED = _transient("The alert webhook did not answer 2xx; the notice is owed.")
     PROVIDER_API_UNAVAILABLE = _transient(
         "Backfill: the provider's API kept failing past the deadline."

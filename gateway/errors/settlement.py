@@ -70,6 +70,18 @@ class InsufficientFunds(PermanentError):
     error_class = ErrorClass.INSUFFICIENT_FUNDS
 
 
+class ExceedsPayment(PermanentError):
+    """A refund or chargeback is larger than its payment's capture."""
+
+    error_class = ErrorClass.EXCEEDS_PAYMENT
+
+
+class PaymentMismatch(PermanentError):
+    """A movement names a payment made in another currency."""
+
+    error_class = ErrorClass.PAYMENT_MISMATCH
+
+
 class LedgerIdCollision(PermanentError):
     """A transfer or account id already exists with different fields."""
 
@@ -128,7 +140,7 @@ class RateStale(TransientError):
 
 
 class PaymentNotSettled(TransientError):
-    """A refund arrived before its payment settled; the payment may still arrive."""
+    """A movement arrived before its payment settled; the payment may still arrive."""
 
     error_class = ErrorClass.PAYMENT_NOT_SETTLED
 

@@ -87,6 +87,19 @@ class Metrics:
             ("outcome",),
             reg,
         )
+        self.settlement_unmapped_total = Counter(
+            "gateway_settlement_unmapped_total",
+            "A payment provider's events that moved no money, by provider and type.",
+            ("provider", "type"),
+            reg,
+        )
+        self.ledger_negative_merchants = Gauge(
+            "gateway_ledger_negative_merchants",
+            "Merchant accounts whose balance is below zero, by ledger currency.",
+            ("currency",),
+            reg,
+            _GAUGE_MODE,
+        )
         self.critical_total = Counter(
             "gateway_critical_total",
             "Critical events (ledger collisions, imbalance, ledger down for good).",

@@ -199,13 +199,11 @@ class NatsSettings:
 class SettlementSettings:
     """The settlement worker: what it consumes and how it posts."""
 
-    #: The stream subjects `gateway settle` consumes (NATS wildcards allowed).
-    subjects: tuple[str, ...] = (
-        "webhooks.*.payment_intent.succeeded",
-        "webhooks.*.charge.refunded",
-        "events.*.payment.captured",
-        "events.*.payment.refunded",
-    )
+    #: The stream subjects `gateway settle` consumes (NATS wildcards allowed). What
+    #: settles is decided by each provider's mapping (docs/reference/movements.md), so the default
+    #: is everything; an event that moves no money is acknowledged and, for a payment
+    #: provider, counted in `gateway_settlement_unmapped_total`.
+    subjects: tuple[str, ...] = ("webhooks.>", "events.>")
     #: The ledger currency: every amount is converted to it.
     #: allowed: a three-letter ISO 4217 code
     currency: str = "USD"

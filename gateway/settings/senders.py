@@ -101,6 +101,15 @@ PROVIDER_KEYS = (
     #: allowed: `hold`, `skip`
     #: default: `[ordering] on_poison`
     "on_poison",
+    #: Where each event names its merchant (whose ledger account it moves), first match
+    #: wins, in the form of `order_key` (`"/pointer"` or `"GLOB /pointer"`). Without it,
+    #: the scheme's own: `stripe` `/data/object/metadata/merchant_id` (a Connect payout:
+    #: its `account`), `paddle` `/data/custom_data/merchant_id`. A capture or payout
+    #: without a merchant is parked (`MISSING_FIELD`); a refund or dispute takes its
+    #: payment's.
+    #: type: list of strings
+    #: default: the scheme's own
+    "merchant",
     *API_KEYS,
 )
 #: Every key a `[services.NAME]` table may hold.
@@ -151,6 +160,8 @@ class ProviderSettings:
     order_key: tuple[KeyRule, ...] = ()
     #: Its own `on_poison` (`OnPoison`); None: `[ordering] on_poison` applies.
     on_poison: str | None = None
+    #: Where its events name their merchant (`core.mappings`); None: the scheme's own.
+    merchant: tuple[KeyRule, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +271,7 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
         api=parse_provider_api(scheme, data, path, env),
         order_key=_order_key(scheme, data, path),
         on_poison=_on_poison(data, path),
+        merchant=_merchant(data, path),
     )
 
 
@@ -309,6 +321,21 @@ def _order_key(scheme: str, data: Mapping[str, Any], path: str) -> tuple[KeyRule
         return parse_rules(entries)
     except ValueError as exc:
         raise ConfigError(f"{path}order_key", str(exc)) from None
+
+
+def _merchant(data: Mapping[str, Any], path: str) -> tuple[KeyRule, ...] | None:
+    """Where the provider's events name their merchant; absent: None (the scheme's)."""
+    if "merchant" not in data:
+        return None
+    entries = data["merchant"]
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, str) for e in entries):
+        raise ConfigError(
+            f"{path}merchant", 'must be a non-empty list of "/pointer" or "GLOB /pointer"'
+        )
+    try:
+        return parse_rules(entries)
+    except ValueError as exc:
+        raise ConfigError(f"{path}merchant", str(exc)) from None
 
 
 def _on_poison(data: Mapping[str, Any], path: str) -> str | None:

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Generic, TypeVar
 
 from gateway import tracing
+from gateway.adapters.postgres.settlements import SettlementRow
 from gateway.core.ledger import LedgerTransfer, TransferResult
 from gateway.core.model import Event
 from gateway.core.settlement import SettlementInstruction, transfer_id
@@ -48,11 +49,13 @@ class Item:
 @dataclass(frozen=True, slots=True)
 class Routed:
     """An item and the merchant it posts for; `fixed`: the amount and rate an earlier
-    attempt stored (only for an item settled alone)."""
+    attempt stored (only for an item settled alone); `payment`: the capture a refund,
+    reversal or chargeback follows."""
 
     item: Item
     merchant: str
     fixed: tuple[int, Decimal] | None = None
+    payment: SettlementRow | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,9 @@ class Priced:
     amount_minor: int
     rate: Decimal
     stored: bool = False
+    #: The capture a follow-up not netted yet belongs to (`settlement.follow_ups`): its
+    #: amount and rate come from netting it against its payment's claims, not from here.
+    payment: SettlementRow | None = None
 
 
 @dataclass(frozen=True, slots=True)

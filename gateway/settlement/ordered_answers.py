@@ -32,7 +32,11 @@ class Answers(Protocol):
     """How the worker answers a message (`SettlementWorker`)."""
 
     async def settled(
-        self, msg: Delivery, outcome: SettleOutcome, span: tracing.Span | None
+        self,
+        msg: Delivery,
+        outcome: SettleOutcome,
+        span: tracing.Span | None,
+        event: Event | None = None,
     ) -> None:
         """Ack a message whose event settled (or had nothing to settle)."""
 
@@ -175,7 +179,7 @@ class KeyAnswers:
                 tracing.end(span)
                 await self.wait(msg, turn, None)
                 return effect
-            await self._answers.settled(msg, result, span)
+            await self._answers.settled(msg, result, span, event)
             return KeyEffect.APPLIED
         then: AfterParked | None = None
         if turn is not None and effect is KeyEffect.HOLD:

@@ -200,7 +200,8 @@ class RoundSettler:
             if isinstance(result, Exception):
                 failed.append((i, result, span))
             elif i not in effects:
-                await settled(messages[i], result, span)  # its key moved: nothing stops
+                # Its key moved: nothing stops.
+                await settled(messages[i], result, span, work[i][0])
             else:
                 done.append((i, await answer(i, result, span)))
         if failed:

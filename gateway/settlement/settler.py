@@ -24,13 +24,14 @@ from gateway.core.currency import Rate, RateAction
 from gateway.core.excerpt import excerpt
 from gateway.core.ledger import Ledger, TransferResult
 from gateway.core.ledger_accounts import clearing_name
-from gateway.core.model import Event, ParsedBody
+from gateway.core.mappings import instruction_of
+from gateway.core.model import Event
+from gateway.core.order_keys import KeyRule
 from gateway.core.settlement import (
     SettlementInstruction,
     SettlementState,
-    from_internal,
-    from_stripe,
     merchant_account_id,
+    payouts_owner,
     transfer_id,
 )
 from gateway.errors import (
@@ -42,7 +43,7 @@ from gateway.errors import (
     error_class_of,
 )
 from gateway.settings import Settings
-from gateway.settlement import steps
+from gateway.settlement import follow_ups, steps
 from gateway.settlement.items import Item, Posted, SettleOutcome, Tally, step_failed
 from gateway.settlement.ledger_ops import open_accounts
 
@@ -57,16 +58,13 @@ _RATE_MEMO_S = 5.0
 RATE_FROM_MEMORY = "memory"
 
 
-def instruction_for(event: Event, schemes: Mapping[str, str]) -> SettlementInstruction | None:
+def instruction_for(
+    event: Event,
+    schemes: Mapping[str, str],
+    merchants: Mapping[str, tuple[KeyRule, ...]] | None = None,
+) -> SettlementInstruction | None:
     """The event's settlement instruction, or None when its source or type does not settle."""
-    if event.event_type is None:
-        return None
-    doc = ParsedBody(event.body).json()
-    if event.provider.startswith("service:"):
-        return from_internal(event.event_type, doc)
-    if schemes.get(event.provider) == "stripe":
-        return from_stripe(event.event_type, doc)
-    return None
+    return instruction_of(event.provider, event.event_type, event.body, schemes, merchants)
 
 
 def log_settled(
@@ -114,6 +112,9 @@ class Settler:
     def __init__(self, settings: Settings, pool: Pool, ledger: Ledger, rates: RateSource) -> None:
         self._currency = settings.settlement.currency
         self._schemes = {name: p.scheme for name, p in settings.providers.items()}
+        self._merchants = {
+            name: p.merchant for name, p in settings.providers.items() if p.merchant is not None
+        }
         self._sources = [*settings.providers, *(f"service:{s}" for s in settings.services)]
         self._pool = pool
         self._ledger = ledger
@@ -138,14 +139,16 @@ class Settler:
 
     def instruction(self, event: Event) -> SettlementInstruction | None:
         """`instruction_for` with this gateway's providers."""
-        return instruction_for(event, self._schemes)
+        return instruction_for(event, self._schemes, self._merchants)
 
     async def open_clearing_accounts(self) -> None:
-        """Create each source's clearing account (idempotent), so captures can post."""
+        """Create each source's clearing and payouts accounts (idempotent), so its
+        captures and payouts can post."""
+        owners = [*self._sources, *(payouts_owner(source) for source in self._sources)]
         await open_accounts(
             self._ledger,
             PostgresAccountNames(self._pool),
-            [clearing_name(source, self._currency) for source in self._sources],
+            [clearing_name(owner, self._currency) for owner in owners],
         )
 
     async def settle(
@@ -190,6 +193,10 @@ class Settler:
             return self._failed_step(tally, exc, items, alone)
         routed = tally.take(steps.route(items, found, alone=alone))
         priced = tally.take(await steps.price(routed, self))
+        try:
+            priced = tally.take(await follow_ups.net(self._pool, priced, self._currency))
+        except Exception as exc:
+            return self._failed_step(tally, exc, [p.item for p in priced], alone)
         try:
             priced = await steps.fix_pending(self._pool, priced, self._currency)
         except Exception as exc:

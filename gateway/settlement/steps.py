@@ -31,7 +31,6 @@ from gateway.core.ledger import Ledger, TransferResult, interpret
 from gateway.core.money import convert_minor
 from gateway.core.settlement import (
     SettlementInstruction,
-    SettlementKind,
     SettlementState,
     build_transfer,
     merchant_to_post,
@@ -73,15 +72,14 @@ class Pricing(Protocol):
 
 
 async def look_up(pool: Pool, items: Sequence[Item]) -> Found:
-    """The items' settlements already started, and the captures their refunds reverse."""
+    """The items' settlements already started, and the captures their follow-ups
+    (refunds, reversals, chargebacks) belong to."""
     if not items:
         return Found({}, {})
-    refunded = [
-        i.instruction.settlement_id for i in items if i.instruction.kind is SettlementKind.REFUND
-    ]
+    followed = [i.instruction.settlement_id for i in items if i.instruction.kind.follows_payment]
     async with connection(pool) as conn:
         rows = await store.by_transfers(conn, [item.tid for item in items])
-        captures = await store.captures_of(conn, refunded) if refunded else {}
+        captures = await store.captures_of(conn, followed) if followed else {}
     return Found(rows, captures)
 
 
@@ -92,8 +90,10 @@ def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]
     for item in items:
         row = found.rows.get(item.tid)
         try:
+            follow_up = item.instruction.kind.follows_payment
             if row is not None:
-                check_same(row, item.instruction)
+                if not follow_up:  # a follow-up's row holds what it netted to, not its claim
+                    check_same(row, item.instruction)
                 if row.state is SettlementState.SETTLED:
                     triage.decided[item.index] = SettleOutcome.DUPLICATE
                     continue
@@ -107,11 +107,12 @@ def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]
             triage.decided[item.index] = exc
             continue
         if merchant is not None:
-            triage.go_on.append(Routed(item, merchant, _fixed(row)))
+            triage.go_on.append(Routed(item, merchant, _fixed(row), capture if follow_up else None))
         elif alone:
             # The payment's event may still be on its way: transient, DLQ after the schedule.
             triage.decided[item.index] = PaymentNotSettled(
-                f"refund of {excerpt(item.instruction.settlement_id)} before its payment settled"
+                f"{item.instruction.kind.value} of {excerpt(item.instruction.settlement_id)} "
+                "before its payment settled"
             )
         else:  # its payment may settle earlier in this batch: settled alone after it
             triage.alone.append(item)
@@ -162,6 +163,9 @@ async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
             await pricing.require_account(r.merchant)
             if r.fixed is not None:
                 triage.go_on.append(Priced(item, r.merchant, *r.fixed, stored=True))
+                continue
+            if r.payment is not None:  # at its payment's rate, once netted (`follow_ups`)
+                triage.go_on.append(Priced(item, r.merchant, 0, Decimal(1), payment=r.payment))
                 continue
             currency = instruction.currency
             key = (currency, item.attempt)

@@ -27,10 +27,12 @@ from gateway.core.retry import RetryPolicy
 from gateway.errors import AlertNotDelivered, BrokerUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.items import SettleOutcome
+from gateway.settlement.negative_merchants import keep_refreshed
 from gateway.settlement.ordered import OrderedGate
 from gateway.settlement.ordered_answers import AfterParked
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
+from gateway.settlement.unmapped import Unmapped, say_silent_providers
 
 log = logging.getLogger(__name__)
 #: The `dlq.park` span's attributes: one constant, so tracing off builds nothing.
@@ -57,6 +59,8 @@ class SettlementWorker:
         self._gate = (
             OrderedGate(parts, self, self._policies) if parts.settings.ordering.enabled else None
         )
+        schemes = {name: p.scheme for name, p in parts.settings.providers.items()}
+        self._unmapped = Unmapped(parts.metrics, schemes)
 
     async def run(
         self, stop: asyncio.Event | None = None, started: Callable[[], None] | None = None
@@ -73,9 +77,13 @@ class SettlementWorker:
             "settlement worker started",
             extra={"consumer": self._settings.consumer, "subjects": list(self._settings.subjects)},
         )
+        say_silent_providers({n: p.scheme for n, p in self.parts.settings.providers.items()})
         # The next batch is fetched and prepared while the one before it commits.
         slots = asyncio.Semaphore(self.batches_in_flight)
         batches: set[asyncio.Task[None]] = set()
+        negatives = asyncio.create_task(
+            keep_refreshed(self.parts.ledger, self.parts.metrics), name="negative-merchants"
+        )
         try:
             while not stop.is_set():
                 await slots.acquire()
@@ -100,6 +108,7 @@ class SettlementWorker:
         finally:
             # Stopping (or cancelled): let the batches in hand finish and answer, and put
             # back what the ordering gate holds.
+            negatives.cancel()
             if batches:
                 await asyncio.wait(batches)
             await self.put_back()
@@ -148,13 +157,20 @@ class SettlementWorker:
             if isinstance(outcome, Exception):
                 failed.append(self.failed(msg, event, deliveries, outcome, span))
             else:
-                await self.settled(msg, outcome, span)
+                await self.settled(msg, outcome, span, event)
         await asyncio.gather(*failed)
 
     async def settled(
-        self, msg: Delivery, outcome: SettleOutcome, span: tracing.Span | None
+        self,
+        msg: Delivery,
+        outcome: SettleOutcome,
+        span: tracing.Span | None,
+        event: Event | None = None,
     ) -> None:
-        """Ack a message whose event settled, was settled already, or settles nothing."""
+        """Ack a message whose event settled, was settled already, or settles nothing
+        (counted with its provider and type, `settlement.unmapped`)."""
+        if outcome is SettleOutcome.IGNORED and event is not None:
+            self._unmapped.note(event)
         try:  # an ack is only queued on the connection: no task needed for each
             await msg.ack()
         except Exception:  # not acked: redelivered after ack_wait, and harmless

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gateway.devtools.docs_reference import cli, configuration, error_codes, http_api
+from gateway.devtools.docs_reference import cli, configuration, error_codes, http_api, movements
 
 __all__ = ["DOCS_DIR", "PAGES", "stale", "write_all"]
 
@@ -25,6 +25,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli.render,
     "reference/http-api.md": http_api.render,
     "reference/error-codes.md": error_codes.render,
+    "reference/movements.md": movements.render,
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import random
 import uuid
@@ -92,18 +93,27 @@ async def tigerbeetle_or_skip() -> AsyncIterator[TigerBeetleLedger]:
 class Book:
     """A provider, a merchant and helpers to build their transfers; unique per test."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, limited: bool = False) -> None:
         tag = uuid.uuid4().hex[:12]
         self.provider = f"psp_{tag}"
         self.merchant = f"m_{tag}"
         self.clearing = clearing_account(self.provider, "USD")
-        self.account = merchant_account(self.merchant, "USD")
+        # Merchant accounts have no debit limit; `limited` gives this one the flag, to
+        # hold every backend to the flag's semantics all the same.
+        self.account = dataclasses.replace(
+            merchant_account(self.merchant, "USD"), debits_must_not_exceed_credits=limited
+        )
 
     def capture(self, settlement_id: str, amount_minor: int) -> LedgerTransfer:
         return self._transfer(SettlementKind.CAPTURE, settlement_id, None, amount_minor)
 
     def refund(self, settlement_id: str, refund_id: str, amount_minor: int) -> LedgerTransfer:
         return self._transfer(SettlementKind.REFUND, settlement_id, refund_id, amount_minor)
+
+    def follow_up(
+        self, kind: SettlementKind, settlement_id: str, own_id: str, amount_minor: int
+    ) -> LedgerTransfer:
+        return self._transfer(kind, settlement_id, own_id, amount_minor)
 
     def _transfer(
         self, kind: SettlementKind, settlement_id: str, refund_id: str | None, amount_minor: int
@@ -161,8 +171,19 @@ async def test_same_id_different_amount_is_a_collision(ledger: Ledger, book: Boo
     assert await merchant_credit(ledger, book) == 1000
 
 
-async def test_merchant_cannot_go_negative(ledger: Ledger, book: Book) -> None:
-    """Refunding more than was captured is EXCEEDS_CREDITS; the id stays refused after."""
+@pytest.fixture
+async def limited_book(ledger: Ledger) -> Book:
+    """A book whose merchant account has a debit limit."""
+    b = Book(limited=True)
+    await ledger.ensure_accounts([b.clearing, b.account])
+    return b
+
+
+async def test_an_account_with_a_debit_limit_cannot_go_negative(
+    ledger: Ledger, limited_book: Book
+) -> None:
+    """Debiting more than was credited is EXCEEDS_CREDITS; the id stays refused after."""
+    book = limited_book
     await ledger.post([book.capture("p1", 1000)])
     too_much = book.refund("p1", "r1", 1500)
     fits = book.refund("p1", "r2", 400)
@@ -194,13 +215,44 @@ async def test_balances_carry_each_accounts_ledger_and_code(ledger: Ledger, book
         assert (listed[spec.id].ledger, listed[spec.id].code) == (spec.ledger, int(spec.code))
 
 
+async def test_a_merchant_goes_negative_through_money_already_taken_back(
+    ledger: Ledger, book: Book
+) -> None:
+    """A merchant account has no debit limit: a chargeback after a refund of most of the
+    payment takes it below zero, and every movement kind posts with its own code."""
+    k = SettlementKind
+    posted = [
+        book.capture("p1", 1000),
+        book.follow_up(k.REFUND, "p1", "re_1", 900),
+        book.follow_up(k.CHARGEBACK, "p1", "dp_1", 1000),
+        book.follow_up(k.REFUND_REVERSAL, "p1", "re_1", 900),
+        book.follow_up(k.CHARGEBACK_REVERSAL, "p1", "dp_1", 1000),
+    ]
+    assert await ledger.post(posted[:3]) == [R.CREATED] * 3
+    balance = await ledger.balance(book.account.id)
+    assert balance is not None and balance.credits_posted - balance.debits_posted == -900
+    assert await ledger.post(posted[3:]) == [R.CREATED] * 2
+    assert await merchant_credit(ledger, book) == 1000
+    found = await ledger.lookup_transfers([t.id for t in posted])
+    assert [f.code if f else None for f in found] == [int(t.code) for t in posted]
+    assert {t.code.name for t in posted} == {
+        m.name for m in SettlementKind if m.follows_payment
+    } | {"CAPTURE"}
+    assert verify_totals(await ledger.check()).balanced
+
+
 async def test_ensure_accounts_is_idempotent(ledger: Ledger, book: Book) -> None:
     """Ensuring existing accounts is a no-op; the same id with other flags is a collision."""
     await ledger.ensure_accounts([book.clearing, book.account])
     await ledger.post([book.capture("p1", 10)])
     await ledger.ensure_accounts([book.account])
     assert await merchant_credit(ledger, book) == 10
-    changed = AccountSpec(id=book.account.id, ledger=book.account.ledger, code=AccountCode.MERCHANT)
+    changed = AccountSpec(
+        id=book.account.id,
+        ledger=book.account.ledger,
+        code=AccountCode.MERCHANT,
+        credits_must_not_exceed_debits=True,
+    )
     with pytest.raises(LedgerIdCollision):
         await ledger.ensure_accounts([changed])
 

@@ -54,7 +54,7 @@ def test_rules_file_is_valid() -> None:
     """`promtool check rules` accepts every rule."""
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 11 rules found" in result.stdout
+    assert "SUCCESS: 12 rules found" in result.stdout
 
 
 @needs_promtool
@@ -76,6 +76,7 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         "GatewayRetryStorm",
         "GatewayOutboxLag",
         "GatewayLedgerCritical",
+        "GatewayMerchantNegative",
         "GatewayBackfillRecoveredEvents",
         "GatewayBackfillPageSkipped",
         "GatewayOrderKeyHeldTooLong",

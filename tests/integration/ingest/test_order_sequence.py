@@ -199,10 +199,12 @@ async def test_only_events_settlement_consumes_are_keyed_and_the_stream_carries_
     database_url: str, nats_url: str
 ) -> None:
     """Over HTTP: a payment intent's events (one of them twice) are numbered and their
-    messages carry the key and number; a customer event (no subject settlement takes)
-    and an unkeyed GitHub event are not; internal events take the Ordering-Key header
-    or their subject."""
-    doc = config(database_url, nats_url)
+    messages carry the key and number; a customer event (no subject settlement takes,
+    with `[settlement] subjects` narrowed from its default of everything) and an unkeyed
+    GitHub event are not; internal events take the Ordering-Key header or their subject."""
+    subjects = ["webhooks.*.payment_intent.succeeded", "webhooks.*.charge.refunded",
+                "events.>"]  # fmt: skip
+    doc = config(database_url, nats_url, settlement={"subjects": subjects})
     pi = {"id": "pi_42", "amount": 1200}
     async with running_server(doc) as gw:
         bodies = [

@@ -8,6 +8,7 @@ leave the same results, balances and transfer rows either way.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from decimal import Decimal
@@ -95,7 +96,14 @@ async def test_bulk_and_one_by_one_leave_the_same_ledger(database_url: str, seed
         ledger = PostgresLedger(pool)
         providers = {f"psp_{tag}_a", f"psp_{tag}_b"}
         specs = [clearing_account(p, "USD") for p in sorted(providers)]
-        specs += [merchant_account(f"m_{tag}_{i}", "USD") for i in range(4)]
+        # With the debit limit merchant accounts no longer have, so that the batch
+        # exercises the refusal for funds on both paths too.
+        specs += [
+            dataclasses.replace(
+                merchant_account(f"m_{tag}_{i}", "USD"), debits_must_not_exceed_credits=True
+            )
+            for i in range(4)
+        ]
         await ledger.ensure_accounts(specs)
         # Some money first, so that some refunds fit and others exceed the credits.
         await ledger.post(transfers[:30])

@@ -27,7 +27,7 @@ from gateway.settlement.ordered_round import RoundSettler
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
 from tests.support.gateway import config
-from tests.support.ordered_stream import MemoryStream, Payment
+from tests.support.ordered_stream import MemoryStream, Payment, Published
 from tests.support.ordering_property import violations
 from tests.support.settlement import merchant_balance, settlement_sections
 from tests.support.stub import Stub
@@ -291,6 +291,12 @@ async def test_ordering_off_settles_keyed_messages_as_they_come(
     assert await conn.fetchval("SELECT count(*) FROM order_applied") == 0
 
 
+def in_euros(published: Published) -> Published:
+    doc = orjson.loads(published.body)
+    doc["data"]["currency"] = "EUR"
+    return dataclasses.replace(published, body=orjson.dumps(doc))
+
+
 async def test_an_event_behind_a_retrying_turn_waits_in_the_worker_with_its_budget_whole(
     parts: SettlementParts, conn: asyncpg.Connection, stub: Stub
 ) -> None:
@@ -299,9 +305,7 @@ async def test_an_event_behind_a_retrying_turn_waits_in_the_worker_with_its_budg
     there, both settle in order and the refund settles on its first delivery."""
     await open_merchants(parts, ["m_fx"])
     capture, refund = Payment("billing", "pay_fx", "m_fx", 10_000, [1_000]).events()
-    doc = orjson.loads(capture.body)
-    doc["data"]["currency"] = "EUR"
-    capture = dataclasses.replace(capture, body=orjson.dumps(doc))
+    capture, refund = (in_euros(capture), in_euros(refund))
     await stub.control(mode="fail")
     worker = SettlementWorker(parts)
     stream = MemoryStream()
@@ -314,7 +318,8 @@ async def test_an_event_behind_a_retrying_turn_waits_in_the_worker_with_its_budg
     await drain(worker, stream, random.Random(4), limit=200)
 
     assert [(m.answer, m.num_delivered) for m in batch] == [("nak", 1), ("ack", 1)]
-    assert await merchant_balance(parts, "m_fx") == 10_800 - 1_000  # EUR 100 at 1.08
+    # EUR 100.00 at 1.08, and its refund of EUR 10.00 at the payment's rate.
+    assert await merchant_balance(parts, "m_fx") == 10_800 - 1_080
     rows = await conn.fetch(
         "SELECT key_seq, outcome FROM order_log WHERE order_key = 'pay_fx' ORDER BY id"
     )

@@ -57,9 +57,9 @@ def capture(
 
 
 def refund(event_id: str, pi: str, refund_id: str, amount: int) -> Event:
-    obj = {"id": f"ch_{pi}", "payment_intent": pi, "currency": "usd",
-           "refunds": {"data": [{"id": refund_id, "amount": amount, "created": 1}]}}  # fmt: skip
-    return stripe(event_id, "charge.refunded", obj)
+    obj = {"id": refund_id, "object": "refund", "payment_intent": pi, "amount": amount,
+           "currency": "usd", "status": "succeeded"}  # fmt: skip
+    return stripe(event_id, "refund.created", obj)
 
 
 async def run(parts: SettlementParts, events: Sequence[Event], attempt: int = 1) -> list[Result]:

@@ -181,7 +181,7 @@ async def test_same_settlement_published_twice_and_via_two_events_moves_money_on
     assert parts.metrics.settlements_total.get(outcome="duplicate") == 2
 
 
-async def test_refund_moves_money_back_and_insufficient_funds_is_dead_lettered(
+async def test_refund_moves_money_back_and_one_larger_than_its_payment_is_dead_lettered(
     doc: dict[str, Any], database_url: str
 ) -> None:
     async with running_server(doc) as server, running_worker(doc) as parts:
@@ -193,10 +193,13 @@ async def test_refund_moves_money_back_and_insufficient_funds_is_dead_lettered(
         assert await merchant_balance(parts, "m_1") == 600
         await post_internal(server, "ref-2", internal("refunded", "s_1", 5000, refund_id="r_2"))
         await wait_until(lambda: dlq_rows(database_url))
-        assert await dlq_rows(database_url) == [("settlement", "INSUFFICIENT_FUNDS")]
+        assert await dlq_rows(database_url) == [("settlement", "EXCEEDS_PAYMENT")]
         assert await merchant_balance(parts, "m_1") == 600
+    # Refused before anything was stored: no transfer, no claim, nothing to post later.
     state = await fetch(database_url, "SELECT state FROM settlements WHERE refund_id = 'r_2'")
-    assert [r["state"] for r in state] == ["failed"]
+    assert state == []
+    claims = await fetch(database_url, "SELECT claim_key FROM payment_claims ORDER BY claim_key")
+    assert [r["claim_key"] for r in claims] == ["r_1"]
 
 
 async def test_refund_before_its_payment_waits_for_it(

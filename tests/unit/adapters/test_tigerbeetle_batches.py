@@ -113,10 +113,35 @@ async def test_post_refuses_an_answer_without_one_result_per_event() -> None:
 async def test_ensure_accounts_chunks_and_names_the_colliding_account() -> None:
     """The collision is the second chunk's first account: the error names that one."""
     client = FakeClient()
-    specs = [AccountSpec(id=i, ledger=1, code=AccountCode.MERCHANT) for i in range(1, L + 3)]
+    specs = [AccountSpec(id=i, ledger=1, code=AccountCode.CLEARING) for i in range(1, L + 3)]
     with pytest.raises(LedgerIdCollision, match=f"{L + 1:#034x}"):
         await _ledger(client).ensure_accounts(specs)
     assert client.calls == [("create_accounts", L), ("create_accounts", 2)]
+
+
+@pytest.mark.parametrize(
+    ("flags", "accepted"),
+    [
+        (tb.AccountFlags.DEBITS_MUST_NOT_EXCEED_CREDITS, True),
+        (tb.AccountFlags.CREDITS_MUST_NOT_EXCEED_DEBITS, False),
+    ],
+    ids=["the old merchant limit", "another flag"],
+)
+async def test_a_merchant_account_opened_with_the_old_debit_limit_is_the_same_account(
+    flags: Any, accepted: bool
+) -> None:
+    """TigerBeetle accounts never change their flags: a merchant account opened when
+    merchants had a debit limit answers `exists_with_different_flags`, and is accepted
+    as the merchant's account (it keeps its limit); any other difference collides."""
+    stored = {L + 1: tb.Account(id=L + 1, ledger=1, code=1, flags=flags)}
+    client = FakeClient(stored=stored)
+    spec = AccountSpec(id=L + 1, ledger=1, code=AccountCode.MERCHANT)
+    if accepted:
+        await _ledger(client).ensure_accounts([spec])
+    else:
+        with pytest.raises(LedgerIdCollision):
+            await _ledger(client).ensure_accounts([spec])
+    assert client.calls == [("create_accounts", 1), ("lookup_accounts", 1)]
 
 
 async def test_lookups_chunk_and_match_what_was_found_to_the_ids() -> None:

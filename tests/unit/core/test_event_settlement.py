@@ -1,5 +1,5 @@
 """The console reads an event's settlement by the transfer id the worker would use: the
-same extractor choice as `settlement.settler.instruction_for`, table-driven."""
+worker and the console ask the same registry (`core.mappings`), table-driven."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from gateway.core.event_settlement import instruction_of, settlement_asked
+from gateway.core.event_settlement import settlement_asked
+from gateway.core.mappings import instruction_of
 from gateway.core.model import Event
-from gateway.core.settlement import transfer_id
+from gateway.core.settlement import SettlementKind, transfer_id
 from gateway.settlement.settler import instruction_for
 
 SCHEMES = {"stripe": "stripe", "github": "github"}
@@ -31,21 +32,23 @@ INTERNAL = {
     "data": {"settlement_id": "s1", "merchant_id": "m", "amount_minor": 5, "currency": "USD"},
 }
 CASES = [
-    ("stripe", "payment_intent.succeeded", orjson.dumps(CAPTURE)),
-    ("stripe", "invoice.paid", b"{}"),
-    ("github", "push", b"{}"),
-    ("service:billing", "payment.captured", orjson.dumps(INTERNAL)),
-    ("service:billing", "user.created", b"{}"),
-    ("stripe", None, b"{}"),
+    ("stripe", "payment_intent.succeeded", orjson.dumps(CAPTURE), SettlementKind.CAPTURE),
+    ("stripe", "invoice.paid", b"{}", None),
+    ("github", "push", b"not even json", None),  # a source that never settles is not read
+    ("service:billing", "payment.captured", orjson.dumps(INTERNAL), SettlementKind.CAPTURE),
+    ("service:billing", "user.created", b"{}", None),
+    ("stripe", None, b"{}", None),
 ]
 
 
-@pytest.mark.parametrize(("provider", "event_type", "body"), CASES)
-def test_the_same_instruction_as_the_worker(
-    provider: str, event_type: str | None, body: bytes
+@pytest.mark.parametrize(("provider", "event_type", "body", "kind"), CASES)
+def test_the_worker_asks_the_registry_the_console_asks(
+    provider: str, event_type: str | None, body: bytes, kind: SettlementKind | None
 ) -> None:
     event = Event(provider, "e", event_type, None, {}, body, datetime.now(UTC))
-    assert instruction_of(provider, event_type, body, SCHEMES) == instruction_for(event, SCHEMES)
+    got = instruction_for(event, SCHEMES)
+    assert (got.kind if got else None) is kind
+    assert instruction_of(provider, event_type, body, SCHEMES) == got
 
 
 def test_a_capture_names_its_transfer() -> None:

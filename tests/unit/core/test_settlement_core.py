@@ -6,9 +6,13 @@ import copy
 from decimal import Decimal
 from typing import Any
 
+import orjson
 import pytest
 
 from gateway.core.ledger import ID_MAX, AccountCode, TransferCode
+from gateway.core.mappings import instruction_of
+from gateway.core.mappings.internal import instruction as from_internal
+from gateway.core.mappings.stripe import instruction as from_stripe
 from gateway.core.money import convert_minor, minor_exponent, quantize_rate
 from gateway.core.settlement import (
     SettlementInstruction,
@@ -16,8 +20,6 @@ from gateway.core.settlement import (
     build_transfer,
     clearing_account,
     clearing_account_id,
-    from_internal,
-    from_stripe,
     ledger_number,
     merchant_account,
     merchant_account_id,
@@ -97,24 +99,20 @@ def test_stripe_payment_intent_succeeded_is_a_capture() -> None:
     )
 
 
-def test_stripe_charge_refunded_uses_the_newest_listed_refund() -> None:
-    """With the refunds list present, the newest refund settles with its own id and amount."""
-    got = from_stripe("charge.refunded", stripe_refunded())
+@pytest.mark.parametrize("with_list", [True, False], ids=["refunds-listed", "today's-shape"])
+def test_stripe_charge_refunded_is_the_running_total_in_both_shapes(with_list: bool) -> None:
+    """The charge's `amount_refunded` is the claim, keyed by itself: the refunds list (cut
+    at ten, and gone since API version 2022-11-15) is not needed to move the money once."""
+    got = from_stripe("charge.refunded", stripe_refunded(with_list=with_list))
     assert got is not None
-    assert (got.kind, got.settlement_id, got.refund_id, got.amount_minor, got.currency) == (
+    assert (got.kind, got.settlement_id, got.refund_id, got.amount_minor, got.cumulative) == (
         SettlementKind.REFUND,
         "pi_123",
-        "re_new",
-        300,
-        "EUR",
+        "refunded:800",
+        800,
+        True,
     )
-
-
-def test_stripe_charge_refunded_without_list_uses_the_charge() -> None:
-    """Without the list, the charge id and the cumulative refunded amount are used."""
-    got = from_stripe("charge.refunded", stripe_refunded(with_list=False))
-    assert got is not None
-    assert (got.refund_id, got.amount_minor, got.merchant_id) == ("ch_9", 800, "m_42")
+    assert got.merchant_id == "m_42"
 
 
 def test_stripe_refund_without_merchant_leaves_it_to_the_payment() -> None:
@@ -183,7 +181,7 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("payment_intent.succeeded", _drop(stripe_succeeded(), "data.object.id"), MissingField,
          "data.object.id"),
         ("payment_intent.succeeded", _drop(stripe_succeeded(), "data.object.metadata"),
-         MissingField, "data.object.metadata"),
+         MissingField, "data.object.metadata.merchant_id"),
         ("payment_intent.succeeded",
          _drop(stripe_succeeded(), "data.object.metadata.merchant_id"), MissingField,
          "data.object.metadata.merchant_id"),
@@ -202,8 +200,8 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
         ("payment_intent.succeeded", _drop(stripe_succeeded(), "data"), MissingField, "data"),
         ("charge.refunded", _drop(stripe_refunded(), "data.object.payment_intent"), MissingField,
          "data.object.payment_intent"),
-        ("charge.refunded", _set(stripe_refunded(), "data.object.refunds.data", ["re_1"]),
-         FieldTypeInvalid, "data.object.refunds.data"),
+        ("charge.refunded", _set(stripe_refunded(), "data.object.amount_refunded", "800"),
+         FieldTypeInvalid, "data.object.amount_refunded"),
         ("payment.captured", _drop(internal(), "data.merchant_id"), MissingField,
          "data.merchant_id"),
         ("payment.captured", _set(internal(), "data.settlement_id", 17), FieldTypeInvalid,
@@ -218,10 +216,11 @@ def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 def test_bad_fields_are_permanent_errors_naming_the_field(
     event_type: str, doc: dict[str, Any], error: type[FieldError], field: str
 ) -> None:
-    """A missing or ill-typed field is a permanent error whose `field` names its path."""
-    extract = from_internal if event_type.startswith("payment.") else from_stripe
+    """A missing or ill-typed field is a permanent error whose `field` names its path
+    (read as the worker reads it: the merchant is found by `core.mappings`)."""
+    provider = "service:billing" if event_type.startswith("payment.") else "stripe"
     with pytest.raises(error) as caught:
-        extract(event_type, doc)
+        instruction_of(provider, event_type, orjson.dumps(doc), {"stripe": "stripe"})
     assert isinstance(caught.value, PermanentError)
     assert caught.value.field == field
 
@@ -298,10 +297,11 @@ def test_ledger_numbers_are_distinct_u32_values() -> None:
 
 
 def test_account_specs_carry_their_limits() -> None:
-    """Merchants may not go below zero; clearing accounts may."""
+    """Neither has a debit limit: a merchant may go below zero through money the provider
+    has already taken back (a refund, a chargeback), and shows as negative."""
     merchant = merchant_account("m_1", "USD")
     clearing = clearing_account("stripe", "USD")
-    assert (merchant.code, merchant.debits_must_not_exceed_credits) == (AccountCode.MERCHANT, True)
+    assert (merchant.code, merchant.debits_must_not_exceed_credits) == (AccountCode.MERCHANT, False)
     assert (clearing.code, clearing.debits_must_not_exceed_credits) == (AccountCode.CLEARING, False)
     assert merchant.ledger == clearing.ledger == ledger_number("USD")
 

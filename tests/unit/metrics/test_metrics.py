@@ -28,6 +28,8 @@ CONTRACT = {
     "gateway_retries_total": ("counter", ("subject",)),
     "gateway_dlq_total": ("counter", ("error_class", "stage")),
     "gateway_settlements_total": ("counter", ("outcome",)),
+    "gateway_settlement_unmapped_total": ("counter", ("provider", "type")),
+    "gateway_ledger_negative_merchants": ("gauge", ("currency",)),
     "gateway_critical_total": ("counter", ("reason",)),
     "gateway_dlq_unresolved": ("gauge", ()),
     "gateway_dlq_oldest_unresolved_seconds": ("gauge", ()),

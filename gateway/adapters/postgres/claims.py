@@ -1,0 +1,88 @@
+"""The `payment_claims` table: each payment's follow-ups, netted by `core.follow_ups`.
+
+Read and written inside the caller's transaction, after `lock_payments` has taken each
+payment's advisory lock, so the claims read are all the claims there are until the
+transaction ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.adapters.postgres import Conn, translate_errors
+from gateway.core.follow_ups import Claim
+from gateway.core.settlement import SettlementKind
+
+# One lock space for payments: the text is hashed to the 64-bit key the lock takes.
+_LOCK = """
+SELECT pg_advisory_xact_lock(hashtextextended('gateway.payment:' || p, 0))
+FROM unnest($1::text[]) AS p ORDER BY p"""
+
+_SELECT = """
+SELECT settlement_id, kind, claim_key, amount_minor, currency, cumulative, due_minor,
+       ledger_due_minor
+FROM payment_claims WHERE settlement_id = ANY($1::text[])
+ORDER BY created_at, claim_key"""
+
+_INSERT = """
+INSERT INTO payment_claims (settlement_id, kind, claim_key, amount_minor, currency, cumulative,
+                            due_minor, ledger_due_minor, transfer_id, provider, source_event_id)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[],
+                     $6::boolean[], $7::bigint[], $8::bigint[], $9::text[]::numeric[],
+                     $10::text[], $11::text[])"""
+
+
+@dataclass(frozen=True)
+class NewClaim:
+    """A claim to record, with the settlement row that posts it (None: moves nothing)."""
+
+    settlement_id: str
+    claim: Claim
+    transfer_id: int | None
+    provider: str
+    source_event_id: str | None
+
+
+async def lock_payments(conn: Conn, settlement_ids: Sequence[str]) -> None:
+    """Take each payment's advisory lock until the transaction ends, in a fixed order
+    (two transactions never wait on each other in a cycle)."""
+    with translate_errors():
+        await conn.execute(_LOCK, sorted(set(settlement_ids)))
+
+
+async def claims_of(conn: Conn, settlement_ids: Sequence[str]) -> dict[str, list[Claim]]:
+    """Each payment's recorded claims, oldest first."""
+    found: dict[str, list[Claim]] = {p: [] for p in settlement_ids}
+    with translate_errors():
+        rows = await conn.fetch(_SELECT, list(set(settlement_ids)))
+    for r in rows:
+        found[r["settlement_id"]].append(
+            Claim(
+                kind=SettlementKind(r["kind"]),
+                key=r["claim_key"],
+                amount_minor=r["amount_minor"],
+                currency=r["currency"],
+                cumulative=r["cumulative"],
+                due_minor=r["due_minor"],
+                ledger_due_minor=r["ledger_due_minor"],
+            )
+        )
+    return found
+
+
+async def record(conn: Conn, new: Sequence[NewClaim]) -> None:
+    """Insert the claims (each is new: the caller holds its payment's lock)."""
+    if not new:
+        return
+    columns: list[list[object]] = [[] for _ in range(11)]
+    for n in new:
+        c = n.claim
+        values = (n.settlement_id, c.kind.value, c.key, c.amount_minor, c.currency,
+                  c.cumulative, c.due_minor, c.ledger_due_minor,
+                  None if n.transfer_id is None else str(n.transfer_id), n.provider,
+                  n.source_event_id)  # fmt: skip
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    with translate_errors():
+        await conn.execute(_INSERT, *columns)

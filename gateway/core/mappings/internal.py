@@ -1,0 +1,57 @@
+"""Internal services' events (`POST /v1/events`) as money movements.
+
+- `payment.captured`: a capture (the payment is `settlement_id`);
+- `payment.refunded`: a refund, keyed by `refund_id`;
+- `payment.refund_failed`: a refund reversal, keyed by `refund_id`;
+- `payment.chargeback`: a chargeback, keyed by `dispute_id`;
+- `payment.chargeback_reversed`: a chargeback reversal, keyed by `dispute_id`;
+- `payout.paid`: a payout of `merchant_id`'s money, keyed by `payout_id` (no payment).
+
+Every event but a payout names its payment (`data.settlement_id`), `amount_minor` (ISO
+4217 minor units, the ledger's own, so nothing is translated) and `currency`. A capture
+and a payout name their `merchant_id`; any other movement may, and otherwise takes its
+payment's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
+from gateway.core.settlement import SettlementInstruction, SettlementKind
+
+_K = SettlementKind
+#: Each type's movement and the `data` field holding the movement's own id.
+_TYPES: Mapping[str, tuple[SettlementKind, str | None]] = {
+    "payment.captured": (_K.CAPTURE, None),
+    "payment.refunded": (_K.REFUND, "refund_id"),
+    "payment.refund_failed": (_K.REFUND_REVERSAL, "refund_id"),
+    "payment.chargeback": (_K.CHARGEBACK, "dispute_id"),
+    "payment.chargeback_reversed": (_K.CHARGEBACK_REVERSAL, "dispute_id"),
+    "payout.paid": (_K.PAYOUT, "payout_id"),
+}
+
+MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {t: (k,) for t, (k, _) in _TYPES.items()}
+
+
+def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
+    """An internal event's instruction, or None for a type that moves no money."""
+    found = _TYPES.get(event_type)
+    if found is None:
+        return None
+    kind, own_id_field = found
+    data = get_object(doc, "data")
+    named = not kind.follows_payment  # a capture or payout names its merchant
+    merchant = get_str(data, "merchant_id", "data.") if named else optional_str(data, "merchant_id")
+    # A payout belongs to no payment: it is its own settlement.
+    payment_field = "payout_id" if kind is _K.PAYOUT else "settlement_id"
+    return SettlementInstruction(
+        settlement_id=get_str(data, payment_field, "data."),
+        kind=kind,
+        merchant_id=merchant,
+        amount_minor=get_amount(data, "amount_minor", "data."),
+        currency=get_currency(data, "currency", "data."),
+        refund_id=None if own_id_field is None else get_str(data, own_id_field, "data."),
+        source_event_id=optional_str(doc, "id"),
+    )

@@ -1,0 +1,156 @@
+"""Stripe's events as money movements (docs.stripe.com/api/events/types).
+
+- `payment_intent.succeeded`: a capture of `amount_received`; the payment is the intent.
+- `charge.refunded`: a refund up to `amount_refunded`, a running total, keyed
+  `refunded:TOTAL`.
+- `refund.created`, `refund.updated`, `charge.refund.updated`: a refund while its status
+  is pending, requires_action or succeeded; a refund reversal once failed or canceled;
+  keyed by the refund.
+- `refund.failed`: a refund reversal, keyed by the refund.
+- `charge.dispute.funds_withdrawn`: a chargeback of the dispute's `amount`, keyed by the
+  dispute; `charge.dispute.funds_reinstated`: its reversal.
+- `payout.paid` of a connected account (Stripe Connect: the event's top-level
+  `account`, which is the merchant): a payout of the merchant's money, keyed by the
+  payout. The platform's own payouts name no account and move no merchant's money.
+
+Every movement but the capture and the payout names its payment by `payment_intent`.
+
+`charge.refunded` is read as a total in both of its API shapes: since 2022-11-15 the
+charge no longer lists its refunds, and even before, the list was cut at ten. Because the
+same refund may also arrive as a `refund.*` event, both are claims on one pool per
+payment, and what moves is what the pool is owed beyond what it holds
+(`core.follow_ups`): whichever arrives first moves the money, once.
+
+Amounts are read with Stripe's minor units (MGA 0 decimals, ISK and UGX 2; ISO says 2,
+0, 0), which read as ISO would settle 100x wrong (`core.money`). A follow-up movement
+that does not repeat the merchant in `metadata.merchant_id` takes the payment's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
+from gateway.core.money import from_provider_minor
+from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.errors import MissingField
+
+_K = SettlementKind
+_REFUND_EVENTS = ("refund.created", "refund.updated", "charge.refund.updated")
+#: A refund's status and what it means for the money (docs.stripe.com/api/refunds/object).
+_REFUND_STATUS = {
+    "pending": _K.REFUND,
+    "requires_action": _K.REFUND,
+    "succeeded": _K.REFUND,
+    "failed": _K.REFUND_REVERSAL,
+    "canceled": _K.REFUND_REVERSAL,
+}
+_DISPUTE_EVENTS = {
+    "charge.dispute.funds_withdrawn": _K.CHARGEBACK,
+    "charge.dispute.funds_reinstated": _K.CHARGEBACK_REVERSAL,
+}
+
+MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {
+    "payment_intent.succeeded": (_K.CAPTURE,),
+    "charge.refunded": (_K.REFUND,),
+    **{t: (_K.REFUND, _K.REFUND_REVERSAL) for t in _REFUND_EVENTS},
+    "refund.failed": (_K.REFUND_REVERSAL,),
+    **{t: (k,) for t, k in _DISPUTE_EVENTS.items()},
+    "payout.paid": (_K.PAYOUT,),
+}
+
+_OBJ = "data.object."
+
+
+def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
+    """A Stripe event's instruction, or None when its type moves no money."""
+    if event_type == "payment_intent.succeeded":
+        obj = get_object(doc, "data.object")
+        return SettlementInstruction(
+            settlement_id=get_str(obj, "id", _OBJ),
+            kind=_K.CAPTURE,
+            merchant_id=_metadata_merchant(obj),  # `[providers.NAME] merchant` may say
+            amount_minor=_amount(obj, "amount_received"),
+            currency=get_currency(obj, "currency", _OBJ),
+            refund_id=None,
+            source_event_id=optional_str(doc, "id"),
+        )
+    if event_type == "charge.refunded":
+        obj = get_object(doc, "data.object")
+        total = _amount(obj, "amount_refunded")
+        return _follow_up(doc, obj, _K.REFUND, f"refunded:{total}", total, cumulative=True)
+    if event_type in _REFUND_EVENTS or event_type == "refund.failed":
+        obj = get_object(doc, "data.object")
+        kind = _K.REFUND_REVERSAL if event_type == "refund.failed" else _refund_kind(obj)
+        if kind is None:
+            return None
+        refund_id = get_str(obj, "id", _OBJ)
+        return _follow_up(doc, obj, kind, refund_id, _amount(obj, "amount"))
+    if event_type == "payout.paid":
+        account = doc.get("account") if isinstance(doc, Mapping) else None
+        if not isinstance(account, str) or not account:
+            return None  # the platform's own balance paid out: no merchant's money
+        obj = get_object(doc, "data.object")
+        payout_id = get_str(obj, "id", _OBJ)
+        return SettlementInstruction(
+            settlement_id=payout_id,
+            kind=_K.PAYOUT,
+            merchant_id=account,
+            amount_minor=_amount(obj, "amount"),
+            currency=get_currency(obj, "currency", _OBJ),
+            refund_id=payout_id,
+            source_event_id=optional_str(doc, "id"),
+        )
+    dispute_kind = _DISPUTE_EVENTS.get(event_type)
+    if dispute_kind is not None:
+        obj = get_object(doc, "data.object")
+        dispute_id = get_str(obj, "id", _OBJ)
+        return _follow_up(doc, obj, dispute_kind, dispute_id, _amount(obj, "amount"))
+    return None
+
+
+def _metadata_merchant(obj: Mapping[str, Any]) -> str | None:
+    """`metadata.merchant_id` when it is a non-empty string, else None."""
+    metadata = obj.get("metadata")
+    merchant = metadata.get("merchant_id") if isinstance(metadata, Mapping) else None
+    return merchant if isinstance(merchant, str) and merchant else None
+
+
+def _refund_kind(refund: Mapping[str, Any]) -> SettlementKind | None:
+    status = refund.get("status")
+    return _REFUND_STATUS.get(status) if isinstance(status, str) else None
+
+
+def _amount(obj: Mapping[str, Any], key: str) -> int:
+    return from_provider_minor(
+        "stripe", get_amount(obj, key, _OBJ), get_currency(obj, "currency", _OBJ), _OBJ + key
+    )
+
+
+def _follow_up(
+    doc: Any,
+    obj: Mapping[str, Any],
+    kind: SettlementKind,
+    own_id: str,
+    amount_minor: int,
+    *,
+    cumulative: bool = False,
+) -> SettlementInstruction:
+    """A movement of the payment intent `obj` belongs to."""
+    payment = obj.get("payment_intent")
+    if isinstance(payment, Mapping):  # expanded by the integration
+        payment = payment.get("id")
+    if not isinstance(payment, str) or not payment:
+        # Charges made without a payment intent settle no capture here to follow.
+        raise MissingField(_OBJ + "payment_intent")
+    return SettlementInstruction(
+        settlement_id=payment,
+        kind=kind,
+        merchant_id=_metadata_merchant(obj),
+        amount_minor=amount_minor,
+        currency=get_currency(obj, "currency", _OBJ),
+        refund_id=own_id,
+        source_event_id=optional_str(doc, "id"),
+        cumulative=cumulative,
+    )

@@ -1,0 +1,59 @@
+"""The money-movements reference page, generated from `core.mappings.MOVEMENT_TYPES`:
+which event types of which source settle as which movement."""
+
+from __future__ import annotations
+
+from gateway.core.mappings import MOVEMENT_TYPES
+from gateway.core.settlement import SettlementKind
+from gateway.devtools.docs_reference.text import code, generated_header, table
+
+__all__ = ["render"]
+
+#: What each movement does to the ledger, for the page's first table.
+EFFECTS = {
+    SettlementKind.CAPTURE: "clearing → merchant, converted at today's rate",
+    SettlementKind.REFUND: "merchant → clearing, at the payment's rate",
+    SettlementKind.REFUND_REVERSAL: "clearing → merchant: the refund undone",
+    SettlementKind.CHARGEBACK: "merchant → clearing, at the payment's rate",
+    SettlementKind.CHARGEBACK_REVERSAL: "clearing → merchant: the chargeback undone",
+    SettlementKind.PAYOUT: "merchant → the source's payouts account, at today's rate",
+    SettlementKind.CREDIT_ADJUSTMENT: "adjustments → merchant (`gateway ledger adjust`)",
+    SettlementKind.DEBIT_ADJUSTMENT: "merchant → adjustments (`gateway ledger adjust`)",
+}
+#: How each source is named on the page.
+SOURCES = {
+    "stripe": "`stripe`-scheme providers",
+    "paddle": "`paddle`-scheme providers",
+    "service": "internal services (`POST /v1/events`)",
+}
+
+
+def render() -> str:
+    """The page `docs/reference/movements.md`."""
+    kinds = table(
+        ("Movement", "Ledger effect"),
+        ((code(kind.value), EFFECTS[kind]) for kind in SettlementKind),
+    )
+    sections = []
+    for source, types in MOVEMENT_TYPES.items():
+        rows = table(
+            ("Event type", "Settles as"),
+            (
+                (code(event_type), " or ".join(code(k.value) for k in movements))
+                for event_type, movements in sorted(types.items())
+            ),
+        )
+        sections.append(f"## {SOURCES[source]}\n\n{rows}")
+    return (
+        generated_header("gateway.core.mappings.MOVEMENT_TYPES")
+        + "# Money movements\n\n"
+        + "Which events move money, and as what. Every other event type of a payment "
+        + "provider is acknowledged, moves nothing and is counted in "
+        + "`gateway_settlement_unmapped_total{provider,type}`; events of the other schemes "
+        + "(GitHub, Shopify, Standard Webhooks, plain HMAC) never move money. How each "
+        + "movement is netted against its payment is on "
+        + "[Concepts](../concepts.md#money-movements).\n\n"
+        + kinds
+        + "\n"
+        + "\n".join(sections)
+    )

@@ -1,0 +1,134 @@
+"""Money movements end to end: signed webhooks in, the real worker, the ledger's balance,
+and what an operator sees (dead letters, the unmapped counter), with the default
+`[settlement] subjects` (everything)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.support.deliveries import deliver
+from tests.support.gateway import RunningServer, config, running_server
+from tests.support.services import wait_until
+from tests.support.settlement import (
+    fetch,
+    merchant_balance,
+    open_merchant,
+    running_worker,
+    settlement_sections,
+)
+from tests.support.stub import Stub
+
+
+@pytest.fixture
+def doc(database_url: str, nats_url: str, stub: Stub, redis_url: str) -> dict[str, Any]:
+    return config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
+
+
+async def post(server: RunningServer, scheme: str, event_id: str, body: dict[str, Any]) -> None:
+    d = deliver(scheme, event_id, body=orjson.dumps(body))
+    response = await server.client.post(d.path, content=d.body, headers=d.headers)
+    assert response.status_code == 200, response.text
+
+
+async def ended(dsn: str, n: int) -> bool:
+    """At least `n` events were consumed to an end (settled, netted, parked)."""
+    rows = await fetch(
+        dsn,
+        "SELECT (SELECT count(*) FROM settlements WHERE state = 'settled')"
+        " + (SELECT count(*) FROM payment_claims WHERE transfer_id IS NULL)"
+        " + (SELECT count(*) FROM dlq_webhooks) AS n",
+    )
+    return int(rows[0]["n"]) >= n
+
+
+def stripe(event_id: str, event_type: str, obj: dict[str, Any]) -> dict[str, Any]:
+    return {"id": event_id, "type": event_type, "data": {"object": obj}}
+
+
+async def test_two_partial_refunds_on_todays_stripe_api_leave_the_right_balance(
+    doc: dict[str, Any], database_url: str
+) -> None:
+    """The reproduction: capture 5000, refund 1000, refund 2000 more (`amount_refunded`
+    3000, no refunds listed). It used to park the second as LEDGER_ID_COLLISION with the
+    balance 2000 too high; now 2000 is left and nothing is parked."""
+    charge = {"id": "ch_3", "payment_intent": "pi_3", "currency": "usd"}
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, "m_1")
+        await post(server, "stripe", "evt_c", stripe("evt_c", "payment_intent.succeeded", {
+            "id": "pi_3", "amount_received": 5000, "currency": "usd",
+            "metadata": {"merchant_id": "m_1"}}))  # fmt: skip
+        await wait_until(lambda: ended(database_url, 1))
+        await post(
+            server,
+            "stripe",
+            "evt_r1",
+            stripe("evt_r1", "charge.refunded", {**charge, "amount_refunded": 1000}),
+        )
+        await wait_until(lambda: ended(database_url, 2))
+        assert await merchant_balance(parts, "m_1") == 4000
+        await post(
+            server,
+            "stripe",
+            "evt_r2",
+            stripe("evt_r2", "charge.refunded", {**charge, "amount_refunded": 3000}),
+        )
+        await wait_until(lambda: ended(database_url, 3))
+        assert await merchant_balance(parts, "m_1") == 2000
+    assert await fetch(database_url, "SELECT 1 FROM dlq_webhooks") == []
+    rows = await fetch(
+        database_url,
+        "SELECT kind, refund_id, amount_minor FROM settlements WHERE kind = 'refund' ORDER BY id",
+    )
+    assert [tuple(r.values()) for r in rows] == [
+        ("refund", "refunded:1000", 1000),
+        ("refund", "refunded:3000", 2000),
+    ]
+
+
+async def test_a_paddle_payment_and_its_refund_settle_and_other_types_are_counted(
+    doc: dict[str, Any], database_url: str
+) -> None:
+    txn = {"id": "txn_01", "status": "completed", "currency_code": "EUR",
+           "custom_data": {"merchant_id": "m_p"},
+           "details": {"totals": {"grand_total": "65215", "currency_code": "EUR"}}}  # fmt: skip
+    adjustment = {"id": "adj_01", "action": "refund", "currency_code": "EUR",
+                  "transaction_id": "txn_01", "totals": {"total": "10887"}}  # fmt: skip
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, "m_p")
+        await post(server, "paddle", "evt_p1", {
+            "event_id": "evt_p1", "event_type": "transaction.completed", "data": txn})  # fmt: skip
+        await wait_until(lambda: ended(database_url, 1))
+        assert await merchant_balance(parts, "m_p") == 70_432  # EUR 652.15 at 1.08
+        # Created while pending approval (nothing moves, counted), approved later.
+        await post(server, "paddle", "evt_p2", {
+            "event_id": "evt_p2", "event_type": "adjustment.created",
+            "data": {**adjustment, "status": "pending_approval"}})  # fmt: skip
+        await post(server, "paddle", "evt_p3", {
+            "event_id": "evt_p3", "event_type": "adjustment.updated",
+            "data": {**adjustment, "status": "approved"}})  # fmt: skip
+        await post(
+            server,
+            "paddle",
+            "evt_p4",
+            {"event_id": "evt_p4", "event_type": "customer.created", "data": {"id": "ctm_1"}},
+        )
+        await post(server, "github", "gh_1", {"zen": "push"})  # never money: not counted
+
+        async def counted() -> bool:
+            unmapped = parts.metrics.settlement_unmapped_total
+            return unmapped.get(provider="paddle", type="customer.created") == 1
+
+        await wait_until(lambda: ended(database_url, 2))
+        await wait_until(counted)
+        # The refund at the payment's own rate: EUR 108.87 at 1.08.
+        assert await merchant_balance(parts, "m_p") == 70_432 - 11_758
+        unmapped = parts.metrics.settlement_unmapped_total
+        assert unmapped.get(provider="paddle", type="adjustment.created") == 1
+        assert {labels for labels in unmapped.values} == {
+            (("provider", "paddle"), ("type", "adjustment.created")),
+            (("provider", "paddle"), ("type", "customer.created")),
+        }
+    assert await fetch(database_url, "SELECT 1 FROM dlq_webhooks") == []
