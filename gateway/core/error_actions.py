@@ -67,6 +67,8 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         E.UNKNOWN_ACCOUNT: "Open the account, then replay.",
         E.UNKNOWN_MERCHANT: "`gateway ledger open-account MERCHANT_ID`, then replay.",
         E.INSUFFICIENT_FUNDS: "Review by hand: fund the account and replay, or resolve.",
+        E.EVENT_NOT_MAPPED: "Nothing moved: if the event should settle, map its type (or "
+        "move the provider to `unmapped = count`), then resolve or replay the row.",
         E.EXCEEDS_PAYMENT: "Compare the payment's refunds and disputes with the provider's "
         "dashboard; resolve the row once the ledger matches it.",
         E.PAYMENT_MISMATCH: "The provider names another payment's currency: check the "

@@ -93,6 +93,7 @@ from gateway.errors.request import (
 )
 from gateway.errors.settlement import (
     BlockedByPredecessor,
+    EventNotMapped,
     ExceedsPayment,
     FieldError,
     FieldTypeInvalid,
@@ -142,6 +143,7 @@ __all__ = [
     "ErrorClass",
     "EventIdChanged",
     "EventIdMissing",
+    "EventNotMapped",
     "EventNotRecorded",
     "EventRowNotFound",
     "EventsUsageError",

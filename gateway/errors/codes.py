@@ -117,6 +117,9 @@ class ErrorClass(enum.StrEnum):
     UNKNOWN_ACCOUNT = _permanent("A ledger account the transfer refers to does not exist.")
     UNKNOWN_MERCHANT = _permanent("The merchant has no ledger account.")
     INSUFFICIENT_FUNDS = _permanent("The transfer would take an account below zero.")
+    EVENT_NOT_MAPPED = _permanent(
+        "A payment provider's event moves no money and its provider has `unmapped = park`."
+    )
     EXCEEDS_PAYMENT = _permanent("A refund or chargeback is larger than its payment's capture.")
     PAYMENT_MISMATCH = _permanent(
         "A refund or dispute is in another currency than the payment it names."

@@ -70,6 +70,12 @@ class InsufficientFunds(PermanentError):
     error_class = ErrorClass.INSUFFICIENT_FUNDS
 
 
+class EventNotMapped(PermanentError):
+    """A payment provider's event moves no money, and its provider parks such events."""
+
+    error_class = ErrorClass.EVENT_NOT_MAPPED
+
+
 class ExceedsPayment(PermanentError):
     """A refund or chargeback is larger than its payment's capture."""
 

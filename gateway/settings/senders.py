@@ -110,6 +110,14 @@ PROVIDER_KEYS = (
     #: type: list of strings
     #: default: the scheme's own
     "merchant",
+    #: What settlement does with this provider's events that move no money (a type its
+    #: mapping does not settle): `count` them in `gateway_settlement_unmapped_total` and
+    #: acknowledge them, or `park` them in the dead-letter table (`EVENT_NOT_MAPPED`),
+    #: to be replayed once they should settle. Only a payment provider's scheme (`stripe`,
+    #: `paddle`) has a mapping; the other schemes' events never settle and are neither.
+    #: allowed: `count`, `park`
+    #: default: `count`
+    "unmapped",
     *API_KEYS,
 )
 #: Every key a `[services.NAME]` table may hold.
@@ -162,6 +170,8 @@ class ProviderSettings:
     on_poison: str | None = None
     #: Where its events name their merchant (`core.mappings`); None: the scheme's own.
     merchant: tuple[KeyRule, ...] | None = None
+    #: `count` or `park` its events that move no money (`settlement.unmapped`).
+    unmapped: str = "count"
 
 
 @dataclass(frozen=True)
@@ -272,6 +282,7 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
         order_key=_order_key(scheme, data, path),
         on_poison=_on_poison(data, path),
         merchant=_merchant(data, path),
+        unmapped=_unmapped(data, path),
     )
 
 
@@ -336,6 +347,13 @@ def _merchant(data: Mapping[str, Any], path: str) -> tuple[KeyRule, ...] | None:
         return parse_rules(entries)
     except ValueError as exc:
         raise ConfigError(f"{path}merchant", str(exc)) from None
+
+
+def _unmapped(data: Mapping[str, Any], path: str) -> str:
+    value = read_value(data, "unmapped", path, str, "count")
+    if value not in ("count", "park"):
+        raise ConfigError(f"{path}unmapped", f"must be 'count' or 'park', got {value!r}")
+    return str(value)
 
 
 def _on_poison(data: Mapping[str, Any], path: str) -> str | None:

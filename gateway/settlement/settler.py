@@ -24,7 +24,7 @@ from gateway.core.currency import Rate, RateAction
 from gateway.core.excerpt import excerpt
 from gateway.core.ledger import Ledger, TransferResult
 from gateway.core.ledger_accounts import clearing_name
-from gateway.core.mappings import instruction_of
+from gateway.core.mappings import PROVIDER_MAPPINGS, instruction_of
 from gateway.core.model import Event
 from gateway.core.order_keys import KeyRule
 from gateway.core.settlement import (
@@ -35,6 +35,7 @@ from gateway.core.settlement import (
     transfer_id,
 )
 from gateway.errors import (
+    EventNotMapped,
     GatewayError,
     RetriesExhausted,
     RetryScheduled,
@@ -112,6 +113,12 @@ class Settler:
     def __init__(self, settings: Settings, pool: Pool, ledger: Ledger, rates: RateSource) -> None:
         self._currency = settings.settlement.currency
         self._schemes = {name: p.scheme for name, p in settings.providers.items()}
+        # Only a payment provider's events can be unmapped: another scheme never settles.
+        self._park_unmapped = {
+            name
+            for name, p in settings.providers.items()
+            if p.unmapped == "park" and p.scheme in PROVIDER_MAPPINGS
+        }
         self._merchants = {
             name: p.merchant for name, p in settings.providers.items() if p.merchant is not None
         }
@@ -138,8 +145,15 @@ class Settler:
         return self._ledger
 
     def instruction(self, event: Event) -> SettlementInstruction | None:
-        """`instruction_for` with this gateway's providers."""
-        return instruction_for(event, self._schemes, self._merchants)
+        """`instruction_for` with this gateway's providers; an event that moves no money
+        of a provider with `unmapped = "park"` is `EventNotMapped` (parked)."""
+        found = instruction_for(event, self._schemes, self._merchants)
+        if found is None and event.provider in self._park_unmapped and event.event_type:
+            raise EventNotMapped(
+                f"{excerpt(event.provider)} events of type {excerpt(event.event_type)} move "
+                "no money, and the provider parks them (unmapped = park)"
+            )
+        return found
 
     async def open_clearing_accounts(self) -> None:
         """Create each source's clearing and payouts accounts (idempotent), so its

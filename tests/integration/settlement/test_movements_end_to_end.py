@@ -132,3 +132,28 @@ async def test_a_paddle_payment_and_its_refund_settle_and_other_types_are_counte
             (("provider", "paddle"), ("type", "customer.created")),
         }
     assert await fetch(database_url, "SELECT 1 FROM dlq_webhooks") == []
+
+
+async def test_a_provider_that_parks_what_moves_no_money_and_names_its_merchant_elsewhere(
+    database_url: str, nats_url: str, stub: Stub, redis_url: str
+) -> None:
+    """`[providers.stripe] unmapped = "park"`: a customer event is parked as
+    EVENT_NOT_MAPPED; `merchant = ["/data/object/transfer_data/destination"]`: a payment
+    settles for the connected account it names, not for its metadata."""
+    doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
+    doc["providers"]["stripe"] |= {
+        "unmapped": "park",
+        "merchant": ["/data/object/transfer_data/destination"],
+    }
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, "acct_9")
+        await post(server, "stripe", "evt_p", stripe("evt_p", "payment_intent.succeeded", {
+            "id": "pi_9", "amount_received": 700, "currency": "usd",
+            "metadata": {"merchant_id": "m_other"},
+            "transfer_data": {"destination": "acct_9"}}))  # fmt: skip
+        await post(server, "stripe", "evt_c", stripe("evt_c", "customer.created", {"id": "c"}))
+        await wait_until(lambda: ended(database_url, 2))
+        assert await merchant_balance(parts, "acct_9") == 700
+    rows = await fetch(database_url, "SELECT error_class, error_message FROM dlq_webhooks")
+    assert [r["error_class"] for r in rows] == ["EVENT_NOT_MAPPED"]
+    assert "customer.created" in rows[0]["error_message"]
