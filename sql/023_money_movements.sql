@@ -29,12 +29,14 @@ CREATE TABLE IF NOT EXISTS payment_claims (
     cumulative       boolean     NOT NULL DEFAULT false,
     due_minor        bigint      NOT NULL CHECK (due_minor >= 0),
     ledger_due_minor bigint      NOT NULL CHECK (ledger_due_minor >= 0),
-    transfer_id      numeric(39,0),         -- the settlement row posting it; null: moved nothing
+    transfer_id      numeric(39,0) NOT NULL, -- its transfer's id (posted only if ledger_due_minor > 0)
     provider         text        NOT NULL,
     source_event_id  text,
     created_at       timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (settlement_id, kind, claim_key)
 );
+-- `gateway reconcile` asks whether an event's movement netted to nothing, by transfer id.
+CREATE INDEX IF NOT EXISTS payment_claims_transfer_idx ON payment_claims (transfer_id);
 
 -- 3. Merchant accounts have no debit limit: money the provider has already taken back
 --    (a refund, a chargeback) is posted even when the merchant was paid out, and shows

@@ -139,6 +139,11 @@ def _settlement(data: Mapping[str, Any]) -> SettlementSettings:
         check_currency(settlement.currency)
     except ValueError as exc:
         raise ConfigError("settlement.currency", str(exc)) from None
+    if settlement.balances not in ("converted", "per_currency"):
+        raise ConfigError(
+            "settlement.balances",
+            f"must be 'converted' or 'per_currency', got {settlement.balances!r}",
+        )
     return settlement
 
 

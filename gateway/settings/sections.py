@@ -204,9 +204,16 @@ class SettlementSettings:
     #: is everything; an event that moves no money is acknowledged and, for a payment
     #: provider, counted in `gateway_settlement_unmapped_total`.
     subjects: tuple[str, ...] = ("webhooks.>", "events.>")
-    #: The ledger currency: every amount is converted to it.
+    #: The ledger currency: every amount is converted to it (with `balances =
+    #: "converted"`).
     #: allowed: a three-letter ISO 4217 code
     currency: str = "USD"
+    #: How merchants' balances are kept: `converted` into `currency` at the
+    #: currency-service's rate, one account per merchant; or `per_currency`, one account
+    #: per merchant and currency (open each with `gateway ledger open-account M --currency
+    #: C`), every amount in its own currency and nothing converted.
+    #: allowed: `converted`, `per_currency`
+    balances: str = "converted"
     #: The durable JetStream consumer's name.
     consumer: str = "settlement"
     #: Messages fetched at once, and settled together (one ledger transaction): the

@@ -32,7 +32,7 @@ def payment_of(row: store.SettlementRow, ledger_currency: str) -> Payment:
                    row.rate_at_payment)  # fmt: skip
 
 
-async def net(pool: Pool, priced: Sequence[Priced], ledger_currency: str) -> Triage[Priced]:
+async def net(pool: Pool, priced: Sequence[Priced]) -> Triage[Priced]:
     """The items not to net go on as they are; the netted ones go on stored, or are
     decided (moved nothing, or their permanent error)."""
     triage: Triage[Priced] = Triage()
@@ -49,7 +49,7 @@ async def net(pool: Pool, priced: Sequence[Priced], ledger_currency: str) -> Tri
         for p in to_net:
             item, instruction = p.item, p.item.instruction
             try:
-                terms = payment_of(p.payment, ledger_currency)  # type: ignore[arg-type]
+                terms = payment_of(p.payment, p.ledger_currency)  # type: ignore[arg-type]
                 due = decide(claims[instruction.settlement_id], instruction, terms)
             except Exception as exc:  # the worker disposes of it
                 triage.decided[item.index] = exc
@@ -59,9 +59,12 @@ async def net(pool: Pool, priced: Sequence[Priced], ledger_currency: str) -> Tri
                 continue
             claims[instruction.settlement_id].append(due.claim)
             provider = item.event.provider
-            tid = item.tid if due.moves else None
             new_claim = claims_store.NewClaim(
-                instruction.settlement_id, due.claim, tid, provider, instruction.source_event_id
+                instruction.settlement_id,
+                due.claim,
+                item.tid,
+                provider,
+                instruction.source_event_id,
             )
             new_claims.append(new_claim)
             if not due.moves:
@@ -71,10 +74,18 @@ async def net(pool: Pool, priced: Sequence[Priced], ledger_currency: str) -> Tri
             ledger_minor = due.claim.ledger_due_minor
             pending.append(
                 store.PendingSettlement(
-                    moved, item.tid, provider, p.merchant, ledger_minor, ledger_currency, terms.rate
+                    moved,
+                    item.tid,
+                    provider,
+                    p.merchant,
+                    ledger_minor,
+                    p.ledger_currency,
+                    terms.rate,
                 )
             )
-            triage.go_on.append(Priced(item, p.merchant, ledger_minor, terms.rate, stored=True))
+            triage.go_on.append(
+                Priced(item, p.merchant, ledger_minor, terms.rate, p.ledger_currency, stored=True)
+            )
         await store.fix_pending_many(conn, pending)
         await claims_store.record(conn, new_claims)
     return triage

@@ -67,6 +67,7 @@ class Priced:
     merchant: str
     amount_minor: int
     rate: Decimal
+    ledger_currency: str  # what `amount_minor` is in: the ledger (account) currency
     stored: bool = False
     #: The capture a follow-up not netted yet belongs to (`settlement.follow_ups`): its
     #: amount and rate come from netting it against its payment's claims, not from here.

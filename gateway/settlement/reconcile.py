@@ -30,12 +30,14 @@ from typing import Any
 from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Conn, connection
+from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
 from gateway.adapters.postgres.webhooks import (
     StoredEvent,
     reconcile_candidates,
     reconcile_removed,
 )
+from gateway.core.mappings import may_move_money
 from gateway.core.model import Event, subject_allowed
 from gateway.core.settlement import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
@@ -124,8 +126,10 @@ async def find_unsettled(
         if wanted:
             found = await store.by_transfers(conn, list(wanted))
             done = {t for t, row in found.items() if row.state is SettlementState.SETTLED}
-            settled += len(done)
-            unsettled += [s for t, s in wanted.items() if t not in done]
+            # A refund or dispute netted to nothing has a claim and no transfer: settled.
+            netted = await claims_store.netted(conn, [t for t in wanted if t not in done])
+            settled += len(done) + len(netted)
+            unsettled += [s for t, s in wanted.items() if t not in done and t not in netted]
 
 
 async def find_payload_removed(
@@ -134,12 +138,32 @@ async def find_payload_removed(
     """`provider:event_id` of events on a settling subject, in the window, with no
     outcome, whose payload retention removed: whether they settled cannot be told."""
     subjects = tuple(settings.settlement.subjects)
+    schemes = {name: p.scheme for name, p in settings.providers.items()}
     found: list[str] = []
     after_id = 0
     while page := await reconcile_removed(conn, older_than_s, lookback_s, after_id, batch_size):
         after_id = page[-1][0]
-        found += [f"{p}:{e}" for _, p, e, subject in page if subject_allowed(subject, subjects)]
+        found += [
+            f"{p}:{e}"
+            for _, p, e, subject in page
+            if subject_allowed(subject, subjects) and _may_have_settled(p, subject, schemes)
+        ]
     return found
+
+
+def _may_have_settled(provider: str, subject: str, schemes: Mapping[str, str]) -> bool:
+    """Whether the event's mapping names its type; a provider no longer configured
+    cannot be told, so it is listed (never hidden)."""
+    if provider not in schemes and not provider.startswith("service:"):
+        return True
+    return may_move_money(provider, _type_of(subject), schemes)
+
+
+def _type_of(subject: str) -> str:
+    """The event type a subject carries: `webhooks.{provider}.{type}` or
+    `events.{service}.{type}` (a type of subject-safe tokens reads as itself)."""
+    parts = subject.split(".", 2)
+    return parts[2] if len(parts) == 3 else ""
 
 
 async def republish(

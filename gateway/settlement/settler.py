@@ -112,6 +112,9 @@ class Settler:
 
     def __init__(self, settings: Settings, pool: Pool, ledger: Ledger, rates: RateSource) -> None:
         self._currency = settings.settlement.currency
+        self._converts = settings.settlement.balances == "converted"
+        # Sources whose clearing and payouts accounts exist in a currency (per currency).
+        self._open_sources: set[tuple[str, str]] = set()
         self._schemes = {name: p.scheme for name, p in settings.providers.items()}
         # Only a payment provider's events can be unmapped: another scheme never settles.
         self._park_unmapped = {
@@ -208,14 +211,14 @@ class Settler:
         routed = tally.take(steps.route(items, found, alone=alone))
         priced = tally.take(await steps.price(routed, self))
         try:
-            priced = tally.take(await follow_ups.net(self._pool, priced, self._currency))
+            priced = tally.take(await follow_ups.net(self._pool, priced))
         except Exception as exc:
             return self._failed_step(tally, exc, [p.item for p in priced], alone)
         try:
-            priced = await steps.fix_pending(self._pool, priced, self._currency)
+            priced = await steps.fix_pending(self._pool, priced)
         except Exception as exc:
             return self._failed_step(tally, exc, [p.item for p in priced], alone)
-        postings = tally.take(steps.build(priced, self._currency))
+        postings = tally.take(steps.build(priced))
         try:
             answers = await steps.post(self._ledger, postings)
         except Exception as exc:
@@ -233,12 +236,14 @@ class Settler:
             p = posting.priced
             if each:
                 with tracing.activated(p.item.span):  # the log line carries its trace id
-                    log_settled(p.item.instruction, p.amount_minor, self._currency, p.rate, answer)
+                    log_settled(
+                        p.item.instruction, p.amount_minor, p.ledger_currency, p.rate, answer
+                    )
             outcome = steps.outcome(answer)
             created += outcome is SettleOutcome.SETTLED
             tally.decided[p.item.index] = outcome
         if posted:
-            log_posted(posted, created, self._currency)
+            log_posted(posted, created, posted[0][0].priced.ledger_currency)
         return tally
 
     @staticmethod
@@ -266,17 +271,40 @@ class Settler:
             else:
                 await store.note_failure(conn, transfer_id(instruction), error_class)
 
-    async def require_account(self, merchant: str) -> None:
-        """Raise `UnknownMerchant` unless the merchant's account exists.
+    @property
+    def converts(self) -> bool:
+        """Whether amounts are converted to `[settlement] currency` (`balances =
+        "converted"`), or kept in their own currency (`"per_currency"`)."""
+        return self._converts
+
+    def ledger_currency_for(
+        self, instruction: SettlementInstruction, payment: store.SettlementRow | None
+    ) -> str:
+        """The currency `instruction` posts in: `[settlement] currency` when amounts are
+        converted; else the event's own, or for a follow-up its payment's."""
+        if self._converts:
+            return self._currency
+        if payment is not None and payment.ledger_currency:
+            return payment.ledger_currency
+        return instruction.currency
+
+    async def require_accounts(self, merchant: str, source: str, currency: str) -> None:
+        """Raise `UnknownMerchant` unless the merchant's account in `currency` exists;
+        per currency, open the source's clearing and payouts accounts in it first.
 
         Checked before posting: a ledger refuses for ever an id it once refused for a
         missing account, and the merchant may be opened later and the event replayed.
         """
-        account = merchant_account_id(merchant, self._currency)
+        if not self._converts and (source, currency) not in self._open_sources:
+            owners = (source, payouts_owner(source))
+            names = [clearing_name(owner, currency) for owner in owners]
+            await open_accounts(self._ledger, PostgresAccountNames(self._pool), names)
+            self._open_sources.add((source, currency))
+        account = merchant_account_id(merchant, currency)
         if account in self._open_accounts:
             return
         if await self._ledger.balance(account) is None:
-            raise UnknownMerchant(f"merchant {excerpt(merchant)} has no {self._currency} account")
+            raise UnknownMerchant(f"merchant {excerpt(merchant)} has no {currency} account")
         self._open_accounts.add(account)
 
     async def rate_from(self, currency: str, attempt: int) -> tuple[Decimal, str]:

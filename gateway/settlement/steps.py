@@ -19,6 +19,7 @@ same batch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -60,12 +61,21 @@ class Found:
 class Pricing(Protocol):
     """What the account-and-rate step asks (the `Settler`)."""
 
-    @property
-    def currency(self) -> str: ...
+    def ledger_currency_for(
+        self, instruction: SettlementInstruction, payment: store.SettlementRow | None
+    ) -> str: ...
 
-    async def require_account(self, merchant: str) -> None: ...
+    async def require_accounts(self, merchant: str, source: str, currency: str) -> None: ...
+
+    @property
+    def converts(self) -> bool:
+        """False with `[settlement] balances = "per_currency"`: nothing is converted."""
+        ...
 
     async def rate_from(self, currency: str, attempt: int) -> tuple[Decimal, str]: ...
+
+
+_ONE = Decimal(1)
 
 
 # --- 1. look up --------------------------------------------------------------------------
@@ -160,37 +170,45 @@ async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
     for r in routed:
         item, instruction = r.item, r.item.instruction
         try:
-            await pricing.require_account(r.merchant)
+            ledger = pricing.ledger_currency_for(instruction, r.payment)
+            await pricing.require_accounts(r.merchant, item.event.provider, ledger)
             if r.fixed is not None:
-                triage.go_on.append(Priced(item, r.merchant, *r.fixed, stored=True))
+                triage.go_on.append(Priced(item, r.merchant, *r.fixed, ledger, stored=True))
                 continue
             if r.payment is not None:  # at its payment's rate, once netted (`follow_ups`)
-                triage.go_on.append(Priced(item, r.merchant, 0, Decimal(1), payment=r.payment))
+                triage.go_on.append(
+                    Priced(item, r.merchant, 0, Decimal(1), ledger, payment=r.payment)
+                )
                 continue
             currency = instruction.currency
+            if not pricing.converts:  # balances per currency: the event's own amount
+                triage.go_on.append(
+                    Priced(item, r.merchant, instruction.amount_minor, _ONE, ledger)
+                )
+                continue
             key = (currency, item.attempt)
             rate = found.get(key) if item.span is None else None
             if rate is None:
                 rate = await traced.rate(pricing.rate_from, item.span, currency, item.attempt)
                 found[key] = rate
-            amount_minor = convert_minor(instruction.amount_minor, rate, currency, pricing.currency)
+            amount_minor = convert_minor(instruction.amount_minor, rate, currency, ledger)
         except Exception as exc:  # the worker disposes of it
             triage.decided[item.index] = exc
             continue
-        triage.go_on.append(Priced(item, r.merchant, amount_minor, rate))
+        triage.go_on.append(Priced(item, r.merchant, amount_minor, rate, ledger))
     return triage
 
 
 # --- 3. fix pending ----------------------------------------------------------------------
 
 
-async def fix_pending(pool: Pool, priced: Sequence[Priced], ledger_currency: str) -> list[Priced]:
+async def fix_pending(pool: Pool, priced: Sequence[Priced]) -> list[Priced]:
     """Store the items not stored yet as pending with their amount and rate, in one
     statement; the items with the amount and rate stored (a retried settlement keeps its
     first attempt's, even if the rate has moved since)."""
     pending = [
         store.PendingSettlement(p.item.instruction, p.item.tid, p.item.event.provider,
-                                p.merchant, p.amount_minor, ledger_currency, p.rate)
+                                p.merchant, p.amount_minor, p.ledger_currency, p.rate)
         for p in priced
         if not p.stored
     ]  # fmt: skip
@@ -203,12 +221,13 @@ async def fix_pending(pool: Pool, priced: Sequence[Priced], ledger_currency: str
 
 def _as_stored(p: Priced, row: store.SettlementRow | None) -> Priced:
     if row is None:  # stored now, with this amount and rate
-        return Priced(p.item, p.merchant, p.amount_minor, p.rate, stored=True)
+        return dataclasses.replace(p, stored=True)
     amount_minor = row.ledger_amount_minor or p.amount_minor
-    return Priced(p.item, p.merchant, amount_minor, row.rate_at_payment or p.rate, stored=True)
+    rate = row.rate_at_payment or p.rate
+    return Priced(p.item, p.merchant, amount_minor, rate, p.ledger_currency, stored=True)
 
 
-def build(priced: Sequence[Priced], ledger_currency: str) -> Triage[Posting]:
+def build(priced: Sequence[Priced]) -> Triage[Posting]:
     """Each item's ledger transfer (a converted amount out of range is the item's error)."""
     triage: Triage[Posting] = Triage()
     for p in priced:
@@ -216,7 +235,7 @@ def build(priced: Sequence[Priced], ledger_currency: str) -> Triage[Posting]:
             transfer = build_transfer(
                 p.item.instruction,
                 provider=p.item.event.provider,
-                ledger_currency=ledger_currency,
+                ledger_currency=p.ledger_currency,
                 amount_minor=p.amount_minor,
                 rate_at_payment=p.rate,
                 merchant_id=p.merchant,

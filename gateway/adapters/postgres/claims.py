@@ -35,11 +35,11 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[
 
 @dataclass(frozen=True)
 class NewClaim:
-    """A claim to record, with the settlement row that posts it (None: moves nothing)."""
+    """A claim to record, with its transfer's id (posted only when it moves money)."""
 
     settlement_id: str
     claim: Claim
-    transfer_id: int | None
+    transfer_id: int
     provider: str
     source_event_id: str | None
 
@@ -79,10 +79,23 @@ async def record(conn: Conn, new: Sequence[NewClaim]) -> None:
     for n in new:
         c = n.claim
         values = (n.settlement_id, c.kind.value, c.key, c.amount_minor, c.currency,
-                  c.cumulative, c.due_minor, c.ledger_due_minor,
-                  None if n.transfer_id is None else str(n.transfer_id), n.provider,
-                  n.source_event_id)  # fmt: skip
+                  c.cumulative, c.due_minor, c.ledger_due_minor, str(n.transfer_id),
+                  n.provider, n.source_event_id)  # fmt: skip
         for column, value in zip(columns, values, strict=True):
             column.append(value)
     with translate_errors():
         await conn.execute(_INSERT, *columns)
+
+
+async def netted(conn: Conn, transfer_ids: Sequence[int]) -> set[int]:
+    """Those of `transfer_ids` whose movement was recorded and netted to nothing (no
+    transfer to wait for: an event `gateway reconcile` must not publish again)."""
+    if not transfer_ids:
+        return set()
+    with translate_errors():
+        rows = await conn.fetch(
+            "SELECT transfer_id::text AS t FROM payment_claims"
+            " WHERE transfer_id = ANY($1::text[]::numeric[]) AND ledger_due_minor = 0",
+            [str(t) for t in transfer_ids],
+        )
+    return {int(r["t"]) for r in rows}

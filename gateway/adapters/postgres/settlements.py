@@ -85,6 +85,7 @@ class SettlementRow:
     ledger_amount_minor: int | None
     rate_at_payment: Decimal | None
     attempts: int
+    ledger_currency: str | None = None
 
     @property
     def settled_merchant(self) -> str | None:
@@ -107,6 +108,7 @@ def _row(record: asyncpg.Record) -> SettlementRow:
         ledger_amount_minor=record["ledger_amount_minor"],
         rate_at_payment=None if rate is None else Decimal(rate),
         attempts=record["attempts"],
+        ledger_currency=record["ledger_currency"],
     )
 
 

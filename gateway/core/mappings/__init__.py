@@ -61,6 +61,13 @@ DEFAULT_MERCHANT: Mapping[str, tuple[KeyRule, ...]] = {
 _NAMES_MERCHANT = frozenset({SettlementKind.CAPTURE, SettlementKind.PAYOUT})
 
 
+def may_move_money(provider: str, event_type: str, schemes: Mapping[str, str]) -> bool:
+    """Whether an event of `provider` of `event_type` can move money at all (its
+    mapping names the type), read without its body (a payload retention removed)."""
+    source = "service" if is_internal(provider) else schemes.get(provider, "")
+    return event_type in MOVEMENT_TYPES.get(source, {})
+
+
 def instruction_of(
     provider: str,
     event_type: str | None,

@@ -268,3 +268,54 @@ async def test_a_batch_with_a_payment_and_its_refunds_nets_them_in_order(
     again = await settle_batch(parts.settler, [(e, 2) for e in batch])
     assert again == [S.DUPLICATE] * 5
     assert await merchant_balance(parts, p.merchant) == 2000
+
+
+@pytest.fixture(params=["postgres", "tigerbeetle"])
+async def per_currency(
+    request: pytest.FixtureRequest, database_url: str, nats_url: str, stub: Stub, redis_url: str
+) -> AsyncIterator[SettlementParts]:
+    """Parts with `[settlement] balances = "per_currency"` (the currency-service stopped:
+    nothing may ask it)."""
+    ledger: dict[str, Any] = {}
+    if request.param == "tigerbeetle":
+        address = os.environ.get("TIGERBEETLE_ADDRESS")
+        if not address:
+            pytest.skip("TIGERBEETLE_ADDRESS not set: no TigerBeetle server here")
+        ledger = {"backend": "tigerbeetle", "addresses": address.split(","), "timeout_s": 10.0}
+    sections = settlement_sections(
+        stub.url, redis_url, ledger=ledger, settlement={"balances": "per_currency"}
+    )
+    doc = config(database_url, nats_url, **sections)
+    await stub.control(mode="fail")
+    async with settlement_parts(settings_mod.parse(doc, env={})) as p:
+        await p.settler.open_clearing_accounts()
+        yield p
+
+
+async def test_per_currency_balances_keep_each_currency_and_convert_nothing(
+    per_currency: SettlementParts,
+) -> None:
+    """EUR and JPY payments of one merchant land in its EUR and JPY accounts as they
+    are; a refund comes out of its payment's currency; in any order."""
+    parts = per_currency
+    for order in orders(5, seed=5):
+        p, q = Payment(), Payment()
+        q.merchant = p.merchant
+        for currency in ("EUR", "JPY"):
+            await open_merchant(parts, p.merchant, currency)
+        events = [p.capture(10_000, "eur"), p.charge_refunded(2_500, "eur"),
+                  q.capture(1_500, "jpy"), q.refund("1", 500, currency="jpy"),
+                  p.dispute("funds_withdrawn", 1_000)]  # fmt: skip
+        events[4] = _in(events[4], "eur")
+        ended = await settle_in_order(parts, [events[i] for i in order])
+        assert all(isinstance(e, SettleOutcome) for e in ended), (order, ended)
+        assert await merchant_balance(parts, p.merchant, "EUR") == 10_000 - 2_500 - 1_000
+        assert await merchant_balance(parts, p.merchant, "JPY") == 1_000
+        assert await merchant_balance(parts, p.merchant, "USD") is None
+    verify_totals(await parts.ledger.check())
+
+
+def _in(event: Event, currency: str) -> Event:
+    doc = orjson.loads(event.body)
+    doc["data"]["object"]["currency"] = currency
+    return dataclasses.replace(event, body=orjson.dumps(doc))

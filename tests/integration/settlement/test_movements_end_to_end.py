@@ -38,7 +38,7 @@ async def ended(dsn: str, n: int) -> bool:
     rows = await fetch(
         dsn,
         "SELECT (SELECT count(*) FROM settlements WHERE state = 'settled')"
-        " + (SELECT count(*) FROM payment_claims WHERE transfer_id IS NULL)"
+        " + (SELECT count(*) FROM payment_claims WHERE ledger_due_minor = 0)"
         " + (SELECT count(*) FROM dlq_webhooks) AS n",
     )
     return int(rows[0]["n"]) >= n

@@ -245,3 +245,25 @@ async def test_nats_unreachable_is_reported_and_nothing_is_marked(
     nats_server.start()
     report = await run_reconcile(settings, older_than_s=0)  # the next pass finds it again
     assert report.republished == 1
+
+
+async def test_a_refund_that_netted_to_nothing_counts_as_settled(
+    doc: dict[str, Any], database_url: str
+) -> None:
+    """A `charge.refunded` whose refund its `refund.created` already moved has a claim and
+    no transfer: reconcile counts it settled and publishes nothing again."""
+    settings = settings_mod.parse(doc, env={})
+    refund = {"id": "re_1", "object": "refund", "amount": 400, "currency": "usd",
+              "payment_intent": "pi_n", "status": "succeeded"}  # fmt: skip
+    charge = {"id": "ch_n", "payment_intent": "pi_n", "amount_refunded": 400, "currency": "usd"}
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, "m_rec")
+        await post(server, "evt_p", payment("evt_p", "pi_n"))
+        await wait_until(lambda: scalar(database_url, "SELECT count(*) FROM settlements"))
+        await post(server, "evt_r", orjson.dumps(
+            {"id": "evt_r", "type": "refund.created", "data": {"object": refund}}))  # fmt: skip
+        await post(server, "evt_c", orjson.dumps(
+            {"id": "evt_c", "type": "charge.refunded", "data": {"object": charge}}))  # fmt: skip
+        await wait_until(lambda: scalar(database_url, "SELECT count(*) - 1 FROM payment_claims"))
+    dry = await run_reconcile(settings, older_than_s=0, dry_run=True)
+    assert (dry.scanned, dry.settled, dry.events) == (3, 3, [])

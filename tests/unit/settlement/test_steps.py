@@ -185,9 +185,9 @@ def test_items_of_ignores_what_does_not_settle_and_defers_a_repeat() -> None:
 
 def test_build_decides_an_amount_out_of_range_per_item() -> None:
     """A converted amount of nothing is the item's own InvalidAmount; the others post."""
-    priced = [Priced(item(0, PAID), "m_1", 1080, Decimal("1.08")),
-              Priced(item(1, instruction("pi_2")), "m_1", 0, Decimal("0"))]  # fmt: skip
-    triage = build(priced, "USD")
+    priced = [Priced(item(0, PAID), "m_1", 1080, Decimal("1.08"), "USD"),
+              Priced(item(1, instruction("pi_2")), "m_1", 0, Decimal("0"), "USD")]  # fmt: skip
+    triage = build(priced)
     assert what(triage) == ([0], {1: InvalidAmount}, [])
     assert triage.go_on[0].transfer.amount_minor == 1080
 
@@ -203,7 +203,7 @@ def test_build_decides_an_amount_out_of_range_per_item() -> None:
 )
 def test_interpreted_keeps_what_is_in_the_ledger(answer: TransferResult, expected: object) -> None:
     """The ledger's answer per transfer: in the ledger goes on, a refusal is the item's."""
-    [posting] = build([Priced(item(0, PAID), "m_1", 1000, Decimal(1))], "USD").go_on
+    [posting] = build([Priced(item(0, PAID), "m_1", 1000, Decimal(1), "USD")]).go_on
     assert what(interpreted([(posting, answer)])) == expected
 
 
