@@ -58,6 +58,17 @@ async def read_money(database_url: str, run: str) -> Money:
     )
 
 
+def _running_totals(refunds: list[PlannedEvent]) -> dict[str, int]:
+    """Each refund event's `amount_refunded`: the sum of its payment's refunds up to it,
+    in the order they were made (the last number of `re_{run}_{payment}_{k}`)."""
+    made = sorted(refunds, key=lambda e: int((e.refund_id or "0").rsplit("_", 1)[-1]))
+    totals, total = {}, 0
+    for e in made:
+        total += e.amount_minor
+        totals[e.event_id] = total
+    return totals
+
+
 class OrderedAudit(AuditResult):
     @property
     def ok(self) -> bool:
@@ -114,6 +125,25 @@ def judge_ordered(scenario: str, record: LoadRecord, seen: Observed, money: Mone
                 if not e.expect_parked:
                     unexpected += 1
                     problems.append(f"unexpected parked: {e.kind} {e.event_id}")
+            if code is TransferCode.REFUND:
+                # Each `charge.refunded` carries the charge's running total, and the
+                # ledger moves what a total adds to the largest one before it (settled
+                # in arrival order, a larger total may come first and cover a smaller
+                # one): at most one transfer per event, at least one, and together the
+                # largest total of the events not parked.
+                totals = _running_totals(group)
+                owed = max((totals[e.event_id] for e in group if e not in waiting), default=0)
+                if n > len(group):
+                    doubled += n - len(group)
+                    problems.append(f"doubled: {pi} has {n} REFUND transfers for {len(group)}")
+                elif amount < owed:  # not there (yet): the drain waits for it
+                    lost += 1
+                    problems.append(f"lost: {pi} REFUND holds {amount}, owes {owed}")
+                elif amount > owed:
+                    money_wrong += 1
+                    problems.append(f"money: {pi} REFUND holds {amount}, planned {owed}")
+                settled += len(group) - len(waiting)
+                continue
             # Settled: as many transfers as events, or as many as the events not parked
             # (the parked ones' amounts then missing from the sum).
             planned = sum(e.amount_minor for e in group)

@@ -22,7 +22,7 @@ from gateway.adapters.postgres import settlements as store
 from gateway.adapters.postgres import statements as statements_store
 from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.core.excerpt import excerpt
-from gateway.core.ledger import Ledger, interpret
+from gateway.core.ledger import Ledger, TransferResult, interpret
 from gateway.core.ledger_accounts import clearing_name
 from gateway.core.money import check_amount, check_currency, format_minor
 from gateway.core.settlement import (
@@ -33,7 +33,7 @@ from gateway.core.settlement import (
     transfer_id,
 )
 from gateway.core.statements import PAGE_ROWS, Adjustment, Filters, Line, Movement, running
-from gateway.errors import UnknownMerchant, UsageError
+from gateway.errors import InvalidAmount, UnknownMerchant, UsageError
 from gateway.settlement.ledger_ops import open_accounts
 
 #: The owner of the accounts adjustments are posted against, one per currency (a
@@ -97,7 +97,7 @@ async def adjust(pool: Pool, ledger: Ledger, wanted: Adjustment) -> tuple[Adjust
     try:
         check_amount(abs(wanted.amount_minor), "--amount")
         currency = check_currency(wanted.currency)
-    except Exception as exc:
+    except (InvalidAmount, ValueError) as exc:  # out of the ledgers' range; not a code
         raise UsageError(str(exc)) from None
     wanted = dataclasses.replace(wanted, currency=currency)
     if await ledger.balance(merchant_account_id(wanted.merchant_id, currency)) is None:
@@ -134,4 +134,4 @@ async def adjust(pool: Pool, ledger: Ledger, wanted: Adjustment) -> tuple[Adjust
     answer = interpret(result, transfer)
     async with connection(pool) as conn:
         await store.set_settled_many(conn, [tid])
-    return stored, answer.value == "created"
+    return stored, answer is TransferResult.CREATED
