@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from tests.support.deliveries import deliver
-from tests.support.gateway import RunningServer, config, running_server
+from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
 from tests.support.services import wait_until
 from tests.support.settlement import (
     fetch,
@@ -157,3 +157,40 @@ async def test_a_provider_that_parks_what_moves_no_money_and_names_its_merchant_
     rows = await fetch(database_url, "SELECT error_class, error_message FROM dlq_webhooks")
     assert [r["error_class"] for r in rows] == ["EVENT_NOT_MAPPED"]
     assert "customer.created" in rows[0]["error_message"]
+
+
+async def test_one_bad_internal_payment_holds_only_itself(
+    doc: dict[str, Any], database_url: str
+) -> None:
+    """Without an `Ordering-Key`, internal events are keyed by their payment: a parked
+    capture (an amount of 2^64) holds its own payment's refund, not the next payment."""
+    auth = {"Authorization": f"Bearer {BILLING_TOKEN}"}
+
+    async def publish(key: str, event_type: str, data: dict[str, Any]) -> None:
+        # 2**64 is past what orjson writes: the amount goes in as text, as a sender's would.
+        huge = data.get("amount_minor") == 2**64
+        body = orjson.dumps({"type": event_type, "data": {**data, "amount_minor": 0}})
+        content = body.replace(b'"amount_minor":0', b'"amount_minor":18446744073709551616')
+        answer = await server.client.post(
+            "/v1/events",
+            content=content if huge else orjson.dumps({"type": event_type, "data": data}),
+            headers={**auth, "Idempotency-Key": key},
+        )
+        assert answer.status_code == 200, answer.text
+
+    money = {"merchant_id": "m_i", "currency": "USD"}
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, "m_i")
+        await publish("k1", "payment.captured", {**money, "settlement_id": "s_bad",
+                                                 "amount_minor": 2**64})  # fmt: skip
+        await publish("k2", "payment.refunded", {**money, "settlement_id": "s_bad",
+                                                 "amount_minor": 5, "refund_id": "r"})  # fmt: skip
+        await publish("k3", "payment.captured", {**money, "settlement_id": "s_good",
+                                                 "amount_minor": 900})  # fmt: skip
+        await wait_until(lambda: ended(database_url, 3))
+        assert await merchant_balance(parts, "m_i") == 900
+    rows = await fetch(database_url, "SELECT event_id, error_class FROM dlq_webhooks ORDER BY id")
+    assert [(r["event_id"], r["error_class"]) for r in rows] == [
+        ("k1", "FIELD_TYPE_INVALID"),  # read as a float: not an amount in minor units
+        ("k2", "BLOCKED_BY_PREDECESSOR"),
+    ]
