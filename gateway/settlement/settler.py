@@ -22,7 +22,7 @@ from gateway.adapters.postgres import settlements as store
 from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.core.currency import Rate, RateAction
 from gateway.core.excerpt import excerpt
-from gateway.core.ledger import Ledger, TransferResult
+from gateway.core.ledger import Ledger
 from gateway.core.ledger_accounts import clearing_name
 from gateway.core.mappings import PROVIDER_MAPPINGS, instruction_of
 from gateway.core.model import Event
@@ -45,10 +45,11 @@ from gateway.errors import (
 )
 from gateway.settings import Settings
 from gateway.settlement import follow_ups, steps
-from gateway.settlement.items import Item, Posted, SettleOutcome, Tally, step_failed
+from gateway.settlement.items import Item, SettleOutcome, Tally, step_failed
 from gateway.settlement.ledger_ops import open_accounts
+from gateway.settlement.posted_log import log_posted, log_settled
 
-__all__ = ["RATE_FROM_MEMORY", "SettleOutcome", "Settler", "instruction_for", "log_settled"]
+__all__ = ["RATE_FROM_MEMORY", "SettleOutcome", "Settler", "instruction_for"]
 
 log = logging.getLogger(__name__)
 
@@ -66,45 +67,6 @@ def instruction_for(
 ) -> SettlementInstruction | None:
     """The event's settlement instruction, or None when its source or type does not settle."""
     return instruction_of(event.provider, event.event_type, event.body, schemes, merchants)
-
-
-def log_settled(
-    instruction: SettlementInstruction,
-    amount_minor: int,
-    currency: str,
-    rate: Decimal,
-    result: TransferResult,
-) -> None:
-    """The debug line of one posted settlement (each batch logs `log_posted`)."""
-    log.debug(
-        "settled",
-        extra={
-            "settlement_id": instruction.settlement_id,
-            "kind": instruction.kind.value,
-            "amount_minor": amount_minor,
-            "currency": currency,
-            "rate": str(rate),
-            "result": result.value,
-        },
-    )
-
-
-def log_posted(posted: Sequence[Posted], created: int, currency: str) -> None:
-    """The log line of a batch posted together: how many transfers it created, how many
-    were in the ledger already, and the first and last settlement (a batch of one names
-    its settlement, as the per-event debug line does)."""
-    first, last = posted[0][0].priced.item, posted[-1][0].priced.item
-    fields = {
-        "transfers": len(posted),
-        "transfers_created": created,
-        "transfers_existed": len(posted) - created,
-        "currency": currency,
-        "settlement_id": first.instruction.settlement_id,
-        "last_settlement_id": last.instruction.settlement_id,
-    }
-    # Alone, the line carries the event's trace id, as the per-event line did.
-    with tracing.activated(first.span if len(posted) == 1 else None):
-        log.info("settled", extra=fields)
 
 
 class Settler:
