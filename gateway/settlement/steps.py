@@ -26,6 +26,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from gateway.adapters.postgres import Conn, Pool, connection, transaction
+from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
 from gateway.core.excerpt import excerpt
 from gateway.core.ledger import Ledger, TransferResult, interpret
@@ -56,6 +57,8 @@ class Found:
 
     rows: dict[int, store.SettlementRow]
     captures: dict[str, store.SettlementRow]
+    #: What the claims of follow-ups started before said, by transfer id.
+    claimed: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 class Pricing(Protocol):
@@ -90,7 +93,9 @@ async def look_up(pool: Pool, items: Sequence[Item]) -> Found:
     async with connection(pool) as conn:
         rows = await store.by_transfers(conn, [item.tid for item in items])
         captures = await store.captures_of(conn, followed) if followed else {}
-    return Found(rows, captures)
+        again = [i.tid for i in items if i.instruction.kind.follows_payment and i.tid in rows]
+        claimed = await claims_store.claimed(conn, again) if again else {}
+    return Found(rows, captures, claimed)
 
 
 def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]:
@@ -102,7 +107,9 @@ def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]
         try:
             follow_up = item.instruction.kind.follows_payment
             if row is not None:
-                if not follow_up:  # a follow-up's row holds what it netted to, not its claim
+                if follow_up:  # its row holds what it netted to; its claim what it said
+                    check_claimed(found.claimed.get(item.tid), item.instruction)
+                else:
                     check_same(row, item.instruction)
                 if row.state is SettlementState.SETTLED:
                     triage.decided[item.index] = SettleOutcome.DUPLICATE
@@ -133,6 +140,16 @@ def _fixed(row: store.SettlementRow | None) -> tuple[int, Decimal] | None:
     if row is None or not row.ledger_amount_minor or not row.rate_at_payment:
         return None
     return row.ledger_amount_minor, row.rate_at_payment
+
+
+def check_claimed(claimed: int | None, instruction: SettlementInstruction) -> None:
+    """A repeat of a refund or dispute must claim what it claimed the first time."""
+    if claimed is not None and claimed != instruction.amount_minor:
+        raise LedgerIdCollision(
+            f"{instruction.kind.value} {excerpt(instruction.key)} of payment "
+            f"{excerpt(instruction.settlement_id)} was recorded as {claimed} "
+            f"{instruction.currency}; this event says {instruction.amount_minor}"
+        )
 
 
 def check_same(existing: store.SettlementRow, instruction: SettlementInstruction) -> None:

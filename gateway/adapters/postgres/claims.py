@@ -99,3 +99,17 @@ async def netted(conn: Conn, transfer_ids: Sequence[int]) -> set[int]:
             [str(t) for t in transfer_ids],
         )
     return {int(r["t"]) for r in rows}
+
+
+async def claimed(conn: Conn, transfer_ids: Sequence[int]) -> dict[int, int]:
+    """What each of `transfer_ids`' claims said (its own amount, or the running total),
+    by transfer id: a repeat of a movement must say the same."""
+    if not transfer_ids:
+        return {}
+    with translate_errors():
+        rows = await conn.fetch(
+            "SELECT transfer_id::text AS t, amount_minor FROM payment_claims"
+            " WHERE transfer_id = ANY($1::text[]::numeric[])",
+            [str(t) for t in transfer_ids],
+        )
+    return {int(r["t"]): r["amount_minor"] for r in rows}

@@ -26,7 +26,7 @@ from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
 from gateway.core.ledger import verify_totals
 from gateway.core.model import Event
-from gateway.errors import ExceedsPayment, PaymentNotSettled
+from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentNotSettled
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
@@ -319,3 +319,18 @@ def _in(event: Event, currency: str) -> Event:
     doc = orjson.loads(event.body)
     doc["data"]["object"]["currency"] = currency
     return dataclasses.replace(event, body=orjson.dumps(doc))
+
+
+async def test_a_refund_told_again_with_another_amount_is_a_collision(
+    parts: SettlementParts,
+) -> None:
+    """The same refund id with another amount is a real conflict, whether the first told
+    moved money (its transfer is there) or netted to nothing (only its claim is)."""
+    p = Payment()
+    await open_merchant(parts, p.merchant)
+    told = [p.capture(5000), p.refund("1", 1000), p.charge_refunded(3000), p.refund("2", 2000)]
+    ended = await settle_in_order(parts, told)
+    assert ended == [S.SETTLED, S.SETTLED, S.SETTLED, S.DUPLICATE]
+    again = [p.refund("1", 1200, kind="updated"), p.refund("2", 2500, kind="updated")]
+    assert await settle_in_order(parts, again) == [LedgerIdCollision, LedgerIdCollision]
+    assert await merchant_balance(parts, p.merchant) == 2000
