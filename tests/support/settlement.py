@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+import pytest
 
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
 from gateway.core.settlement import merchant_account, merchant_account_id
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
+
+
+def ledger_section(backend: str) -> dict[str, Any]:
+    """`[ledger]` for `backend`: nothing for PostgreSQL (the default); for TigerBeetle
+    the cluster `TIGERBEETLE_ADDRESS` names, the test skipped (with that reason) without."""
+    if backend == "postgres":
+        return {}
+    address = os.environ.get("TIGERBEETLE_ADDRESS")
+    if not address:
+        pytest.skip("TIGERBEETLE_ADDRESS not set: no TigerBeetle server here")
+    return {"backend": "tigerbeetle", "addresses": address.split(","), "timeout_s": 10.0}
 
 
 def settlement_sections(

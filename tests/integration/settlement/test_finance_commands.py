@@ -27,29 +27,23 @@ from gateway.settlement.settler import SettleOutcome
 from tests.integration.settlement.test_money_movements import Payment
 from tests.support.config_file import write_toml
 from tests.support.gateway import config
-from tests.support.settlement import fetch, merchant_balance, settlement_sections
+from tests.support.settlement import (
+    fetch,
+    ledger_section,
+    merchant_balance,
+    settlement_sections,
+)
 from tests.support.stub import Stub
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 @pytest.fixture(params=["postgres", "tigerbeetle"])
-def ledger_section(request: pytest.FixtureRequest) -> dict[str, Any]:
-    if request.param == "postgres":
-        return {}
-    address = os.environ.get("TIGERBEETLE_ADDRESS")
-    if not address:
-        pytest.skip("TIGERBEETLE_ADDRESS not set: no TigerBeetle server here")
-    return {"backend": "tigerbeetle", "addresses": address.split(","), "timeout_s": 10.0}
-
-
-@pytest.fixture
 def doc(
-    database_url: str, nats_url: str, stub: Stub, redis_url: str, ledger_section: dict[str, Any]
+    request: pytest.FixtureRequest, database_url: str, nats_url: str, stub: Stub, redis_url: str
 ) -> dict[str, Any]:
-    return config(
-        database_url, nats_url, **settlement_sections(stub.url, redis_url, ledger=ledger_section)
-    )
+    ledger = ledger_section(request.param)
+    return config(database_url, nats_url, **settlement_sections(stub.url, redis_url, ledger=ledger))
 
 
 @pytest.fixture

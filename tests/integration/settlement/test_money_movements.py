@@ -12,7 +12,6 @@ each later one, as its retries would.
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -31,7 +30,12 @@ from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
 from tests.support.gateway import config
-from tests.support.settlement import merchant_balance, open_merchant, settlement_sections
+from tests.support.settlement import (
+    ledger_section,
+    merchant_balance,
+    open_merchant,
+    settlement_sections,
+)
 from tests.support.stub import Stub
 
 
@@ -39,13 +43,7 @@ from tests.support.stub import Stub
 async def parts(
     request: pytest.FixtureRequest, database_url: str, nats_url: str, stub: Stub, redis_url: str
 ) -> AsyncIterator[SettlementParts]:
-    ledger: dict[str, Any] = {}
-    if request.param == "tigerbeetle":
-        address = os.environ.get("TIGERBEETLE_ADDRESS")
-        if not address:
-            pytest.skip("TIGERBEETLE_ADDRESS not set: no TigerBeetle server here")
-        ledger = {"backend": "tigerbeetle", "addresses": address.split(","), "timeout_s": 10.0}
-    sections = settlement_sections(stub.url, redis_url, ledger=ledger)
+    sections = settlement_sections(stub.url, redis_url, ledger=ledger_section(request.param))
     doc = config(database_url, nats_url, **sections)
     async with settlement_parts(settings_mod.parse(doc, env={})) as p:
         await p.settler.open_clearing_accounts()
@@ -276,14 +274,11 @@ async def per_currency(
 ) -> AsyncIterator[SettlementParts]:
     """Parts with `[settlement] balances = "per_currency"` (the currency-service stopped:
     nothing may ask it)."""
-    ledger: dict[str, Any] = {}
-    if request.param == "tigerbeetle":
-        address = os.environ.get("TIGERBEETLE_ADDRESS")
-        if not address:
-            pytest.skip("TIGERBEETLE_ADDRESS not set: no TigerBeetle server here")
-        ledger = {"backend": "tigerbeetle", "addresses": address.split(","), "timeout_s": 10.0}
     sections = settlement_sections(
-        stub.url, redis_url, ledger=ledger, settlement={"balances": "per_currency"}
+        stub.url,
+        redis_url,
+        ledger=ledger_section(request.param),
+        settlement={"balances": "per_currency"},
     )
     doc = config(database_url, nats_url, **sections)
     await stub.control(mode="fail")
