@@ -36,6 +36,7 @@ from gateway.core.ledger import (
     LedgerTotals,
     LedgerTransfer,
     PostedTransfer,
+    TransferPhase,
     TransferResult,
 )
 from gateway.core.ledger_batches import align_found, chunk_bounds, one_per_event
@@ -56,6 +57,7 @@ _QUERY_LIMIT = 8000
 T = TypeVar("T")
 
 _S = tb.CreateTransferStatus
+_DIFFERENT_PENDING = TransferResult.PENDING_TRANSFER_HAS_DIFFERENT_FIELDS
 #: TigerBeetle's transfer results onto the port's; anything not listed is REJECTED.
 TRANSFER_RESULTS: dict[tb.CreateTransferStatus, TransferResult] = {
     _S.CREATED: TransferResult.CREATED,
@@ -79,6 +81,24 @@ TRANSFER_RESULTS: dict[tb.CreateTransferStatus, TransferResult] = {
     _S.TRANSFER_MUST_HAVE_THE_SAME_LEDGER_AS_ACCOUNTS: TransferResult.LEDGER_MISMATCH,
     _S.EXCEEDS_CREDITS: TransferResult.EXCEEDS_CREDITS,
     _S.EXCEEDS_DEBITS: TransferResult.EXCEEDS_DEBITS,
+    _S.PENDING_TRANSFER_NOT_FOUND: TransferResult.PENDING_TRANSFER_NOT_FOUND,
+    _S.PENDING_TRANSFER_NOT_PENDING: TransferResult.PENDING_TRANSFER_NOT_PENDING,
+    _S.PENDING_TRANSFER_HAS_DIFFERENT_DEBIT_ACCOUNT_ID: _DIFFERENT_PENDING,
+    _S.PENDING_TRANSFER_HAS_DIFFERENT_CREDIT_ACCOUNT_ID: _DIFFERENT_PENDING,
+    _S.PENDING_TRANSFER_HAS_DIFFERENT_LEDGER: _DIFFERENT_PENDING,
+    _S.PENDING_TRANSFER_HAS_DIFFERENT_CODE: _DIFFERENT_PENDING,
+    _S.EXCEEDS_PENDING_TRANSFER_AMOUNT: TransferResult.EXCEEDS_PENDING_TRANSFER_AMOUNT,
+    _S.PENDING_TRANSFER_HAS_DIFFERENT_AMOUNT: TransferResult.PENDING_TRANSFER_HAS_DIFFERENT_AMOUNT,
+    _S.PENDING_TRANSFER_ALREADY_POSTED: TransferResult.PENDING_TRANSFER_ALREADY_POSTED,
+    _S.PENDING_TRANSFER_ALREADY_VOIDED: TransferResult.PENDING_TRANSFER_ALREADY_VOIDED,
+}
+_F = tb.TransferFlags
+#: The port's phases as TigerBeetle's transfer flags, and back.
+PHASE_FLAGS: dict[TransferPhase, tb.TransferFlags] = {
+    TransferPhase.SINGLE: _F.NONE,
+    TransferPhase.PENDING: _F.PENDING,
+    TransferPhase.POST: _F.POST_PENDING_TRANSFER,
+    TransferPhase.VOID: _F.VOID_PENDING_TRANSFER,
 }
 _A = tb.CreateAccountStatus
 _ACCOUNT_OK = frozenset({_A.CREATED, _A.EXISTS})
@@ -123,6 +143,8 @@ def to_tb_transfer(t: LedgerTransfer) -> tb.Transfer:
         user_data_64=rate_scaled,
         ledger=t.ledger,
         code=int(t.code),
+        flags=PHASE_FLAGS[t.phase],
+        pending_id=t.pending_id,
     )
 
 
@@ -262,6 +284,8 @@ def balance_of(account: tb.Account) -> Balance:
         account.credits_posted,
         ledger=account.ledger,
         code=account.code,
+        debits_pending=account.debits_pending,
+        credits_pending=account.credits_pending,
     )
 
 
@@ -276,7 +300,16 @@ def posted_of(transfer: tb.Transfer) -> PostedTransfer:
         code=transfer.code,
         settlement_ref=transfer.user_data_128,
         rate_at_payment=Decimal(transfer.user_data_64).scaleb(-RATE_DECIMALS),
+        phase=_phase_of(transfer.flags),
+        pending_id=transfer.pending_id,
     )
+
+
+def _phase_of(flags: int) -> TransferPhase:
+    for phase, flag in PHASE_FLAGS.items():
+        if flag and flags & flag:
+            return phase
+    return TransferPhase.SINGLE
 
 
 @contextlib.asynccontextmanager

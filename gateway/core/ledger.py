@@ -52,6 +52,25 @@ class TransferCode(enum.IntEnum):
     PAYOUT = 8
 
 
+class TransferPhase(enum.StrEnum):
+    """Whether a transfer moves money at once or in two phases (TigerBeetle's flags).
+
+    An authorisation reserves money with a `PENDING` transfer (counted in the accounts'
+    `*_pending`, not posted); a capture then `POST`s it, for its whole amount or less
+    (the rest is released), or a void `VOID`s it. A pending transfer is resolved once.
+    """
+
+    SINGLE = "single"
+    PENDING = "pending"
+    POST = "post"  # TigerBeetle's post_pending_transfer
+    VOID = "void"  # TigerBeetle's void_pending_transfer
+
+    @property
+    def resolves(self) -> bool:
+        """Post and void name the pending transfer they resolve (`pending_id`)."""
+        return self in (TransferPhase.POST, TransferPhase.VOID)
+
+
 class TransferResult(enum.StrEnum):
     """The outcome of posting one transfer, mirroring TigerBeetle's result codes."""
 
@@ -69,6 +88,18 @@ class TransferResult(enum.StrEnum):
     EXCEEDS_CREDITS = "exceeds_credits"
     #: The credit account has `credits_must_not_exceed_debits` and too little debit.
     EXCEEDS_DEBITS = "exceeds_debits"
+    #: A post or void whose `pending_id` names no transfer.
+    PENDING_TRANSFER_NOT_FOUND = "pending_transfer_not_found"
+    #: A post or void whose `pending_id` names a transfer that is not pending.
+    PENDING_TRANSFER_NOT_PENDING = "pending_transfer_not_pending"
+    #: A post or void whose accounts, ledger or code are not its pending transfer's.
+    PENDING_TRANSFER_HAS_DIFFERENT_FIELDS = "pending_transfer_has_different_fields"
+    PENDING_TRANSFER_ALREADY_POSTED = "pending_transfer_already_posted"
+    PENDING_TRANSFER_ALREADY_VOIDED = "pending_transfer_already_voided"
+    #: A post of more than its pending transfer reserved.
+    EXCEEDS_PENDING_TRANSFER_AMOUNT = "exceeds_pending_transfer_amount"
+    #: A void of another amount than its pending transfer's.
+    PENDING_TRANSFER_HAS_DIFFERENT_AMOUNT = "pending_transfer_has_different_amount"
     #: Anything else the ledger refuses as malformed (zero id, overflow, reserved flag...).
     REJECTED = "rejected"
 
@@ -80,6 +111,7 @@ ID_BURNING_RESULTS = frozenset(
         TransferResult.CREDIT_ACCOUNT_NOT_FOUND,
         TransferResult.EXCEEDS_CREDITS,
         TransferResult.EXCEEDS_DEBITS,
+        TransferResult.PENDING_TRANSFER_NOT_FOUND,
     }
 )
 
@@ -109,12 +141,18 @@ class LedgerTransfer:
     settlement_id: str
     #: User data: the conversion rate used, at most `RATE_DECIMALS` decimal places.
     rate_at_payment: Decimal
+    phase: TransferPhase = TransferPhase.SINGLE
+    #: The pending transfer a post or void resolves; 0 for the other phases. A post or
+    #: void names its pending transfer's accounts, ledger and code (never left 0).
+    pending_id: int = 0
 
     def __post_init__(self) -> None:
         for name in ("id", "debit_account_id", "credit_account_id"):
             value = getattr(self, name)
             if not 0 < value < ID_MAX:
                 raise ValueError(f"{name} {value} is outside 1..2**128-2")
+        if self.phase.resolves != (0 < self.pending_id < ID_MAX):
+            raise ValueError(f"a {self.phase.value} transfer has pending_id {self.pending_id}")
         if not 0 < self.amount_minor <= ID_MAX:
             raise ValueError(f"amount_minor {self.amount_minor} must be positive (u128)")
         exponent = self.rate_at_payment.as_tuple().exponent
@@ -139,6 +177,9 @@ class Balance:
     #: The account's ledger (its currency) and code (its kind); 0 where not known.
     ledger: int = 0
     code: int = 0
+    #: Reserved by pending transfers (authorisations), not yet posted or voided.
+    debits_pending: int = 0
+    credits_pending: int = 0
 
     @property
     def credit_balance_minor(self) -> int:
@@ -172,6 +213,8 @@ class PostedTransfer:
     #: `core.settlement.settlement_ref` of its settlement id (TigerBeetle keeps only it).
     settlement_ref: int
     rate_at_payment: Decimal
+    phase: TransferPhase = TransferPhase.SINGLE
+    pending_id: int = 0
 
 
 class Ledger(Protocol):

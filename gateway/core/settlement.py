@@ -17,7 +17,14 @@ import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gateway.core.ledger import ID_MAX, AccountCode, AccountSpec, LedgerTransfer, TransferCode
+from gateway.core.ledger import (
+    ID_MAX,
+    AccountCode,
+    AccountSpec,
+    LedgerTransfer,
+    TransferCode,
+    TransferPhase,
+)
 from gateway.core.money import check_amount, check_currency, quantize_rate
 from gateway.errors import MissingField
 
@@ -40,12 +47,31 @@ class SettlementKind(enum.StrEnum):
     #: An operator's correcting entry (`gateway ledger adjust`): to the merchant, or from.
     CREDIT_ADJUSTMENT = "credit_adjustment"
     DEBIT_ADJUSTMENT = "debit_adjustment"
+    #: A payment authorised, not captured: its amount reserved for the merchant (a
+    #: pending transfer), moved by the capture, released by a void.
+    AUTHORISATION = "authorisation"
+    #: An authorisation cancelled or expired before its capture: the reservation released.
+    VOID = "void"
+
+    @property
+    def two_phase(self) -> bool:
+        """An authorisation or a void: keyed by its payment, posted as a pending
+        transfer or its void (`gateway.settlement.two_phase`)."""
+        return self in (SettlementKind.AUTHORISATION, SettlementKind.VOID)
 
     @property
     def follows_payment(self) -> bool:
         """Refunds, chargebacks and their reversals move money of a payment captured
         before (`core.follow_ups` nets them against it)."""
         return self in _FOLLOW_UPS
+
+    @property
+    def balance_sign(self) -> int:
+        """What it does to the merchant's balance: +1 money in, -1 money out, 0 for an
+        authorisation or void (a reservation is not in the balance)."""
+        if self.two_phase:
+            return 0
+        return 1 if self in _TO_MERCHANT else -1
 
     @property
     def to_merchant(self) -> bool:
@@ -59,6 +85,8 @@ _TO_MERCHANT = frozenset(
         SettlementKind.REFUND_REVERSAL,
         SettlementKind.CHARGEBACK_REVERSAL,
         SettlementKind.CREDIT_ADJUSTMENT,
+        SettlementKind.AUTHORISATION,
+        SettlementKind.VOID,
     }
 )
 _FOLLOW_UPS = frozenset(
@@ -103,6 +131,8 @@ class SettlementInstruction:
     def __post_init__(self) -> None:
         if self.kind is not SettlementKind.CAPTURE and not self.refund_id:
             raise ValueError(f"a {self.kind.value} needs its own id")
+        if self.kind.two_phase and self.refund_id != self.settlement_id:
+            raise ValueError(f"a {self.kind.value} is keyed by its payment")
 
     @property
     def key(self) -> str:
@@ -160,7 +190,22 @@ def transfer_id(instruction: SettlementInstruction) -> int:
         return _hash128(
             "transfer", instruction.kind.value, instruction.settlement_id, instruction.key
         )
-    return _hash128("transfer", "capture", instruction.settlement_id)
+    return capture_transfer_id(instruction.settlement_id)
+
+
+def authorisation_transfer_id(settlement_id: str) -> int:
+    """The id of the payment's pending transfer (its authorisation)."""
+    return _hash128("transfer", SettlementKind.AUTHORISATION.value, settlement_id, settlement_id)
+
+
+def void_transfer_id(settlement_id: str) -> int:
+    """The id of the void of the payment's pending transfer."""
+    return _hash128("transfer", SettlementKind.VOID.value, settlement_id, settlement_id)
+
+
+def capture_transfer_id(settlement_id: str) -> int:
+    """The id of the payment's capture (whether it posts a pending transfer or not)."""
+    return _hash128("transfer", "capture", settlement_id)
 
 
 def settlement_ref(settlement_id: str) -> int:
@@ -228,12 +273,17 @@ def build_transfer(
     amount_minor: int,
     rate_at_payment: Decimal,
     merchant_id: str | None = None,
+    authorised: bool = False,
 ) -> LedgerTransfer:
     """The ledger transfer for `instruction`, already converted to `ledger_currency`.
 
     Capture and the reversals: clearing → merchant. Refund and chargeback: merchant →
     clearing. Payout: merchant → the source's payouts account. `merchant_id` overrides
     the instruction's (needed when the event does not name the merchant).
+
+    An authorisation is a pending capture; a void voids it; a capture that is
+    `authorised` posts it (`amount_minor` at most what it reserved). The three share
+    the capture's code, as TigerBeetle requires of a pending transfer's post and void.
     """
     merchant = merchant_id or instruction.merchant_id
     if not merchant:
@@ -243,13 +293,22 @@ def build_transfer(
     clearing = clearing_account_id(counter, ledger_currency)
     merchant_acct = merchant_account_id(merchant, ledger_currency)
     to_merchant = instruction.kind.to_merchant
+    kind = instruction.kind
+    phase, pending_id = TransferPhase.SINGLE, 0
+    if kind is SettlementKind.AUTHORISATION:
+        phase = TransferPhase.PENDING
+    elif kind is SettlementKind.VOID or (kind is SettlementKind.CAPTURE and authorised):
+        phase = TransferPhase.VOID if kind is SettlementKind.VOID else TransferPhase.POST
+        pending_id = authorisation_transfer_id(instruction.settlement_id)
     return LedgerTransfer(
         id=transfer_id(instruction),
         debit_account_id=clearing if to_merchant else merchant_acct,
         credit_account_id=merchant_acct if to_merchant else clearing,
         amount_minor=amount_minor,
         ledger=ledger_number(ledger_currency),
-        code=TransferCode[instruction.kind.name],
+        code=TransferCode.CAPTURE if kind.two_phase else TransferCode[kind.name],
         settlement_id=instruction.settlement_id,
         rate_at_payment=quantize_rate(rate_at_payment),
+        phase=phase,
+        pending_id=pending_id,
     )

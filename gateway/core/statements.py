@@ -81,8 +81,9 @@ class Movement:
 
     @property
     def signed_minor(self) -> int:
-        """What it did to the merchant's balance: + for money in, - for money out."""
-        return self.posted_minor if self.kind.to_merchant else -self.posted_minor
+        """What it did to the merchant's balance: + for money in, - for money out, 0 for
+        a reservation (an authorisation, a void)."""
+        return self.kind.balance_sign * self.posted_minor
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,11 @@ from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
 from gateway.core.excerpt import excerpt
 from gateway.core.follow_ups import Payment, decide
+from gateway.core.settlement import SettlementKind
 from gateway.errors import MissingField
 from gateway.settlement.items import Priced, SettleOutcome, Triage
+
+FOLLOW_UP_KINDS = tuple(k for k in SettlementKind if k.follows_payment)
 
 
 def payment_of(row: store.SettlementRow, ledger_currency: str) -> Payment:
@@ -45,7 +48,7 @@ async def net(pool: Pool, priced: Sequence[Priced]) -> Triage[Priced]:
     pending: list[store.PendingSettlement] = []
     async with transaction(pool) as conn:
         await claims_store.lock_payments(conn, payments)
-        claims = await claims_store.claims_of(conn, payments)
+        claims = await claims_store.claims_of(conn, payments, FOLLOW_UP_KINDS)
         for p in to_net:
             item, instruction = p.item, p.item.instruction
             try:

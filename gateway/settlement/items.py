@@ -56,6 +56,10 @@ class Routed:
     merchant: str
     fixed: tuple[int, Decimal] | None = None
     payment: SettlementRow | None = None
+    #: The authorisation a capture posts (or, with `release`, voids before moving at
+    #: once), or a void voids (`settlement.two_phase`).
+    authorisation: SettlementRow | None = None
+    release: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class Priced:
     #: The capture a follow-up not netted yet belongs to (`settlement.follow_ups`): its
     #: amount and rate come from netting it against its payment's claims, not from here.
     payment: SettlementRow | None = None
+    authorisation: SettlementRow | None = None  # as in `Routed`
+    release: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,9 @@ class Posting:
 
     priced: Priced
     transfer: LedgerTransfer
+    #: Posted just before `transfer`, in the same request (the void of a reservation a
+    #: capture cannot post).
+    before: tuple[LedgerTransfer, ...] = ()
 
 
 #: A posted transfer and the ledger's answer, interpreted.

@@ -53,7 +53,7 @@ async def check_payments(pool: Pool, ledger: Ledger, page_rows: int = PAGE_ROWS)
             result.rows += 1
             settled = r["state"] == "settled"
             recorded = r["signed_minor"] if settled else 0
-            sign = 1 if SettlementKind(r["kind"]).to_merchant else -1
+            sign = SettlementKind(r["kind"]).balance_sign
             posted = 0 if transfer is None else sign * transfer.amount_minor
             if recorded == posted:
                 continue

@@ -44,7 +44,7 @@ from gateway.errors import (
     error_class_of,
 )
 from gateway.settings import Settings
-from gateway.settlement import follow_ups, steps
+from gateway.settlement import follow_ups, steps, two_phase
 from gateway.settlement.items import Item, SettleOutcome, Tally, step_failed
 from gateway.settlement.ledger_ops import open_accounts
 from gateway.settlement.posted_log import log_posted, log_settled
@@ -174,6 +174,10 @@ class Settler:
         priced = tally.take(await steps.price(routed, self))
         try:
             priced = tally.take(await follow_ups.net(self._pool, priced))
+        except Exception as exc:
+            return self._failed_step(tally, exc, [p.item for p in priced], alone)
+        try:
+            priced = tally.take(await two_phase.reserve(self._pool, priced))
         except Exception as exc:
             return self._failed_step(tally, exc, [p.item for p in priced], alone)
         try:

@@ -20,6 +20,7 @@ same batch.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -29,16 +30,17 @@ from gateway.adapters.postgres import Conn, Pool, connection, transaction
 from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
 from gateway.core.excerpt import excerpt
-from gateway.core.ledger import Ledger, TransferResult, interpret
+from gateway.core.ledger import Ledger, LedgerTransfer, TransferResult, interpret
 from gateway.core.money import convert_minor
 from gateway.core.settlement import (
     SettlementInstruction,
+    SettlementKind,
     SettlementState,
     build_transfer,
     merchant_to_post,
 )
 from gateway.errors import LedgerIdCollision, PaymentNotSettled
-from gateway.settlement import traced
+from gateway.settlement import traced, two_phase
 from gateway.settlement.items import (
     Item,
     Posted,
@@ -79,6 +81,7 @@ class Pricing(Protocol):
 
 
 _ONE = Decimal(1)
+log = logging.getLogger(__name__)
 
 
 # --- 1. look up --------------------------------------------------------------------------
@@ -90,8 +93,10 @@ async def look_up(pool: Pool, items: Sequence[Item]) -> Found:
     if not items:
         return Found({}, {})
     followed = [i.instruction.settlement_id for i in items if i.instruction.kind.follows_payment]
+    tids = [item.tid for item in items]
+    tids.extend(t for item in items for t in two_phase.related_ids(item.instruction))
     async with connection(pool) as conn:
-        rows = await store.by_transfers(conn, [item.tid for item in items])
+        rows = await store.by_transfers(conn, list(dict.fromkeys(tids)))
         captures = await store.captures_of(conn, followed) if followed else {}
         again = [i.tid for i in items if i.instruction.kind.follows_payment and i.tid in rows]
         claimed = await claims_store.claimed(conn, again) if again else {}
@@ -102,14 +107,24 @@ def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]
     """Each item against what is stored: a repeat must say what the first event said
     (`check_same`); settled already is a duplicate; else the merchant to post for."""
     triage: Triage[Routed] = Triage()
+    # One movement per two-phase payment in a batch: an authorisation and its capture or
+    # void decide on each other's rows, so the later ones settle alone, after it.
+    phased = {i.instruction.settlement_id for i in items if i.instruction.kind.two_phase}
+    seen: set[str] = set()
     for item in items:
         row = found.rows.get(item.tid)
+        kind = item.instruction.kind
+        if not alone and kind in two_phase.PHASED and item.instruction.settlement_id in phased:
+            if item.instruction.settlement_id in seen:
+                triage.alone.append(item)
+                continue
+            seen.add(item.instruction.settlement_id)
         try:
-            follow_up = item.instruction.kind.follows_payment
+            follow_up = kind.follows_payment
             if row is not None:
                 if follow_up:  # its row holds what it netted to; its claim what it said
                     check_claimed(found.claimed.get(item.tid), item.instruction)
-                else:
+                elif kind is not SettlementKind.VOID:  # a void's row holds its auth's
                     check_same(row, item.instruction)
                 if row.state is SettlementState.SETTLED:
                     triage.decided[item.index] = SettleOutcome.DUPLICATE
@@ -117,6 +132,15 @@ def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]
                 if not alone:  # started before: settled alone, with its own amount and rate
                     triage.alone.append(item)
                     continue
+            if kind in two_phase.PHASED:
+                decided = two_phase.routed(item, found.rows, _fixed(row), alone=alone)
+                if decided is None:
+                    triage.alone.append(item)
+                elif isinstance(decided, Exception):
+                    triage.decided[item.index] = decided
+                else:
+                    triage.go_on.append(decided)
+                continue
             capture = found.captures.get(item.instruction.settlement_id)
             settled_merchant = capture.settled_merchant if capture else None
             merchant = merchant_to_post(item.instruction, settled_merchant)
@@ -186,11 +210,28 @@ async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
     found: dict[tuple[str, int], Decimal] = {}
     for r in routed:
         item, instruction = r.item, r.item.instruction
+        if instruction.kind is SettlementKind.VOID:  # what its authorisation reserved
+            triage.go_on.append(two_phase.void_priced(r))
+            continue
+        auth = r.authorisation if not r.release else None
         try:
             ledger = pricing.ledger_currency_for(instruction, r.payment)
+            if auth is not None:  # posted in the reservation's currency, at its rate
+                ledger = auth.ledger_currency or auth.currency
             await pricing.require_accounts(r.merchant, item.event.provider, ledger)
             if r.fixed is not None:
-                triage.go_on.append(Priced(item, r.merchant, *r.fixed, ledger, stored=True))
+                stored = Priced(item, r.merchant, *r.fixed, ledger, stored=True,
+                                authorisation=r.authorisation, release=r.release)  # fmt: skip
+                triage.go_on.append(stored)
+                continue
+            if auth is not None and auth.rate_at_payment is not None:
+                amount_minor = instruction.amount_minor
+                if instruction.currency != ledger:
+                    amount_minor = convert_minor(
+                        amount_minor, auth.rate_at_payment, instruction.currency, ledger
+                    )
+                triage.go_on.append(Priced(item, r.merchant, amount_minor, auth.rate_at_payment,
+                                           ledger, authorisation=auth))  # fmt: skip
                 continue
             if r.payment is not None:  # at its payment's rate, once netted (`follow_ups`)
                 triage.go_on.append(
@@ -212,7 +253,8 @@ async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
         except Exception as exc:  # the worker disposes of it
             triage.decided[item.index] = exc
             continue
-        triage.go_on.append(Priced(item, r.merchant, amount_minor, rate, ledger))
+        triage.go_on.append(Priced(item, r.merchant, amount_minor, rate, ledger,
+                                   authorisation=r.authorisation, release=r.release))  # fmt: skip
     return triage
 
 
@@ -241,26 +283,31 @@ def _as_stored(p: Priced, row: store.SettlementRow | None) -> Priced:
         return dataclasses.replace(p, stored=True)
     amount_minor = row.ledger_amount_minor or p.amount_minor
     rate = row.rate_at_payment or p.rate
-    return Priced(p.item, p.merchant, amount_minor, rate, p.ledger_currency, stored=True)
+    return dataclasses.replace(p, amount_minor=amount_minor, rate=rate, stored=True)
 
 
 def build(priced: Sequence[Priced]) -> Triage[Posting]:
     """Each item's ledger transfer (a converted amount out of range is the item's error)."""
     triage: Triage[Posting] = Triage()
     for p in priced:
+        provider = p.item.event.provider
         try:
             transfer = build_transfer(
                 p.item.instruction,
-                provider=p.item.event.provider,
+                provider=provider,
                 ledger_currency=p.ledger_currency,
                 amount_minor=p.amount_minor,
                 rate_at_payment=p.rate,
                 merchant_id=p.merchant,
+                authorised=p.authorisation is not None and not p.release,
             )
+            before: tuple[LedgerTransfer, ...] = ()
+            if p.release and p.authorisation is not None:
+                before = (two_phase.release_transfer(p.authorisation, provider),)
         except Exception as exc:  # the worker disposes of it
             triage.decided[p.item.index] = exc
             continue
-        triage.go_on.append(Posting(p, transfer))
+        triage.go_on.append(Posting(p, transfer, before))
     return triage
 
 
@@ -273,8 +320,20 @@ async def post(ledger: Ledger, postings: Sequence[Posting]) -> list[tuple[Postin
     if not postings:
         return []
     with traced.ledger_post([p.priced.item.span for p in postings]):
-        answers = await ledger.post([p.transfer for p in postings])
-    return list(zip(postings, answers, strict=True))
+        answers = await ledger.post([t for p in postings for t in (*p.before, p.transfer)])
+    out: list[tuple[Posting, TransferResult]] = []
+    at = 0
+    for p in postings:
+        # A release's own answer only matters if it failed: the capture after it moved
+        # the money either way, and a reservation left pending moves none.
+        for before, answer in zip(p.before, answers[at:], strict=False):
+            if answer not in (TransferResult.CREATED, TransferResult.EXISTS):
+                log.warning("release %#034x of %s: %s", before.id,
+                            excerpt(before.settlement_id), answer.value)  # fmt: skip
+        at += len(p.before)
+        out.append((p, answers[at]))
+        at += 1
+    return out
 
 
 def interpreted(answers: Sequence[tuple[Posting, TransferResult]]) -> Triage[Posted]:

@@ -23,9 +23,16 @@ from gateway.core.ledger import (
     LedgerTotals,
     LedgerTransfer,
     PostedTransfer,
+    TransferPhase,
     TransferResult,
 )
-from gateway.core.ledger_rules import AccountState, TransferFields, apply_transfer, decide
+from gateway.core.ledger_rules import (
+    AccountState,
+    Resolved,
+    TransferFields,
+    apply_transfer,
+    decide,
+)
 from gateway.core.model import Event, Outcome
 from gateway.core.settlement import settlement_ref
 from gateway.errors import LedgerIdCollision, Overloaded, TransientError
@@ -116,6 +123,7 @@ class MemoryLedger:
         self._state: dict[int, AccountState] = {}
         self._transfers: dict[int, TransferFields] = {}
         self._failed: set[int] = set()
+        self._resolved: Resolved = {}
 
     async def _turn(self) -> None:
         await asyncio.sleep(0)  # a round trip: concurrent callers interleave between calls
@@ -145,9 +153,9 @@ class MemoryLedger:
         await self._turn()
         results: list[TransferResult] = []
         for t in transfers:
-            result = decide(t, self._state, self._transfers, self._failed)
+            result = decide(t, self._state, self._transfers, self._failed, self._resolved)
             if result is TransferResult.CREATED:
-                apply_transfer(t, self._state, self._transfers)
+                apply_transfer(t, self._state, self._transfers, self._resolved)
             elif result in ID_BURNING_RESULTS:
                 self._failed.add(t.id)
             results.append(result)
@@ -161,9 +169,10 @@ class MemoryLedger:
         fields = self._transfers.get(transfer_id)
         if fields is None:
             return None
-        debit, credit, amount, ledger, code, settlement_id, rate = fields
+        debit, credit, amount, ledger, code, settlement_id, rate, phase, pending_id = fields
         return PostedTransfer(transfer_id, debit, credit, amount, ledger, code,
-                              settlement_ref(settlement_id), rate)  # fmt: skip
+                              settlement_ref(settlement_id), rate, TransferPhase(phase),
+                              pending_id)  # fmt: skip
 
     async def balance(self, account_id: int) -> Balance | None:
         await self._turn()
@@ -179,7 +188,13 @@ class MemoryLedger:
     def _balance(self, account_id: int, state: AccountState) -> Balance:
         code = int(self.accounts[account_id].code)
         return Balance(
-            account_id, state.debits_posted, state.credits_posted, ledger=state.ledger, code=code
+            account_id,
+            state.debits_posted,
+            state.credits_posted,
+            ledger=state.ledger,
+            code=code,
+            debits_pending=state.debits_pending,
+            credits_pending=state.credits_pending,
         )
 
     async def check(self) -> LedgerTotals:

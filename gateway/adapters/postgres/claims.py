@@ -7,7 +7,7 @@ transaction ends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gateway.adapters.postgres import Conn, translate_errors
@@ -22,7 +22,7 @@ FROM unnest($1::text[]) AS p ORDER BY p"""
 _SELECT = """
 SELECT settlement_id, kind, claim_key, amount_minor, currency, cumulative, due_minor,
        ledger_due_minor
-FROM payment_claims WHERE settlement_id = ANY($1::text[])
+FROM payment_claims WHERE settlement_id = ANY($1::text[]) AND kind = ANY($2::text[])
 ORDER BY created_at, claim_key"""
 
 _INSERT = """
@@ -51,11 +51,13 @@ async def lock_payments(conn: Conn, settlement_ids: Sequence[str]) -> None:
         await conn.execute(_LOCK, sorted(set(settlement_ids)))
 
 
-async def claims_of(conn: Conn, settlement_ids: Sequence[str]) -> dict[str, list[Claim]]:
-    """Each payment's recorded claims, oldest first."""
+async def claims_of(
+    conn: Conn, settlement_ids: Sequence[str], kinds: Iterable[SettlementKind]
+) -> dict[str, list[Claim]]:
+    """Each payment's recorded claims of these kinds, oldest first."""
     found: dict[str, list[Claim]] = {p: [] for p in settlement_ids}
     with translate_errors():
-        rows = await conn.fetch(_SELECT, list(set(settlement_ids)))
+        rows = await conn.fetch(_SELECT, list(set(settlement_ids)), [k.value for k in kinds])
     for r in rows:
         found[r["settlement_id"]].append(
             Claim(

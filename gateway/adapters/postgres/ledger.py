@@ -26,10 +26,12 @@ from gateway.core.ledger import (
     LedgerTotals,
     LedgerTransfer,
     PostedTransfer,
+    TransferPhase,
     TransferResult,
 )
 from gateway.core.ledger_rules import (
     AccountState,
+    Resolved,
     TransferFields,
     apply_transfer,
     compare,
@@ -55,43 +57,61 @@ _SELECT_ACCOUNT = """
 _LOCK_ACCOUNTS = """
     SELECT id::text AS id, ledger, debits_must_not_exceed_credits,
            credits_must_not_exceed_debits, debits_posted::text AS debits_posted,
-           credits_posted::text AS credits_posted
+           credits_posted::text AS credits_posted, debits_pending::text AS debits_pending,
+           credits_pending::text AS credits_pending
     FROM ledger_accounts WHERE id = ANY($1::text[]::numeric[])
     ORDER BY id FOR UPDATE"""
 _SELECT_TRANSFERS = """
     SELECT id, debit_account_id, credit_account_id, amount, ledger, code, settlement_id,
-           rate_at_payment
+           rate_at_payment, phase, pending_id
     FROM ledger_transfers WHERE id = ANY($1::text[]::numeric[])"""
 # What a batch's ids already mean, in one round trip: its posted transfers (`failed`
 # false) and its burnt ids (`failed` true, the other columns null).
 _SELECT_TAKEN = """
     SELECT false AS failed, id::text AS id, debit_account_id::text AS debit_account_id,
            credit_account_id::text AS credit_account_id, amount::text AS amount, ledger,
-           code, settlement_id, rate_at_payment::text AS rate_at_payment
+           code, settlement_id, rate_at_payment::text AS rate_at_payment, phase,
+           pending_id::text AS pending_id
     FROM ledger_transfers WHERE id = ANY($1::text[]::numeric[])
     UNION ALL
-    SELECT true, id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    SELECT true, id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
     FROM ledger_failed_transfers WHERE id = ANY($1::text[]::numeric[])"""
+# The pending transfers a batch's posts and voids name, and how each was resolved.
+_SELECT_PENDING = """
+    SELECT p.id::text AS id, p.debit_account_id::text AS debit_account_id,
+           p.credit_account_id::text AS credit_account_id, p.amount::text AS amount,
+           p.ledger, p.code, p.settlement_id, p.rate_at_payment::text AS rate_at_payment,
+           p.phase, p.pending_id::text AS pending_id, r.phase AS resolved
+    FROM ledger_transfers p LEFT JOIN ledger_transfers r ON r.pending_id = p.id
+    WHERE p.id = ANY($1::text[]::numeric[])"""
 _INSERT_TRANSFER = """
     INSERT INTO ledger_transfers
         (id, debit_account_id, credit_account_id, amount, ledger, code, settlement_id,
-         rate_at_payment)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         rate_at_payment, phase, pending_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, nullif($10::numeric, 0))
     ON CONFLICT (id) DO NOTHING RETURNING id"""
 # A batch's new transfers in one statement (see `_post`).
 _INSERT_TRANSFERS = """
     INSERT INTO ledger_transfers
         (id, debit_account_id, credit_account_id, amount, ledger, code, settlement_id,
-         rate_at_payment)
-    SELECT * FROM unnest($1::text[]::numeric[], $2::text[]::numeric[], $3::text[]::numeric[],
-                         $4::text[]::numeric[], $5::bigint[], $6::integer[], $7::text[],
-                         $8::text[]::numeric[])
+         rate_at_payment, phase, pending_id)
+    SELECT id, debit, credit, amount, ledger, code, settlement, rate, phase, nullif(pending, 0)
+    FROM unnest($1::text[]::numeric[], $2::text[]::numeric[], $3::text[]::numeric[],
+                $4::text[]::numeric[], $5::bigint[], $6::integer[], $7::text[],
+                $8::text[]::numeric[], $9::text[], $10::text[]::numeric[])
+         AS u(id, debit, credit, amount, ledger, code, settlement, rate, phase, pending)
     ON CONFLICT (id) DO NOTHING RETURNING 1"""
 _UPDATE_TOTALS = """
-    UPDATE ledger_accounts AS a SET debits_posted = u.debits, credits_posted = u.credits
-    FROM unnest($1::text[]::numeric[], $2::text[]::numeric[], $3::text[]::numeric[])
-         AS u(id, debits, credits)
+    UPDATE ledger_accounts AS a
+    SET debits_posted = u.debits, credits_posted = u.credits,
+        debits_pending = u.debits_pending, credits_pending = u.credits_pending
+    FROM unnest($1::text[]::numeric[], $2::text[]::numeric[], $3::text[]::numeric[],
+                $4::text[]::numeric[], $5::text[]::numeric[])
+         AS u(id, debits, credits, debits_pending, credits_pending)
     WHERE a.id = u.id"""
+_SELECT_BALANCES = """
+    SELECT id, ledger, code, debits_posted, credits_posted, debits_pending, credits_pending
+    FROM ledger_accounts"""
 _BURN_ID = """
     INSERT INTO ledger_failed_transfers (id, result) VALUES ($1, $2)
     ON CONFLICT (id) DO NOTHING RETURNING id"""
@@ -106,6 +126,8 @@ def _row_fields(row: asyncpg.Record) -> TransferFields:
         int(row["code"]),
         str(row["settlement_id"]),
         Decimal(row["rate_at_payment"]),
+        str(row["phase"]),
+        int(row["pending_id"] or 0),
     )
 
 
@@ -174,8 +196,7 @@ class PostgresLedger:
         with _ledger_errors():
             async with connection(self._pool) as conn:
                 row = await conn.fetchrow(
-                    "SELECT id, ledger, code, debits_posted, credits_posted"
-                    " FROM ledger_accounts WHERE id = $1",
+                    _SELECT_BALANCES + " WHERE id = $1",
                     account_id,
                 )
         return None if row is None else _balance(row)
@@ -184,10 +205,7 @@ class PostgresLedger:
         """Every account's posted totals, by id."""
         with _ledger_errors():
             async with connection(self._pool) as conn:
-                rows = await conn.fetch(
-                    "SELECT id, ledger, code, debits_posted, credits_posted"
-                    " FROM ledger_accounts ORDER BY id"
-                )
+                rows = await conn.fetch(_SELECT_BALANCES + " ORDER BY id")
         return [_balance(r) for r in rows]
 
     async def check(self) -> LedgerTotals:
@@ -223,6 +241,8 @@ async def _post(
             credits_limited=r["credits_must_not_exceed_debits"],
             debits_posted=int(r["debits_posted"]),
             credits_posted=int(r["credits_posted"]),
+            debits_pending=int(r["debits_pending"]),
+            credits_pending=int(r["credits_pending"]),
         )
         for r in await conn.fetch(_LOCK_ACCOUNTS, [str(a) for a in account_ids])
     }
@@ -234,17 +254,24 @@ async def _post(
             failed.add(int(r["id"]))
         else:
             existing[int(r["id"])] = _row_fields(r)
+    resolved: Resolved = {}
+    pending_ids = [str(t.pending_id) for t in transfers if t.phase.resolves]
+    if pending_ids:  # read under the locks of their accounts, which are the posts' own
+        for r in await conn.fetch(_SELECT_PENDING, pending_ids):
+            existing.setdefault(int(r["id"]), _row_fields(r))
+            if r["resolved"] is not None:
+                resolved[int(r["id"])] = TransferPhase(r["resolved"])
     # 3. Decide and apply each transfer in order, as TigerBeetle does.
     results: list[TransferResult] = []
     created: list[LedgerTransfer] = []
     for t in transfers:
-        result = decide(t, accounts, existing, failed)
+        result = decide(t, accounts, existing, failed, resolved)
         if result is TransferResult.CREATED:
             if bulk:
-                apply_transfer(t, accounts, existing)
+                apply_transfer(t, accounts, existing, resolved)
                 created.append(t)
             else:
-                result = await _insert(conn, t, accounts, existing)
+                result = await _insert(conn, t, accounts, existing, resolved)
         elif result in ID_BURNING_RESULTS:
             failed.add(t.id)
             if await conn.fetchval(_BURN_ID, t.id, result.value) is None:
@@ -257,10 +284,11 @@ async def _post(
             raise LedgerBatchRaced()
     # 4. Write the new totals of every account that moved.
     touched = [
-        (str(i), str(a.debits_posted), str(a.credits_posted))
+        (str(i), str(a.debits_posted), str(a.credits_posted), str(a.debits_pending),
+         str(a.credits_pending))
         for i, a in accounts.items()
         if a.touched
-    ]
+    ]  # fmt: skip
     if touched:
         await conn.execute(_UPDATE_TOTALS, *map(list, zip(*touched, strict=True)))
     return results
@@ -271,6 +299,7 @@ async def _insert(
     t: LedgerTransfer,
     accounts: dict[int, AccountState],
     existing: dict[int, TransferFields],
+    resolved: Resolved,
 ) -> TransferResult:
     """Insert a transfer that passed every check, and move the locked balances."""
     inserted = await conn.fetchval(_INSERT_TRANSFER, *_row_params(t))
@@ -279,7 +308,7 @@ async def _insert(
         rows = await conn.fetch(_SELECT_TRANSFERS, [str(t.id)])
         existing[t.id] = _row_fields(rows[0])
         return compare(t, existing[t.id])
-    apply_transfer(t, accounts, existing)
+    apply_transfer(t, accounts, existing, resolved)
     return TransferResult.CREATED
 
 
@@ -291,14 +320,16 @@ def _bulk_params(t: LedgerTransfer) -> tuple[Any, ...]:
     # numeric(39,0) values go as text: asyncpg's binary numeric encoding costs several
     # microseconds a value, a batch's worth of them more than its round trips.
     return (str(t.id), str(t.debit_account_id), str(t.credit_account_id), str(t.amount_minor),
-            t.ledger, int(t.code), t.settlement_id, str(t.rate_at_payment))  # fmt: skip
+            t.ledger, int(t.code), t.settlement_id, str(t.rate_at_payment), t.phase.value,
+            str(t.pending_id))  # fmt: skip
 
 
 def _posted(row: asyncpg.Record) -> PostedTransfer:
     """A transfer as stored, as TigerBeetle answers it: the settlement as its hash."""
-    debit, credit, amount, ledger, code, settlement_id, rate = _row_fields(row)
+    debit, credit, amount, ledger, code, settlement_id, rate, phase, pending = _row_fields(row)
     return PostedTransfer(int(row["id"]), debit, credit, amount, ledger, code,
-                          settlement_ref(settlement_id), rate)  # fmt: skip
+                          settlement_ref(settlement_id), rate, TransferPhase(phase),
+                          pending)  # fmt: skip
 
 
 def _balance(row: asyncpg.Record) -> Balance:
@@ -308,4 +339,6 @@ def _balance(row: asyncpg.Record) -> Balance:
         int(row["credits_posted"]),
         ledger=int(row["ledger"]),
         code=int(row["code"]),
+        debits_pending=int(row["debits_pending"]),
+        credits_pending=int(row["credits_pending"]),
     )

@@ -13,9 +13,12 @@ from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.settlement import SettlementKind
 from gateway.core.statements import Filters, Movement
 
-# Money in: captures, reversals, credit adjustments; everything else is money out.
+# Money in: captures, reversals, credit adjustments; reservations (authorisations and
+# voids) are not in the balance; everything else is money out
+# (`SettlementKind.balance_sign`).
 _SIGNED = """CASE WHEN kind IN ('capture', 'refund_reversal', 'chargeback_reversal',
                              'credit_adjustment') THEN ledger_amount_minor
+             WHEN kind IN ('authorisation', 'void') THEN 0
              ELSE -ledger_amount_minor END"""
 
 _COLUMNS = """id, coalesce(settled_at, created_at) AS recorded_at, merchant_id, kind, provider,

@@ -19,7 +19,7 @@ from gateway.core.mappings import internal, paddle, stripe
 from gateway.core.model import ParsedBody
 from gateway.core.order_keys import KeyRule, first_value, parse_rules
 from gateway.core.settlement import SettlementInstruction, SettlementKind
-from gateway.errors import MissingField
+from gateway.errors import FieldTypeInvalid, MissingField
 
 #: A mapping: (event type, parsed body) to its instruction, or None.
 Extract = Callable[[str, Any], "SettlementInstruction | None"]
@@ -58,7 +58,13 @@ DEFAULT_MERCHANT: Mapping[str, tuple[KeyRule, ...]] = {
     "paddle": parse_rules(("/data/custom_data/merchant_id",)),
 }
 #: Movements that must name their merchant: nothing earlier tells whose money it is.
-_NAMES_MERCHANT = frozenset({SettlementKind.CAPTURE, SettlementKind.PAYOUT})
+_NAMES_MERCHANT = frozenset(
+    {SettlementKind.CAPTURE, SettlementKind.PAYOUT, SettlementKind.AUTHORISATION}
+)
+#: The longest payment, movement or merchant id a movement may carry, in characters.
+#: Ids are keys of `settlements`' indexes; a signed event's id far beyond any
+#: provider's would otherwise fail its insert with a database error, retried for ever.
+ID_CHARS_MAX = 255
 
 
 def may_move_money(provider: str, event_type: str, schemes: Mapping[str, str]) -> bool:
@@ -87,7 +93,7 @@ def instruction_of(
     if event_type is None:
         return None
     if is_internal(provider):
-        return internal.instruction(event_type, ParsedBody(body).json())
+        return _bounded(internal.instruction(event_type, ParsedBody(body).json()))
     scheme = schemes.get(provider, "")
     extract = PROVIDER_MAPPINGS.get(scheme)
     if extract is None:
@@ -100,4 +106,19 @@ def instruction_of(
     merchant = first_value(rules, event_type, doc) or found.merchant_id
     if merchant is None and found.kind in _NAMES_MERCHANT:
         raise MissingField(rules[0].pointer[1:].replace("/", ".") if rules else "merchant_id")
-    return found if merchant == found.merchant_id else replace(found, merchant_id=merchant)
+    if merchant != found.merchant_id:
+        found = replace(found, merchant_id=merchant)
+    return _bounded(found)
+
+
+def _bounded(found: SettlementInstruction | None) -> SettlementInstruction | None:
+    """`found`, unless one of its ids is longer than `ID_CHARS_MAX` (`FieldTypeInvalid`,
+    naming which id)."""
+    if found is None:
+        return None
+    ids = {"payment id": found.settlement_id, "movement id": found.refund_id,
+           "merchant_id": found.merchant_id}  # fmt: skip
+    for name, value in ids.items():
+        if value is not None and len(value) > ID_CHARS_MAX:
+            raise FieldTypeInvalid(name, f"at most {ID_CHARS_MAX} characters, not {len(value)}")
+    return found

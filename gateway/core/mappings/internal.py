@@ -1,5 +1,8 @@
 """Internal services' events (`POST /v1/events`) as money movements.
 
+- `payment.authorized`: an authorisation, the amount reserved (the payment is
+  `settlement_id`); `payment.captured` then posts it (a partial capture releases the
+  rest) and `payment.voided` releases it;
 - `payment.captured`: a capture (the payment is `settlement_id`);
 - `payment.refunded`: a refund, keyed by `refund_id`;
 - `payment.refund_failed`: a refund reversal, keyed by `refund_id`;
@@ -8,9 +11,9 @@
 - `payout.paid`: a payout of `merchant_id`'s money, keyed by `payout_id` (no payment).
 
 Every event but a payout names its payment (`data.settlement_id`), `amount_minor` (ISO
-4217 minor units, the ledger's own, so nothing is translated) and `currency`. A capture
-and a payout name their `merchant_id`; any other movement may, and otherwise takes its
-payment's.
+4217 minor units, the ledger's own, so nothing is translated) and `currency`. A capture,
+an authorisation and a payout name their `merchant_id`; any other movement may, and
+otherwise takes its payment's.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from gateway.core.settlement import SettlementInstruction, SettlementKind
 _K = SettlementKind
 #: Each type's movement and the `data` field holding the movement's own id.
 _TYPES: Mapping[str, tuple[SettlementKind, str | None]] = {
+    "payment.authorized": (_K.AUTHORISATION, "settlement_id"),
+    "payment.voided": (_K.VOID, "settlement_id"),
     "payment.captured": (_K.CAPTURE, None),
     "payment.refunded": (_K.REFUND, "refund_id"),
     "payment.refund_failed": (_K.REFUND_REVERSAL, "refund_id"),
@@ -42,7 +47,8 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         return None
     kind, own_id_field = found
     data = get_object(doc, "data")
-    named = not kind.follows_payment  # a capture or payout names its merchant
+    # A capture, authorisation or payout names its merchant; a void takes its auth's.
+    named = not kind.follows_payment and kind is not _K.VOID
     merchant = get_str(data, "merchant_id", "data.") if named else optional_str(data, "merchant_id")
     # A payout belongs to no payment: it is its own settlement.
     payment_field = "payout_id" if kind is _K.PAYOUT else "settlement_id"

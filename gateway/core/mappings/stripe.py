@@ -1,6 +1,13 @@
 """Stripe's events as money movements (docs.stripe.com/api/events/types).
 
+- `payment_intent.amount_capturable_updated`: an authorisation of `amount_capturable`
+  (an intent with `capture_method: manual`), the amount reserved; the payment is the
+  intent. `payment_intent.canceled`: its void.
 - `payment_intent.succeeded`: a capture of `amount_received`; the payment is the intent.
+  It posts the reservation when there is one (a partial capture releases the rest).
+- `charge.captured`: the same capture, told by the charge (`amount_captured`, its
+  `payment_intent`; a charge made without an intent is its own payment). Whichever of
+  the two comes first moves the money; the other is its duplicate.
 - `charge.refunded`: a refund up to `amount_refunded`, a running total, keyed
   `refunded:TOTAL`.
 - `refund.created`, `refund.updated`, `charge.refund.updated`: a refund while its status
@@ -52,7 +59,10 @@ _DISPUTE_EVENTS = {
 }
 
 MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {
+    "payment_intent.amount_capturable_updated": (_K.AUTHORISATION,),
+    "payment_intent.canceled": (_K.VOID,),
     "payment_intent.succeeded": (_K.CAPTURE,),
+    "charge.captured": (_K.CAPTURE,),
     "charge.refunded": (_K.REFUND,),
     **{t: (_K.REFUND, _K.REFUND_REVERSAL) for t in _REFUND_EVENTS},
     "refund.failed": (_K.REFUND_REVERSAL,),
@@ -72,6 +82,29 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
             kind=_K.CAPTURE,
             merchant_id=_metadata_merchant(obj),  # `[providers.NAME] merchant` may say
             amount_minor=_amount(obj, "amount_received"),
+            currency=get_currency(obj, "currency", _OBJ),
+            refund_id=None,
+            source_event_id=optional_str(doc, "id"),
+        )
+    if event_type == "payment_intent.amount_capturable_updated":
+        obj = get_object(doc, "data.object")
+        if obj.get("amount_capturable") == 0:  # the reservation ended: no authorisation
+            return None
+        return _payment(doc, obj, _K.AUTHORISATION, "amount_capturable")
+    if event_type == "payment_intent.canceled":
+        return _payment(doc, get_object(doc, "data.object"), _K.VOID, "amount")
+    if event_type == "charge.captured":
+        obj = get_object(doc, "data.object")
+        payment = obj.get("payment_intent")
+        if isinstance(payment, Mapping):  # expanded by the integration
+            payment = payment.get("id")
+        if not isinstance(payment, str) or not payment:
+            payment = get_str(obj, "id", _OBJ)  # a charge without an intent
+        return SettlementInstruction(
+            settlement_id=payment,
+            kind=_K.CAPTURE,
+            merchant_id=_metadata_merchant(obj),
+            amount_minor=_amount(obj, "amount_captured"),
             currency=get_currency(obj, "currency", _OBJ),
             refund_id=None,
             source_event_id=optional_str(doc, "id"),
@@ -108,6 +141,22 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         dispute_id = get_str(obj, "id", _OBJ)
         return _follow_up(doc, obj, dispute_kind, dispute_id, _amount(obj, "amount"))
     return None
+
+
+def _payment(
+    doc: Any, obj: Mapping[str, Any], kind: SettlementKind, amount_key: str
+) -> SettlementInstruction:
+    """An authorisation or void of the payment intent `obj`, keyed by the intent."""
+    intent = get_str(obj, "id", _OBJ)
+    return SettlementInstruction(
+        settlement_id=intent,
+        kind=kind,
+        merchant_id=_metadata_merchant(obj),
+        amount_minor=_amount(obj, amount_key),
+        currency=get_currency(obj, "currency", _OBJ),
+        refund_id=intent,
+        source_event_id=optional_str(doc, "id"),
+    )
 
 
 def _metadata_merchant(obj: Mapping[str, Any]) -> str | None:

@@ -11,7 +11,14 @@ __all__ = ["render"]
 
 #: What each movement does to the ledger, for the page's first table.
 EFFECTS = {
-    SettlementKind.CAPTURE: "clearing → merchant, converted at today's rate",
+    SettlementKind.AUTHORISATION: (
+        "clearing → merchant, pending: reserved at today's rate, not yet in the balance"
+    ),
+    SettlementKind.CAPTURE: (
+        "clearing → merchant, converted at today's rate; posts the authorisation (at its "
+        "rate) when there is one, and a partial capture releases the rest"
+    ),
+    SettlementKind.VOID: "releases the authorisation's reservation",
     SettlementKind.REFUND: "merchant → clearing, at the payment's rate",
     SettlementKind.REFUND_REVERSAL: "clearing → merchant: the refund undone",
     SettlementKind.CHARGEBACK: "merchant → clearing, at the payment's rate",

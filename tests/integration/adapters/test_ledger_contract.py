@@ -31,6 +31,7 @@ from gateway.core.ledger import (
     Ledger,
     LedgerTransfer,
     PostedTransfer,
+    TransferPhase,
     TransferResult,
     interpret,
     verify_totals,
@@ -115,15 +116,35 @@ class Book:
     ) -> LedgerTransfer:
         return self._transfer(kind, settlement_id, own_id, amount_minor)
 
+    def authorisation(self, settlement_id: str, amount_minor: int) -> LedgerTransfer:
+        payment = f"{self.merchant}:{settlement_id}"
+        return self._transfer(SettlementKind.AUTHORISATION, settlement_id, payment, amount_minor)
+
+    def void(self, settlement_id: str, amount_minor: int) -> LedgerTransfer:
+        payment = f"{self.merchant}:{settlement_id}"
+        return self._transfer(SettlementKind.VOID, settlement_id, payment, amount_minor)
+
+    def authorised_capture(self, settlement_id: str, amount_minor: int) -> LedgerTransfer:
+        return self._transfer(
+            SettlementKind.CAPTURE, settlement_id, None, amount_minor, authorised=True
+        )
+
     def _transfer(
-        self, kind: SettlementKind, settlement_id: str, refund_id: str | None, amount_minor: int
+        self,
+        kind: SettlementKind,
+        settlement_id: str,
+        refund_id: str | None,
+        amount_minor: int,
+        *,
+        authorised: bool = False,
     ) -> LedgerTransfer:
         instruction = SettlementInstruction(
             settlement_id=f"{self.merchant}:{settlement_id}", kind=kind, merchant_id=self.merchant,
             amount_minor=amount_minor, currency="USD", refund_id=refund_id, source_event_id=None,
         )  # fmt: skip
         return build_transfer(instruction, provider=self.provider, ledger_currency="USD",
-                              amount_minor=amount_minor, rate_at_payment=RATE)  # fmt: skip
+                              amount_minor=amount_minor, rate_at_payment=RATE,
+                              authorised=authorised)  # fmt: skip
 
 
 @pytest.fixture
@@ -239,6 +260,102 @@ async def test_a_merchant_goes_negative_through_money_already_taken_back(
         m.name for m in SettlementKind if m.follows_payment
     } | {"CAPTURE"}
     assert verify_totals(await ledger.check()).balanced
+
+
+async def pending_and_posted(ledger: Ledger, book: Book) -> tuple[int, int]:
+    """The merchant's reserved credits and its balance."""
+    balance = await ledger.balance(book.account.id)
+    assert balance is not None
+    return balance.credits_pending, balance.credit_balance_minor
+
+
+async def test_an_authorisation_reserves_and_a_partial_capture_posts_it(
+    ledger: Ledger, book: Book
+) -> None:
+    """A pending transfer reserves without moving; posting less than it releases the
+    rest; the post is EXISTS when repeated and the pending transfer is resolved once."""
+    auth = book.authorisation("p1", 1000)
+    capture = book.authorised_capture("p1", 600)
+    assert await ledger.post([auth]) == [R.CREATED]
+    assert await pending_and_posted(ledger, book) == (1000, 0)
+    assert await ledger.post([capture, capture]) == [R.CREATED, R.EXISTS]
+    assert await pending_and_posted(ledger, book) == (0, 600)
+    clearing = await ledger.balance(book.clearing.id)
+    assert clearing is not None and (clearing.debits_pending, clearing.debits_posted) == (0, 600)
+    found = await ledger.lookup_transfers([auth.id, capture.id])
+    assert [(f.phase, f.pending_id, f.amount_minor) for f in found if f] == [
+        (TransferPhase.PENDING, 0, 1000),
+        (TransferPhase.POST, auth.id, 600),
+    ]
+    again = dataclasses.replace(capture, id=capture.id + 1)  # another post of the same
+    void = book.void("p1", 1000)
+    assert await ledger.post([again, void]) == [
+        R.PENDING_TRANSFER_ALREADY_POSTED,
+        R.PENDING_TRANSFER_ALREADY_POSTED,
+    ]
+    assert verify_totals(await ledger.check()).balanced
+
+
+async def test_a_void_releases_the_reservation(ledger: Ledger, book: Book) -> None:
+    """A void of another amount is refused; of the reserved amount, it releases it all,
+    and nothing can post the pending transfer after."""
+    assert await ledger.post([book.authorisation("p1", 1000)]) == [R.CREATED]
+    short = book.void("p1", 999)
+    assert await ledger.post([short]) == [R.PENDING_TRANSFER_HAS_DIFFERENT_AMOUNT]
+    void = dataclasses.replace(short, id=short.id + 1, amount_minor=1000)
+    assert await ledger.post([void]) == [R.CREATED]
+    assert await pending_and_posted(ledger, book) == (0, 0)
+    assert await ledger.post([book.authorised_capture("p1", 10)]) == [
+        R.PENDING_TRANSFER_ALREADY_VOIDED
+    ]
+    assert await pending_and_posted(ledger, book) == (0, 0)
+
+
+async def test_posts_that_do_not_match_their_pending_transfer_are_refused(
+    ledger: Ledger, book: Book
+) -> None:
+    """More than reserved, another account, a plain transfer as pending, or a pending
+    transfer that is not there: each refused with its own answer, nothing moves; the
+    missing one burns its id, as TigerBeetle does."""
+    auth = book.authorisation("p1", 1000)
+    plain = book.capture("p2", 50)
+    assert await ledger.post([auth, plain]) == [R.CREATED, R.CREATED]
+    over = book.authorised_capture("p1", 1001)
+    other = Book()
+    await ledger.ensure_accounts([other.account])
+    elsewhere = dataclasses.replace(
+        book.authorised_capture("p1", 10), credit_account_id=other.account.id
+    )
+    not_pending = dataclasses.replace(
+        book.authorised_capture("p2", 10), id=plain.id + 1, pending_id=plain.id
+    )
+    missing = book.authorised_capture("p3", 10)
+    assert await ledger.post([over, elsewhere, not_pending, missing]) == [
+        R.EXCEEDS_PENDING_TRANSFER_AMOUNT,
+        R.PENDING_TRANSFER_HAS_DIFFERENT_FIELDS,
+        R.PENDING_TRANSFER_NOT_PENDING,
+        R.PENDING_TRANSFER_NOT_FOUND,
+    ]
+    assert await pending_and_posted(ledger, book) == (1000, 50)
+    await ledger.post([book.authorisation("p3", 10)])
+    assert await ledger.post([missing]) == [R.ID_ALREADY_FAILED]
+
+
+async def test_a_reservation_counts_against_a_limit(ledger: Ledger, limited_book: Book) -> None:
+    """On an account with a debit limit, what pending debits reserve cannot be spent."""
+    book = limited_book
+    await ledger.post([book.capture("p1", 1000)])
+    hold = book.follow_up(SettlementKind.REFUND, "p1", "re_1", 800)
+    hold = dataclasses.replace(hold, phase=TransferPhase.PENDING)
+    assert await ledger.post([hold, book.refund("p1", "re_2", 300)]) == [
+        R.CREATED,
+        R.EXCEEDS_CREDITS,
+    ]
+    balance = await ledger.balance(book.account.id)
+    assert balance is not None and (balance.debits_pending, balance.credit_balance_minor) == (
+        800,
+        1000,
+    )
 
 
 async def test_ensure_accounts_is_idempotent(ledger: Ledger, book: Book) -> None:

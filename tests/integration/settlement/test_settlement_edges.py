@@ -83,9 +83,9 @@ async def test_a_currency_must_be_three_ascii_letters_before_case_folding(
 async def test_a_huge_merchant_id_is_not_repeated_in_the_dead_letter(
     doc: dict[str, Any], database_url: str
 ) -> None:
-    """A 300 KB merchant id with no account is UNKNOWN_MERCHANT; the dead letter's
-    message shows its first 200 characters, an ellipsis and its length, and neither the
-    message nor the stack repeats it whole (the payload keeps the event as sent)."""
+    """A 300 KB merchant id is parked as FIELD_TYPE_INVALID (ids are bounded at
+    `ID_CHARS_MAX`); the dead letter's message names the field and the id's length, and
+    neither the message nor the stack repeats it (the payload keeps the event as sent)."""
     merchant = "m_" + "x" * (HUGE_MERCHANT_CHARS - 2)
     body = payment("evt_huge", "pi_huge", 1000, currency="usd", merchant=merchant)
     async with running_server(doc) as server, running_worker(doc):
@@ -94,9 +94,9 @@ async def test_a_huge_merchant_id_is_not_repeated_in_the_dead_letter(
     [row] = await fetch(
         database_url, "SELECT error_class, error_message, error_detail, payload FROM dlq_webhooks"
     )
-    assert row["error_class"] == "UNKNOWN_MERCHANT"
+    assert row["error_class"] == "FIELD_TYPE_INVALID"
     message = row["error_message"]
-    assert f"{merchant[:200]!r}... ({HUGE_MERCHANT_CHARS} chars)" in message
+    assert f"merchant_id: expected at most 255 characters, not {HUGE_MERCHANT_CHARS}" in message
     assert len(message) < 400, len(message)
     assert len(row["error_detail"]) < 10_000, len(row["error_detail"])
     assert bytes(row["payload"]) == body

@@ -130,7 +130,8 @@ def test_every_tigerbeetle_status_maps_to_a_port_result() -> None:
 def test_id_burning_results_match_tigerbeetles_transient_set() -> None:
     """The PostgreSQL ledger burns an id exactly when TigerBeetle would."""
     assert {map_transfer_status(s) for s in (S.DEBIT_ACCOUNT_NOT_FOUND, S.CREDIT_ACCOUNT_NOT_FOUND,
-                                             S.EXCEEDS_CREDITS, S.EXCEEDS_DEBITS)} == set(
+                                             S.EXCEEDS_CREDITS, S.EXCEEDS_DEBITS,
+                                             S.PENDING_TRANSFER_NOT_FOUND)} == set(
         ID_BURNING_RESULTS
     )  # fmt: skip
 

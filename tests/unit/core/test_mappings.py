@@ -33,6 +33,17 @@ def dispute(**extra: Any) -> dict[str, Any]:
             "charge": "ch_1", "payment_intent": "pi_1", **extra}  # fmt: skip
 
 
+def intent(**extra: Any) -> dict[str, Any]:
+    return {"id": "pi_1", "object": "payment_intent", "amount": 1000, "currency": "usd",
+            "capture_method": "manual", "metadata": {"merchant_id": "m_1"}, **extra}  # fmt: skip
+
+
+def charge(**extra: Any) -> dict[str, Any]:
+    return {"id": "ch_1", "object": "charge", "amount": 1000, "currency": "usd",
+            "payment_intent": "pi_1", "captured": True, "metadata": {"merchant_id": "m_1"},
+            **extra}  # fmt: skip
+
+
 def paddle_adjustment(action: str = "refund", status: str = "approved") -> dict[str, Any]:
     return {
         "event_id": "evt_01",
@@ -80,6 +91,18 @@ STRIPE = [
                      "account": "acct_9"}, (K.PAYOUT, "po_1", "po_1", 4200, "USD")),
     # The platform's own payout: no connected account, no merchant's money.
     ("payout.paid", stripe_event("x", {"id": "po_2", "amount": 4200, "currency": "usd"}), None),
+    ("payment_intent.amount_capturable_updated", stripe_event("x", intent(amount_capturable=800)),
+     (K.AUTHORISATION, "pi_1", "pi_1", 800, "USD")),
+    # The reservation ended (captured or cancelled): that event tells it, not this one.
+    ("payment_intent.amount_capturable_updated", stripe_event("x", intent(amount_capturable=0)),
+     None),
+    ("payment_intent.canceled", stripe_event("x", intent(status="canceled")),
+     (K.VOID, "pi_1", "pi_1", 1000, "USD")),
+    ("charge.captured", stripe_event("x", charge(amount_captured=600)),
+     (K.CAPTURE, "pi_1", None, 600, "USD")),
+    # A charge made without an intent is its own payment.
+    ("charge.captured", stripe_event("x", charge(amount_captured=600, payment_intent=None)),
+     (K.CAPTURE, "ch_1", None, 600, "USD")),
 ]  # fmt: skip
 
 
@@ -228,9 +251,10 @@ def test_every_real_stripe_and_paddle_payload_is_read_or_parked_with_a_reason() 
         assert got.kind in MOVEMENT_TYPES[item["provider"]][event_type]
         assert got.amount_minor > 0 and len(got.currency) == 3
         read[event_type] = read.get(event_type, 0) + 1
-    # Paddle's approved refund is read; its payments, and Stripe's, carry no merchant
-    # in these fixtures, and are parked for exactly that, naming the field.
-    assert read == {"adjustment.updated": 1}
+    # Paddle's approved refund and Stripe's cancelled intent (a void: it needs no
+    # merchant) are read; the payments carry no merchant in these fixtures, and are
+    # parked for exactly that, naming the field.
+    assert read == {"adjustment.updated": 1, "payment_intent.canceled": 1}
     assert refused["transaction.completed"] == {"missing field: data.custom_data.merchant_id"}
     assert refused["payment_intent.succeeded"] == {
         "missing field: data.object.metadata.merchant_id",
@@ -248,3 +272,36 @@ def test_an_internal_payout_names_its_merchant_and_is_its_own_settlement() -> No
     with pytest.raises(MissingField, match=r"data\.merchant_id"):
         del data["merchant_id"]
         instruction_of("service:billing", "payout.paid", orjson.dumps(doc), SCHEMES)
+
+
+@pytest.mark.parametrize(
+    ("field", "body"),
+    [
+        ("payment id", stripe_event("payment_intent.succeeded",
+                                    intent(id="pi_" + "x" * 300, amount_received=10))),
+        ("merchant_id", stripe_event("payment_intent.succeeded", intent(
+            amount_received=10, metadata={"merchant_id": "m" * 256}))),
+        ("movement id", stripe_event("refund.created", refund(id="re_" + "y" * 253))),
+    ],
+)  # fmt: skip
+def test_an_id_longer_than_any_providers_is_a_field_error(field: str, body: dict[str, Any]) -> None:
+    """A signed event may carry ids of any length; one past `ID_CHARS_MAX` is parked
+    with a field error naming it, never left to fail the database's index."""
+    with pytest.raises(FieldTypeInvalid, match=field):
+        instruction_of("stripe", body["type"], orjson.dumps(body), SCHEMES)
+    at_bound = copy.deepcopy(body)
+    obj = at_bound["data"]["object"]
+    if field == "merchant_id":
+        obj["metadata"]["merchant_id"] = "m" * 255
+    else:
+        obj["id"] = obj["id"][:255]
+    assert instruction_of("stripe", body["type"], orjson.dumps(at_bound), SCHEMES) is not None
+
+
+def test_an_internal_authorisation_names_its_merchant_and_a_void_need_not() -> None:
+    data = {"settlement_id": "s_1", "amount_minor": 500, "currency": "usd"}
+    with pytest.raises(MissingField, match="merchant_id"):
+        instruction_of("service:billing", "payment.authorized",
+                       orjson.dumps({"data": data}), SCHEMES)  # fmt: skip
+    got = instruction_of("service:billing", "payment.voided", orjson.dumps({"data": data}), SCHEMES)
+    assert summary(got) == (K.VOID, "s_1", "s_1", 500, "USD")

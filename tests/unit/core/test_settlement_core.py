@@ -152,7 +152,8 @@ def test_internal_events(kind: str, refund_id: str | None) -> None:
 
 def test_internal_types_that_do_not_settle_are_ignored() -> None:
     """Other internal types produce no instruction."""
-    assert from_internal("payment.authorized", internal()) is None
+    assert from_internal("payment.disputed", internal()) is None
+    assert from_internal("payment.created", internal()) is None
 
 
 def _drop(doc: dict[str, Any], path: str) -> dict[str, Any]:
