@@ -50,6 +50,8 @@ class TransferCode(enum.IntEnum):
     CREDIT_ADJUSTMENT = 6
     DEBIT_ADJUSTMENT = 7
     PAYOUT = 8
+    DISPUTE_FEE = 9
+    DISPUTE_FEE_REVERSAL = 10
 
 
 class TransferPhase(enum.StrEnum):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from gateway.core.ledger import (
@@ -52,6 +52,11 @@ class SettlementKind(enum.StrEnum):
     AUTHORISATION = "authorisation"
     #: An authorisation cancelled or expired before its capture: the reservation released.
     VOID = "void"
+    #: The fee the provider charged for a dispute: from the merchant to the source's fees
+    #: account, at today's rate; told with the chargeback (`SettlementInstruction.fee`).
+    DISPUTE_FEE = "dispute_fee"
+    #: A dispute fee returned (the dispute won, where the provider returns it).
+    DISPUTE_FEE_REVERSAL = "dispute_fee_reversal"
 
     @property
     def two_phase(self) -> bool:
@@ -64,6 +69,12 @@ class SettlementKind(enum.StrEnum):
         """Refunds, chargebacks and their reversals move money of a payment captured
         before (`core.follow_ups` nets them against it)."""
         return self in _FOLLOW_UPS
+
+    @property
+    def of_payment(self) -> bool:
+        """Belongs to a payment and takes its merchant: the follow-ups and the dispute
+        fees (which are not netted: a fee is owed whatever the dispute's netting)."""
+        return self.follows_payment or self in _FEES
 
     @property
     def balance_sign(self) -> int:
@@ -87,8 +98,10 @@ _TO_MERCHANT = frozenset(
         SettlementKind.CREDIT_ADJUSTMENT,
         SettlementKind.AUTHORISATION,
         SettlementKind.VOID,
+        SettlementKind.DISPUTE_FEE_REVERSAL,
     }
 )
+_FEES = frozenset({SettlementKind.DISPUTE_FEE, SettlementKind.DISPUTE_FEE_REVERSAL})
 _FOLLOW_UPS = frozenset(
     {
         SettlementKind.REFUND,
@@ -127,6 +140,9 @@ class SettlementInstruction:
     #: of the charge is refunded so far): what moves is the increase over what the
     #: ledger holds (`core.follow_ups`).
     cumulative: bool = False
+    #: The dispute fee (or its return) told with a chargeback (or its reversal): settled
+    #: as its own movement just before it, whatever the chargeback's netting moves.
+    fee: SettlementInstruction | None = None
 
     def __post_init__(self) -> None:
         if self.kind is not SettlementKind.CAPTURE and not self.refund_id:
@@ -140,6 +156,24 @@ class SettlementInstruction:
         return self.refund_id if self.refund_id is not None else self.settlement_id
 
 
+def with_fee(
+    instruction: SettlementInstruction, fee_minor: int, currency: str
+) -> SettlementInstruction:
+    """A chargeback told with the dispute fee the provider charged (a chargeback
+    reversal with the fee it returned), in minor units of `currency`; 0 is no fee."""
+    if fee_minor == 0:
+        return instruction
+    if instruction.kind is SettlementKind.CHARGEBACK:
+        kind = SettlementKind.DISPUTE_FEE
+    elif instruction.kind is SettlementKind.CHARGEBACK_REVERSAL:
+        kind = SettlementKind.DISPUTE_FEE_REVERSAL
+    else:
+        raise ValueError(f"a {instruction.kind.value} carries no dispute fee")
+    fee = replace(instruction, kind=kind, amount_minor=check_amount(fee_minor, "dispute fee"),
+                  currency=check_currency(currency), cumulative=False, fee=None)  # fmt: skip
+    return replace(instruction, fee=fee)
+
+
 def merchant_to_post(
     instruction: SettlementInstruction, settled_payment_merchant: str | None
 ) -> str | None:
@@ -151,7 +185,7 @@ def merchant_to_post(
     None comes back for a movement whose payment has not settled; the caller decides
     whether to wait.
     """
-    if instruction.kind.follows_payment:
+    if instruction.kind.of_payment:
         if settled_payment_merchant is None:
             return None
         return instruction.merchant_id or settled_payment_merchant
@@ -256,6 +290,20 @@ def payouts_owner(source: str) -> str:
     return f"payouts:{source}"
 
 
+def fees_owner(source: str) -> str:
+    """The owner of the account a source's dispute fees go to (a clearing account)."""
+    return f"fees:{source}"
+
+
+def counterparty(kind: SettlementKind, source: str) -> str:
+    """The owner of the account on the other side of the merchant's for `kind`."""
+    if kind is SettlementKind.PAYOUT:
+        return payouts_owner(source)
+    if kind in _FEES:
+        return fees_owner(source)
+    return source
+
+
 def clearing_account(provider: str, currency: str) -> AccountSpec:
     """A provider's clearing account: debited on capture, so it runs a debit balance."""
     return AccountSpec(
@@ -289,8 +337,7 @@ def build_transfer(
     if not merchant:
         raise MissingField("merchant_id")
     check_amount(amount_minor, "converted amount")  # positive, within the ledgers' range
-    counter = payouts_owner(provider) if instruction.kind is SettlementKind.PAYOUT else provider
-    clearing = clearing_account_id(counter, ledger_currency)
+    clearing = clearing_account_id(counterparty(instruction.kind, provider), ledger_currency)
     merchant_acct = merchant_account_id(merchant, ledger_currency)
     to_merchant = instruction.kind.to_merchant
     kind = instruction.kind

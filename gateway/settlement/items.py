@@ -139,7 +139,9 @@ def items_of(
             triage.decided[i] = SettleOutcome.IGNORED
             continue
         item = Item(i, event, attempt, found, transfer_id(found), spans[i] if spans else None)
-        (triage.alone if item.tid in seen else triage.go_on).append(item)
+        # A dispute with its fee is two movements: settled alone, the fee first.
+        alone = item.tid in seen or found.fee is not None
+        (triage.alone if alone else triage.go_on).append(item)
         seen.add(item.tid)
     return triage
 

@@ -10,6 +10,7 @@ the first attempt.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ from gateway.core.order_keys import KeyRule
 from gateway.core.settlement import (
     SettlementInstruction,
     SettlementState,
+    fees_owner,
     merchant_account_id,
     payouts_owner,
     transfer_id,
@@ -123,7 +125,8 @@ class Settler:
     async def open_clearing_accounts(self) -> None:
         """Create each source's clearing and payouts accounts (idempotent), so its
         captures and payouts can post."""
-        owners = [*self._sources, *(payouts_owner(source) for source in self._sources)]
+        owners = [*self._sources, *(payouts_owner(source) for source in self._sources),
+                  *(fees_owner(source) for source in self._sources)]  # fmt: skip
         await open_accounts(
             self._ledger,
             PostgresAccountNames(self._pool),
@@ -146,7 +149,19 @@ class Settler:
     async def settle_alone(
         self, item: Item, with_settled: steps.WithSettled | None = None
     ) -> SettleOutcome:
-        """Settle one item by the single-event rules (see `steps`); raise its error."""
+        """Settle one item by the single-event rules (see `steps`); raise its error.
+
+        A dispute fee told with the item settles first, as its own movement: should it
+        fail, the item is retried whole (the fee is then a duplicate), and the item's
+        own settling (and what commits with it) comes only after the fee is in."""
+        fee = item.instruction.fee
+        if fee is not None:
+            await self._settle_one(dataclasses.replace(item, instruction=fee, tid=transfer_id(fee)))
+        return await self._settle_one(item, with_settled)
+
+    async def _settle_one(
+        self, item: Item, with_settled: steps.WithSettled | None = None
+    ) -> SettleOutcome:
         tally = await self.settle_items([item], alone=True, with_settled=with_settled)
         result = tally.decided.get(item.index)
         if isinstance(result, Exception):
@@ -262,7 +277,7 @@ class Settler:
         missing account, and the merchant may be opened later and the event replayed.
         """
         if not self._converts and (source, currency) not in self._open_sources:
-            owners = (source, payouts_owner(source))
+            owners = (source, payouts_owner(source), fees_owner(source))
             names = [clearing_name(owner, currency) for owner in owners]
             await open_accounts(self._ledger, PostgresAccountNames(self._pool), names)
             self._open_sources.add((source, currency))

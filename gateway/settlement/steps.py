@@ -92,7 +92,7 @@ async def look_up(pool: Pool, items: Sequence[Item]) -> Found:
     (refunds, reversals, chargebacks) belong to."""
     if not items:
         return Found({}, {})
-    followed = [i.instruction.settlement_id for i in items if i.instruction.kind.follows_payment]
+    followed = [i.instruction.settlement_id for i in items if i.instruction.kind.of_payment]
     tids = [item.tid for item in items]
     tids.extend(t for item in items for t in two_phase.related_ids(item.instruction))
     async with connection(pool) as conn:

@@ -17,7 +17,8 @@ from gateway.core.statements import Filters, Movement
 # voids) are not in the balance; everything else is money out
 # (`SettlementKind.balance_sign`).
 _SIGNED = """CASE WHEN kind IN ('capture', 'refund_reversal', 'chargeback_reversal',
-                             'credit_adjustment') THEN ledger_amount_minor
+                             'credit_adjustment', 'dispute_fee_reversal')
+                  THEN ledger_amount_minor
              WHEN kind IN ('authorisation', 'void') THEN 0
              ELSE -ledger_amount_minor END"""
 

@@ -6,8 +6,10 @@
 - `payment.captured`: a capture (the payment is `settlement_id`);
 - `payment.refunded`: a refund, keyed by `refund_id`;
 - `payment.refund_failed`: a refund reversal, keyed by `refund_id`;
-- `payment.chargeback`: a chargeback, keyed by `dispute_id`;
-- `payment.chargeback_reversed`: a chargeback reversal, keyed by `dispute_id`;
+- `payment.chargeback`: a chargeback, keyed by `dispute_id`, with the dispute fee when
+  `fee_minor` says one (in `fee_currency`, else the event's currency);
+- `payment.chargeback_reversed`: a chargeback reversal, keyed by `dispute_id`, with the
+  fee returned when `fee_minor` says one;
 - `payout.paid`: a payout of `merchant_id`'s money, keyed by `payout_id` (no payment).
 
 Every event but a payout names its payment (`data.settlement_id`), `amount_minor` (ISO
@@ -22,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement import SettlementInstruction, SettlementKind, with_fee
 
 _K = SettlementKind
 #: Each type's movement and the `data` field holding the movement's own id.
@@ -37,22 +39,26 @@ _TYPES: Mapping[str, tuple[SettlementKind, str | None]] = {
     "payout.paid": (_K.PAYOUT, "payout_id"),
 }
 
-MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {t: (k,) for t, (k, _) in _TYPES.items()}
+_FEES = {_K.CHARGEBACK: _K.DISPUTE_FEE, _K.CHARGEBACK_REVERSAL: _K.DISPUTE_FEE_REVERSAL}
+
+MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {
+    t: (k, _FEES[k]) if k in _FEES else (k,) for t, (k, _) in _TYPES.items()
+}
 
 
 def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
     """An internal event's instruction, or None for a type that moves no money."""
-    found = _TYPES.get(event_type)
-    if found is None:
+    typed = _TYPES.get(event_type)
+    if typed is None:
         return None
-    kind, own_id_field = found
+    kind, own_id_field = typed
     data = get_object(doc, "data")
     # A capture, authorisation or payout names its merchant; a void takes its auth's.
     named = not kind.follows_payment and kind is not _K.VOID
     merchant = get_str(data, "merchant_id", "data.") if named else optional_str(data, "merchant_id")
     # A payout belongs to no payment: it is its own settlement.
     payment_field = "payout_id" if kind is _K.PAYOUT else "settlement_id"
-    return SettlementInstruction(
+    found = SettlementInstruction(
         settlement_id=get_str(data, payment_field, "data."),
         kind=kind,
         merchant_id=merchant,
@@ -61,3 +67,7 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         refund_id=None if own_id_field is None else get_str(data, own_id_field, "data."),
         source_event_id=optional_str(doc, "id"),
     )
+    if kind not in _FEES or data.get("fee_minor") in (None, 0):
+        return found
+    fee_currency = get_currency(data, "fee_currency", "data.") if "fee_currency" in data else None
+    return with_fee(found, get_amount(data, "fee_minor", "data."), fee_currency or found.currency)

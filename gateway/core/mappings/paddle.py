@@ -22,7 +22,7 @@ from typing import Any
 
 from gateway.core.fields import get_currency, get_digits_amount, get_object, get_str
 from gateway.core.money import from_provider_minor
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement import SettlementInstruction, SettlementKind, with_fee
 
 _K = SettlementKind
 _ADJUSTMENT_ACTIONS = {
@@ -35,7 +35,10 @@ _ADJUSTMENT_EVENTS = ("adjustment.created", "adjustment.updated")
 
 MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {
     "transaction.completed": (_K.CAPTURE,),
-    **{t: tuple(dict.fromkeys(_ADJUSTMENT_ACTIONS.values())) for t in _ADJUSTMENT_EVENTS},
+    **{
+        t: (*dict.fromkeys(_ADJUSTMENT_ACTIONS.values()), _K.DISPUTE_FEE)
+        for t in _ADJUSTMENT_EVENTS
+    },
 }
 
 
@@ -63,7 +66,7 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         if kind is None:
             return None
         currency = get_currency(data, "currency_code", "data.")
-        return SettlementInstruction(
+        found = SettlementInstruction(
             settlement_id=get_str(data, "transaction_id", "data."),
             kind=kind,
             merchant_id=None,
@@ -72,7 +75,22 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
             refund_id=get_str(data, "id", "data."),
             source_event_id=_event_id(doc),
         )
+        if kind is _K.CHARGEBACK:
+            return with_fee(found, *_chargeback_fee(data))
+        return found
     return None
+
+
+def _chargeback_fee(data: Mapping[str, Any]) -> tuple[int, str]:
+    """The chargeback fee Paddle charged (`payout_totals.chargeback_fee.amount`, in the
+    payout currency), or (0, "") when it states none."""
+    payout = data.get("payout_totals")
+    fee = payout.get("chargeback_fee") if isinstance(payout, Mapping) else None
+    if not isinstance(fee, Mapping) or fee.get("amount") in (None, "0"):
+        return 0, ""
+    prefix = "data.payout_totals."
+    currency = get_currency(payout, "currency_code", prefix)  # type: ignore[arg-type]
+    return _amount(fee, "amount", currency, prefix + "chargeback_fee."), currency
 
 
 def _amount(totals: Mapping[str, Any], key: str, currency: str, prefix: str) -> int:

@@ -15,7 +15,9 @@
   keyed by the refund.
 - `refund.failed`: a refund reversal, keyed by the refund.
 - `charge.dispute.funds_withdrawn`: a chargeback of the dispute's `amount`, keyed by the
-  dispute; `charge.dispute.funds_reinstated`: its reversal.
+  dispute, with the dispute fee its balance transactions charged (`fee`, in their own
+  currency); `charge.dispute.funds_reinstated`: its reversal, with the fee returned
+  where Stripe returns it.
 - `payout.paid` of a connected account (Stripe Connect: the event's top-level
   `account`, which is the merchant): a payout of the merchant's money, keyed by the
   payout. The platform's own payouts name no account and move no merchant's money.
@@ -40,8 +42,8 @@ from typing import Any
 
 from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.money import from_provider_minor
-from gateway.core.settlement import SettlementInstruction, SettlementKind
-from gateway.errors import MissingField
+from gateway.core.settlement import SettlementInstruction, SettlementKind, with_fee
+from gateway.errors import FieldTypeInvalid, MissingField
 
 _K = SettlementKind
 _REFUND_EVENTS = ("refund.created", "refund.updated", "charge.refund.updated")
@@ -66,7 +68,8 @@ MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {
     "charge.refunded": (_K.REFUND,),
     **{t: (_K.REFUND, _K.REFUND_REVERSAL) for t in _REFUND_EVENTS},
     "refund.failed": (_K.REFUND_REVERSAL,),
-    **{t: (k,) for t, k in _DISPUTE_EVENTS.items()},
+    "charge.dispute.funds_withdrawn": (_K.CHARGEBACK, _K.DISPUTE_FEE),
+    "charge.dispute.funds_reinstated": (_K.CHARGEBACK_REVERSAL, _K.DISPUTE_FEE_REVERSAL),
     "payout.paid": (_K.PAYOUT,),
 }
 
@@ -139,8 +142,36 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
     if dispute_kind is not None:
         obj = get_object(doc, "data.object")
         dispute_id = get_str(obj, "id", _OBJ)
-        return _follow_up(doc, obj, dispute_kind, dispute_id, _amount(obj, "amount"))
+        found = _follow_up(doc, obj, dispute_kind, dispute_id, _amount(obj, "amount"))
+        return with_fee(found, *_dispute_fee(obj, withdrawn=dispute_kind is _K.CHARGEBACK))
     return None
+
+
+def _dispute_fee(dispute: Mapping[str, Any], *, withdrawn: bool) -> tuple[int, str]:
+    """The dispute fee in the dispute's balance transactions, and its currency: what the
+    withdrawals charged (`fee` of those with a negative amount), or, for a
+    reinstatement, what it returned (the negative `fee` of those with a positive
+    amount). (0, "") when there is none."""
+    transactions = dispute.get("balance_transactions")
+    if not isinstance(transactions, list):
+        return 0, ""
+    where = _OBJ + "balance_transactions"
+    total, currency = 0, ""
+    for bt in transactions:
+        if not isinstance(bt, Mapping):
+            raise FieldTypeInvalid(where, "a list of balance transactions")
+        amount, fee = bt.get("amount"), bt.get("fee")
+        if not isinstance(amount, int) or not isinstance(fee, int) or isinstance(fee, bool):
+            raise FieldTypeInvalid(where + ".fee", "integers amount and fee")
+        charged = fee if withdrawn and amount < 0 else -fee if not withdrawn and amount > 0 else 0
+        if charged <= 0:
+            continue
+        bt_currency = get_currency(bt, "currency", where + ".")
+        if currency and bt_currency != currency:
+            raise FieldTypeInvalid(where, "dispute fees in one currency")
+        currency = bt_currency
+        total += from_provider_minor("stripe", charged, bt_currency, where + ".fee")
+    return total, currency
 
 
 def _payment(

@@ -23,6 +23,10 @@ EFFECTS = {
     SettlementKind.REFUND_REVERSAL: "clearing → merchant: the refund undone",
     SettlementKind.CHARGEBACK: "merchant → clearing, at the payment's rate",
     SettlementKind.CHARGEBACK_REVERSAL: "clearing → merchant: the chargeback undone",
+    SettlementKind.DISPUTE_FEE: (
+        "merchant → the source's fees account, at today's rate; told with the chargeback"
+    ),
+    SettlementKind.DISPUTE_FEE_REVERSAL: "the source's fees account → merchant: the fee returned",
     SettlementKind.PAYOUT: "merchant → the source's payouts account, at today's rate",
     SettlementKind.CREDIT_ADJUSTMENT: "adjustments → merchant (`gateway ledger adjust`)",
     SettlementKind.DEBIT_ADJUSTMENT: "merchant → adjustments (`gateway ledger adjust`)",

@@ -88,10 +88,16 @@ class Payment:
             "id": f"re_{self.tag}_{rid}", "object": "refund", "amount": amount,
             "currency": currency, "payment_intent": self.pi, "status": status})  # fmt: skip
 
-    def dispute(self, event: str, amount: int) -> Event:
+    def dispute(self, event: str, amount: int, fee: int = 0, returned: bool = False) -> Event:
+        """A dispute event; `fee`: the fee its withdrawal charged (listed, as Stripe lists
+        it, in its balance transactions), `returned` when the reinstatement returns it."""
+        bts = [{"id": f"txn_{self.tag}_w", "amount": -amount, "fee": fee, "currency": "usd"}]
+        if event == "funds_reinstated":
+            bts.append({"id": f"txn_{self.tag}_r", "amount": amount,
+                        "fee": -fee if returned else 0, "currency": "usd"})  # fmt: skip
         return self.stripe(f"charge.dispute.{event}", {
             "id": f"dp_{self.tag}", "amount": amount, "currency": "usd",
-            "payment_intent": self.pi})  # fmt: skip
+            "payment_intent": self.pi, "balance_transactions": bts})  # fmt: skip
 
     def payout(self, amount: int) -> Event:
         """Stripe Connect's `payout.paid` of the connected account (the merchant)."""
@@ -103,7 +109,7 @@ class Payment:
     def paddle(self, event_type: str, data: dict[str, Any]) -> Event:
         return self._event("paddle", event_type, {"event_type": event_type, "data": data})
 
-    def internal(self, event_type: str, amount: int, **ids: str) -> Event:
+    def internal(self, event_type: str, amount: int, **ids: str | int) -> Event:
         data = {"settlement_id": self.pi, "amount_minor": amount, "currency": "USD", **ids}
         if event_type in ("payment.captured", "payout.paid"):
             data["merchant_id"] = self.merchant
@@ -161,6 +167,19 @@ SCENARIOS: dict[str, tuple[Scenario, int]] = {
     "a chargeback and its reversal": (
         lambda p: [p.capture(5000), p.dispute("funds_withdrawn", 5000),
                    p.dispute("funds_reinstated", 5000)], 5000),
+    "a chargeback with its fee, then its reversal; the fee kept": (
+        lambda p: [p.capture(5000), p.dispute("funds_withdrawn", 5000, fee=1500),
+                   p.dispute("funds_reinstated", 5000, fee=1500)], 3500),
+    "a chargeback with its fee, then its reversal; the fee returned": (
+        lambda p: [p.capture(5000), p.dispute("funds_withdrawn", 5000, fee=1500),
+                   p.dispute("funds_reinstated", 5000, fee=1500, returned=True)], 5000),
+    "a chargeback with its fee takes the merchant below zero": (
+        lambda p: [p.capture(5000), p.charge_refunded(1000),
+                   p.dispute("funds_withdrawn", 5000, fee=1500)], -2500),
+    "internal: a chargeback with its fee": (
+        lambda p: [p.internal("payment.captured", 5000),
+                   p.internal("payment.chargeback", 4000, dispute_id="d1", fee_minor=1500)],
+        -500),
     "a refund and a chargeback take the merchant below zero after a payout-like debit": (
         lambda p: [p.capture(5000), p.charge_refunded(3000), p.dispute("funds_withdrawn", 2000),
                    p.dispute("funds_withdrawn", 2000)], 0),

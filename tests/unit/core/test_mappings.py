@@ -305,3 +305,55 @@ def test_an_internal_authorisation_names_its_merchant_and_a_void_need_not() -> N
                        orjson.dumps({"data": data}), SCHEMES)  # fmt: skip
     got = instruction_of("service:billing", "payment.voided", orjson.dumps({"data": data}), SCHEMES)
     assert summary(got) == (K.VOID, "s_1", "s_1", 500, "USD")
+
+
+def withdrawal(amount: int, fee: int, currency: str = "usd") -> dict[str, Any]:
+    return {"id": "txn_1", "object": "balance_transaction", "amount": amount, "fee": fee,
+            "currency": currency, "type": "adjustment"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("event_type", "transactions", "fee"),
+    [
+        # As in the corpus: the withdrawal charged Stripe's dispute fee of 15.00.
+        ("charge.dispute.funds_withdrawn", [withdrawal(-900, 1500)],
+         (K.DISPUTE_FEE, "pi_1", "dp_1", 1500, "USD")),
+        # The reinstatement lists the withdrawal too; only a returned fee moves.
+        ("charge.dispute.funds_reinstated", [withdrawal(-900, 1500), withdrawal(900, -1500)],
+         (K.DISPUTE_FEE_REVERSAL, "pi_1", "dp_1", 1500, "USD")),
+        ("charge.dispute.funds_reinstated", [withdrawal(-900, 1500), withdrawal(900, 0)], None),
+        ("charge.dispute.funds_withdrawn", [], None),
+        # Charged in the platform's balance currency, not the dispute's.
+        ("charge.dispute.funds_withdrawn", [withdrawal(-900, 2000, "jpy")],
+         (K.DISPUTE_FEE, "pi_1", "dp_1", 2000, "JPY")),
+    ],
+)  # fmt: skip
+def test_a_dispute_carries_the_fee_its_balance_transactions_state(
+    event_type: str, transactions: list[dict[str, Any]], fee: tuple[object, ...] | None
+) -> None:
+    got = stripe.instruction(event_type, stripe_event(event_type, dispute(
+        balance_transactions=transactions)))  # fmt: skip
+    assert got is not None and got.kind in (K.CHARGEBACK, K.CHARGEBACK_REVERSAL)
+    assert summary(got.fee) == fee
+
+
+def test_a_dispute_fee_in_two_currencies_is_a_field_error() -> None:
+    doc = stripe_event("x", dispute(balance_transactions=[
+        withdrawal(-900, 1500), withdrawal(-900, 1500, "eur")]))  # fmt: skip
+    with pytest.raises(FieldTypeInvalid, match="balance_transactions"):
+        stripe.instruction("charge.dispute.funds_withdrawn", doc)
+
+
+def test_internal_and_paddle_chargebacks_carry_their_stated_fee() -> None:
+    data = {"settlement_id": "s_1", "dispute_id": "d_1", "amount_minor": 500, "currency": "eur",
+            "fee_minor": 1500, "fee_currency": "usd"}  # fmt: skip
+    got = instruction_of("service:b", "payment.chargeback", orjson.dumps({"data": data}), SCHEMES)
+    assert got is not None and summary(got.fee) == (K.DISPUTE_FEE, "s_1", "d_1", 1500, "USD")
+    doc = paddle_adjustment("chargeback")
+    fee = {"amount": "1250", "original": None}
+    doc["data"]["payout_totals"] = {"currency_code": "GBP", "chargeback_fee": fee}
+    got = paddle.instruction("adjustment.updated", doc)
+    assert got is not None and summary(got.fee) == (K.DISPUTE_FEE, "txn_1", "adj_1", 1250, "GBP")
+    doc["data"]["payout_totals"]["chargeback_fee"]["amount"] = "0"
+    got = paddle.instruction("adjustment.updated", doc)
+    assert got is not None and got.fee is None

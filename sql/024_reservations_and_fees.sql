@@ -20,13 +20,14 @@ ALTER TABLE ledger_transfers ADD CONSTRAINT ledger_transfers_phase_check
 CREATE UNIQUE INDEX IF NOT EXISTS ledger_transfers_pending_idx
     ON ledger_transfers (pending_id) WHERE pending_id IS NOT NULL;
 
--- 3. Authorisations and voids are settlements of their payment (keyed by it, in
+-- 3. Authorisations and voids, dispute fees and their returns, are settlements of their payment (keyed by it, in
 --    `refund_id` as every movement but the capture), and claims when they move nothing
 --    (an authorisation after its capture, a void with nothing to void).
 ALTER TABLE settlements DROP CONSTRAINT IF EXISTS settlements_kind_check;
 ALTER TABLE settlements ADD CONSTRAINT settlements_kind_check
     CHECK (kind IN ('capture', 'refund', 'refund_reversal', 'chargeback', 'chargeback_reversal',
-                    'credit_adjustment', 'debit_adjustment', 'payout', 'authorisation', 'void'));
+                    'credit_adjustment', 'debit_adjustment', 'payout', 'authorisation', 'void',
+                    'dispute_fee', 'dispute_fee_reversal'));
 ALTER TABLE payment_claims DROP CONSTRAINT IF EXISTS payment_claims_kind_check;
 ALTER TABLE payment_claims ADD CONSTRAINT payment_claims_kind_check
     CHECK (kind IN ('refund', 'refund_reversal', 'chargeback', 'chargeback_reversal',
