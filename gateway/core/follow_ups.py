@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from dataclasses import replace as dataclass_replace
 from decimal import Decimal
 
 from gateway.core.excerpt import excerpt
@@ -72,6 +73,10 @@ class Claim:
     cumulative: bool
     due_minor: int  # what it moved, in the payment's currency (0: nothing)
     ledger_due_minor: int  # what its transfer moved, in the ledger's currency (0: none)
+    #: What `due_minor` is worth at today's rate less `ledger_due_minor` (what it moved
+    #: at the payment's rate): the exchange result, posted to the FX account.
+    fx_minor: int = 0
+    current_rate: Decimal | None = None  # the rate `fx_minor` was found at
 
 
 @dataclass(frozen=True)
@@ -187,3 +192,22 @@ def _convert(amount_minor: int, payment: Payment) -> int:
         # A target is at most the capture, which converted to at least one minor unit,
         # so this is a small target rounding to nothing: nothing is owed in the ledger yet.
         return 0
+
+
+def exchange_difference(
+    claims: Sequence[Claim], claim: Claim, payment: Payment, current_rate: Decimal
+) -> int:
+    """What `claim`'s movement is worth at `current_rate` less what it moved at the
+    payment's rate, in the ledger's currency (0 for a claim that moved nothing): a
+    refund of a payment whose currency rose since costs the platform the difference.
+
+    Cumulative like the movement itself (`claims`: the payment's claims before it), so
+    partial refunds at one rate come to exactly the difference of a single refund."""
+    if claim.due_minor == 0:
+        return 0
+    pool, sign = pool_of(claim.kind)
+    before, _ = held(claims, pool)
+    after = before + sign * claim.due_minor
+    today = dataclass_replace(payment, rate=current_rate)
+    now = abs(_convert(max(after, 0), today) - _convert(max(before, 0), today))
+    return now - claim.ledger_due_minor

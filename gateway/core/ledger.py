@@ -52,6 +52,8 @@ class TransferCode(enum.IntEnum):
     PAYOUT = 8
     DISPUTE_FEE = 9
     DISPUTE_FEE_REVERSAL = 10
+    #: The exchange result of a converted payment's follow-up (`core.settlement.fx_transfer`).
+    FX_DIFFERENCE = 11
 
 
 class TransferPhase(enum.StrEnum):

@@ -295,6 +295,43 @@ def fees_owner(source: str) -> str:
     return f"fees:{source}"
 
 
+#: The owner of the platform's FX account, one per ledger currency: the exchange result
+#: of refunds and disputes of converted payments. Not a source name (no colon in those).
+FX_OWNER = "fx:platform"
+
+
+def fx_transfer(
+    instruction: SettlementInstruction,
+    *,
+    provider: str,
+    ledger_currency: str,
+    fx_minor: int,
+    current_rate: Decimal,
+) -> LedgerTransfer:
+    """The exchange difference of a follow-up posted at its payment's rate, between the
+    provider's clearing account and the FX account, at `current_rate` (recorded).
+
+    `fx_minor` is what the movement is worth today less what it moved (a loss for the
+    platform when positive on money going out). The clearing account ends as if the
+    movement had been valued at today's rate; the merchant is untouched.
+    """
+    fx = clearing_account_id(FX_OWNER, ledger_currency)
+    clearing = clearing_account_id(provider, ledger_currency)
+    fx_pays = (fx_minor > 0) == (instruction.kind.balance_sign < 0)
+    return LedgerTransfer(
+        id=_hash128(
+            "transfer", "fx", instruction.kind.value, instruction.settlement_id, instruction.key
+        ),
+        debit_account_id=fx if fx_pays else clearing,
+        credit_account_id=clearing if fx_pays else fx,
+        amount_minor=check_amount(abs(fx_minor), "exchange difference"),
+        ledger=ledger_number(ledger_currency),
+        code=TransferCode.FX_DIFFERENCE,
+        settlement_id=instruction.settlement_id,
+        rate_at_payment=quantize_rate(current_rate),
+    )
+
+
 def counterparty(kind: SettlementKind, source: str) -> str:
     """The owner of the account on the other side of the merchant's for `kind`."""
     if kind is SettlementKind.PAYOUT:

@@ -19,7 +19,7 @@ from gateway.adapters.postgres import Pool, transaction
 from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
 from gateway.core.excerpt import excerpt
-from gateway.core.follow_ups import Payment, decide
+from gateway.core.follow_ups import Payment, decide, exchange_difference
 from gateway.core.settlement import SettlementKind
 from gateway.errors import MissingField
 from gateway.settlement.items import Priced, SettleOutcome, Triage
@@ -60,11 +60,17 @@ async def net(pool: Pool, priced: Sequence[Priced]) -> Triage[Priced]:
             if due is None:  # told before: its claim is recorded
                 triage.decided[item.index] = SettleOutcome.DUPLICATE
                 continue
-            claims[instruction.settlement_id].append(due.claim)
+            claim = due.claim
+            if p.current_rate is not None and due.moves:  # a converted payment's
+                fx_minor = exchange_difference(
+                    claims[instruction.settlement_id], claim, terms, p.current_rate
+                )
+                claim = dataclasses.replace(claim, fx_minor=fx_minor, current_rate=p.current_rate)
+            claims[instruction.settlement_id].append(claim)
             provider = item.event.provider
             new_claim = claims_store.NewClaim(
                 instruction.settlement_id,
-                due.claim,
+                claim,
                 item.tid,
                 provider,
                 instruction.source_event_id,
@@ -86,9 +92,9 @@ async def net(pool: Pool, priced: Sequence[Priced]) -> Triage[Priced]:
                     terms.rate,
                 )
             )
-            triage.go_on.append(
-                Priced(item, p.merchant, ledger_minor, terms.rate, p.ledger_currency, stored=True)
-            )
+            fx = (claim.fx_minor, p.current_rate) if claim.fx_minor and p.current_rate else None
+            triage.go_on.append(Priced(item, p.merchant, ledger_minor, terms.rate,
+                                       p.ledger_currency, stored=True, fx=fx))  # fmt: skip
         await store.fix_pending_many(conn, pending)
         await claims_store.record(conn, new_claims)
     return triage

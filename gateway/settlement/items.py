@@ -60,6 +60,8 @@ class Routed:
     #: once), or a void voids (`settlement.two_phase`).
     authorisation: SettlementRow | None = None
     release: bool = False
+    #: A follow-up's exchange difference, as its claim fixed it (settled alone).
+    fx: tuple[int, Decimal] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,11 @@ class Priced:
     payment: SettlementRow | None = None
     authorisation: SettlementRow | None = None  # as in `Routed`
     release: bool = False
+    #: Today's rate, for a follow-up of a converted payment not netted yet: the
+    #: exchange difference is found at it (`settlement.follow_ups`).
+    current_rate: Decimal | None = None
+    #: The exchange difference to post with a follow-up, and the rate it was found at.
+    fx: tuple[int, Decimal] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +93,8 @@ class Posting:
 
     priced: Priced
     transfer: LedgerTransfer
-    #: Posted just before `transfer`, in the same request (the void of a reservation a
-    #: capture cannot post).
+    #: Posted just before `transfer`, in the same request: the void of a reservation a
+    #: capture cannot post, the exchange difference of a follow-up.
     before: tuple[LedgerTransfer, ...] = ()
 
 

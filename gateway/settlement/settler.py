@@ -29,6 +29,7 @@ from gateway.core.mappings import PROVIDER_MAPPINGS, instruction_of
 from gateway.core.model import Event
 from gateway.core.order_keys import KeyRule
 from gateway.core.settlement import (
+    FX_OWNER,
     SettlementInstruction,
     SettlementState,
     fees_owner,
@@ -126,7 +127,7 @@ class Settler:
         """Create each source's clearing and payouts accounts (idempotent), so its
         captures and payouts can post."""
         owners = [*self._sources, *(payouts_owner(source) for source in self._sources),
-                  *(fees_owner(source) for source in self._sources)]  # fmt: skip
+                  *(fees_owner(source) for source in self._sources), FX_OWNER]  # fmt: skip
         await open_accounts(
             self._ledger,
             PostgresAccountNames(self._pool),

@@ -37,6 +37,7 @@ from gateway.core.settlement import (
     SettlementKind,
     SettlementState,
     build_transfer,
+    fx_transfer,
     merchant_to_post,
 )
 from gateway.errors import LedgerIdCollision, PaymentNotSettled
@@ -60,7 +61,7 @@ class Found:
     rows: dict[int, store.SettlementRow]
     captures: dict[str, store.SettlementRow]
     #: What the claims of follow-ups started before said, by transfer id.
-    claimed: dict[int, int] = dataclasses.field(default_factory=dict)
+    claimed: dict[int, claims_store.Claimed] = dataclasses.field(default_factory=dict)
 
 
 class Pricing(Protocol):
@@ -148,7 +149,9 @@ def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]
             triage.decided[item.index] = exc
             continue
         if merchant is not None:
-            triage.go_on.append(Routed(item, merchant, _fixed(row), capture if follow_up else None))
+            payment = capture if follow_up else None
+            fx = _fx(found.claimed.get(item.tid)) if row is not None else None
+            triage.go_on.append(Routed(item, merchant, _fixed(row), payment, fx=fx))
         elif alone:
             # The payment's event may still be on its way: transient, DLQ after the schedule.
             triage.decided[item.index] = PaymentNotSettled(
@@ -166,12 +169,18 @@ def _fixed(row: store.SettlementRow | None) -> tuple[int, Decimal] | None:
     return row.ledger_amount_minor, row.rate_at_payment
 
 
-def check_claimed(claimed: int | None, instruction: SettlementInstruction) -> None:
+def _fx(claimed: claims_store.Claimed | None) -> tuple[int, Decimal] | None:
+    if claimed is None or not claimed.fx_minor or claimed.current_rate is None:
+        return None
+    return claimed.fx_minor, claimed.current_rate
+
+
+def check_claimed(claimed: claims_store.Claimed | None, instruction: SettlementInstruction) -> None:
     """A repeat of a refund or dispute must claim what it claimed the first time."""
-    if claimed is not None and claimed != instruction.amount_minor:
+    if claimed is not None and claimed.amount_minor != instruction.amount_minor:
         raise LedgerIdCollision(
             f"{instruction.kind.value} {excerpt(instruction.key)} of payment "
-            f"{excerpt(instruction.settlement_id)} was recorded as {claimed} "
+            f"{excerpt(instruction.settlement_id)} was recorded as {claimed.amount_minor} "
             f"{instruction.currency}; this event says {instruction.amount_minor}"
         )
 
@@ -221,7 +230,8 @@ async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
             await pricing.require_accounts(r.merchant, item.event.provider, ledger)
             if r.fixed is not None:
                 stored = Priced(item, r.merchant, *r.fixed, ledger, stored=True,
-                                authorisation=r.authorisation, release=r.release)  # fmt: skip
+                                authorisation=r.authorisation, release=r.release,
+                                fx=r.fx)  # fmt: skip
                 triage.go_on.append(stored)
                 continue
             if auth is not None and auth.rate_at_payment is not None:
@@ -234,9 +244,17 @@ async def price(routed: Sequence[Routed], pricing: Pricing) -> Triage[Priced]:
                                            ledger, authorisation=auth))  # fmt: skip
                 continue
             if r.payment is not None:  # at its payment's rate, once netted (`follow_ups`)
-                triage.go_on.append(
-                    Priced(item, r.merchant, 0, Decimal(1), ledger, payment=r.payment)
-                )
+                current = None
+                if pricing.converts and r.payment.currency != ledger:  # for its FX result
+                    key = (r.payment.currency, item.attempt)
+                    current = found.get(key) if item.span is None else None
+                    if current is None:
+                        current = await traced.rate(
+                            pricing.rate_from, item.span, r.payment.currency, item.attempt
+                        )
+                        found[key] = current
+                triage.go_on.append(Priced(item, r.merchant, 0, Decimal(1), ledger,
+                                           payment=r.payment, current_rate=current))  # fmt: skip
                 continue
             currency = instruction.currency
             if not pricing.converts:  # balances per currency: the event's own amount
@@ -304,6 +322,10 @@ def build(priced: Sequence[Priced]) -> Triage[Posting]:
             before: tuple[LedgerTransfer, ...] = ()
             if p.release and p.authorisation is not None:
                 before = (two_phase.release_transfer(p.authorisation, provider),)
+            if p.fx is not None:
+                before = (fx_transfer(p.item.instruction, provider=provider,
+                                      ledger_currency=p.ledger_currency, fx_minor=p.fx[0],
+                                      current_rate=p.fx[1]),)  # fmt: skip
         except Exception as exc:  # the worker disposes of it
             triage.decided[p.item.index] = exc
             continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.follow_ups import Claim
@@ -27,10 +28,11 @@ ORDER BY created_at, claim_key"""
 
 _INSERT = """
 INSERT INTO payment_claims (settlement_id, kind, claim_key, amount_minor, currency, cumulative,
-                            due_minor, ledger_due_minor, transfer_id, provider, source_event_id)
+                            due_minor, ledger_due_minor, transfer_id, provider, source_event_id,
+                            fx_minor, current_rate)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[],
                      $6::boolean[], $7::bigint[], $8::bigint[], $9::text[]::numeric[],
-                     $10::text[], $11::text[])"""
+                     $10::text[], $11::text[], $12::bigint[], $13::text[]::numeric[])"""
 
 
 @dataclass(frozen=True)
@@ -77,12 +79,13 @@ async def record(conn: Conn, new: Sequence[NewClaim]) -> None:
     """Insert the claims (each is new: the caller holds its payment's lock)."""
     if not new:
         return
-    columns: list[list[object]] = [[] for _ in range(11)]
+    columns: list[list[object]] = [[] for _ in range(13)]
     for n in new:
         c = n.claim
+        rate = None if c.current_rate is None else str(c.current_rate)
         values = (n.settlement_id, c.kind.value, c.key, c.amount_minor, c.currency,
                   c.cumulative, c.due_minor, c.ledger_due_minor, str(n.transfer_id),
-                  n.provider, n.source_event_id)  # fmt: skip
+                  n.provider, n.source_event_id, c.fx_minor, rate)  # fmt: skip
         for column, value in zip(columns, values, strict=True):
             column.append(value)
     with translate_errors():
@@ -103,15 +106,33 @@ async def netted(conn: Conn, transfer_ids: Sequence[int]) -> set[int]:
     return {int(r["t"]) for r in rows}
 
 
-async def claimed(conn: Conn, transfer_ids: Sequence[int]) -> dict[int, int]:
-    """What each of `transfer_ids`' claims said (its own amount, or the running total),
-    by transfer id: a repeat of a movement must say the same."""
+@dataclass(frozen=True)
+class Claimed:
+    """What a recorded claim said (its own amount, or the running total), and the
+    exchange difference fixed with it."""
+
+    amount_minor: int
+    fx_minor: int = 0
+    current_rate: Decimal | None = None
+
+
+async def claimed(conn: Conn, transfer_ids: Sequence[int]) -> dict[int, Claimed]:
+    """What each of `transfer_ids`' claims said, by transfer id: a repeat of a movement
+    must say the same, and a retry posts the same exchange difference."""
     if not transfer_ids:
         return {}
     with translate_errors():
         rows = await conn.fetch(
-            "SELECT transfer_id::text AS t, amount_minor FROM payment_claims"
+            "SELECT transfer_id::text AS t, amount_minor, fx_minor,"
+            " current_rate::text AS current_rate FROM payment_claims"
             " WHERE transfer_id = ANY($1::text[]::numeric[])",
             [str(t) for t in transfer_ids],
         )
-    return {int(r["t"]): r["amount_minor"] for r in rows}
+    return {
+        int(r["t"]): Claimed(
+            r["amount_minor"],
+            r["fx_minor"],
+            None if r["current_rate"] is None else Decimal(r["current_rate"]),
+        )
+        for r in rows
+    }

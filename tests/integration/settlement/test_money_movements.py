@@ -16,6 +16,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -25,6 +26,13 @@ from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
 from gateway.core.ledger import verify_totals
 from gateway.core.model import Event
+from gateway.core.settlement import (
+    FX_OWNER,
+    SettlementInstruction,
+    SettlementKind,
+    clearing_account_id,
+    fx_transfer,
+)
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentNotSettled
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
@@ -256,18 +264,46 @@ async def test_a_converted_payment_refunded_whole_after_the_rate_moved_comes_bac
     parts: SettlementParts, stub: Stub
 ) -> None:
     """EUR 100.00 at 1.08 credited USD 108.00; the rate moves to 1.20; three partial
-    refunds at the payment's own rate bring the merchant back to zero exactly."""
+    refunds at the payment's own rate bring the merchant back to zero exactly, and the
+    platform's FX account takes the difference from today's rate."""
     p = Payment()
     await open_merchant(parts, p.merchant)
+    fx_before = await fx_account(parts)
     assert await settle_in_order(parts, [p.capture(10_000, "eur")]) == [S.SETTLED]
     assert await merchant_balance(parts, p.merchant) == 10_800
     await stub.control(rates={"EUR/USD": "1.20"})
     refunds = [p.charge_refunded(3333, "eur"), p.charge_refunded(6666, "eur"),
                p.refund("x", 3334, currency="eur"), p.charge_refunded(10_000, "eur")]  # fmt: skip
     # The refund told one by one (3334) is within the total told before it (6666): it
-    # moves nothing until the running total passes both.
-    assert await settle_in_order(parts, refunds) == [S.SETTLED, S.SETTLED, S.DUPLICATE, S.SETTLED]
+    # moves nothing until the running total passes both. (A worker started now: one
+    # running remembers a rate for a few seconds.)
+    async with settlement_parts(parts.settings) as later:
+        ended = await settle_in_order(later, refunds)
+    assert ended == [S.SETTLED, S.SETTLED, S.DUPLICATE, S.SETTLED]
     assert await merchant_balance(parts, p.merchant) == 0
+    # EUR 100.00 went back at 1.20 (USD 120.00) and the merchant gave back USD 108.00:
+    # the FX account paid the USD 12.00, exactly, over three partial refunds.
+    assert await fx_account(parts) - fx_before == -1_200
+    fx_rates = await fx_transfer_rates(parts, p.pi)
+    assert fx_rates == {Decimal("1.2")}, fx_rates  # today's rate, recorded
+
+
+async def fx_account(parts: SettlementParts) -> int:
+    balance = await parts.ledger.balance(clearing_account_id(FX_OWNER, "USD"))
+    assert balance is not None
+    return balance.credit_balance_minor
+
+
+async def fx_transfer_rates(parts: SettlementParts, payment: str) -> set[Decimal]:
+    """The rates recorded on the payment's FX transfers, read back from the ledger."""
+    ids = [
+        fx_transfer(SettlementInstruction(payment, SettlementKind.REFUND, None, 1, "EUR", key,
+                                          None), provider="stripe", ledger_currency="USD",
+                    fx_minor=1, current_rate=Decimal(1)).id
+        for key in (f"refunded:{total}" for total in (3333, 6666, 10_000))
+    ]  # fmt: skip
+    found = await parts.ledger.lookup_transfers(ids)
+    return {t.rate_at_payment for t in found if t is not None}
 
 
 async def test_a_batch_with_a_payment_and_its_refunds_nets_them_in_order(

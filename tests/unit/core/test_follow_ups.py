@@ -8,9 +8,23 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.core.follow_ups import Claim, Payment, Pool, decide, held, target
+from gateway.core.follow_ups import (
+    Claim,
+    Payment,
+    Pool,
+    decide,
+    exchange_difference,
+    held,
+    target,
+)
 from gateway.core.money import convert_minor
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement import (
+    FX_OWNER,
+    SettlementInstruction,
+    SettlementKind,
+    clearing_account_id,
+    fx_transfer,
+)
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentMismatch
 
 K = SettlementKind
@@ -162,3 +176,50 @@ def test_a_tiny_claim_of_a_converted_payment_waits_for_a_cent() -> None:
     second = decide([first.claim], claim(K.REFUND, "re_2", 100, currency="JPY"), payment)
     assert second is not None
     assert second.claim.ledger_due_minor == convert_minor(101, payment.rate, "JPY", "USD")
+
+
+@pytest.mark.parametrize(
+    ("rate_now", "refunds", "fx_total"),
+    [
+        ("1.20", [10_000], 1_200),  # EUR 100.00 back at 1.20 cost USD 12.00 more
+        ("1.20", [3333, 3333, 3334], 1_200),  # in parts: exactly the same, no cent lost
+        ("1.00", [5_000, 5_000], -800),  # the euro fell: the platform gains USD 8.00
+        ("1.08", [2_500], 0),  # the rate did not move
+    ],
+)
+def test_the_exchange_difference_of_refunds_is_cumulative_and_exact(
+    rate_now: str, refunds: list[int], fx_total: int
+) -> None:
+    """Refunds of EUR 100.00 captured at 1.08: the merchant gives back at 1.08; what the
+    refunds are worth at today's rate less that is the FX account's, summing to the
+    single refund's difference however the refund is split."""
+    claims: list[Claim] = []
+    found = 0
+    for n, amount in enumerate(refunds):
+        due = decide(claims, claim(K.REFUND, f"re_{n}", amount, currency="EUR"), EUR_PAYMENT)
+        assert due is not None
+        found += exchange_difference(claims, due.claim, EUR_PAYMENT, Decimal(rate_now))
+        claims.append(due.claim)
+    assert found == fx_total
+
+
+@pytest.mark.parametrize(
+    ("kind", "fx_minor", "fx_pays"),
+    [
+        (K.REFUND, 1_200, True),  # money out cost more today: the FX account pays
+        (K.REFUND, -800, False),  # it cost less: the FX account gains
+        (K.CHARGEBACK, 50, True),
+        (K.REFUND_REVERSAL, 1_200, False),  # money back in is worth more: a gain
+        (K.CHARGEBACK_REVERSAL, -30, True),
+    ],
+)
+def test_the_fx_transfer_moves_between_clearing_and_the_fx_account(
+    kind: SettlementKind, fx_minor: int, fx_pays: bool
+) -> None:
+    instruction = claim(kind, "x_1", 100, currency="EUR")
+    t = fx_transfer(instruction, provider="stripe", ledger_currency="USD", fx_minor=fx_minor,
+                    current_rate=Decimal("1.2"))  # fmt: skip
+    fx, clearing = clearing_account_id(FX_OWNER, "USD"), clearing_account_id("stripe", "USD")
+    expected = (fx, clearing) if fx_pays else (clearing, fx)
+    assert (t.debit_account_id, t.credit_account_id) == expected
+    assert t.amount_minor == abs(fx_minor) and t.rate_at_payment == Decimal("1.2")

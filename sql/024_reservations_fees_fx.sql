@@ -32,3 +32,11 @@ ALTER TABLE payment_claims DROP CONSTRAINT IF EXISTS payment_claims_kind_check;
 ALTER TABLE payment_claims ADD CONSTRAINT payment_claims_kind_check
     CHECK (kind IN ('refund', 'refund_reversal', 'chargeback', 'chargeback_reversal',
                     'authorisation', 'void'));
+
+-- 4. The exchange result of a refund or dispute of a converted payment: posted at the
+--    payment's rate, worth `fx_minor` more (or less) at today's `current_rate`, which the
+--    FX account takes (gateway.core.settlement.fx_transfer). Fixed with the claim, so a
+--    retry posts the same difference whatever the rate did since.
+ALTER TABLE payment_claims
+    ADD COLUMN IF NOT EXISTS fx_minor     bigint  NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS current_rate numeric;
