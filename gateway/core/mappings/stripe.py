@@ -17,7 +17,9 @@
 - `charge.dispute.funds_withdrawn`: a chargeback of the dispute's `amount`, keyed by the
   dispute, with the dispute fee its balance transactions charged (`fee`, in their own
   currency); `charge.dispute.funds_reinstated`: its reversal, with the fee returned
-  where Stripe returns it.
+  where Stripe returns it. `charge.dispute.closed`: lost, the chargeback; won, its
+  reversal (the same movements under the same dispute id: whichever comes first moves
+  the money).
 - `payout.paid` of a connected account (Stripe Connect: the event's top-level
   `account`, which is the merchant): a payout of the merchant's money, keyed by the
   payout. The platform's own payouts name no account and move no merchant's money.
@@ -60,6 +62,11 @@ _DISPUTE_EVENTS = {
     "charge.dispute.funds_reinstated": _K.CHARGEBACK_REVERSAL,
 }
 
+#: A closed dispute's outcome: lost, its funds stay withdrawn; won, they come back. The
+#: same movements as the funds events, under the same dispute id: whichever comes first
+#: moves the money, the other is its duplicate.
+_CLOSED = {"lost": _K.CHARGEBACK, "won": _K.CHARGEBACK_REVERSAL}
+
 MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {
     "payment_intent.amount_capturable_updated": (_K.AUTHORISATION,),
     "payment_intent.canceled": (_K.VOID,),
@@ -70,6 +77,12 @@ MOVEMENT_TYPES: Mapping[str, tuple[SettlementKind, ...]] = {
     "refund.failed": (_K.REFUND_REVERSAL,),
     "charge.dispute.funds_withdrawn": (_K.CHARGEBACK, _K.DISPUTE_FEE),
     "charge.dispute.funds_reinstated": (_K.CHARGEBACK_REVERSAL, _K.DISPUTE_FEE_REVERSAL),
+    "charge.dispute.closed": (
+        _K.CHARGEBACK,
+        _K.CHARGEBACK_REVERSAL,
+        _K.DISPUTE_FEE,
+        _K.DISPUTE_FEE_REVERSAL,
+    ),
     "payout.paid": (_K.PAYOUT,),
 }
 
@@ -139,6 +152,11 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
             source_event_id=optional_str(doc, "id"),
         )
     dispute_kind = _DISPUTE_EVENTS.get(event_type)
+    if event_type == "charge.dispute.closed":
+        status = get_object(doc, "data.object").get("status")
+        dispute_kind = _CLOSED.get(status) if isinstance(status, str) else None
+        if dispute_kind is None:  # an inquiry closed, or still open: no money moved
+            return None
     if dispute_kind is not None:
         obj = get_object(doc, "data.object")
         dispute_id = get_str(obj, "id", _OBJ)

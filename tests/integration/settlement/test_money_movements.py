@@ -96,16 +96,18 @@ class Payment:
             "id": f"re_{self.tag}_{rid}", "object": "refund", "amount": amount,
             "currency": currency, "payment_intent": self.pi, "status": status})  # fmt: skip
 
-    def dispute(self, event: str, amount: int, fee: int = 0, returned: bool = False) -> Event:
+    def dispute(self, event: str, amount: int, fee: int = 0, returned: bool = False,
+                status: str = "under_review") -> Event:  # fmt: skip
         """A dispute event; `fee`: the fee its withdrawal charged (listed, as Stripe lists
         it, in its balance transactions), `returned` when the reinstatement returns it."""
         bts = [{"id": f"txn_{self.tag}_w", "amount": -amount, "fee": fee, "currency": "usd"}]
-        if event == "funds_reinstated":
+        if event == "funds_reinstated" or status == "won":
             bts.append({"id": f"txn_{self.tag}_r", "amount": amount,
                         "fee": -fee if returned else 0, "currency": "usd"})  # fmt: skip
         return self.stripe(f"charge.dispute.{event}", {
             "id": f"dp_{self.tag}", "amount": amount, "currency": "usd",
-            "payment_intent": self.pi, "balance_transactions": bts})  # fmt: skip
+            "payment_intent": self.pi, "balance_transactions": bts,
+            "status": status})  # fmt: skip
 
     def payout(self, amount: int) -> Event:
         """Stripe Connect's `payout.paid` of the connected account (the merchant)."""
@@ -181,6 +183,13 @@ SCENARIOS: dict[str, tuple[Scenario, int]] = {
     "a chargeback with its fee, then its reversal; the fee returned": (
         lambda p: [p.capture(5000), p.dispute("funds_withdrawn", 5000, fee=1500),
                    p.dispute("funds_reinstated", 5000, fee=1500, returned=True)], 5000),
+    "a lost dispute told twice, by its funds and by its close": (
+        lambda p: [p.capture(5000), p.dispute("funds_withdrawn", 5000, fee=1500),
+                   p.dispute("closed", 5000, fee=1500, status="lost")], -1500),
+    "a won dispute told twice, by its funds and by its close": (
+        lambda p: [p.capture(5000), p.dispute("funds_withdrawn", 5000, fee=1500),
+                   p.dispute("funds_reinstated", 5000, fee=1500),
+                   p.dispute("closed", 5000, fee=1500, status="won")], 3500),
     "a chargeback with its fee takes the merchant below zero": (
         lambda p: [p.capture(5000), p.charge_refunded(1000),
                    p.dispute("funds_withdrawn", 5000, fee=1500)], -2500),
