@@ -79,7 +79,7 @@ from gateway import settings as settings_mod
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.outbox import outbox_stats
 from gateway.compose.settlement import open_ledger
-from gateway.core.settlement import merchant_account_id
+from gateway.core.ledger_ids import merchant_account_id
 from tests.support.services import REDIS_URL
 
 GATEWAY = [sys.executable, "-m", "gateway"]

@@ -29,16 +29,10 @@ from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent, record_events
 from gateway.compose.settlement import open_ledger
+from gateway.core.ledger_ids import clearing_account_id, merchant_account, merchant_account_id
 from gateway.core.model import Event, ordered_subjects, webhook_event
 from gateway.core.money import convert_minor
-from gateway.core.settlement import (
-    SettlementInstruction,
-    SettlementKind,
-    clearing_account_id,
-    merchant_account,
-    merchant_account_id,
-    transfer_id,
-)
+from gateway.core.settlement import SettlementInstruction, SettlementKind, transfer_id
 from gateway.core.signatures import get_scheme
 from gateway.devtools.currency_stub import DEFAULT_RATES, StubState
 from gateway.settings import Settings

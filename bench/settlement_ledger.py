@@ -21,7 +21,7 @@ from bench.settlement_backlog import ExpectedTransfer
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.tigerbeetle import open_tigerbeetle
 from gateway.compose.settlement import open_ledger
-from gateway.core.settlement import merchant_account_id
+from gateway.core.ledger_ids import merchant_account_id
 from gateway.errors import ConfigError, LedgerUnavailable
 from gateway.settings import Settings
 

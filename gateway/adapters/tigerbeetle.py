@@ -11,7 +11,7 @@ per request, one request after the other for more (`core.ledger_batches`); since
 found, matched back to the ids asked for.
 
 User data on each transfer:
-- `user_data_128`: `core.settlement.settlement_ref(settlement_id)`, a 128-bit hash;
+- `user_data_128`: `core.ledger_ids.settlement_ref(settlement_id)`, a 128-bit hash;
 - `user_data_64`: `rate_at_payment` * 10**9 (`RATE_SCALE`), exact because the rate is
   kept to 9 decimal places; rates up to about 1.8e10 fit in the u64.
 """
@@ -40,7 +40,7 @@ from gateway.core.ledger import (
     TransferResult,
 )
 from gateway.core.ledger_batches import align_found, chunk_bounds, one_per_event
-from gateway.core.settlement import settlement_ref
+from gateway.core.ledger_ids import settlement_ref
 from gateway.errors import ConfigError, LedgerIdCollision, LedgerRejected, LedgerUnavailable
 
 log = logging.getLogger(__name__)

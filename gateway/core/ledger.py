@@ -125,7 +125,7 @@ class AccountSpec:
     """An account to create idempotently: same id and same fields is a no-op."""
 
     id: int
-    ledger: int  # one ledger per currency; see core.settlement.ledger_number
+    ledger: int  # one ledger per currency; see core.ledger_ids.ledger_number
     code: AccountCode
     debits_must_not_exceed_credits: bool = False
     credits_must_not_exceed_debits: bool = False
@@ -214,7 +214,7 @@ class PostedTransfer:
     amount_minor: int
     ledger: int
     code: int
-    #: `core.settlement.settlement_ref` of its settlement id (TigerBeetle keeps only it).
+    #: `core.ledger_ids.settlement_ref` of its settlement id (TigerBeetle keeps only it).
     settlement_ref: int
     rate_at_payment: Decimal
     phase: TransferPhase = TransferPhase.SINGLE

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.core.ledger import AccountCode, AccountSpec, Balance
-from gateway.core.money import check_currency
-from gateway.core.settlement import (
+from gateway.core.ledger_ids import (
     clearing_account,
     clearing_account_id,
     merchant_account,
     merchant_account_id,
 )
+from gateway.core.money import check_currency
 
 #: What an account whose code is neither merchant nor clearing shows as its kind.
 UNKNOWN_KIND = "unknown"
@@ -79,7 +79,7 @@ class AccountNames(Protocol):
 
 
 def ledger_currency(ledger: int) -> str | None:
-    """The currency whose `core.settlement.ledger_number` is `ledger`, or None.
+    """The currency whose `core.ledger_ids.ledger_number` is `ledger`, or None.
 
     The inverse of that base-27 encoding: digits 1..26 are the letters A..Z; a 0 digit
     or other than 3 letters is no currency (`core.money.check_currency`).

@@ -24,12 +24,12 @@ from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.core.excerpt import excerpt
 from gateway.core.ledger import Ledger, TransferResult, interpret
 from gateway.core.ledger_accounts import clearing_name
+from gateway.core.ledger_ids import merchant_account_id
 from gateway.core.money import check_amount, check_currency, format_minor
 from gateway.core.settlement import (
     SettlementInstruction,
     SettlementKind,
     build_transfer,
-    merchant_account_id,
     transfer_id,
 )
 from gateway.core.statements import PAGE_ROWS, Adjustment, Filters, Line, Movement, running

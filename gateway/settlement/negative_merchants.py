@@ -1,7 +1,7 @@
 """`gateway_ledger_negative_merchants`: how many merchant accounts hold less than nothing.
 
 Refunds and chargebacks the provider has already executed may take a merchant below zero
-(`core.settlement.merchant_account`); finance must see it. The settle process reads every
+(`core.ledger_ids.merchant_account`); finance must see it. The settle process reads every
 account's totals through the ledger port (`Ledger.balances`: one query on PostgreSQL,
 pages of 8,000 on TigerBeetle) every `SCAN_INTERVAL_S`, which costs about a millisecond
 per thousand accounts, and sets the gauge (per ledger currency). The alert rule

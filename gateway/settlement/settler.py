@@ -25,18 +25,11 @@ from gateway.core.currency import Rate, RateAction
 from gateway.core.excerpt import excerpt
 from gateway.core.ledger import Ledger
 from gateway.core.ledger_accounts import clearing_name
+from gateway.core.ledger_ids import FX_OWNER, fees_owner, merchant_account_id, payouts_owner
 from gateway.core.mappings import PROVIDER_MAPPINGS, instruction_of
 from gateway.core.model import Event
 from gateway.core.order_keys import KeyRule
-from gateway.core.settlement import (
-    FX_OWNER,
-    SettlementInstruction,
-    SettlementState,
-    fees_owner,
-    merchant_account_id,
-    payouts_owner,
-    transfer_id,
-)
+from gateway.core.settlement import SettlementInstruction, SettlementState, transfer_id
 from gateway.errors import (
     EventNotMapped,
     GatewayError,
@@ -47,7 +40,7 @@ from gateway.errors import (
     error_class_of,
 )
 from gateway.settings import Settings
-from gateway.settlement import follow_ups, steps, two_phase
+from gateway.settlement import follow_ups, pricing, route, steps, two_phase
 from gateway.settlement.items import Item, SettleOutcome, Tally, step_failed
 from gateway.settlement.ledger_ops import open_accounts
 from gateway.settlement.posted_log import log_posted, log_settled
@@ -186,8 +179,8 @@ class Settler:
             found = await steps.look_up(self._pool, items)
         except Exception as exc:
             return self._failed_step(tally, exc, items, alone)
-        routed = tally.take(steps.route(items, found, alone=alone))
-        priced = tally.take(await steps.price(routed, self))
+        routed = tally.take(route.route(items, found, alone=alone))
+        priced = tally.take(await pricing.price(routed, self))
         try:
             priced = tally.take(await follow_ups.net(self._pool, priced))
         except Exception as exc:

@@ -20,14 +20,12 @@ from gateway.adapters.postgres import settlements as store
 from gateway.core.excerpt import excerpt
 from gateway.core.follow_ups import Claim
 from gateway.core.ledger import LedgerTransfer
+from gateway.core.ledger_ids import authorisation_transfer_id, capture_transfer_id, void_transfer_id
 from gateway.core.settlement import (
     SettlementInstruction,
     SettlementKind,
-    authorisation_transfer_id,
     build_transfer,
-    capture_transfer_id,
     merchant_to_post,
-    void_transfer_id,
 )
 from gateway.core.two_phase import Phases, Step, authorisation_step, capture_step, void_step
 from gateway.errors import MissingField, PaymentNotSettled
@@ -167,7 +165,7 @@ async def reserve(pool: Pool, priced: Sequence[Priced]) -> Triage[Priced]:
                 ))  # fmt: skip
                 triage.decided[p.item.index] = SettleOutcome.DUPLICATE
                 continue
-            # A batch holds one movement per two-phase payment (`steps.route`).
+            # A batch holds one movement per two-phase payment (`route.route`).
             pending.append(_as_pending(p))
             triage.go_on.append(dataclasses.replace(p, stored=True))
         await store.fix_pending_many(conn, pending)

@@ -26,6 +26,7 @@ from gateway.core.ledger import (
     TransferPhase,
     TransferResult,
 )
+from gateway.core.ledger_ids import settlement_ref
 from gateway.core.ledger_rules import (
     AccountState,
     Resolved,
@@ -34,7 +35,6 @@ from gateway.core.ledger_rules import (
     decide,
 )
 from gateway.core.model import Event, Outcome
-from gateway.core.settlement import settlement_ref
 from gateway.errors import LedgerIdCollision, Overloaded, TransientError
 
 

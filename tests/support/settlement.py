@@ -14,7 +14,7 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
-from gateway.core.settlement import merchant_account, merchant_account_id
+from gateway.core.ledger_ids import merchant_account, merchant_account_id
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
 

@@ -29,6 +29,7 @@ from gateway.core.ledger import (
     TransferPhase,
     TransferResult,
 )
+from gateway.core.ledger_ids import settlement_ref
 from gateway.core.ledger_rules import (
     AccountState,
     Resolved,
@@ -38,7 +39,6 @@ from gateway.core.ledger_rules import (
     decide,
     transfer_fields,
 )
-from gateway.core.settlement import settlement_ref
 from gateway.errors import (
     DatabaseUnavailable,
     LedgerBatchRaced,

@@ -36,14 +36,8 @@ from gateway.core.ledger import (
     interpret,
     verify_totals,
 )
-from gateway.core.settlement import (
-    SettlementInstruction,
-    SettlementKind,
-    build_transfer,
-    clearing_account,
-    merchant_account,
-    settlement_ref,
-)
+from gateway.core.ledger_ids import clearing_account, merchant_account, settlement_ref
+from gateway.core.settlement import SettlementInstruction, SettlementKind, build_transfer
 from gateway.errors import LedgerIdCollision, LedgerImbalance, LedgerUnavailable
 from tests.support.fakes import MemoryLedger
 from tests.support.services import free_port

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import pytest
 
 from gateway.core.ledger import verify_totals
+from gateway.core.ledger_ids import merchant_account_id
 from gateway.core.model import Event
-from gateway.core.settlement import merchant_account_id
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome

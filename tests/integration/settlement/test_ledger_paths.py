@@ -20,13 +20,8 @@ from gateway.adapters.postgres import Conn, open_pool
 from gateway.adapters.postgres import ledger as ledger_postgres
 from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.core.ledger import LedgerTransfer, TransferResult
-from gateway.core.settlement import (
-    SettlementInstruction,
-    SettlementKind,
-    build_transfer,
-    clearing_account,
-    merchant_account,
-)
+from gateway.core.ledger_ids import clearing_account, merchant_account
+from gateway.core.settlement import SettlementInstruction, SettlementKind, build_transfer
 
 RATE = Decimal("1.08")
 

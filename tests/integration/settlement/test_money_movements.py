@@ -25,14 +25,9 @@ import pytest
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
 from gateway.core.ledger import verify_totals
+from gateway.core.ledger_ids import FX_OWNER, clearing_account_id
 from gateway.core.model import Event
-from gateway.core.settlement import (
-    FX_OWNER,
-    SettlementInstruction,
-    SettlementKind,
-    clearing_account_id,
-    fx_transfer,
-)
+from gateway.core.settlement import SettlementInstruction, SettlementKind, fx_transfer
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentNotSettled
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from gateway import settings as settings_mod
 from gateway.compose.settlement import settlement_parts
+from gateway.core.ledger_ids import merchant_account
 from gateway.core.model import Event
-from gateway.core.settlement import merchant_account
 from gateway.settlement.ordered import FOLLOW_SHARE, OrderedGate
 from gateway.settlement.ordered_holding import WaitingRoom
 from gateway.settlement.ordered_round import RoundSettler

@@ -29,7 +29,7 @@ from gateway.core.ledger import (
     TransferCode,
     TransferResult,
 )
-from gateway.core.settlement import settlement_ref
+from gateway.core.ledger_ids import settlement_ref
 from gateway.errors import LedgerIdCollision, LedgerRejected
 
 L = BATCH_MAX

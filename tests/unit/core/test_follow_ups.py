@@ -17,14 +17,9 @@ from gateway.core.follow_ups import (
     held,
     target,
 )
+from gateway.core.ledger_ids import FX_OWNER, clearing_account_id
 from gateway.core.money import convert_minor
-from gateway.core.settlement import (
-    FX_OWNER,
-    SettlementInstruction,
-    SettlementKind,
-    clearing_account_id,
-    fx_transfer,
-)
+from gateway.core.settlement import SettlementInstruction, SettlementKind, fx_transfer
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentMismatch
 
 K = SettlementKind

@@ -15,7 +15,7 @@ from gateway.core.ledger_accounts import (
     merchant_name,
     select,
 )
-from gateway.core.settlement import (
+from gateway.core.ledger_ids import (
     clearing_account,
     clearing_account_id,
     ledger_number,

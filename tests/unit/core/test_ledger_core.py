@@ -27,7 +27,7 @@ from gateway.core.ledger import (
     interpret,
     verify_totals,
 )
-from gateway.core.settlement import settlement_ref
+from gateway.core.ledger_ids import settlement_ref
 from gateway.errors import (
     InsufficientFunds,
     LedgerIdAlreadyFailed,

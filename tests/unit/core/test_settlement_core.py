@@ -10,6 +10,14 @@ import orjson
 import pytest
 
 from gateway.core.ledger import ID_MAX, AccountCode, TransferCode
+from gateway.core.ledger_ids import (
+    clearing_account,
+    clearing_account_id,
+    ledger_number,
+    merchant_account,
+    merchant_account_id,
+    settlement_ref,
+)
 from gateway.core.mappings import instruction_of
 from gateway.core.mappings.internal import instruction as from_internal
 from gateway.core.mappings.stripe import instruction as from_stripe
@@ -18,13 +26,7 @@ from gateway.core.settlement import (
     SettlementInstruction,
     SettlementKind,
     build_transfer,
-    clearing_account,
-    clearing_account_id,
-    ledger_number,
-    merchant_account,
-    merchant_account_id,
     merchant_to_post,
-    settlement_ref,
     transfer_id,
 )
 from gateway.errors import (

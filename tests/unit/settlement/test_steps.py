@@ -37,7 +37,8 @@ from gateway.settlement.items import (
     items_of,
     step_failed,
 )
-from gateway.settlement.steps import Found, build, interpreted, outcome, route
+from gateway.settlement.route import route
+from gateway.settlement.steps import Found, build, interpreted, outcome
 
 S = SettleOutcome
 CAPTURE, REFUND = SettlementKind.CAPTURE, SettlementKind.REFUND
