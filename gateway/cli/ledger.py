@@ -43,15 +43,19 @@ def _currency_flag(value: str) -> str:
 
 
 def _print_table(views: list[AccountView]) -> None:
+    # The reserved column only when an authorisation is open: most ledgers have none.
+    reserving = any(v.debits_pending or v.credits_pending for v in views)
     print(
         f"{'account':<36} {'kind':<8} {'owner':<20} {'currency':<8} "
         f"{'debits':>14} {'credits':>14} {'balance':>14}"
+        + (f" {'reserved':>14}" if reserving else "")
     )
     for v in views:
         owner = v.owner if v.owner is not None else "(unnamed)"
         print(
             f"{v.account_id:#034x}   {v.kind:<8} {owner:<20} {v.currency or '?':<8} "
             f"{v.debits_posted:>14} {v.credits_posted:>14} {v.balance:>14}"
+            + (f" {v.reserved:>14}" if reserving else "")
         )
 
 

@@ -107,11 +107,20 @@ class AccountView:
     ledger: int
     debits_posted: int
     credits_posted: int
+    #: What authorisations reserve (pending transfers), not in the balance.
+    debits_pending: int = 0
+    credits_pending: int = 0
 
     @property
     def balance(self) -> int:
         """Credits minus debits (a merchant's holding; negative on a clearing account)."""
         return self.credits_posted - self.debits_posted
+
+    @property
+    def reserved(self) -> int:
+        """Pending credits minus pending debits: what captures of the authorisations
+        still open would move in (negative on a clearing account)."""
+        return self.credits_pending - self.debits_pending
 
     def as_dict(self) -> dict[str, object]:
         """The fields `gateway ledger balances --json` prints."""
@@ -124,6 +133,9 @@ class AccountView:
             "debits_posted": self.debits_posted,
             "credits_posted": self.credits_posted,
             "balance": self.balance,
+            "debits_pending": self.debits_pending,
+            "credits_pending": self.credits_pending,
+            "reserved": self.reserved,
         }
 
 
@@ -145,6 +157,8 @@ def describe(balance: Balance, name: AccountName | None) -> AccountView:
         ledger=balance.ledger,
         debits_posted=balance.debits_posted,
         credits_posted=balance.credits_posted,
+        debits_pending=balance.debits_pending,
+        credits_pending=balance.credits_pending,
     )
 
 

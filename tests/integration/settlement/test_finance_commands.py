@@ -169,3 +169,31 @@ async def test_check_payments_names_the_payment_that_differs(
     assert report["differing"][0]["recorded_minor"] == 5001
     assert report["differing"][0]["posted_minor"] == 5000
     assert p.pi not in found.stdout
+
+
+async def test_an_open_authorisation_shows_as_reserved_not_in_the_balance(
+    parts: SettlementParts, cfg: tuple[str, str]
+) -> None:
+    """`ledger balances` shows what an authorisation reserves beside the balance, and a
+    statement lists the authorisation and the capture that posted it at 0 and its
+    amount: the balance moves once."""
+    p = Payment()
+    await ledger_ops.open_account(parts.ledger, PostgresAccountNames(parts.pool), p.merchant, "USD")
+    auth = p.stripe("payment_intent.amount_capturable_updated", {
+        "id": p.pi, "amount_capturable": 5000, "currency": "usd",
+        "metadata": {"merchant_id": p.merchant}})  # fmt: skip
+    assert await settle_batch(parts.settler, [(auth, 1)]) == [SettleOutcome.SETTLED]
+    table = gateway("ledger", "balances", "--merchant", p.merchant, *cfg)
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split()[-2:] == ["balance", "reserved"]
+    assert row.split()[-2:] == ["0", "5000"]
+    assert await settle_batch(parts.settler, [(p.capture(3000), 1)]) == [SettleOutcome.SETTLED]
+    [account] = json.loads(gateway("ledger", "balances", "--merchant", p.merchant, "--json",
+                                   *cfg).stdout)  # fmt: skip
+    assert (account["balance"], account["reserved"]) == (3000, 0)
+    statement = gateway("ledger", "statement", "--merchant", p.merchant, "--json", *cfg)
+    rows = [json.loads(line) for line in statement.stdout.splitlines()]
+    told = [(r["kind"], r["posted_minor"]) for r in rows]
+    assert told == [("authorisation", 0), ("capture", 3000)]
+    assert rows[-1]["balance_minor"] == 3000
