@@ -188,6 +188,17 @@ SCENARIOS: dict[str, tuple[Scenario, int]] = {
     "a chargeback with its fee takes the merchant below zero": (
         lambda p: [p.capture(5000), p.charge_refunded(1000),
                    p.dispute("funds_withdrawn", 5000, fee=1500)], -2500),
+    "Paddle: a payment and its chargeback with Paddle's fee": (
+        lambda p: [p.paddle("transaction.completed", {
+                       "id": p.pi, "currency_code": "USD",
+                       "custom_data": {"merchant_id": p.merchant},
+                       "details": {"totals": {"grand_total": "65215"}}}),
+                   p.paddle("adjustment.created", {
+                       "id": f"adj_{p.tag}", "action": "chargeback", "status": "approved",
+                       "currency_code": "USD", "transaction_id": p.pi,
+                       "totals": {"total": "65215"},
+                       "payout_totals": {"currency_code": "USD",
+                                         "chargeback_fee": {"amount": "1500"}}})], -1500),
     "internal: a chargeback with its fee": (
         lambda p: [p.internal("payment.captured", 5000),
                    p.internal("payment.chargeback", 4000, dispute_id="d1", fee_minor=1500)],
