@@ -22,8 +22,9 @@ STARTUP_FAILURE = 3
 
 ABOUT = """Serve the operator console (HTML pages and the JSON admin API under
 /console/api/v1) on [console] host and port, until SIGINT or SIGTERM. It reads and
-writes PostgreSQL only (and asks NATS for the settlement consumer's backlog); replays
-it plans are run by 'gateway dlq run-jobs'. Beyond a loopback address it refuses to
+writes PostgreSQL, asks NATS for the settlement consumer's backlog and the [ledger]
+for merchants' balances and operators' adjustments; replays it plans are run by
+'gateway dlq run-jobs'. Beyond a loopback address it refuses to
 start (exit 2) until a token exists or [console] trusted_proxies is set."""
 
 TOKEN_ABOUT = """Issue or revoke console tokens. A token is printed once, alone on

@@ -1,13 +1,18 @@
 """The composition root of `gateway console`: the pool, a NATS connection made on first
-use (for the overview's consumer backlog), the app, and uvicorn; and of `gateway console
-token create|revoke`.
+use (for the overview's consumer backlog), the ledger opened on first use (the ledger
+pages' balances and adjustments: `LedgerBooks`), the app, and uvicorn; and of `gateway
+console token create|revoke`.
 
 Like the console itself, this imports neither ingest nor settlement: the console
-process never loads them.
+process never loads them, with one exception, said where it happens: an adjustment is
+posted by `gateway.settlement.finance.adjust`, the function `gateway ledger adjust`
+calls, loaded with the first adjustment (that module and the account opening it uses,
+no driver the console lacks), so the two can never post an entry differently.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -16,25 +21,77 @@ from typing import Any
 
 from gateway.adapters.jetstream.lazy import LazyNats as LazyNats  # re-exported
 from gateway.adapters.postgres import Pool, connection, open_pool, transaction
+from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.adapters.postgres.console_access import live_token_exists
 from gateway.adapters.postgres.console_audit import record
+from gateway.compose.ledger import open_ledger
 from gateway.console.token_admin import issue, revoke
 from gateway.console.web import ConsoleDeps
 from gateway.core.console_access import is_loopback
+from gateway.core.ledger import AccountCode, Ledger
+from gateway.core.ledger_accounts import AccountView, describe_all
+from gateway.core.ledger_ids import merchant_account_id
+from gateway.core.statements import Adjustment
 from gateway.errors import ConfigError
 from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
+class LedgerBooks:
+    """The console's `core.finance_view.Books`: the configured ledger, opened when a
+    page first asks (the console starts while TigerBeetle is down, and a console whose
+    ledger pages nobody opens never connects) and kept until `close`."""
+
+    def __init__(self, settings: Settings, pool: Pool) -> None:
+        self._settings = settings
+        self._pool = pool
+        self._opened = contextlib.AsyncExitStack()
+        self._ledger: Ledger | None = None
+        self._lock = asyncio.Lock()
+
+    async def ledger(self) -> Ledger:
+        async with self._lock:
+            if self._ledger is None:
+                opening = open_ledger(self._settings, self._pool)
+                self._ledger = await self._opened.enter_async_context(opening)
+            return self._ledger
+
+    async def merchant_balances(self) -> list[AccountView]:
+        """As `gateway ledger balances` reads them: every account's totals, named from
+        the account directory; the merchants' alone."""
+        found = [
+            b for b in await (await self.ledger()).balances() if b.code == AccountCode.MERCHANT
+        ]
+        names = await PostgresAccountNames(self._pool).lookup([b.account_id for b in found])
+        return [v for v in describe_all(found, names) if v.kind == "merchant"]
+
+    async def merchant_balance(self, merchant_id: str, currency: str) -> int | None:
+        found = await (await self.ledger()).balance(merchant_account_id(merchant_id, currency))
+        return None if found is None else found.credit_balance_minor
+
+    async def adjust(self, wanted: Adjustment) -> tuple[Adjustment, bool]:
+        # The one place the console process loads `gateway.settlement` (see the module's
+        # docstring): the same function as `gateway ledger adjust`, never a copy of it.
+        from gateway.settlement import finance
+
+        return await finance.adjust(self._pool, await self.ledger(), wanted)
+
+    async def close(self) -> None:
+        await self._opened.aclose()
+
+
 @contextlib.asynccontextmanager
 async def console_deps(settings: Settings) -> AsyncIterator[ConsoleDeps]:
-    """What the console's routes use, for as long as the block runs."""
+    """What the console's routes use, for as long as the block runs. Closing order:
+    the ledger, NATS, then the pool the ledger may be built on."""
     async with open_pool(settings.database_url, max_size=8) as pool:
         nats = LazyNats(settings.nats)
+        books = LedgerBooks(settings, pool)
         try:
-            yield ConsoleDeps(pool=pool, settings=settings, nats=nats)
+            yield ConsoleDeps(pool=pool, settings=settings, nats=nats, books=books)
         finally:
+            await books.close()
             await nats.close()
 
 

@@ -17,12 +17,11 @@ from gateway.adapters.currency import CurrencyClient, NoRateCache, RateCache, Ra
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer, consumer_config
 from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
-from gateway.adapters.postgres import Pool, open_pool
-from gateway.adapters.postgres.ledger import PostgresLedger
+from gateway.adapters.postgres import open_pool
 from gateway.adapters.redis_client import open_redis
 from gateway.compose import collector
 from gateway.compose.durability import check_required_durability, watching_durability
-from gateway.core.ledger import Ledger
+from gateway.compose.ledger import open_ledger as open_ledger  # where it was first
 from gateway.core.retry import RetryPolicy
 from gateway.dlq.alerts import run_alerts
 from gateway.metrics import ListenAddress, Metrics, metrics_listener
@@ -38,22 +37,6 @@ from gateway.settlement.settler import Settler
 from gateway.settlement.worker import SettlementWorker
 
 log = logging.getLogger(__name__)
-
-
-@contextlib.asynccontextmanager
-async def open_ledger(settings: Settings, pool: Pool) -> AsyncIterator[Ledger]:
-    """The configured ledger backend for the block's lifetime."""
-    if settings.ledger.backend == "tigerbeetle":
-        from gateway.adapters.tigerbeetle import open_tigerbeetle
-
-        async with open_tigerbeetle(
-            settings.ledger.cluster_id,
-            ",".join(settings.ledger.addresses),
-            timeout_s=settings.ledger.timeout_s,
-        ) as ledger:
-            yield ledger
-    else:
-        yield PostgresLedger(pool)
 
 
 #: The settlement tables grow from empty under a steady load, and their batch look-ups

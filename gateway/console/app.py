@@ -14,11 +14,13 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from gateway.console import (
+    adjustments,
     api_doc,
     audit_log,
     dead_letters,
     events,
     keys,
+    ledger,
     login,
     overview,
     replays,
@@ -30,7 +32,10 @@ from gateway.console.web import ConsoleDeps, Refused, is_api, problem, render
 
 #: The route modules, in this order; each exposes `ROUTES` (imported by name, not found
 #: by a scan: the architecture check sees every module the console loads).
-ROUTE_MODULES = (login, tokens, overview, dead_letters, replays, events, keys, audit_log, api_doc)
+ROUTE_MODULES = (
+    login, tokens, overview, dead_letters, replays, events, keys, ledger, adjustments, audit_log,
+    api_doc,
+)  # fmt: skip
 
 
 def all_routes() -> list[BaseRoute]:

@@ -1,7 +1,7 @@
 """The overview: dead letters (by stage, recent additions, net growth per hour against
 the burst alert's threshold, the oldest open row), the outbox, the settlement
-consumer's backlog, held keys, each sender's newest event (a silent one stands out)
-and the replay jobs still running.
+consumer's backlog, held keys, the merchants below zero in the ledger, each sender's
+newest event (a silent one stands out) and the replay jobs still running.
 
 GET /console/ is the page; htmx polls GET /console/overview/partial every 10 s while
 the tab is visible and swaps the figures in; with JavaScript off the page has a
@@ -25,6 +25,7 @@ from gateway.adapters.jetstream.consumer_info import ConsumerBacklog, consumer_b
 from gateway.adapters.postgres import Conn, Pool, connection
 from gateway.adapters.postgres import console_stats as stats
 from gateway.console.charts import Bar, Chart, Threshold, bar_chart
+from gateway.console.ledger_reads import negative_merchants
 from gateway.console.web import ConsoleDeps, deps, is_htmx, render, require
 from gateway.core.console_overview import (
     JobBrief,
@@ -63,8 +64,9 @@ async def _on_own_connection(pool: Pool, read: Callable[[Conn], Awaitable[T]]) -
 async def gather(console: ConsoleDeps) -> Overview:
     """Every figure, read now, in three parts at once, each on a pooled connection of
     its own: the open rows by stage (the dearest: every open row is counted), the growth
-    and the oldest row, and the rest; NATS meanwhile, bounded to about a second. The
-    page waits for the slowest part, not for their sum."""
+    and the oldest row, and the rest; NATS meanwhile, bounded to about a second, and the
+    ledger's merchant balances, bounded to two. The page waits for the slowest part, not
+    for their sum."""
     now = console.now()
     settings = console.settings
     thresholds = Thresholds.from_alerts(settings.alerts)
@@ -87,6 +89,7 @@ async def gather(console: ConsoleDeps) -> Overview:
     try:
         async with asyncio.TaskGroup() as group:
             backlog = group.create_task(_backlog(console))
+            ledger = group.create_task(negative_merchants(console.books))
             stages = group.create_task(_on_own_connection(pool, stats.open_by_stage))
             growth = group.create_task(_on_own_connection(pool, dead_letters))
             others = group.create_task(_on_own_connection(pool, rest))
@@ -94,6 +97,7 @@ async def gather(console: ConsoleDeps) -> Overview:
         raise failed.exceptions[0]  # noqa: B904 - the group adds nothing to its cause
     added, oldest = growth.result()
     more, consumer = others.result(), backlog.result()
+    negative, ledger_note = ledger.result()
     return Overview(
         at=now,
         thresholds=thresholds,
@@ -112,6 +116,8 @@ async def gather(console: ConsoleDeps) -> Overview:
         jobs=more.jobs,
         settlement_pending=consumer.pending,
         settlement_note=consumer.unavailable,
+        negative_merchants=None if negative is None else tuple(negative.items()),
+        ledger_note=ledger_note,
     )
 
 

@@ -24,6 +24,7 @@ from gateway.adapters.postgres import Pool, transaction
 from gateway.adapters.postgres.console_audit import record, record_for
 from gateway.core.console_access import LoginThrottle, console_origin
 from gateway.core.console_roles import Capability, Role, can, least_role
+from gateway.core.finance_view import Books
 from gateway.settings import Settings
 
 __all__ = [
@@ -91,6 +92,9 @@ class ConsoleDeps:
     nats: Any = None
     #: Failed logins per address (in this process's memory).
     throttle: LoginThrottle | None = None
+    #: The configured ledger, for the ledger pages' balances and adjustments; None if
+    #: the console runs without one (those parts say so).
+    books: Books | None = None
 
     def __post_init__(self) -> None:
         if self.throttle is None:
@@ -186,6 +190,7 @@ NAV: tuple[tuple[str, str, Capability], ...] = (
     ("Replays", "/console/replays", Capability.VIEW),
     ("Events", "/console/events", Capability.VIEW),
     ("Held keys", "/console/keys", Capability.VIEW),
+    ("Ledger", "/console/ledger", Capability.VIEW),
     ("Audit", "/console/audit", Capability.VIEW),
     ("Tokens", "/console/tokens", Capability.ADMINISTER),
 )
@@ -246,7 +251,9 @@ def problem(
 #: and the filter's fields (a 200-character search: 2,400 bytes): 49,436 bytes at most
 #: (tests/integration/console/test_body_limit.py sends it), a quarter of the cap to
 #: spare. Every other form or JSON body is a few KB: a login, a token, a note, a key
-#: release, a replay form (its ids are a list page's selection, at most 500).
+#: release, a replay form (its ids are a list page's selection, at most 500); the
+#: largest of them, a ledger adjustment with a reason and a note of 2,000 4-byte
+#: characters each and ids of 200, is 53,000 bytes percent-encoded.
 MAX_BODY_BYTES = 64 << 10
 #: A replay's ids in the API's JSON: up to `JOB_MAX_ROWS` (100,000) ids of up to 19
 #: digits, each with its separator: 2.1 MB compact, 2.9 MB indented by four; 4 MiB

@@ -117,6 +117,14 @@ class Overview:
     settlement_pending: int | None  # None: NATS could not be asked
     settlement_note: str | None = None  # why it is None
     added_in_window: int = 0  # rows first failed in the burst rule's `dlq_window_s`
+    #: Merchant accounts below zero, by currency; None: the ledger could not be asked.
+    negative_merchants: tuple[tuple[str, int], ...] | None = None
+    ledger_note: str | None = None  # why `negative_merchants` is None
+
+    @property
+    def negative_total(self) -> int | None:
+        found = self.negative_merchants
+        return None if found is None else sum(n for _, n in found)
 
     @property
     def open_total(self) -> int:
@@ -181,8 +189,7 @@ def _time(value: datetime | None) -> str | None:
 
 def to_json(view: Overview) -> dict[str, Any]:
     """The API's answer: the same figures as the page."""
-    t = view.thresholds
-    oldest = view.oldest_open
+    t, oldest, negative = view.thresholds, view.oldest_open, view.negative_merchants
     return {
         "at": view.at.isoformat(),
         "dead_letters": {
@@ -218,6 +225,11 @@ def to_json(view: Overview) -> dict[str, Any]:
         },
         "outbox": {"pending": view.outbox_pending, "lag_s": view.outbox_lag_s},
         "settlement": {"pending": view.settlement_pending, "note": view.settlement_note},
+        "ledger": {
+            "negative_merchants": None if negative is None else dict(negative),
+            "negative_total": view.negative_total,
+            "note": view.ledger_note,
+        },
         "held_keys": {"count": view.held_keys, "oldest_hold_s": view.oldest_hold_s},
         "providers": [
             {

@@ -15,6 +15,7 @@ from gateway.core.console_roles import Role
 from tests.browser.conftest import NewPage
 from tests.browser.harness import HOSTILE_EVENT, Console, Seeded
 from tests.browser.pages import blocking_violations, log_in
+from tests.browser.test_ledger import open_account
 
 
 async def webhook_id(console: Console, event_id: str) -> int:
@@ -39,6 +40,19 @@ def start_job(console: Console, dlq_id: int) -> int:
     return int(answer.json()["job_id"])
 
 
+def adjust_merchant(console: Console, merchant_id: str) -> None:
+    """The merchant's account opened, then taken below zero through the API."""
+    open_account(console, merchant_id)
+    answer = httpx.post(
+        console.url("/console/api/v1/ledger/adjustments"),
+        json={"merchant_id": merchant_id, "amount_minor": -1250, "currency": "USD",
+              "reason": "accessibility", "adjustment_id": "a11y-1"},
+        headers={"Authorization": f"Bearer {console.tokens[Role.OPERATOR]}"},
+        timeout=30,
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+
+
 def console_pages(seeded: Seeded, job_id: int, event_row: int) -> list[str]:
     """Every page of the console, as an admin sees it."""
     return [
@@ -53,6 +67,10 @@ def console_pages(seeded: Seeded, job_id: int, event_row: int) -> list[str]:
         "/console/events",
         f"/console/events/{event_row}",
         "/console/keys",
+        "/console/ledger",
+        "/console/ledger/statement?merchant=m_1",
+        "/console/ledger/transfers",
+        "/console/ledger/adjust",
         "/console/audit",
         "/console/tokens",
     ]
@@ -71,6 +89,7 @@ async def test_no_serious_or_critical_violation_on_any_page(
     await log_in(page, console, Role.ADMIN)
     job_id = start_job(console, seeded.stripe_id)
     event_row = await webhook_id(console, seeded.stripe_event)
+    adjust_merchant(console, "m_1")  # the ledger pages' tables have a row to show
     for path in console_pages(seeded, job_id, event_row):
         response = await page.goto(console.url(path))
         assert response is not None

@@ -26,6 +26,7 @@ from starlette.applications import Starlette
 
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import Pool, create_pool, transaction
+from gateway.compose.console import LedgerBooks
 from gateway.console.app import build_app
 from gateway.console.token_admin import issue
 from gateway.console.web import ConsoleDeps
@@ -59,6 +60,9 @@ class ConsoleHarness:
     clock: Clock
     #: One live token per role, each named after its role ("viewer", ...).
     tokens: dict[Role, str]
+    #: The ledger behind the ledger pages (the settings' backend: PostgreSQL, on this
+    #: test's database), as `gateway console` opens it.
+    books: LedgerBooks | None = None
     _clients: list[httpx.AsyncClient] = field(default_factory=list)
 
     @property
@@ -126,6 +130,8 @@ class ConsoleHarness:
     async def aclose(self) -> None:
         for client in self._clients:
             await client.aclose()
+        if self.books is not None:
+            await self.books.close()
         await self.pool.close()
 
 
@@ -144,9 +150,10 @@ async def start_console(dsn: str, **console: Any) -> ConsoleHarness:
     settings = console_settings(dsn, **console)
     pool = await create_pool(dsn, max_size=5)
     clock = Clock()
-    deps = ConsoleDeps(pool=pool, settings=settings, now=clock)
+    books = LedgerBooks(settings, pool)
+    deps = ConsoleDeps(pool=pool, settings=settings, now=clock, books=books)
     app = build_app(deps)
-    harness = ConsoleHarness(dsn, pool, settings, deps, app, clock, tokens={})
+    harness = ConsoleHarness(dsn, pool, settings, deps, app, clock, tokens={}, books=books)
     for role in Role:
         harness.tokens[role] = await harness.issue_token(str(role), role)
     return harness

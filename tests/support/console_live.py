@@ -31,7 +31,7 @@ from schemathesis.checks import CHECKS as REGISTERED_CHECKS
 from schemathesis.checks import is_check_class
 
 from gateway.adapters.postgres import Conn, Pool, create_pool, transaction
-from gateway.compose.console import uvicorn_options
+from gateway.compose.console import LedgerBooks, uvicorn_options
 from gateway.console.app import build_app
 from gateway.console.web import ConsoleDeps
 from gateway.core.console_roles import Role
@@ -130,8 +130,9 @@ def serve_console(
                     if seed is not None:
                         await seed(conn)
                 port = free_port()
+                books = LedgerBooks(settings, pool)
                 config = uvicorn.Config(
-                    build_app(ConsoleDeps(pool=pool, settings=settings)),
+                    build_app(ConsoleDeps(pool=pool, settings=settings, books=books)),
                     **uvicorn_options(settings, "127.0.0.1", port),
                 )
                 server = uvicorn.Server(config)
@@ -153,6 +154,7 @@ def serve_console(
                 await stop.wait()
                 server.should_exit = True
                 await task
+                await books.close()
             finally:
                 await pool.close()
         finally:

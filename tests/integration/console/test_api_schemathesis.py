@@ -6,15 +6,16 @@ status, content type and headers, and a body the documented schema accepts.
 
 The token is an admin's, so every operation is allowed and its answer is the
 operation's own, not a 403. The database holds dead letters (open and resolved, one of
-them holding an ordering key), events, a held key, jobs and an audit row, so lists and
-details have something in them.
+them holding an ordering key), events, a held key, jobs, an audit row and a merchant's
+ledger account, so lists and details have something in them.
 
 Each unsafe call (every POST) is also checked for what it changed (`state_digest`,
 every table): an answer that is not a 2xx changed nothing but audit rows that are not
 `ok` (a refused action is audited); a 2xx changed only the tables its operation writes.
 The fuzzer does make real changes with the valid requests it sends, and that is fine:
 it issues tokens (and revokes one of them), plans replays, cancels and retries the
-seeded jobs, resolves the open dead letters (the one holding the key releases it). The
+seeded jobs, resolves the open dead letters (the one holding the key releases it), and
+posts adjustments to the seeded merchant. The
 token it calls with has a name the generators do not reach, so it is never revoked.
 """
 
@@ -31,6 +32,7 @@ from gateway.adapters.postgres import Conn
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.console.api_doc import document
 from gateway.core.console_roles import Role
+from gateway.core.ledger_ids import merchant_account
 from gateway.core.replay_jobs import JobKind, NewJob
 from tests.support.console import state_digest
 from tests.support.console_live import LiveConsole, checks, new_token, serve_console
@@ -71,6 +73,12 @@ CHECKS_FOR = {
     f"POST {API}/dlq/{{id}}/resolve": _IN_WORDS,
     f"GET {API}/events": _IN_WORDS,
     f"GET {API}/keys": _IN_WORDS,
+    f"GET {API}/ledger/balances": _IN_WORDS,
+    f"GET {API}/ledger/statement": _IN_WORDS,
+    f"GET {API}/ledger/transfers": _IN_WORDS,
+    # An entry's fields are read as the adjustment form reads them (spaces around dropped,
+    # printable text): the document's lengths and patterns say less than that.
+    f"POST {API}/ledger/adjustments": _FORM_PARSER,
     f"GET {API}/replays": _IN_WORDS,
     f"GET {API}/replays/{{job_id}}/items": _IN_WORDS,
     f"POST {API}/replays": _FORM_PARSER,
@@ -81,6 +89,14 @@ WRITES: dict[str, set[str]] = {
     # Resolving the dead letter that holds a key releases the key too.
     f"POST {API}/dlq/{{id}}/resolve": {"dlq_webhooks", "order_applied", "order_log"},
     f"POST {API}/keys/release": {"dlq_webhooks", "order_applied", "order_log"},
+    # The entry, its movement, its transfer, and the adjustments account opened for it.
+    f"POST {API}/ledger/adjustments": {
+        "ledger_adjustments",
+        "settlements",
+        "ledger_transfers",
+        "ledger_accounts",
+        "ledger_account_names",
+    },
     f"POST {API}/replays": {"replay_jobs", "replay_job_items"},
     f"POST {API}/replays/{{job_id}}/cancel": {"replay_jobs", "replay_job_items"},
     f"POST {API}/replays/{{job_id}}/pause": {"replay_jobs"},
@@ -129,6 +145,17 @@ VALUES ('console:seed', 'admin', 'cli', 'token.create', 'token:seed', 'ok');
 
 async def _seed(conn: Conn) -> None:
     await conn.execute(_SEED)
+    # Merchant m_1's USD account (the document's example entry adjusts it).
+    account = merchant_account("m_1", "USD")
+    await conn.execute(
+        "INSERT INTO ledger_accounts (id, ledger, code) VALUES ($1::text::numeric, $2, $3)",
+        str(account.id), account.ledger, int(account.code),
+    )  # fmt: skip
+    await conn.execute(
+        "INSERT INTO ledger_account_names (id, kind, owner, currency)"
+        " VALUES ($1::text::numeric, 'merchant', 'm_1', 'USD')",
+        str(account.id),
+    )
     await store.create_job(conn, NewJob(JobKind.DLQ, "console:seed", {"ids": [1, 2]}, (1, 2)))
     await store.create_job(conn, NewJob(JobKind.DLQ, "console:seed", {"ids": [3]}, (3,)))
     await conn.execute("UPDATE replay_jobs SET state = 'running', started_at = now() WHERE id = 2")

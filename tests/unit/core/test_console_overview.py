@@ -1,5 +1,5 @@
 """The overview's pure decisions: which hours the chart has, which provider is silent,
-how the burst threshold reads as an hourly rate."""
+how the burst threshold reads as an hourly rate, how merchants below zero are counted."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import pytest
 from gateway.core.alerting import AlertSettings
 from gateway.core.console_overview import (
     HOURS,
+    Overview,
     Thresholds,
     age_s,
     fill_hours,
     hour_starts,
     provider_last,
     provider_names,
+    to_json,
 )
 
 NOW = datetime(2026, 12, 1, 14, 25, 30, tzinfo=UTC)
@@ -78,3 +80,31 @@ def test_the_burst_threshold_as_an_hourly_rate(
 def test_age_is_never_negative() -> None:
     assert age_s(NOW, NOW + timedelta(minutes=1)) == 0.0
     assert age_s(NOW, None) is None
+
+
+@pytest.mark.parametrize(
+    ("negative", "note", "total", "answered"),
+    [
+        ((("EUR", 1), ("USD", 2)), None, 3, {"EUR": 1, "USD": 2}),
+        ((), None, 0, {}),
+        (None, "the ledger did not answer within 2 s", None, None),  # unknown, never 0
+    ],
+)
+def test_merchants_below_zero_are_counted_or_said_unknown(
+    negative: tuple[tuple[str, int], ...] | None,
+    note: str | None,
+    total: int | None,
+    answered: dict[str, int] | None,
+) -> None:
+    """The overview's ledger figure: the count by currency and in all, or why there is
+    none (a ledger that cannot be asked is not a ledger with no negative merchant)."""
+    view = Overview(
+        at=NOW, thresholds=Thresholds(10, 300, 3600), open_by_stage=(), added_5m=0,
+        added_1h=0, added_24h=0, hours=(), oldest_open=None, outbox_pending=0,
+        outbox_lag_s=0.0, held_keys=0, oldest_hold_s=None, providers=(), jobs=(),
+        settlement_pending=None, negative_merchants=negative, ledger_note=note,
+    )  # fmt: skip
+    assert view.negative_total == total
+    assert to_json(view)["ledger"] == {
+        "negative_merchants": answered, "negative_total": total, "note": note,
+    }  # fmt: skip
