@@ -40,3 +40,16 @@ ALTER TABLE payment_claims ADD CONSTRAINT payment_claims_kind_check
 ALTER TABLE payment_claims
     ADD COLUMN IF NOT EXISTS fx_minor     bigint  NOT NULL DEFAULT 0,
     ADD COLUMN IF NOT EXISTS current_rate numeric;
+
+-- 5. The payment providers' event types that moved no money, as the settle processes
+--    counted them (`gateway_settlement_unmapped_total` is per process and in memory):
+--    flushed every few seconds, so the console's overview can name them. Bounded like
+--    the metric: a process keeps at most 500 pairs, the rest under type 'other'.
+CREATE TABLE IF NOT EXISTS settlement_unmapped (
+    provider   text        NOT NULL,
+    event_type text        NOT NULL,
+    events     bigint      NOT NULL CHECK (events > 0),
+    first_seen timestamptz NOT NULL DEFAULT now(),
+    last_seen  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (provider, event_type)
+);

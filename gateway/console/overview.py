@@ -33,6 +33,7 @@ from gateway.core.console_overview import (
     Overview,
     ProviderLast,
     Thresholds,
+    UnmappedBrief,
     provider_names,
     to_json,
 )
@@ -54,6 +55,7 @@ class _Rest:
     held: tuple[int, float | None]
     providers: tuple[ProviderLast, ...]
     jobs: tuple[JobBrief, ...]
+    unmapped: tuple[UnmappedBrief, ...]
 
 
 async def _on_own_connection(pool: Pool, read: Callable[[Conn], Awaitable[T]]) -> T:
@@ -81,6 +83,7 @@ async def gather(console: ConsoleDeps) -> Overview:
             await stats.held_keys(conn, now),
             await stats.last_events(conn, senders, now, thresholds.silent_after_s),
             await stats.live_jobs(conn),
+            await stats.unmapped_types(conn, now),
         )
 
     pool = console.pool
@@ -118,6 +121,7 @@ async def gather(console: ConsoleDeps) -> Overview:
         settlement_note=consumer.unavailable,
         negative_merchants=None if negative is None else tuple(negative.items()),
         ledger_note=ledger_note,
+        unmapped=more.unmapped,
     )
 
 

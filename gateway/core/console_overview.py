@@ -81,6 +81,17 @@ class ProviderLast:
 
 
 @dataclass(frozen=True)
+class UnmappedBrief:
+    """A payment provider's event type that moved no money, as the settle processes
+    recorded it (`settlement_unmapped`)."""
+
+    provider: str
+    event_type: str
+    events: int
+    last_seen: datetime
+
+
+@dataclass(frozen=True)
 class JobBrief:
     """A replay job still to finish (planned or running) and its items' counts."""
 
@@ -120,6 +131,9 @@ class Overview:
     #: Merchant accounts below zero, by currency; None: the ledger could not be asked.
     negative_merchants: tuple[tuple[str, int], ...] | None = None
     ledger_note: str | None = None  # why `negative_merchants` is None
+    #: The payment providers' event types that moved no money, seen within
+    #: `UNMAPPED_WINDOW_S`, the most recent first.
+    unmapped: tuple[UnmappedBrief, ...] = ()
 
     @property
     def negative_total(self) -> int | None:
@@ -240,6 +254,15 @@ def to_json(view: Overview) -> dict[str, Any]:
                 "silent": p.silent,
             }
             for p in view.providers
+        ],
+        "unmapped_types": [
+            {
+                "provider": u.provider,
+                "type": u.event_type,
+                "events": u.events,
+                "last_seen": u.last_seen.isoformat(),
+            }
+            for u in view.unmapped
         ],
         "replay_jobs": [
             {

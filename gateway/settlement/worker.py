@@ -32,7 +32,7 @@ from gateway.settlement.ordered import OrderedGate
 from gateway.settlement.ordered_answers import AfterParked
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
-from gateway.settlement.unmapped import Unmapped, say_silent_providers
+from gateway.settlement.unmapped import Unmapped, keep_recorded, record, say_silent_providers
 
 log = logging.getLogger(__name__)
 #: The `dlq.park` span's attributes: one constant, so tracing off builds nothing.
@@ -84,6 +84,9 @@ class SettlementWorker:
         negatives = asyncio.create_task(
             keep_refreshed(self.parts.ledger, self.parts.metrics), name="negative-merchants"
         )
+        recording = asyncio.create_task(
+            keep_recorded(self.parts.pool, self._unmapped), name="unmapped-types"
+        )
         try:
             while not stop.is_set():
                 await slots.acquire()
@@ -109,9 +112,14 @@ class SettlementWorker:
             # Stopping (or cancelled): let the batches in hand finish and answer, and put
             # back what the ordering gate holds.
             negatives.cancel()
+            recording.cancel()
             if batches:
                 await asyncio.wait(batches)
             await self.put_back()
+            try:  # the last counts, so a short run's show on the console too
+                await record(self.parts.pool, self._unmapped)
+            except Exception:
+                log.warning("could not record the unmapped event types", exc_info=True)
 
     async def put_back(self) -> None:
         """Stopping: what the ordering gate holds goes back to the stream."""

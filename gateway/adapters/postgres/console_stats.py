@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from gateway.adapters.postgres import Conn, order_admin, outbox, translate_errors
 from gateway.core.console_overview import (
@@ -27,6 +27,7 @@ from gateway.core.console_overview import (
     OldestOpen,
     ProviderLast,
     Thresholds,
+    UnmappedBrief,
     age_s,
     fill_hours,
     hour_starts,
@@ -200,5 +201,27 @@ async def live_jobs(conn: Conn, limit: int = JOBS_SHOWN) -> tuple[JobBrief, ...]
             failed=int(r["failed"]),
             skipped=int(r["skipped"]),
         )
+        for r in records
+    )
+
+
+#: How far back the overview looks for event types that moved no money, and how many.
+UNMAPPED_WINDOW_S = 7 * 86_400
+UNMAPPED_SHOWN = 10
+_UNMAPPED = """
+SELECT provider, event_type, events, last_seen FROM settlement_unmapped
+WHERE last_seen >= $1 ORDER BY last_seen DESC, provider, event_type LIMIT $2"""
+
+
+async def unmapped_types(
+    conn: Conn, now: datetime, limit: int = UNMAPPED_SHOWN
+) -> tuple[UnmappedBrief, ...]:
+    """The payment providers' event types that moved no money within
+    `UNMAPPED_WINDOW_S` of `now`, the most recently seen first."""
+    since = now - timedelta(seconds=UNMAPPED_WINDOW_S)
+    with translate_errors():
+        records = await conn.fetch(_UNMAPPED, since, limit)
+    return tuple(
+        UnmappedBrief(r["provider"], r["event_type"], int(r["events"]), r["last_seen"])
         for r in records
     )

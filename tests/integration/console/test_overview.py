@@ -410,3 +410,36 @@ async def test_a_missing_consumer_is_named_as_the_reason(
     console.deps.nats = jetstream
     api = (await console.client(Role.VIEWER).get("/console/api/v1/stats/overview")).json()
     assert api["settlement"] == {"pending": None, "note": "no consumer 'settlement' on WEBHOOKS"}
+
+
+async def test_the_event_types_that_moved_no_money_are_named(console: ConsoleHarness) -> None:
+    """What the settle processes recorded in `settlement_unmapped`: the types seen in the
+    last 7 days, the most recent first, on the page (escaped) and in the API; an older
+    one is not shown."""
+    clock = await configure(console)
+    for provider, event_type, events, seen in (
+        ("stripe", "customer.created", 12, clock.ago(minutes=2)),
+        ("paddle", "<b>subscription</b>.created", 1, clock.ago(hours=5)),
+        ("stripe", "invoice.paid", 3, clock.ago(days=8)),
+    ):
+        await console.fetchval(
+            "INSERT INTO settlement_unmapped (provider, event_type, events, first_seen,"
+            " last_seen) VALUES ($1, $2, $3, $4, $4)",
+            provider, event_type, events, seen,
+        )  # fmt: skip
+    viewer = console.client(Role.VIEWER)
+    html = (await viewer.get("/console/")).text
+    found = re.search(r'<dd id="unmapped">(.*?)</dd>', html, re.S)
+    assert found, "no unmapped figure on the page"
+    shown = found.group(1)
+    assert "<code>stripe</code> <code>customer.created</code>: 12 events" in shown
+    assert "<code>&lt;b&gt;subscription&lt;/b&gt;.created</code>: 1 event," in shown
+    assert "invoice.paid" not in shown
+    api = await viewer.get("/console/api/v1/stats/overview")
+    assert [(u["provider"], u["type"], u["events"]) for u in api.json()["unmapped_types"]] == [
+        ("stripe", "customer.created", 12),
+        ("paddle", "<b>subscription</b>.created", 1),
+    ]
+    doc = (await viewer.get("/console/api/v1/openapi.json")).json()
+    path = "/console/api/v1/stats/overview"
+    check_answer(doc, path, "get", api.status_code, api.headers, api.content)

@@ -132,6 +132,14 @@ async def test_a_paddle_payment_and_its_refund_settle_and_other_types_are_counte
             (("provider", "paddle"), ("type", "customer.created")),
         }
     assert await fetch(database_url, "SELECT 1 FROM dlq_webhooks") == []
+    # Recorded for the console's overview too (at the latest when the worker stops).
+    recorded = await fetch(
+        database_url, "SELECT provider, event_type, events FROM settlement_unmapped ORDER BY 2"
+    )
+    assert [tuple(r.values()) for r in recorded] == [
+        ("paddle", "adjustment.created", 1),
+        ("paddle", "customer.created", 1),
+    ]
 
 
 async def test_a_provider_that_parks_what_moves_no_money_and_names_its_merchant_elsewhere(
