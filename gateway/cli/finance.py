@@ -15,6 +15,7 @@ import orjson
 
 from gateway.cli.common import SubParsers, help_texts, load_settings, login_name
 from gateway.cli.format import print_json
+from gateway.core.finance_input import required_field, text_field
 from gateway.core.money import check_currency, format_minor
 from gateway.core.operator_input import parse_instant
 from gateway.core.settlement import SettlementKind
@@ -126,8 +127,15 @@ def cmd_finance(args: argparse.Namespace) -> int:
         _with_books(settings, listing)
         return 0
     if command == "adjust":
-        wanted = Adjustment(args.id, args.merchant, args.amount, _currency(args.currency, settings),
-                            args.reason or "", args.note, login_name() or "unknown")  # fmt: skip
+        # The console's bounds too: ids one line of at most 200 characters, a reason and
+        # a note of at most 2,000; each kept in `ledger_adjustments` for ever.
+        reason = text_field(args.reason, "--reason")
+        if reason is None:
+            raise UsageError("--reason: required; say why the ledger is corrected")
+        wanted = Adjustment(required_field(args.id, "--id"),
+                            required_field(args.merchant, "--merchant"), args.amount,
+                            _currency(args.currency, settings), reason,
+                            text_field(args.note, "--note"), login_name() or "unknown")  # fmt: skip
         try:
             stored, moved = _with_books(settings, lambda p, led: finance.adjust(p, led, wanted))
         except UnknownMerchant as exc:

@@ -135,6 +135,9 @@ async def test_adjust_posts_once_and_refuses_what_it_cannot_use(
         "reused id": ("--amount", "-1300", "--id", adj_id),
         "zero": ("--amount", "0", "--id", "z"),
         "not an integer": ("--amount", "12.50", "--id", "n"),
+        "an id past 200 characters": ("--amount", "5", "--id", "x" * 201),
+        "a note past 2,000 characters": ("--amount", "5", "--id", "t", "--note", "n" * 2001),
+        "an id of two lines": ("--amount", "5", "--id", "a\nb"),
     }
     for why, flags in refused.items():
         out = gateway("ledger", "adjust", *entry, *flags, *cfg)
