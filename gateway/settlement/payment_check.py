@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import statements as statements_store
 from gateway.core.ledger import Ledger
-from gateway.core.settlement import SettlementKind
 from gateway.core.statements import PAGE_ROWS
 
 
@@ -48,26 +47,22 @@ async def check_payments(pool: Pool, ledger: Ledger, page_rows: int = PAGE_ROWS)
             rows = await statements_store.settled_page(conn, after, page_rows)
         if not rows:
             return result
-        found = await ledger.lookup_transfers([int(r["transfer_id"]) for r in rows])
+        found = await ledger.lookup_transfers([r.transfer_id for r in rows])
         for r, transfer in zip(rows, found, strict=True):
             result.rows += 1
-            settled = r["state"] == "settled"
-            recorded = r["signed_minor"] if settled else 0
-            sign = SettlementKind(r["kind"]).balance_sign
-            posted = 0 if transfer is None else sign * transfer.amount_minor
+            settled = r.state == "settled"
+            recorded = r.signed_minor if settled else 0
+            posted = 0 if transfer is None else r.kind.balance_sign * transfer.amount_minor
             if recorded == posted:
                 continue
-            diff = result.differing.setdefault(
-                r["settlement_id"], PaymentDifference(r["settlement_id"])
-            )
+            diff = result.differing.setdefault(r.payment_id, PaymentDifference(r.payment_id))
             diff.recorded_minor += recorded
             diff.posted_minor += posted
+            what = f"{r.kind.value} row {r.id}"
             if transfer is None:
-                diff.notes.append(f"{r['kind']} row {r['id']}: settled, no transfer in the ledger")
+                diff.notes.append(f"{what}: settled, no transfer in the ledger")
             elif not settled:
-                diff.notes.append(f"{r['kind']} row {r['id']}: {r['state']}, yet posted")
+                diff.notes.append(f"{what}: {r.state}, yet posted")
             else:
-                diff.notes.append(
-                    f"{r['kind']} row {r['id']}: recorded {recorded}, posted {posted}"
-                )
-        after = rows[-1]["id"]
+                diff.notes.append(f"{what}: recorded {recorded}, posted {posted}")
+        after = rows[-1].id

@@ -3,7 +3,7 @@ transfer lists and exports (`core.statements`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -76,16 +76,38 @@ async def opening(conn: Conn, merchant_id: str, ledger_currency: str, before: da
     return int(value)
 
 
-async def settled_page(conn: Conn, after_id: int, limit: int) -> Sequence[asyncpg.Record]:
-    """Rows of every settled or pending movement after `after_id`: the transfer id, its
-    payment, kind and signed amount, for `gateway ledger check --payments`."""
+@dataclass(frozen=True)
+class Recorded:
+    """A movement as `settlements` records it, for `gateway ledger check --payments`."""
+
+    id: int  # the row: the keyset position
+    transfer_id: int
+    payment_id: str
+    kind: SettlementKind
+    state: str
+    signed_minor: int  # what it did to the merchant's balance, in the ledger's currency
+
+
+async def settled_page(conn: Conn, after_id: int, limit: int) -> list[Recorded]:
+    """Every settled or pending movement after row `after_id`, at most `limit`."""
     sql = (
         f"SELECT id, transfer_id::text AS transfer_id, settlement_id, kind, state, "  # noqa: S608
         f"{_SIGNED} AS signed_minor FROM settlements "
         "WHERE id > $1 AND ledger_amount_minor IS NOT NULL ORDER BY id LIMIT $2"
     )
     with translate_errors():
-        return await conn.fetch(sql, after_id, limit)
+        rows = await conn.fetch(sql, after_id, limit)
+    return [
+        Recorded(
+            r["id"],
+            int(r["transfer_id"]),
+            r["settlement_id"],
+            SettlementKind(r["kind"]),
+            r["state"],
+            int(r["signed_minor"]),
+        )
+        for r in rows
+    ]
 
 
 def _movement(r: asyncpg.Record) -> Movement:
