@@ -35,7 +35,8 @@ def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]
     for item in items:
         row = found.rows.get(item.tid)
         kind = item.instruction.kind
-        if not alone and kind in two_phase.PHASED and item.instruction.settlement_id in phased:
+        phased_here = kind in two_phase.PHASED and item.instruction.settlement_id in phased
+        if phased_here and not alone:
             if item.instruction.settlement_id in seen:
                 triage.alone.append(item)
                 continue
@@ -53,7 +54,10 @@ def route(items: Sequence[Item], found: Found, *, alone: bool) -> Triage[Routed]
                 if not alone:  # started before: settled alone, with its own amount and rate
                     triage.alone.append(item)
                     continue
-            if kind in two_phase.PHASED:
+            paid = item.instruction.settlement_id
+            if kind.two_phase or (
+                kind is SettlementKind.CAPTURE and two_phase.authorised(found.rows, paid)
+            ):
                 decided = two_phase.routed(item, found.rows, _fixed(row), alone=alone)
                 if decided is None:
                     triage.alone.append(item)

@@ -73,6 +73,9 @@ async def look_up(pool: Pool, items: Sequence[Item]) -> Found:
     tids.extend(t for item in items for t in two_phase.related_ids(item.instruction))
     async with connection(pool) as conn:
         rows = await store.by_transfers(conn, list(dict.fromkeys(tids)))
+        voids = two_phase.voids_to_read([item.instruction for item in items], rows)
+        if voids:
+            rows.update(await store.by_transfers(conn, voids))
         captures = await store.captures_of(conn, followed) if followed else {}
         again = [i.tid for i in items if i.instruction.kind.follows_payment and i.tid in rows]
         claimed = await claims_store.claimed(conn, again) if again else {}

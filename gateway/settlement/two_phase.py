@@ -37,16 +37,36 @@ PHASED = frozenset({_K.CAPTURE, _K.AUTHORISATION, _K.VOID})
 
 
 def related_ids(instruction: SettlementInstruction) -> tuple[int, ...]:
-    """The transfer ids of the payment's authorisation, capture and void, for an
-    instruction of one of the `PHASED` kinds."""
-    if instruction.kind not in PHASED:
-        return ()
+    """The transfer ids to look up with an instruction: a capture's authorisation (its
+    void only when there is one: `voids_to_read`); an authorisation's or void's
+    payment's authorisation, capture and void."""
     payment = instruction.settlement_id
+    if instruction.kind is _K.CAPTURE:
+        return (authorisation_transfer_id(payment),)
+    if not instruction.kind.two_phase:
+        return ()
     return (
         authorisation_transfer_id(payment),
         capture_transfer_id(payment),
         void_transfer_id(payment),
     )
+
+
+def voids_to_read(
+    instructions: Sequence[SettlementInstruction], rows: Mapping[int, store.SettlementRow]
+) -> list[int]:
+    """The voids to look up for captures of authorised payments (few: most captures
+    have no authorisation, and the look-up then reads nothing more)."""
+    return [
+        void_transfer_id(i.settlement_id)
+        for i in instructions
+        if i.kind is _K.CAPTURE and authorised(rows, i.settlement_id)
+    ]
+
+
+def authorised(rows: Mapping[int, store.SettlementRow], payment: str) -> bool:
+    """Whether the payment's authorisation was recorded (among `rows`)."""
+    return authorisation_transfer_id(payment) in rows
 
 
 def phases_of(
