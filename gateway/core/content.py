@@ -67,6 +67,7 @@ NEVER_STORED = frozenset(
         "x-hub-signature",
         "x-hub-signature-256",
         "x-shopify-hmac-sha256",
+        "x-razorpay-signature",
     }
 )
 #: Stored for every sender: what describes the request, not the sender's credentials.

@@ -137,6 +137,8 @@ PROVIDER_UNITS: Mapping[str, Mapping[str, ProviderUnits]] = MappingProxyType(
     {
         "stripe": MappingProxyType(_STRIPE),
         "paddle": MappingProxyType({}),
+        # Razorpay writes the currency's subunits as ISO 4217 has them (paise for INR).
+        "razorpay": MappingProxyType({}),
         "internal": MappingProxyType({}),
     }
 )

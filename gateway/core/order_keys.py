@@ -103,6 +103,14 @@ DEFAULT_ORDER_KEYS: Mapping[str, tuple[KeyRule, ...]] = {
     # event about something else (a customer, a payout) is ordered per that object.
     "stripe": parse_rules(("/data/object/payment_intent", "/data/object/id")),
     "paddle": parse_rules(("/data/transaction_id", "/data/id")),
+    # A refund's or dispute's event carries its payment too; the payment orders them all.
+    "razorpay": parse_rules(
+        (
+            "/payload/payment/entity/id",
+            "/payload/refund/entity/payment_id",
+            "/payload/dispute/entity/payment_id",
+        )
+    ),
     "shopify": parse_rules(
         ("refunds/* /order_id", "order_transactions/* /order_id", "orders/* /id")
     ),

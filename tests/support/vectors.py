@@ -52,3 +52,8 @@ def generic_hex(secret: str, message: bytes) -> str:
 def generic_b64(secret: str, message: bytes) -> str:
     """A plain base64 HMAC-SHA256 of whatever the generic scheme signs."""
     return base64.b64encode(_hmac_sha256(secret.encode(), message)).decode()
+
+
+def razorpay_hex(secret: str, body: bytes) -> str:
+    """Razorpay: hex HMAC-SHA256 of the raw body, keyed with the webhook secret."""
+    return _hmac_sha256(secret.encode(), body).hex()

@@ -2,7 +2,7 @@
 
 Pure. A mapping reads an event's parsed body and returns its `SettlementInstruction`,
 or None when the event moves no money. A payment provider's scheme has a mapping here
-(`stripe`, `paddle`); internal services (`service:NAME`) have theirs; any other scheme
+(`stripe`, `paddle`, `razorpay`); internal services (`service:NAME`) have theirs; any other scheme
 (GitHub, Shopify, Standard Webhooks senders, plain HMAC) never settles. The worker
 (`settlement.settler`) and the console (`core.event_settlement`) both ask `instruction_of`,
 so what settles is decided in one place. docs/reference/movements.md lists each
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gateway.core.mappings import internal, paddle, stripe
+from gateway.core.mappings import internal, paddle, razorpay, stripe
 from gateway.core.model import ParsedBody
 from gateway.core.order_keys import KeyRule, first_value, parse_rules
 from gateway.core.settlement import SettlementInstruction, SettlementKind
@@ -28,6 +28,7 @@ Extract = Callable[[str, Any], "SettlementInstruction | None"]
 PROVIDER_MAPPINGS: Mapping[str, Extract] = {
     "stripe": stripe.instruction,
     "paddle": paddle.instruction,
+    "razorpay": razorpay.instruction,
 }
 
 #: Each mapping's event types and the movement each can be (for the docs and the
@@ -36,6 +37,7 @@ PROVIDER_MAPPINGS: Mapping[str, Extract] = {
 MOVEMENT_TYPES: Mapping[str, Mapping[str, tuple[SettlementKind, ...]]] = {
     "stripe": stripe.MOVEMENT_TYPES,
     "paddle": paddle.MOVEMENT_TYPES,
+    "razorpay": razorpay.MOVEMENT_TYPES,
     "service": internal.MOVEMENT_TYPES,
 }
 
@@ -56,6 +58,7 @@ def settles(provider: str, schemes: Mapping[str, str]) -> bool:
 DEFAULT_MERCHANT: Mapping[str, tuple[KeyRule, ...]] = {
     "stripe": parse_rules(("/data/object/metadata/merchant_id",)),
     "paddle": parse_rules(("/data/custom_data/merchant_id",)),
+    "razorpay": parse_rules(("/payload/payment/entity/notes/merchant_id",)),
 }
 #: Movements that must name their merchant: nothing earlier tells whose money it is.
 _NAMES_MERCHANT = frozenset(

@@ -29,7 +29,7 @@ from gateway.core.signatures.base import (
     SchemeParams,
     require_headers,
 )
-from gateway.core.signatures.body_hmac import GITHUB, SHOPIFY
+from gateway.core.signatures.body_hmac import GITHUB, RAZORPAY, SHOPIFY
 from gateway.core.signatures.hmac_generic import HMAC, check_hmac_params
 from gateway.core.signatures.standard import STANDARD, standard_key
 from gateway.core.signatures.timestamped import PADDLE, STRIPE
@@ -50,7 +50,7 @@ __all__ = [
 #: Every scheme by its configuration name; read-only so no caller can swap one out.
 #: The order is the one error messages and `gateway sign --help` list them in.
 SCHEMES: Mapping[str, Scheme] = MappingProxyType(
-    {s.name: s for s in (STRIPE, STANDARD, GITHUB, SHOPIFY, PADDLE, HMAC)}
+    {s.name: s for s in (STRIPE, STANDARD, GITHUB, SHOPIFY, PADDLE, RAZORPAY, HMAC)}
 )
 
 

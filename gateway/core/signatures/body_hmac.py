@@ -1,5 +1,7 @@
-"""Schemes that sign the body alone (no timestamp) and name the event in headers:
-GitHub (`X-Hub-Signature-256: sha256=<hex>`) and Shopify (`X-Shopify-Hmac-Sha256: <base64>`)."""
+"""Schemes that sign the body alone (no timestamp) and name the event in a header: GitHub
+(`X-Hub-Signature-256: sha256=<hex>`), Shopify (`X-Shopify-Hmac-Sha256: <base64>`) and
+Razorpay (`X-Razorpay-Signature: <hex>`, the id in `x-razorpay-event-id`, the type in
+the body's `event`)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class BodyHmacScheme:
         id_header: str,
         type_header: str,
         descriptive_headers: tuple[str, ...] = (),
+        type_field: str | None = None,
     ) -> None:
         self.name = name
         self.encoding = encoding
@@ -44,6 +47,9 @@ class BodyHmacScheme:
         self.id_header = id_header.lower()
         self.type_header = type_header.lower()
         self.descriptive_headers = tuple(h.lower() for h in descriptive_headers)
+        #: The body's top-level field naming the type, for a provider that sends no type
+        #: header (then `type_header` is empty).
+        self.type_field = type_field
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Parse the header, then compare against every secret (no timestamp is signed)."""
@@ -80,11 +86,13 @@ class BodyHmacScheme:
         """The body's signature plus the id and type headers, both of which are required."""
         mac = hmac_sha256(signing_secret(params).encode("utf-8"), body)
         sig_header, id_header, type_header = self.sent_headers
-        return {
+        headers = {
             sig_header: self.prefix + encode_signature(mac, self.encoding),
             id_header: header_value(event_id, self.name, "event_id"),
-            type_header: header_value(event_type, self.name, "event_type"),
         }
+        if self.type_field is None:  # else the body names its type
+            headers[type_header] = header_value(event_type, self.name, "event_type")
+        return headers
 
     def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
         """The signature header; a missing id or type header is the event's problem (400)."""
@@ -99,7 +107,9 @@ class BodyHmacScheme:
         return FieldRef("header", self.id_header)
 
     def type_ref(self, params: SchemeParams) -> FieldRef:
-        """The event type (topic) header."""
+        """The event type (topic) header, or the body's field that names it."""
+        if self.type_field is not None:
+            return FieldRef("json", self.type_field)
         return FieldRef("header", self.type_header)
 
     def authenticates_id(self, params: SchemeParams) -> bool:
@@ -112,6 +122,8 @@ class BodyHmacScheme:
 
     def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
         """The id and type headers, then the provider's descriptive ones."""
+        if self.type_field is not None:  # the body names the type
+            return (self.id_header, *self.descriptive_headers)
         return (self.id_header, self.type_header, *self.descriptive_headers)
 
     def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
@@ -146,4 +158,13 @@ SHOPIFY = BodyHmacScheme(
         "X-Shopify-Triggered-At",
         "X-Shopify-Sub-Topic",
     ),
+)
+RAZORPAY = BodyHmacScheme(
+    "razorpay",
+    "X-Razorpay-Signature",
+    Encoding.HEX,
+    "",
+    "X-Razorpay-Event-Id",
+    "",
+    type_field="event",
 )

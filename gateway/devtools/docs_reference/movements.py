@@ -35,6 +35,7 @@ EFFECTS = {
 SOURCES = {
     "stripe": "`stripe`-scheme providers",
     "paddle": "`paddle`-scheme providers",
+    "razorpay": "`razorpay`-scheme providers",
     "service": "internal services (`POST /v1/events`)",
 }
 

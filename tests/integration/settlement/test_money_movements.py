@@ -48,6 +48,7 @@ async def parts(
 ) -> AsyncIterator[SettlementParts]:
     sections = settlement_sections(stub.url, redis_url, ledger=ledger_section(request.param))
     doc = config(database_url, nats_url, **sections)
+    doc["providers"]["razorpay"] = {"scheme": "razorpay", "secrets": ["rzp_test_secret"]}
     async with settlement_parts(settings_mod.parse(doc, env={})) as p:
         await p.settler.open_clearing_accounts()
         yield p
@@ -110,6 +111,19 @@ class Payment:
                                             "amount": amount, "currency": "usd"})  # fmt: skip
         doc = orjson.loads(event.body)
         return dataclasses.replace(event, body=orjson.dumps({**doc, "account": self.merchant}))
+
+    def razorpay(self, event_type: str, amount: int, own_id: str | None = None) -> Event:
+        """A Razorpay event of this payment: its payment, or a refund (`rfnd_…`) or
+        dispute (`disp_…`) of it, as `own_id` says."""
+        paid = {"id": self.pi, "amount": 50_000, "currency": "USD",
+                "notes": {"merchant_id": self.merchant}}  # fmt: skip
+        payload: dict[str, Any] = {"payment": {"entity": {**paid, "amount": amount}}}
+        if own_id is not None:
+            entity = "refund" if own_id.startswith("rfnd") else "dispute"
+            payload = {entity: {"entity": {"id": f"{own_id}_{self.tag}", "amount": amount,
+                                           "payment_id": self.pi, "currency": "USD"}},
+                       "payment": {"entity": paid}}  # fmt: skip
+        return self._event("razorpay", event_type, {"event": event_type, "payload": payload})
 
     def paddle(self, event_type: str, data: dict[str, Any]) -> Event:
         return self._event("paddle", event_type, {"event_type": event_type, "data": data})
@@ -199,6 +213,15 @@ SCENARIOS: dict[str, tuple[Scenario, int]] = {
                        "totals": {"total": "65215"},
                        "payout_totals": {"currency_code": "USD",
                                          "chargeback_fee": {"amount": "1500"}}})], -1500),
+    "Razorpay: authorised, captured, refunded twice, one refund failed": (
+        lambda p: [p.razorpay("payment.authorized", 50_000), p.razorpay("payment.captured", 50_000),
+                   p.razorpay("refund.processed", 10_000, "rfnd_1"),
+                   p.razorpay("refund.processed", 5_000, "rfnd_2"),
+                   p.razorpay("refund.failed", 5_000, "rfnd_2")], 40_000),
+    "Razorpay: a dispute lost, another payment's won": (
+        lambda p: [p.razorpay("payment.captured", 50_000),
+                   p.razorpay("payment.dispute.lost", 20_000, "disp_1"),
+                   p.razorpay("payment.dispute.won", 30_000, "disp_2")], 30_000),
     "internal: a chargeback with its fee": (
         lambda p: [p.internal("payment.captured", 5000),
                    p.internal("payment.chargeback", 4000, dispute_id="d1", fee_minor=1500)],

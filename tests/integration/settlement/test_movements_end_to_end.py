@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.support import vectors
 from tests.support.deliveries import deliver
 from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
 from tests.support.services import wait_until
@@ -202,3 +203,46 @@ async def test_one_bad_internal_payment_holds_only_itself(
         ("k1", "FIELD_TYPE_INVALID"),  # read as a float: not an amount in minor units
         ("k2", "BLOCKED_BY_PREDECESSOR"),
     ]
+
+
+async def test_a_razorpay_payment_is_verified_recorded_once_and_settled(
+    doc: dict[str, Any], database_url: str
+) -> None:
+    """Signed as Razorpay signs (an independent signer): authorised, captured and
+    refunded in part, settled; the capture posted again is a duplicate; a tampered body
+    is refused with 401 and stored nowhere."""
+    secret = "rzp_whsec_test"
+    doc["providers"]["razorpay"] = {"scheme": "razorpay", "secrets": [secret]}
+    paid = {"id": "pay_e2e", "amount": 25_000, "currency": "USD",
+            "notes": {"merchant_id": "m_rzp"}}  # fmt: skip
+
+    def body(event_type: str, **payload: Any) -> bytes:
+        return orjson.dumps({"entity": "event", "event": event_type,
+                             "payload": {"payment": {"entity": paid}, **payload}})  # fmt: skip
+
+    async def send(event_id: str, raw: bytes, signed: bytes | None = None) -> Any:
+        signature = vectors.razorpay_hex(secret, raw if signed is None else signed)
+        headers = {"Content-Type": "application/json", "X-Razorpay-Signature": signature,
+                   "X-Razorpay-Event-Id": event_id}  # fmt: skip
+        return await server.client.post("/webhooks/razorpay", content=raw, headers=headers)
+
+    refund = {"entity": {"id": "rfnd_e2e", "payment_id": "pay_e2e", "amount": 5_000,
+                         "currency": "USD"}}  # fmt: skip
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, "m_rzp")
+        for event_id, raw in (("evt_a", body("payment.authorized")),
+                              ("evt_c", body("payment.captured")),
+                              ("evt_r", body("refund.processed", refund=refund))):  # fmt: skip
+            answer = await send(event_id, raw)
+            assert answer.status_code == 200, answer.text
+        await wait_until(lambda: ended(database_url, 3))
+        assert await merchant_balance(parts, "m_rzp") == 20_000
+        again = await send("evt_c", body("payment.captured"))
+        assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+        captured = body("payment.captured")
+        forged = await send("evt_x", captured.replace(b"25000", b"99999"), signed=captured)
+        assert forged.status_code == 401
+    stored = await fetch(
+        database_url, "SELECT event_id FROM processed_webhooks WHERE provider = 'razorpay'"
+    )
+    assert sorted(r["event_id"] for r in stored) == ["evt_a", "evt_c", "evt_r"]

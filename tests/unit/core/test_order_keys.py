@@ -153,6 +153,9 @@ def test_every_scheme_has_its_defaults_and_the_default_shapes_are_the_documented
     assert [r.text for r in default_rules("paddle")] == ["/data/transaction_id", "/data/id"]
     assert [r.text for r in default_rules("shopify")] == [
         "refunds/* /order_id", "order_transactions/* /order_id", "orders/* /id"]  # fmt: skip
+    assert [r.text for r in default_rules("razorpay")] == [
+        "/payload/payment/entity/id", "/payload/refund/entity/payment_id",
+        "/payload/dispute/entity/payment_id"]  # fmt: skip
     assert default_rules("github") == default_rules("standard") == default_rules("hmac") == ()
     assert all(isinstance(r, KeyRule) for r in default_rules("stripe"))
 

@@ -853,7 +853,7 @@ def test_github_accepts_the_published_vector() -> None:
 
 
 def test_registry_holds_every_scheme_under_its_own_name() -> None:
-    assert set(SCHEMES) == {"stripe", "standard", "github", "shopify", "paddle", "hmac"}
+    assert set(SCHEMES) == {"stripe", "standard", "github", "shopify", "paddle", "razorpay", "hmac"}
     for name, scheme in SCHEMES.items():
         assert scheme.name == name
         assert get_scheme(name) is scheme
@@ -971,6 +971,7 @@ ROUND_TRIP = [
     pytest.param("github", SchemeParams(secrets=(A, B)), id="github"),
     pytest.param("shopify", SchemeParams(secrets=(A, B)), id="shopify"),
     pytest.param("paddle", SchemeParams(secrets=(A, B)), id="paddle"),
+    pytest.param("razorpay", SchemeParams(secrets=(A, B)), id="razorpay"),
     pytest.param("hmac", dataclasses.replace(HMAC_HEX, secrets=(A, B)), id="hmac hex, prefix"),
     pytest.param("hmac", dataclasses.replace(HMAC_TS, secrets=(A, B)), id="hmac b64, timestamp"),
 ]
