@@ -157,7 +157,11 @@ def balances_page(
 
 
 def encode_balance_cursor(key: tuple[int, str, str, int]) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps(list(key))).rstrip(b"=").decode("ascii")
+    # The account id is a 128-bit number: written as its digits, as JSON numbers (and
+    # orjson) stop at 64 bits.
+    rank, merchant, currency, account_id = key
+    raw = orjson.dumps([rank, merchant, currency, str(account_id)])
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def decode_balance_cursor(text: str) -> tuple[int, str, str, int]:
@@ -176,11 +180,14 @@ def decode_balance_cursor(text: str) -> tuple[int, str, str, int]:
         rank in (0, 1)
         and isinstance(merchant, str)
         and isinstance(currency, str)
-        and isinstance(account_id, int)
-        and 0 <= account_id < 2**128
+        and isinstance(account_id, str)
+        and account_id.isascii()
+        and account_id.isdigit()
+        and len(account_id) <= 39
+        and int(account_id) < 2**128
     ):
         raise refused
-    return (int(rank), merchant, currency, account_id)
+    return (int(rank), merchant, currency, int(account_id))
 
 
 @dataclass

@@ -135,19 +135,26 @@ class ConsoleHarness:
         await self.pool.close()
 
 
-def console_settings(dsn: str, **console: Any) -> settings_mod.Settings:
-    """Settings for a console on `dsn` (NATS points at nothing: the console runs without)."""
+def console_settings(
+    dsn: str, ledger: dict[str, Any] | None = None, **console: Any
+) -> settings_mod.Settings:
+    """Settings for a console on `dsn` (NATS points at nothing: the console runs without),
+    with `[ledger]` as `ledger` says (default: the PostgreSQL ledger)."""
     doc: dict[str, Any] = {
         "database": {"url": dsn},
         "nats": {"url": "nats://127.0.0.1:1"},
     }
     if console:
         doc["console"] = console
+    if ledger:
+        doc["ledger"] = ledger
     return settings_mod.parse(doc, env={})
 
 
-async def start_console(dsn: str, **console: Any) -> ConsoleHarness:
-    settings = console_settings(dsn, **console)
+async def start_console(
+    dsn: str, ledger: dict[str, Any] | None = None, **console: Any
+) -> ConsoleHarness:
+    settings = console_settings(dsn, ledger, **console)
     pool = await create_pool(dsn, max_size=5)
     clock = Clock()
     books = LedgerBooks(settings, pool)
@@ -164,11 +171,12 @@ ConsoleFactory = Callable[..., Awaitable[ConsoleHarness]]
 
 @pytest.fixture
 async def console_factory(database_url: str) -> AsyncIterator[ConsoleFactory]:
-    """`await console_factory(**console_settings)`: a console on this test's database."""
+    """`await console_factory(ledger=..., **console_settings)`: a console on this test's
+    database (`ledger`: its `[ledger]` section, PostgreSQL by default)."""
     made: list[ConsoleHarness] = []
 
-    async def make(**console: Any) -> ConsoleHarness:
-        harness = await start_console(database_url, **console)
+    async def make(ledger: dict[str, Any] | None = None, **console: Any) -> ConsoleHarness:
+        harness = await start_console(database_url, ledger, **console)
         made.append(harness)
         return harness
 

@@ -1,4 +1,5 @@
-"""The ledger pages against a real PostgreSQL and the PostgreSQL ledger: a statement
+"""The ledger pages against a real PostgreSQL and the PostgreSQL ledger (TigerBeetle too,
+where `TIGERBEETLE_ADDRESS` names a server): a statement
 ends at the balance `gateway ledger balances` prints, after movements the real settler
 posted and adjustments made from the console; lists page by keyset; a merchant below
 zero is marked in words; an adjustment is an operator's, refused with a reason when it
@@ -31,9 +32,9 @@ from gateway.settlement.settler import SettleOutcome
 from tests.integration.console.test_roles_ledger import balance, open_merchant
 from tests.integration.settlement.test_money_movements import Payment
 from tests.support.config_file import write_toml
-from tests.support.console import ConsoleHarness
+from tests.support.console import ConsoleFactory, ConsoleHarness
 from tests.support.gateway import config
-from tests.support.settlement import settlement_sections
+from tests.support.settlement import ledger_section, settlement_sections
 from tests.support.stub import Stub
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
@@ -379,3 +380,54 @@ def test_a_console_built_without_books_builds() -> None:
     """`ConsoleDeps.books` is optional: the app builds for a console with no ledger."""
     deps = ConsoleDeps.__dataclass_fields__["books"]
     assert deps.default is None
+
+
+async def test_on_tigerbeetle_the_pages_read_and_adjust_the_same_ledger_the_settler_posts_to(
+    console_factory: ConsoleFactory, database_url: str, nats_url: str, stub: Stub,
+    redis_url: str, tmp_path: Path,
+) -> None:  # fmt: skip
+    """With `[ledger] backend = "tigerbeetle"` (skipped without a server): the settler's
+    postings and a console adjustment land in TigerBeetle, and the statement, the
+    balances page and `gateway ledger balances` agree."""
+    ledger = ledger_section("tigerbeetle")
+    doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url, ledger=ledger))
+    console = await console_factory(ledger=ledger)
+    p = Payment()
+    await open_merchant(console, p.merchant)
+    async with settlement_parts(settings_mod.parse(doc, env={})) as parts:
+        await parts.settler.open_clearing_accounts()
+        for event in (p.capture(5000), p.charge_refunded(1000)):
+            assert await settle_batch(parts.settler, [(event, 1)]) == [SettleOutcome.SETTLED]
+    operator = await console.session_client(Role.OPERATOR)
+    assert (await adjust(operator, p.merchant, "-2.50", f"adj-{p.tag}")).status_code == 200
+    viewer = await console.session_client(Role.VIEWER)
+    page = await viewer.get("/console/ledger/statement", params={"merchant": p.merchant})
+    assert text_of(page.text, "closing").startswith("37.50 USD")
+    assert text_of(page.text, "ledger-balance").startswith("37.50 USD, as the closing balance")
+    # The first page, then the next one from its cursor (a long-lived cluster holds many
+    # merchants): every page answers, and the merchant's row says what the ledger holds.
+    first = await viewer.get("/console/ledger", params={"limit": "1"})
+    assert first.status_code == 200, first.text
+    following = re.search(r'<a href="([^"]+)" rel="next">', first.text)
+    assert following is not None, "one merchant a page: there is a next page"
+    more = await viewer.get(html.unescape(following.group(1)))
+    assert more.status_code == 200, more.text
+    mine = (await viewer.get("/console/ledger", params={"merchant": p.merchant})).text
+    assert "37.50" in row_of(mine, p.merchant)
+    assert cli_balance(tmp_path, doc, p.merchant) == 3750 == await balance(console, p.merchant)
+
+
+async def test_the_balances_list_pages_on_by_its_next_link(console: ConsoleHarness) -> None:
+    """A page of one merchant, then the next from its link: the cursor carries a 128-bit
+    account id, which JSON numbers cannot."""
+    for merchant in ("m_page_a", "m_page_b"):
+        await open_merchant(console, merchant)
+    viewer = console.client(Role.VIEWER)
+    first = await viewer.get("/console/ledger", params={"limit": "1"})
+    assert first.status_code == 200, first.text
+    following = re.search(r'<a href="([^"]+)" rel="next">', first.text)
+    assert following is not None
+    second = await viewer.get(html.unescape(following.group(1)))
+    assert second.status_code == 200, second.text
+    shown = [re.findall(r'data-merchant="([^"]+)"', page.text) for page in (first, second)]
+    assert sorted(m for page in shown for m in page) == ["m_page_a", "m_page_b"]
