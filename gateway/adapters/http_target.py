@@ -8,7 +8,6 @@ status, named by the error's type only (the URL may carry a credential in its qu
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 import time
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gateway.core.addresses import is_public
 from gateway.core.forward_retry import Answer
 
 #: How much of a target's answer is kept, for the attempt's line and the dead letter.
@@ -125,8 +125,8 @@ def refuse_private(url: str) -> None:
     except OSError as exc:
         raise ValueError(f"the target's host does not resolve ({type(exc).__name__})") from None
     for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
+        address = str(info[4][0])
+        if not is_public(address):  # NAT64, IPv4-compatible and the rest: `core.addresses`
             raise ValueError(
                 f"the target's host resolves to {address}, a non-public address; "
                 "set allow_private = true to send there"

@@ -9,6 +9,7 @@ principal (or None) on `request.state.principal` before any route runs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from gateway.adapters.postgres import Pool, transaction
 from gateway.adapters.postgres.console_audit import record, record_for
+from gateway.core.audit_values import AnonymousSampler, bounded_text
 from gateway.core.console_access import LoginThrottle, console_origin
 from gateway.core.console_roles import Capability, Role, can, least_role
 from gateway.core.finance_view import Books
@@ -45,6 +47,8 @@ __all__ = [
 ]
 
 PROBLEM_JSON = "application/problem+json"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class ConsoleDeps:
     nats: Any = None
     #: Failed logins per address (in this process's memory).
     throttle: LoginThrottle | None = None
+    #: Which unauthenticated refusals are audited (in this process's memory).
+    sampler: AnonymousSampler | None = None
     #: The configured ledger, for the ledger pages' balances and adjustments; None if
     #: the console runs without one (those parts say so).
     books: Books | None = None
@@ -99,6 +105,8 @@ class ConsoleDeps:
     def __post_init__(self) -> None:
         if self.throttle is None:
             self.throttle = LoginThrottle(limit=self.settings.console.login_failures_per_min)
+        if self.sampler is None:
+            self.sampler = AnonymousSampler()
 
     @property
     def origin(self) -> str:
@@ -167,9 +175,20 @@ async def require(request: Request, cap: Capability) -> Principal:
 async def audit_anonymous(
     request: Request, action: str, outcome: str, detail: Mapping[str, Any] | None = None
 ) -> None:
-    """An audit row for a request without a principal (failed logins, refusals)."""
+    """An audit row for a request without a principal (failed logins, refusals): one per
+    address, action and minute, saying how many of them were left out before it
+    (`core.audit_values.AnonymousSampler`); the ones left out are logged."""
     address = client_address(request)
-    async with transaction(deps(request).pool) as conn:
+    console = deps(request)
+    assert console.sampler is not None  # set in __post_init__
+    left_out = console.sampler.admit(address, action, console.now().timestamp())
+    if left_out is None:
+        log.info("anonymous refusal not recorded again this minute",
+                 extra={"action": action, "address": bounded_text(address)})  # fmt: skip
+        return
+    if left_out:
+        detail = {**(detail or {}), "left_out_before": left_out}
+    async with transaction(console.pool) as conn:
         await record(
             conn,
             actor=address,

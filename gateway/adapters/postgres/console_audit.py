@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gateway.adapters.postgres import Conn, translate_errors
+from gateway.core.audit_values import bounded_detail, bounded_text
 
 
 class Actor(Protocol):
@@ -40,18 +41,19 @@ async def record(
     outcome: str = "ok",
     detail: Mapping[str, Any] | None = None,
 ) -> None:
-    """Append one audit row (call it inside the change's own `transaction(pool)`)."""
+    """Append one audit row (call it inside the change's own `transaction(pool)`). Every
+    text a request could choose is bounded (`core.audit_values`): the row is for ever."""
     with translate_errors():
         await conn.execute(
             _INSERT,
-            actor,
+            bounded_text(actor),
             role,
             via,
-            address,
+            bounded_text(address),
             action,
-            target,
+            bounded_text(target),
             outcome,
-            json.dumps(dict(detail or {}), default=str),
+            json.dumps(bounded_detail(detail), default=str),
         )
 
 

@@ -5,6 +5,9 @@ audit trail being insert-only."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import asyncpg
 import httpx
 import pytest
@@ -485,3 +488,32 @@ async def test_a_form_posted_after_the_session_ended_goes_to_log_in_then_home(
     assert r.status_code == 303
     assert r.headers["location"] == "/console/login?next=%2Fconsole%2F"
     assert await live_named(console, "late") == 0
+
+
+async def test_anonymous_refusals_cannot_flood_the_audit_trail(console: ConsoleHarness) -> None:
+    """200 cross-site logins from one address in a minute, one with a 4 MB `Origin`:
+    one row, its values bounded; the next minute's row says how many were left out."""
+    anonymous = console.anonymous()
+    huge = "https://" + "o" * 4_000_000 + ".example"
+    for n in range(200):
+        r = await anonymous.post(
+            "/console/login", data={"token": "x"},
+            headers={"Sec-Fetch-Site": "cross-site", "Origin": huge if n == 0 else "https://e.x"},
+        )  # fmt: skip
+        assert r.status_code == 403
+    (first,) = await console.audit("csrf.refused")
+    origin = detail_of(first)["origin"]
+    assert origin.endswith(f"... ({len(huge)} chars)") and len(origin) < 250
+    console.clock.advance(60)
+    await anonymous.post("/console/login", data={"token": "x"},
+                         headers={"Sec-Fetch-Site": "cross-site"})  # fmt: skip
+    rows = await console.audit("csrf.refused")
+    assert len(rows) == 2
+    assert [detail_of(r).get("left_out_before") for r in rows] == [None, 199]
+    size = await console.fetchval("SELECT max(pg_column_size(detail)) FROM console_audit")
+    assert size < 2_000
+
+
+def detail_of(row: asyncpg.Record) -> dict[str, Any]:
+    detail = row["detail"]
+    return dict(json.loads(detail) if isinstance(detail, str) else detail)

@@ -197,11 +197,21 @@ async def test_a_bad_destination_table_stops_every_command(
     assert key in result.stderr
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest",
+        # Loopback carried in IPv6 forms `ipaddress.is_global` calls public:
+        "http://[64:ff9b::7f00:1]:8080/hook",  # NAT64
+        "http://[::127.0.0.1]/hook",  # IPv4-compatible
+        "http://192.0.0.192/hook",
+    ],
+)
 async def test_a_declared_destination_refuses_a_private_target_unless_allowed(
-    tmp_path: Path, database_url: str, nats_url: str
+    tmp_path: Path, database_url: str, nats_url: str, url: str
 ) -> None:
     doc = config(database_url, nats_url)
-    doc["forward"] = {"meta": {"url": "http://169.254.169.254/latest", "secret_env": "FWD_SECRET"}}
+    doc["forward"] = {"meta": {"url": url, "secret_env": "FWD_SECRET"}}
     path = write_toml(tmp_path / "gateway.toml", doc)
     result = await gateway("forward", "--name", "meta", "--config", str(path))
     assert result.returncode == 2
