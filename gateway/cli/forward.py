@@ -201,9 +201,10 @@ def _add_flags(p: argparse.ArgumentParser, *, listen: bool) -> None:
         dest="unordered",
         help="one event per key in flight, in key_seq order (the default)",
     )
-    order.add_argument(
-        "--unordered", action="store_true", default=False, help="no order: N events in flight"
-    )
+    order.add_argument("--unordered", action="store_true", help="no order: N events in flight")
+    # Both flags write `unordered`; argparse takes the first one's default (store_false:
+    # True), so the documented default is set here, once.
+    p.set_defaults(unordered=False)
     p.add_argument(
         "--max-in-flight",
         type=IN_FLIGHT,

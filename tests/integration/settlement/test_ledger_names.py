@@ -154,6 +154,7 @@ async def test_cli_balances_by_merchant_as_table_and_json(
     assert set(rows[0]) == {
         "account_id", "kind", "owner", "currency", "ledger",
         "debits_posted", "credits_posted", "balance",
+        "debits_pending", "credits_pending", "reserved",  # what authorisations hold
     }  # fmt: skip
 
     table = _gateway("ledger", "balances", "--currency", "USD", *cfg)
