@@ -32,8 +32,8 @@ from gateway.compose.settlement import open_ledger
 from gateway.core.ledger_ids import clearing_account_id, merchant_account, merchant_account_id
 from gateway.core.model import Event, ordered_subjects, webhook_event
 from gateway.core.money import convert_minor
+from gateway.core.providers import get_scheme
 from gateway.core.settlement import SettlementInstruction, SettlementKind, transfer_id
-from gateway.core.signatures import get_scheme
 from gateway.devtools.currency_stub import DEFAULT_RATES, StubState
 from gateway.settings import Settings
 

@@ -27,7 +27,7 @@ from gateway.core.model import (
     Source,
     webhook_event,
 )
-from gateway.core.signatures import get_scheme
+from gateway.core.providers import get_scheme
 from gateway.errors import ErrorClass, ProviderApiAnswerInvalid
 from gateway.settings import ProviderSettings
 

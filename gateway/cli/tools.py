@@ -7,40 +7,74 @@ import sys
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway.cli.common import LISTEN_PORT, SubParsers, help_texts
 from gateway.cli.format import print_json
 from gateway.settings import SCHEME_NAMES
+
+if TYPE_CHECKING:
+    from gateway.core.signatures import SchemeParams
+
+
+def _signing(args: argparse.Namespace) -> tuple[str, SchemeParams] | str:
+    """The scheme and its parameters: a configured provider's (`--provider`, its
+    secrets and settings exactly as the gateway verifies with), else the named
+    scheme's with `--secret` (and `--url`). A problem comes back as its message."""
+    from gateway.cli.common import load_settings
+    from gateway.core.signatures import SchemeParams
+
+    if args.provider is not None:
+        provider = load_settings(args).providers.get(args.provider)
+        if provider is None:
+            return f"no provider named {args.provider!r} is configured"
+        return provider.scheme, provider.params
+    if args.scheme is None or args.secret is None:
+        return "name a scheme and give --secret, or name a configured --provider"
+    return args.scheme, SchemeParams(secrets=(args.secret,), url=args.url or "")
 
 
 def cmd_sign(args: argparse.Namespace) -> int:
     import uuid
 
     from gateway.compose.ops import post_signed
-    from gateway.core.signatures import SchemeParams, get_scheme
+    from gateway.core.providers import get_provider
 
     body = sys.stdin.buffer.read() if args.body == "-" else Path(args.body).read_bytes()
-    scheme = get_scheme(args.scheme)
+    found = _signing(args)
+    if isinstance(found, str):
+        print(f"gateway sign: error: {found}", file=sys.stderr)
+        return 2
+    scheme_name, params = found
+    provider = get_provider(scheme_name)
+    scheme = provider.scheme
     # The core takes its randomness as an argument: a fresh id is made here, at the edge,
     # in the provider's usual shape (unused by schemes that read the id from the body).
     event_id = args.event_id
     if event_id is None:
         event_id = scheme.new_event_id(str(uuid.uuid4()))
-    params = SchemeParams(secrets=(args.secret,))
+    signed_body = body
     try:
+        if provider.sign_body is not None:  # the signature lives in the body (Adyen)
+            signed_body = provider.sign_body(params, body)
         headers = scheme.sign(
-            params, body, int(time.time()), event_id=event_id, event_type=args.event_type
+            params, signed_body, int(time.time()), event_id=event_id, event_type=args.event_type
         )
     except ValueError as exc:  # e.g. github sends the event type in a header: none given
         print(f"gateway sign: error: {exc}", file=sys.stderr)
         return 2
+    body_out = {} if signed_body is body else {"body": signed_body.decode("utf-8", "replace")}
     if not args.send:
         if args.json:
-            print_json({"headers": headers})
+            print_json({"headers": headers, **body_out})
         else:
             for name, value in headers.items():
                 print(f"{name}: {value}")
+            if body_out:  # what to send, signed: after a blank line, as in HTTP
+                print()
+                print(body_out["body"])
         return 0
+    body = signed_body
     headers["Content-Type"] = "application/json"
     status, text = post_signed(args.send, body, headers)
     if args.json:
@@ -83,8 +117,11 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `sign` and `currency-stub`."""
     about = """Sign a request body the way the provider's scheme would and print the
     headers to send with it, or POST it with --send and print the gateway's answer (exit 1
-    unless it is 2xx). For testing a deployment's secrets and for demos; needs no
-    configuration file. With --json: {"headers": {...}} (and "status", "response")."""
+    unless it is 2xx). For testing a deployment's secrets and for demos: with a scheme and
+    --secret it needs no configuration file; with --provider it signs exactly as that
+    configured provider is verified (the generic hmac scheme's settings included). A
+    scheme that signs inside the body (adyen) prints the signed body after the headers.
+    With --json: {"headers": {...}} (and "body", "status", "response")."""
     sign = sub.add_parser(
         "sign",
         help="Sign a body as a provider would; print the headers or send it.",
@@ -95,13 +132,21 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
                 "gateway sign stripe --secret whsec_demo_stripe_secret --body event.json",
                 "gateway sign stripe --secret whsec_demo_stripe_secret --body event.json "
                 "--send http://127.0.0.1:8080/webhooks/stripe",
+                "gateway sign --provider acme --config gateway.toml --body event.json",
                 'echo \'{"action": "x"}\' | gateway sign github --secret s --body - '
                 "--event-id d1 --event-type push",
             ),
         ),
     )
-    sign.add_argument("scheme", choices=SCHEME_NAMES)
-    sign.add_argument("--secret", required=True, help="the signing secret")
+    sign.add_argument("scheme", nargs="?", choices=SCHEME_NAMES, help="the scheme to sign as")
+    sign.add_argument("--secret", help="the signing secret (with a scheme)")
+    sign.add_argument(
+        "--provider",
+        metavar="NAME",
+        help="sign as the configured [providers.NAME] is verified: its scheme, settings "
+        "and first secret (instead of a scheme and --secret)",
+    )
+    sign.add_argument("--url", help="the notification URL, for a scheme that signs it (square)")
     sign.add_argument("--body", required=True, help="file with the body, or - for stdin")
     sign.add_argument("--event-id", help="event id header value (github, shopify, standard)")
     sign.add_argument("--event-type", help="event type header value (github, shopify)")

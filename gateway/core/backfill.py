@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
+from gateway.core.providers.github import GITHUB
 from gateway.core.signatures.base import SchemeParams
-from gateway.core.signatures.body_hmac import GITHUB
 from gateway.errors import BackfillUsageError, SignatureError
 
 
@@ -216,7 +216,7 @@ def exact_github_body(
     headers = {"x-hub-signature-256": signature}
     for body in candidates:
         try:
-            GITHUB.verify(params, headers, body, 0.0)
+            GITHUB.scheme.verify(params, headers, body, 0.0)
         except SignatureError:
             continue
         return body

@@ -68,6 +68,11 @@ NEVER_STORED = frozenset(
         "x-hub-signature-256",
         "x-shopify-hmac-sha256",
         "x-razorpay-signature",
+        "cko-signature",
+        "x-square-hmacsha256-signature",
+        "x-square-signature",
+        "x-paystack-signature",
+        "hmacsignature",
     }
 )
 #: Stored for every sender: what describes the request, not the sender's credentials.

@@ -41,6 +41,8 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         E.UNKNOWN_PROVIDER: "Add `[providers.NAME]`, or fix the URL the sender posts to.",
         E.BODY_TOO_LARGE: "Raise `[http] max_body_bytes` (within the broker's max_payload), "
         "or have the sender send less.",
+        E.BATCH_TOO_LARGE: "The sender must send fewer or smaller items a request; nothing "
+        "of it was recorded, and the provider retries.",
         E.EVENT_ID_MISSING: "The sender must send a parsable request; the provider retries.",
         E.BAD_REQUEST: "The sender must fix the request; the message says what is wrong.",
         E.CLIENT_DISCONNECT: "Nothing: the sender left, so it never got a 2xx and retries.",

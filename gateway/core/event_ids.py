@@ -64,11 +64,8 @@ def read_event_id(ref: FieldRef, found: Any, body_is_object: bool) -> tuple[str 
         problem = event_id_problem(event_id)
         return (None, problem) if problem is not None else (event_id, "")
     if ref.source == "json" and not body_is_object:
-        return None, f"no event id: the body is JSON but not an object, so it has no {ref.name!r}"
-    if ref.source == "header":
-        where, absent = f"header {ref.name}", "absent"
-    else:
-        where, absent = f"field {ref.name!r}", "absent or null"
+        return None, f"no event id: the body is JSON but not an object, so it has no {ref.where}"
+    where, absent = ref.where, "absent" if ref.source == "header" else "absent or null"
     if found is None:
         return None, f"no event id: {where} is {absent}"
     if isinstance(found, str):

@@ -1,7 +1,7 @@
 """Which settlement an accepted event asks for, read from its body, so the console can
 show where it stands (`settlements` is found by transfer id, its primary look-up).
 
-Pure. What settles is decided by `core.mappings`, which the settlement worker asks too.
+Pure. What settles is decided by `core.providers.movements`, which the settlement worker asks too.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.core.mappings import instruction_of
 from gateway.core.order_keys import KeyRule
+from gateway.core.providers.movements import instruction_of
 from gateway.core.settlement import SettlementInstruction, transfer_id
 from gateway.errors import GatewayError
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from gateway.core.signatures import SchemeParams, get_scheme
+from gateway.core.providers import get_scheme
+from gateway.core.signatures import SchemeParams
 
 #: The prefix of the derived message id, as Standard Webhooks senders write theirs.
 WEBHOOK_ID_PREFIX = "msg_"

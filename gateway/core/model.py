@@ -201,8 +201,7 @@ def _found(ref: FieldRef, headers: Mapping[str, str], body: ParsedBody) -> Any:
     but not an object). Raises `PayloadNotJson` when it lives in a body that is not JSON."""
     if ref.source == "header":
         return headers.get(ref.name)
-    doc = body.json()
-    return doc.get(ref.name) if isinstance(doc, dict) else None
+    return ref.read(headers, body.json())
 
 
 def lookup(ref: FieldRef, headers: Mapping[str, str], body: ParsedBody) -> str | None:

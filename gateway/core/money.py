@@ -13,7 +13,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
-from types import MappingProxyType
 
 from gateway.core.excerpt import excerpt
 from gateway.core.ledger import RATE_DECIMALS
@@ -95,57 +94,15 @@ class ProviderUnits:
     multiple_of: int = 1  # the provider documents that its amounts are always a multiple
 
 
-# Stripe (docs.stripe.com/currencies, "Specify amounts in API requests"): amounts are
-# integers in the currency's minor unit, two decimals unless the page says otherwise.
-# Only the rows below differ from ISO 4217 for charges, refunds and PaymentIntents:
-_STRIPE: dict[str, ProviderUnits] = {
-    # In Stripe's zero-decimal list, while ISO 4217 gives the ariary 2 decimals: Stripe's
-    # 1000 is 1000 MGA, ISO's 1000 would be 10.00 MGA.
-    "MGA": ProviderUnits(exponent=0),
-    # "Special cases": ISK became zero-decimal (ISO: 0) but Stripe keeps writing it with
-    # two decimals that are always 00 (5 ISK is 500); it can't charge fractions of ISK
-    # (enforced since 2023-04-14, charges and refunds alike). An amount not divisible
-    # by 100 is not one Stripe sends, so it is parked rather than guessed at.
-    "ISK": ProviderUnits(exponent=2, multiple_of=100),
-    # The same special case, word for word, for UGX (ISO: 0). Stripe's page contradicts
-    # itself here: UGX is also in its zero-decimal list. The special case is the more
-    # specific, newer rule about charges, so it wins; a 100x misreading either way is
-    # what this table exists to prevent, so the choice is written down, not implied.
-    "UGX": ProviderUnits(exponent=2, multiple_of=100),
-}
-# Looked at and deliberately absent from `_STRIPE`:
-# - HUF and TWD: Stripe treats them as zero-decimal for *payouts* only ("even though you
-#   can charge two-decimal amounts"); charges and refunds use 2 decimals, as ISO does.
-# - BHD, JOD, KWD, OMR, TND: three decimals, as in ISO. Stripe's page (2022 snapshots)
-#   asked for a last digit of 0; the current text read for this table no longer says so,
-#   and the scale is unambiguous either way, so an amount ending in 5 fils settles as
-#   written rather than being parked on a rule Stripe may have dropped.
-# - Every other code in the zero-decimal list (BIF, CLP, DJF, GNF, JPY, KMF, KRW, PYG,
-#   RWF, VND, VUV, XAF, XOF, XPF) has 0 decimals in ISO 4217 too.
-#
-# Paddle Billing (developer.paddle.com/api-reference/currencies): amounts are strings in
-# the lowest denomination, with `decimal_places` per currency "in the common notation"
-# (10 USD is "1000", 100 JPY is "100"). Its supported currencies (USD, EUR, GBP, JPY, AUD,
-# CAD, CHF, HKD, SGD, SEK, ARS, BRL, CLP, CNY, COP, CZK, DKK, HUF, ILS, INR, KRW, MXN,
-# NOK, NZD, PEN, PLN, RUB, THB, TRY, TWD, UAH, VND, ZAR) show no exception to ISO in what
-# Paddle documents; its `GET /currencies` returns `decimal_places` to check one against.
-# Paddle events do not settle yet, so this row only records the convention.
-#
-# Internal publishers (`/v1/events`, docs/concepts.md "Settlement"): `amount_minor` is defined in
-# ISO 4217 minor units, the ledger's own, so there is nothing to translate.
-PROVIDER_UNITS: Mapping[str, Mapping[str, ProviderUnits]] = MappingProxyType(
-    {
-        "stripe": MappingProxyType(_STRIPE),
-        "paddle": MappingProxyType({}),
-        # Razorpay writes the currency's subunits as ISO 4217 has them (paise for INR).
-        "razorpay": MappingProxyType({}),
-        "internal": MappingProxyType({}),
-    }
-)
-
-
-def from_provider_minor(provider: str, amount: int, currency: str, field: str = "amount") -> int:
-    """`amount` as `provider` writes it, in ISO 4217 minor units of `currency`.
+def from_provider_minor(
+    units: Mapping[str, ProviderUnits],
+    provider: str,
+    amount: int,
+    currency: str,
+    field: str = "amount",
+) -> int:
+    """`amount` as `provider` writes it, in ISO 4217 minor units of `currency`; `units`
+    are the provider's exceptions to ISO 4217 (`Provider.units`).
 
     Exact or refused: an amount the provider documents it never sends (a Stripe ISK
     amount that is not a whole number of krónur) is `ProviderAmountInvalid`, never
@@ -153,7 +110,7 @@ def from_provider_minor(provider: str, amount: int, currency: str, field: str = 
     amount's path in the event, for that error.
     """
     code = check_currency(currency)
-    rule = _units_of(provider).get(code)
+    rule = units.get(code)
     if rule is None:
         return check_amount(amount, field)
     if amount % rule.multiple_of:
@@ -171,13 +128,6 @@ def from_provider_minor(provider: str, amount: int, currency: str, field: str = 
             f"{field} is {amount} {code}: finer than {code}'s ISO 4217 minor unit"
         )
     return check_amount(whole, field)
-
-
-def _units_of(provider: str) -> Mapping[str, ProviderUnits]:
-    try:
-        return PROVIDER_UNITS[provider]
-    except KeyError:
-        raise ValueError(f"no minor-unit convention for provider {provider!r}") from None
 
 
 def quantize_rate(rate: Decimal) -> Decimal:

@@ -1,7 +1,8 @@
 """Ordering keys: what a provider's event is about (a payment intent, a transaction, an
 order), read from its verified body, so the gateway can keep each key's events in order.
 
-The rules, per provider (`[providers.NAME] order_key`, else the scheme's default):
+The rules, per provider (`[providers.NAME] order_key`, else its scheme's
+`Provider.order_keys`):
 
 - An entry is `"/pointer"` (any event type) or `"GLOB /pointer"` (only types the glob
   takes, `core.type_patterns` semantics: `refunds/* /order_id`). The pointer is an
@@ -21,10 +22,11 @@ Problems with an entry are `ValueError`s saying why; the settings report them un
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.core.pointers import parse_pointer, resolve_pointer
 from gateway.core.type_patterns import parse_pattern, type_allowed
 
 #: The longest key kept as it is; a longer one becomes its SHA-256 (64 characters).
@@ -47,22 +49,6 @@ class KeyRule:
     def text(self) -> str:
         """The entry as written in the configuration."""
         return self.pointer if self.type_glob is None else f"{self.type_glob} {self.pointer}"
-
-
-def parse_pointer(text: str) -> tuple[str, ...]:
-    """An RFC 6901 pointer's tokens; ValueError unless it is `/`-led with valid escapes.
-
-    The empty pointer (the whole document) is refused: a whole body is never a key.
-    """
-    if not text.startswith("/"):
-        raise ValueError(f"{text!r} is not a JSON pointer (it starts with '/')")
-    tokens = []
-    for raw in text[1:].split("/"):
-        # `~` may only start `~0` or `~1` (RFC 6901 section 3).
-        if raw.replace("~0", "").replace("~1", "").count("~"):
-            raise ValueError(f"{text!r}: '~' must be followed by 0 or 1")
-        tokens.append(raw.replace("~1", "/").replace("~0", "~"))
-    return tuple(tokens)
 
 
 def parse_rule(entry: str) -> KeyRule:
@@ -97,55 +83,6 @@ def parse_rules(entries: Iterable[str]) -> tuple[KeyRule, ...]:
     return tuple(rules)
 
 
-#: The keys of each scheme's events when the provider lists none (the scheme's name).
-DEFAULT_ORDER_KEYS: Mapping[str, tuple[KeyRule, ...]] = {
-    # The payment intent ties a charge, its refunds and the intent itself together; an
-    # event about something else (a customer, a payout) is ordered per that object.
-    "stripe": parse_rules(("/data/object/payment_intent", "/data/object/id")),
-    "paddle": parse_rules(("/data/transaction_id", "/data/id")),
-    # A refund's or dispute's event carries its payment too; the payment orders them all.
-    "razorpay": parse_rules(
-        (
-            "/payload/payment/entity/id",
-            "/payload/refund/entity/payment_id",
-            "/payload/dispute/entity/payment_id",
-        )
-    ),
-    "shopify": parse_rules(
-        ("refunds/* /order_id", "order_transactions/* /order_id", "orders/* /id")
-    ),
-    # No common notion of "the object" across their events: configured per provider.
-    "github": (),
-    "standard": (),
-    "hmac": (),
-}
-
-
-def default_rules(scheme: str) -> tuple[KeyRule, ...]:
-    """The scheme's default rules (none for a scheme without any)."""
-    return DEFAULT_ORDER_KEYS.get(scheme, ())
-
-
-def _resolve(doc: Any, tokens: tuple[str, ...]) -> Any:
-    """What the pointer reaches in `doc`, or None when it reaches nothing."""
-    for token in tokens:
-        if type(doc) is dict:
-            doc = doc.get(token)
-        elif type(doc) is list:
-            # An array index: digits without a leading zero (RFC 6901 section 4).
-            if not token.isdigit() or (token[0] == "0" and len(token) > 1):
-                return None
-            index = int(token)
-            if index >= len(doc):
-                return None
-            doc = doc[index]
-        else:
-            return None
-        if doc is None:
-            return None
-    return doc
-
-
 def bounded_key(text: str) -> str:
     """`text` as a key: as it is when printable ASCII (0x20-0x7e) with no blank at either
     end and at most `MAX_KEY_BYTES` long, else its SHA-256 in lowercase hex."""
@@ -173,13 +110,13 @@ def order_key_of(rules: tuple[KeyRule, ...], event_type: str | None, doc: Any) -
 def first_value(rules: tuple[KeyRule, ...], event_type: str | None, doc: Any) -> str | None:
     """What the first rule that reaches a non-empty string or an integer reaches, as
     text (unbounded: the caller bounds it), or None. Also reads `[providers.NAME]
-    merchant` (`core.mappings`)."""
+    merchant` (`core.providers.movements`)."""
     for rule in rules:
         if rule.type_glob is not None and (
             event_type is None or not type_allowed(event_type, (rule.type_glob,))
         ):
             continue
-        found = _resolve(doc, rule.tokens)
+        found = resolve_pointer(doc, rule.tokens)
         if type(found) is str:
             if found:
                 return found

@@ -1,6 +1,6 @@
 """Settlement instructions: what an event asks the ledger to do, and the ids it will use.
 
-Pure. The mappings (`core.mappings`, one module per source) turn an event into a
+Pure. The mappings (`core.providers`, one module per provider) turn an event into a
 `SettlementInstruction` (or None when its type does not settle); ids are derived
 deterministically, so
 the same settlement always maps to the same transfer and accounts, whichever worker or

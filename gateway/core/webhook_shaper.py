@@ -66,8 +66,7 @@ def webhook_shaper(
     With `order_rules` and an `ordered` predicate, an event on an ordered subject carries
     its key, read from the body already parsed here; without either, none is looked for.
     """
-    id_in_body, id_name = id_ref.source == "json", id_ref.name
-    type_in_body, type_name = type_ref.source == "json", type_ref.name
+    read_id, read_type = id_ref.read, type_ref.read
     loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
     keyed = ordered if order_rules and ordered is not None else None
 
@@ -79,8 +78,8 @@ def webhook_shaper(
         except JSONDecodeError:
             doc = None
         if type(doc) is dict:
-            event_id = doc.get(id_name) if id_in_body else headers.get(id_name)
-            event_type = doc.get(type_name) if type_in_body else headers.get(type_name)
+            event_id = read_id(headers, doc)
+            event_type = read_type(headers, doc)
             if (
                 _plain(event_id, MAX_EVENT_ID_CHARS)
                 and _plain(event_type, MAX_EVENT_TYPE_CHARS)

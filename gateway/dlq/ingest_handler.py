@@ -19,7 +19,7 @@ from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.content import DIGEST_ID_PREFIX
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Failure, webhook_event
-from gateway.core.signatures import get_scheme
+from gateway.core.providers import get_scheme
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import (
     ErrorClass,

@@ -78,6 +78,7 @@ from gateway.errors.replay import (
 )
 from gateway.errors.request import (
     BadRequest,
+    BatchTooLarge,
     BodyTooLarge,
     ClientGone,
     EventIdMissing,
@@ -130,6 +131,7 @@ __all__ = [
     "AlertNotDelivered",
     "BackfillUsageError",
     "BadRequest",
+    "BatchTooLarge",
     "BlockedByPredecessor",
     "BodyTooLarge",
     "BrokerUnavailable",

@@ -89,6 +89,9 @@ class ErrorClass(enum.StrEnum):
     FORBIDDEN = _rejected("A publisher asked for a subject outside its scope.")
     UNKNOWN_PROVIDER = _rejected("No provider of that name is configured.")
     BODY_TOO_LARGE = _rejected("The body exceeds `http.max_body_bytes`.")
+    BATCH_TOO_LARGE = _rejected(
+        "A request carries more events, or a larger one, than its provider's batch bounds."
+    )
     EVENT_ID_MISSING = _rejected("The request cannot be parsed enough to find its event id.")
     BAD_REQUEST = _rejected("The request is malformed in a way the sender must fix.")
     CLIENT_DISCONNECT = _rejected("The client left before its body arrived; nothing was recorded.")

@@ -71,6 +71,14 @@ class BodyTooLarge(RequestRejected):
     error_class = ErrorClass.BODY_TOO_LARGE
 
 
+class BatchTooLarge(RequestRejected):
+    """A request carries more items, or a larger item, than its provider's batch
+    bounds allow (413): refused whole, before any row is written."""
+
+    status_code = 413
+    error_class = ErrorClass.BATCH_TOO_LARGE
+
+
 class EventIdMissing(RequestRejected):
     """The request cannot be parsed enough to find its event id (400)."""
 

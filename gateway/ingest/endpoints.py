@@ -35,7 +35,8 @@ from gateway.core.model import (
     ordered_subjects,
     service_event,
 )
-from gateway.core.signatures import get_scheme, require_headers
+from gateway.core.providers import get_provider, get_scheme
+from gateway.core.signatures import require_headers
 from gateway.errors import (
     BadRequest,
     BodyTooLarge,
@@ -49,6 +50,7 @@ from gateway.errors import (
     error_class_of,
 )
 from gateway.ingest import traced
+from gateway.ingest.batches import Batched, accept_batch, batch_shaper
 from gateway.ingest.deadlines import Deadlines
 from gateway.ingest.parts import IngestParts
 from gateway.settings import ProviderSettings, ServiceSettings, Settings
@@ -56,8 +58,9 @@ from gateway.settings import ProviderSettings, ServiceSettings, Settings
 log = logging.getLogger(__name__)
 
 Headers = dict[str, str]
-#: Verifies a request's headers and body and shapes them into an event.
-Shaper = Callable[[Headers, bytes], Event]
+#: Verifies a request's headers and body and shapes them into an event (several, for
+#: a provider that batches or answers in its own words: `ingest.batches`).
+Shaper = Callable[[Headers, bytes], Event | Batched]
 #: Checks what can be checked before the body is read; returns the request's shaper.
 Gate = Callable[[Headers], Shaper]
 
@@ -128,9 +131,9 @@ def webhook_shaper(provider: ProviderSettings, ordered: OrderedSubject | None = 
     """Verify `provider`'s signature, then shape the event (built once per provider: the
     scheme's keys and header names, and the shaping rules, are prepared here). Events on
     an `ordered` subject carry their key by the provider's `order_key` rules."""
-    scheme = get_scheme(provider.scheme)
+    entry = get_provider(provider.scheme)
+    scheme = entry.scheme
     params = provider.params
-    verify = scheme.verifier(params)
     shape_event = fast_shape.webhook_shaper(
         provider.name,
         scheme.id_ref(params),
@@ -140,6 +143,9 @@ def webhook_shaper(provider: ProviderSettings, ordered: OrderedSubject | None = 
         order_rules=provider.order_key,
         ordered=ordered,
     )
+    if entry.batch is not None or entry.answer.body is not None:
+        return batch_shaper(entry, params, shape_event)
+    verify = scheme.verifier(params)
     # Hashed only for schemes whose signature leaves the id unsigned (`replay_digest` is
     # None for the others).
     replay_digest = None if scheme.authenticates_id(params) else scheme.replay_digest
@@ -236,6 +242,7 @@ async def ingest(
     untraced = trace is traced.UNTRACED  # its steps do nothing: not even called
     status: int | None = 200
     error_class: str | None = None
+    counted = False
     try:
         try:
             deadlines.set(task, loop_time() + settings.http.request_timeout_s)
@@ -249,7 +256,9 @@ async def ingest(
                 event = shape(headers, body)  # verified: a trusted sender's trace may join
                 deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
                 try:
-                    if untraced:
+                    if isinstance(event, Batched):
+                        outcomes = await accept_batch(parts, event, label)
+                    elif untraced:
                         outcome = await parts.inbox.accept(event)
                     else:
                         event = trace.shaped(event)
@@ -273,16 +282,21 @@ async def ingest(
             if reading:
                 raise BadRequest("request body not received in time") from None
             raise DatabaseUnavailable("commit did not finish in time") from None
-        if outcome is Outcome.ACCEPTED and event.failure is not None:
-            _parked(parts, event, event.failure)
-            error_class = event.failure.error_class
-        result = outcome.value
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "event recorded",
-                extra={"provider": event.provider, "event_id": event.event_id, "outcome": result},
-            )
-        await send_json(send, 200, {"status": result, "event_id": event.event_id})
+        if isinstance(event, Batched):
+            result, error_class = await _answer_batch(parts, send, event, outcomes, label)
+            counted = True  # per item
+        else:
+            if outcome is Outcome.ACCEPTED and event.failure is not None:
+                _parked(parts, event, event.failure)
+                error_class = event.failure.error_class
+            result = outcome.value
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "event recorded",
+                    extra={"provider": event.provider, "event_id": event.event_id,
+                           "outcome": result},
+                )  # fmt: skip
+            await send_json(send, 200, {"status": result, "event_id": event.event_id})
     except RequestRejected as exc:
         result, status, error_class = exc.error_class.lower(), exc.status_code, exc.error_class
         log.info(
@@ -309,10 +323,37 @@ async def ingest(
         log.exception("ingestion request failed unexpectedly", extra={"provider": label})
         await send_json(send, 500, {"error": "internal", "detail": "unexpected error"})
     metrics = parts.metrics
-    metrics.webhooks_total.inc(provider=label, outcome=result)
+    if not counted:
+        metrics.webhooks_total.inc(provider=label, outcome=result)
     metrics.request_seconds.observe(time.perf_counter() - started)
     if not untraced:
         trace.done(result, status, error_class)
+
+
+async def _answer_batch(
+    parts: IngestParts, send: Send, batched: Batched, outcomes: list[Outcome], label: str
+) -> tuple[str, str | None]:
+    """Count and park each item as a single event would be, then answer: the
+    provider's own words, or the gateway's JSON with each item's outcome. Returns the
+    request's result (`accepted` when any item was new) and the first parked class."""
+    error_class = None
+    for event, outcome in zip(batched.events, outcomes, strict=True):
+        parts.metrics.webhooks_total.inc(provider=label, outcome=outcome.value)
+        if outcome is Outcome.ACCEPTED and event.failure is not None:
+            _parked(parts, event, event.failure)
+            error_class = error_class or event.failure.error_class
+    new = Outcome.ACCEPTED in outcomes
+    result = (Outcome.ACCEPTED if new else Outcome.DUPLICATE).value
+    if batched.answer is not None:
+        body, content_type = batched.answer
+        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    else:
+        items = [{"status": o.value, "event_id": e.event_id}
+                 for e, o in zip(batched.events, outcomes, strict=True)]  # fmt: skip
+        await send_json(send, 200, {"status": result, "events": items})
+    return result, error_class
 
 
 def _parked(parts: IngestParts, event: Event, failure: Failure) -> None:

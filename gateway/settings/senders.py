@@ -17,23 +17,24 @@ from gateway.core.content import (
     HeaderPolicy,
     header_policy,
 )
-from gateway.core.order_keys import KeyRule, default_rules, parse_rules
-from gateway.core.signatures import SCHEMES, check_hmac_params, get_scheme, standard_key
-from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams
+from gateway.core.order_keys import KeyRule, parse_rules
+from gateway.core.providers import SCHEME_NAMES as SCHEME_NAMES
+from gateway.core.providers import get_provider, get_scheme
+from gateway.core.signatures.base import (
+    SchemeParams,
+)
 from gateway.core.type_patterns import type_patterns
 from gateway.errors import ConfigError
 from gateway.settings.ordering import OnPoison
 from gateway.settings.provider_api import API_KEYS, ProviderApi, parse_provider_api
+from gateway.settings.scheme_params import scheme_params
 from gateway.settings.values import (
     env_name_shown,
     read_table,
     read_value,
     refuse_unknown,
-    require_positive,
 )
 
-#: The scheme names a provider may use: the signature registry's, in its order.
-SCHEME_NAMES: tuple[str, ...] = tuple(SCHEMES)
 #: Every key a `[providers.NAME]` table may hold (some only mean something for `hmac`).
 PROVIDER_KEYS = (
     #: The signature scheme the provider signs with: one of {{SCHEME_NAMES}}.
@@ -54,8 +55,33 @@ PROVIDER_KEYS = (
     #: allowed: > 0
     "tolerance_s",
     #: `hmac` only: how the signature header encodes the digest.
+    #: type: string
     #: allowed: `hex`, `base64`
+    #: default: `hex`
     "encoding",
+    #: `hmac` only: the hash the HMAC is built on.
+    #: type: string
+    #: allowed: `sha1`, `sha256`, `sha512`
+    #: default: `sha256`
+    "algorithm",
+    #: `hmac` only: how a secret becomes the HMAC key: its text as shown (UTF-8), or
+    #: decoded from hex or base64 (a provider that shows the key's bytes).
+    #: type: string
+    #: allowed: `text`, `hex`, `base64`
+    #: default: `text`
+    "key_encoding",
+    #: `hmac` only: what the signature covers: the body, `{timestamp}.{body}` (needs
+    #: `timestamp_header`), or `{url}{body}` (needs `notification_url`).
+    #: type: string
+    #: allowed: `body`, `timestamp.body`, `url+body`
+    #: default: `timestamp.body` with a `timestamp_header`, else `body`
+    "signed",
+    #: The URL given to the provider, for a scheme that signs it (`square`, and `hmac`
+    #: with `signed = "url+body"`): exactly as given there, since a proxy or a load
+    #: balancer changes what the gateway itself sees.
+    #: type: string
+    #: default: none (required by `square`)
+    "notification_url",
     #: `hmac` only: the header carrying the signature (required for `hmac`).
     "header",
     #: `hmac` only: text stripped from the signature before decoding (`sha256=`).
@@ -63,13 +89,14 @@ PROVIDER_KEYS = (
     #: `hmac` only: a header with the signing time in unix seconds; with it the
     #: signature covers `{ts}.{body}` and the time must be within `tolerance_s`.
     "timestamp_header",
-    #: `hmac` only (required there): where the event id is, `json:PATH` in the body
-    #: (`json:id`) or `header:NAME`.
+    #: `hmac` only (required there): where the event id is, `json:FIELD` at the body's
+    #: top (`json:id`), `json:/POINTER` anywhere in it (`json:/data/id`), or
+    #: `header:NAME`.
     #: type: string
     #: default: none
     "event_id_from",
-    #: `hmac` only (required there): where the event type is, `json:PATH` or
-    #: `header:NAME`.
+    #: `hmac` only (required there): where the event type is, `json:FIELD`,
+    #: `json:/POINTER` or `header:NAME`.
     #: type: string
     #: default: none
     "event_type_from",
@@ -168,7 +195,7 @@ class ProviderSettings:
     order_key: tuple[KeyRule, ...] = ()
     #: Its own `on_poison` (`OnPoison`); None: `[ordering] on_poison` applies.
     on_poison: str | None = None
-    #: Where its events name their merchant (`core.mappings`); None: the scheme's own.
+    #: Where its events name their merchant (`core.providers.movements`); None: the scheme's own.
     merchant: tuple[KeyRule, ...] | None = None
     #: `count` or `park` its events that move no money (`settlement.unmapped`).
     unmapped: str = "count"
@@ -192,37 +219,6 @@ def check_name(table: str, name: str) -> None:
         )
 
 
-def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> tuple[str, ...]:
-    secrets: list[str] = []
-    if "secrets" in data:
-        raw = data["secrets"]
-        if not isinstance(raw, list) or not all(isinstance(s, str) and s for s in raw):
-            raise ConfigError(f"{path}secrets", "must be a list of non-empty strings")
-        secrets.extend(raw)
-    if "secret_env" in data:
-        name = data["secret_env"]
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"{path}secret_env", "must name an environment variable")
-        value = env.get(name)
-        if not value:
-            raise ConfigError(f"{path}secret_env", f"{env_name_shown(name)} is not set")
-        # One variable may carry several secrets during a rotation, separated by spaces.
-        secrets.extend(value.split())
-    if not secrets:
-        raise ConfigError(f"{path}secrets", "is required (or secret_env)")
-    return tuple(secrets)
-
-
-def _field_ref(data: Mapping[str, Any], key: str, path: str) -> FieldRef | None:
-    text = read_value(data, key, path, str, None)
-    if text is None:
-        return None
-    try:
-        return FieldRef.parse(text)
-    except ValueError as exc:
-        raise ConfigError(f"{path}{key}", str(exc)) from None
-
-
 def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ProviderSettings:
     check_name("providers", name)
     if name in _RESERVED_PROVIDER_NAMES:
@@ -236,42 +232,7 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
         raise ConfigError(
             f"{path}scheme", f"unknown scheme {scheme!r} (one of {', '.join(SCHEME_NAMES)})"
         )
-    secrets = _secret_list(data, path, env)
-    tolerance_s = read_value(data, "tolerance_s", path, int, 300)
-    require_positive(tolerance_s, f"{path}tolerance_s")
-    encoding_text = read_value(data, "encoding", path, str, "hex")
-    try:
-        encoding = Encoding(encoding_text)
-    except ValueError:
-        raise ConfigError(f"{path}encoding", "must be 'hex' or 'base64'") from None
-    params = SchemeParams(
-        secrets=secrets,
-        tolerance_s=tolerance_s,
-        header=read_value(data, "header", path, str, "").lower(),
-        encoding=encoding,
-        prefix=read_value(data, "prefix", path, str, ""),
-        timestamp_header=read_value(data, "timestamp_header", path, str, "").lower(),
-        event_id_from=_field_ref(data, "event_id_from", path),
-        event_type_from=_field_ref(data, "event_type_from", path),
-    )
-    if scheme == "hmac":
-        for key, value in (
-            ("header", params.header),
-            ("event_id_from", params.event_id_from),
-            ("event_type_from", params.event_type_from),
-        ):
-            if not value:
-                raise ConfigError(f"{path}{key}", "is required for scheme 'hmac'")
-        try:
-            check_hmac_params(params)
-        except ValueError as exc:
-            raise ConfigError(f"{path}prefix", str(exc)) from None
-    if scheme == "standard":
-        for secret in secrets:
-            try:
-                standard_key(secret)
-            except ValueError:
-                raise ConfigError(f"{path}secrets", "must be 'whsec_' + base64 key") from None
+    params = scheme_params(scheme, data, path, env)
     return ProviderSettings(
         name=name,
         scheme=scheme,
@@ -324,7 +285,7 @@ def _event_types(data: Mapping[str, Any], path: str) -> tuple[str, ...] | None:
 def _order_key(scheme: str, data: Mapping[str, Any], path: str) -> tuple[KeyRule, ...]:
     """The provider's key rules: absent, its scheme's default; `[]`, none."""
     if "order_key" not in data:
-        return default_rules(scheme)
+        return get_provider(scheme).order_keys
     entries = data["order_key"]
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         raise ConfigError(f"{path}order_key", 'must be a list of "/pointer" or "GLOB /pointer"')

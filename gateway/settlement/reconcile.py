@@ -37,8 +37,8 @@ from gateway.adapters.postgres.webhooks import (
     reconcile_candidates,
     reconcile_removed,
 )
-from gateway.core.mappings import may_move_money
 from gateway.core.model import Event, subject_allowed
+from gateway.core.providers.movements import may_move_money
 from gateway.core.settlement import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
 from gateway.settings import Settings

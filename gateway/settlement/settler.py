@@ -26,9 +26,9 @@ from gateway.core.excerpt import excerpt
 from gateway.core.ledger import Ledger
 from gateway.core.ledger_accounts import clearing_name
 from gateway.core.ledger_ids import FX_OWNER, fees_owner, merchant_account_id, payouts_owner
-from gateway.core.mappings import PROVIDER_MAPPINGS, instruction_of
 from gateway.core.model import Event
 from gateway.core.order_keys import KeyRule
+from gateway.core.providers.movements import instruction_of, movements_of
 from gateway.core.settlement import SettlementInstruction, SettlementState, transfer_id
 from gateway.errors import (
     EventNotMapped,
@@ -78,7 +78,7 @@ class Settler:
         self._park_unmapped = {
             name
             for name, p in settings.providers.items()
-            if p.unmapped == "park" and p.scheme in PROVIDER_MAPPINGS
+            if p.unmapped == "park" and movements_of(p.scheme) is not None
         }
         self._merchants = {
             name: p.merchant for name, p in settings.providers.items() if p.merchant is not None

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import unmapped as store
-from gateway.core.mappings import PROVIDER_MAPPINGS, is_internal
 from gateway.core.model import Event
+from gateway.core.providers.movements import is_internal, movements_of
 from gateway.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class Unmapped:
     def __init__(self, metrics: Metrics, schemes: Mapping[str, str]) -> None:
         self._metrics = metrics
         self._payment_providers = {
-            name for name, scheme in schemes.items() if scheme in PROVIDER_MAPPINGS
+            name for name, scheme in schemes.items() if movements_of(scheme) is not None
         }
         self._seen: set[tuple[str, str]] = set()
         self._unrecorded: Counter[tuple[str, str]] = Counter()
@@ -100,7 +100,7 @@ async def keep_recorded(
 def say_silent_providers(schemes: Mapping[str, str]) -> None:
     """One start-up line naming the providers whose events never settle (their scheme
     has no money mapping), so nobody waits for their payments in the ledger."""
-    silent = sorted(name for name, scheme in schemes.items() if scheme not in PROVIDER_MAPPINGS)
+    silent = sorted(name for name, scheme in schemes.items() if movements_of(scheme) is None)
     if silent:
         log.info(
             "these providers' events never settle: their schemes map no money movements",

@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import functools
 import hashlib
 import hmac
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.core.pointers import parse_pointer, resolve_pointer
 from gateway.errors import SignatureMalformed, SignatureMissing, TimestampOutOfWindow
 
 #: Request headers as the core sees them: names lower-cased, values as sent.
@@ -27,20 +29,118 @@ class Encoding(enum.StrEnum):
     BASE64 = "base64"
 
 
+class Algorithm(enum.StrEnum):
+    """The hash an HMAC is built on (the generic `hmac` scheme's `algorithm`)."""
+
+    SHA1 = "sha1"
+    SHA256 = "sha256"
+    SHA512 = "sha512"
+
+    @property
+    def digest_size(self) -> int:
+        """Length in bytes of its digest, so a signature of another length is malformed."""
+        return _DIGEST_SIZES[self]
+
+
+_DIGEST_SIZES = {Algorithm.SHA1: 20, Algorithm.SHA256: 32, Algorithm.SHA512: 64}
+
+
+class KeyEncoding(enum.StrEnum):
+    """How a configured secret becomes the HMAC key: its UTF-8 text as shown (most
+    providers), or decoded from hex or base64 (providers that show the key's bytes)."""
+
+    TEXT = "text"
+    HEX = "hex"
+    BASE64 = "base64"
+
+    def key(self, secret: str) -> bytes:
+        """The key bytes of secret; ValueError (never naming the secret) if it does not
+        decode."""
+        if self is KeyEncoding.TEXT:
+            return secret.encode("utf-8")
+        try:
+            if self is KeyEncoding.HEX:
+                return binascii.unhexlify(secret.strip())
+            return base64.b64decode(secret.strip(), validate=True)
+        except (ValueError, binascii.Error):
+            raise ValueError(f"a secret is not valid {self.value}") from None
+
+
+class SignedContent(enum.StrEnum):
+    """What the generic `hmac` scheme's signature covers."""
+
+    BODY = "body"
+    #: `{timestamp}.{body}`, the timestamp from `timestamp_header`.
+    TIMESTAMP_BODY = "timestamp.body"
+    #: `{url}{body}`, the URL as configured (`url`): a proxy changes what the gateway
+    #: sees, so the one given to the provider is the one signed (Square's scheme).
+    URL_BODY = "url+body"
+
+
 @dataclass(frozen=True)
 class FieldRef:
-    """Where a value (event id, event type) comes from: a header or a top-level JSON field."""
+    """Where a value (event id, event type) comes from: a header, a top-level JSON field,
+    or a JSON pointer into the body (RFC 6901, `/data/object/id`).
+
+    `also` names further pointers whose values follow this one's, joined with ":": an
+    id made of several fields (Adyen's `pspReference:eventCode:success`). The joined
+    value is absent when any part is.
+    """
 
     source: str  # "header" | "json"
     name: str
+    also: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> FieldRef:
-        """Parse `header:X-Name` or `json:field`; raise ValueError otherwise."""
+        """Parse `header:X-Name`, `json:field` or `json:/pointer`; ValueError otherwise."""
         source, sep, name = text.partition(":")
         if not sep or source not in ("header", "json") or not name:
-            raise ValueError(f"expected 'header:NAME' or 'json:FIELD', got {text!r}")
+            raise ValueError(
+                f"expected 'header:NAME', 'json:FIELD' or 'json:/POINTER', got {text!r}"
+            )
+        if source == "json" and name.startswith("/"):
+            parse_pointer(name)  # ValueError saying what is wrong with it
         return cls(source, name.lower() if source == "header" else name)
+
+    @property
+    def where(self) -> str:
+        """How a message names it: `header x-id`, `field 'id'`, `field /data/id`."""
+        if self.source == "header":
+            return f"header {self.name}"
+        if self.also:
+            return "fields " + ":".join((self.name, *self.also))
+        return f"field {self.name}" if self.name.startswith("/") else f"field {self.name!r}"
+
+    @functools.cached_property
+    def read(self) -> Callable[[Mapping[str, str], object], object]:
+        """A function of (headers, parsed body) to the value as sent, None when absent
+        (a body that is not an object has no fields); prepared once, on first use."""
+        if self.source == "header":
+            name = self.name
+            return lambda headers, doc: headers.get(name)
+        paths = tuple(
+            parse_pointer(p) if p.startswith("/") else (p,) for p in (self.name, *self.also)
+        )
+        if len(paths) == 1 and len(paths[0]) == 1:
+            (key,) = paths[0]
+            return lambda headers, doc: doc.get(key) if type(doc) is dict else None
+        if len(paths) == 1:
+            (tokens,) = paths
+            return lambda headers, doc: resolve_pointer(doc, tokens)
+
+        def joined(headers: Mapping[str, str], doc: object) -> object:
+            parts = []
+            for tokens in paths:
+                found = resolve_pointer(doc, tokens)
+                if type(found) is int:
+                    found = str(found)
+                if type(found) is not str or not found:
+                    return None
+                parts.append(found)
+            return ":".join(parts)
+
+        return joined
 
 
 @dataclass(frozen=True)
@@ -49,7 +149,8 @@ class SchemeParams:
 
     `secrets` holds every secret currently accepted (more than one during rotation), as
     configured (Standard Webhooks secrets keep their `whsec_` prefix here).
-    The fields after `tolerance_s` are used by the generic `hmac` scheme only.
+    The fields after `tolerance_s` are used by the generic `hmac` scheme, and `url` by
+    the schemes that sign the notification URL too (Square).
     """
 
     secrets: tuple[str, ...] = field(repr=False)  # never printed, nor logged with params
@@ -61,6 +162,11 @@ class SchemeParams:
     event_id_from: FieldRef | None = None
     event_type_from: FieldRef | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
+    algorithm: Algorithm = Algorithm.SHA256
+    key_encoding: KeyEncoding = KeyEncoding.TEXT
+    #: None: `{timestamp}.{body}` with a `timestamp_header`, else the body alone.
+    signed: SignedContent | None = None
+    url: str = ""
 
 
 class Scheme(Protocol):
@@ -186,8 +292,8 @@ def hmac_sha256(key: bytes, message: bytes) -> bytes:
 
 
 class HmacKey:
-    """An HMAC-SHA256 key set up once: the standard library's HMAC state after the key,
-    copied for each message.
+    """An HMAC key (SHA-256 unless told) set up once: the standard library's HMAC state
+    after the key, copied for each message.
 
     `hmac.digest` sets the key up again on every call (and under OpenSSL 3 also looks
     the digest up): about 2.3 µs a request against 1.7 µs this way, for a ~400-byte
@@ -197,8 +303,8 @@ class HmacKey:
 
     __slots__ = ("_keyed",)
 
-    def __init__(self, key: bytes) -> None:
-        self._keyed = hmac.new(key, digestmod=hashlib.sha256)
+    def __init__(self, key: bytes, algorithm: Algorithm = Algorithm.SHA256) -> None:
+        self._keyed = hmac.new(key, digestmod=algorithm.value)
 
     def __repr__(self) -> str:  # never print key material
         return "HmacKey(...)"
@@ -250,8 +356,9 @@ def require_headers(headers: Headers, names: Iterable[str]) -> None:
         require_header(headers, name)
 
 
-def decode_signature(text: str, encoding: Encoding) -> bytes:
-    """Decode one offered HMAC-SHA256 signature; raise `SignatureMalformed` if it is not one.
+def decode_signature(text: str, encoding: Encoding, length: int = SHA256_LEN) -> bytes:
+    """Decode one offered HMAC signature of `length` bytes (SHA-256's unless told);
+    raise `SignatureMalformed` if it is not one.
 
     Comparing decoded bytes rather than text makes hex case irrelevant. A value of the
     wrong length can never match, so it is reported as malformed rather than mismatched.
@@ -265,8 +372,8 @@ def decode_signature(text: str, encoding: Encoding) -> bytes:
             raw = base64.b64decode(text, validate=True)
     except (ValueError, binascii.Error) as exc:
         raise SignatureMalformed(f"signature is not valid {encoding.value}") from exc
-    if len(raw) != SHA256_LEN:
-        raise SignatureMalformed(f"signature is {len(raw)} bytes, expected {SHA256_LEN}")
+    if len(raw) != length:
+        raise SignatureMalformed(f"signature is {len(raw)} bytes, expected {length}")
     return raw
 
 

@@ -1,31 +1,44 @@
-"""Generic HMAC-SHA256 (scheme name "hmac"): header, encoding, prefix and an optional
-timestamp header all come from `SchemeParams`. Named so it does not shadow stdlib `hmac`."""
+"""Generic HMAC (scheme name "hmac"): the hash, the key's encoding, the header, its
+encoding and prefix, what is signed (the body, `{timestamp}.{body}` or `{url}{body}`)
+and where the id and type are all come from `SchemeParams`. `PresetHmacScheme` is the
+same verifier with a provider's choices fixed (Checkout.com, Paystack, Square): a
+provider whose scheme is data, not code. Named so it does not shadow stdlib `hmac`."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from gateway.core.signatures.base import (
     FieldRef,
     Headers,
+    HmacKey,
     SchemeParams,
+    SignedContent,
     Verifier,
     check_window,
     decode_signature,
     encode_signature,
     header_value,
-    hmac_sha256,
     matches,
     parse_timestamp,
     require_header,
     sha256_of,
     signing_secret,
-    utf8_keys,
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch
 
 #: Several signatures in one header are separated by commas and/or whitespace.
 _SEPARATORS = re.compile(r"[,\s]+")
+
+
+def signed_content(params: SchemeParams) -> SignedContent:
+    """What the signature covers: as configured, else `{timestamp}.{body}` when a
+    timestamp header is set and the body alone otherwise (the settings before
+    `signed` existed)."""
+    if params.signed is not None:
+        return params.signed
+    return SignedContent.TIMESTAMP_BODY if params.timestamp_header else SignedContent.BODY
 
 
 def check_hmac_params(params: SchemeParams) -> None:
@@ -43,10 +56,17 @@ def check_hmac_params(params: SchemeParams) -> None:
         raise ValueError("hmac scheme needs event_id_from")
     if params.event_type_from is None:
         raise ValueError("hmac scheme needs event_type_from")
+    content = signed_content(params)
+    if content is SignedContent.TIMESTAMP_BODY and not params.timestamp_header.strip():
+        raise ValueError("hmac signed = 'timestamp.body' needs a timestamp_header")
+    if content is SignedContent.URL_BODY and not params.url:
+        raise ValueError("hmac signed = 'url+body' needs the notification url")
+    for secret in params.secrets:
+        params.key_encoding.key(secret)  # ValueError if it does not decode
 
 
 class HmacScheme:
-    """A configurable HMAC-SHA256 signature over the body, optionally timestamped."""
+    """A configurable HMAC signature of the body, optionally timestamped or with a URL."""
 
     name: str = "hmac"
 
@@ -57,27 +77,34 @@ class HmacScheme:
     def verifier(self, params: SchemeParams) -> Verifier:
         """`verify` for one provider: params checked, header names and keys prepared once."""
         check_hmac_params(params)  # a misconfiguration must never pass for a valid signature
-        keys = utf8_keys(params.secrets)
+        keys = tuple(HmacKey(params.key_encoding.key(s), params.algorithm) for s in params.secrets)
         header = params.header.strip().lower()
-        ts_header = params.timestamp_header.strip().lower() if params.timestamp_header else ""
+        content = signed_content(params)
+        ts_header = params.timestamp_header.strip().lower()
+        url = params.url.encode("utf-8")
         prefix, encoding, tolerance_s = params.prefix, params.encoding, params.tolerance_s
+        length = params.algorithm.digest_size
 
         def verify(headers: Headers, body: bytes, now_s: float) -> None:
             sig_text = require_header(headers, header)
-            ts_text = require_header(headers, ts_header) if ts_header else ""
-            timestamp = parse_timestamp(ts_text) if ts_text else None
+            ts_text = ""
+            if content is SignedContent.TIMESTAMP_BODY:
+                ts_text = require_header(headers, ts_header)
+                timestamp = parse_timestamp(ts_text)
             offered: list[bytes] = []
             for token in _SEPARATORS.split(sig_text):
                 if not token:
                     continue
                 if not token.startswith(prefix):
                     raise SignatureMalformed(f"{header} value lacks the configured prefix")
-                offered.append(decode_signature(token.removeprefix(prefix), encoding))
+                offered.append(decode_signature(token.removeprefix(prefix), encoding, length))
             if not offered:
                 raise SignatureMalformed(f"{header} has no signature")
-            if timestamp is not None:
+            if content is SignedContent.TIMESTAMP_BODY:
                 check_window(timestamp, now_s, tolerance_s)
                 signed: tuple[bytes, ...] = (ts_text.encode("ascii"), b".", body)
+            elif content is SignedContent.URL_BODY:
+                signed = (url, body)
             else:
                 signed = (body,)
             if not matches(keys, offered, *signed):
@@ -99,12 +126,15 @@ class HmacScheme:
         secret = signing_secret(params)
         check_hmac_params(params)
         headers: dict[str, str] = {}
-        message = body
-        if params.timestamp_header:
+        content = signed_content(params)
+        parts: tuple[bytes, ...] = (body,)
+        if content is SignedContent.TIMESTAMP_BODY:
             ts_text = str(now_s)
             headers[params.timestamp_header] = ts_text
-            message = ts_text.encode("ascii") + b"." + body
-        mac = hmac_sha256(secret.encode("utf-8"), message)
+            parts = (ts_text.encode("ascii"), b".", body)
+        elif content is SignedContent.URL_BODY:
+            parts = (params.url.encode("utf-8"), body)
+        mac = HmacKey(params.key_encoding.key(secret), params.algorithm).digest(*parts)
         headers[params.header] = params.prefix + encode_signature(mac, params.encoding)
         id_ref, type_ref = self.id_ref(params), self.type_ref(params)
         if id_ref.source == "header":
@@ -114,11 +144,11 @@ class HmacScheme:
         return headers
 
     def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """The configured signature header, and the timestamp header if one is set;
+        """The configured signature header, and the timestamp header if one is signed;
         ValueError if params cannot drive the scheme."""
         check_hmac_params(params)
         names: tuple[str, ...] = (params.header.strip().lower(),)
-        if params.timestamp_header:
+        if signed_content(params) is SignedContent.TIMESTAMP_BODY:
             names += (params.timestamp_header.strip().lower(),)
         return names
 
@@ -148,11 +178,12 @@ class HmacScheme:
 
         With a timestamp, the window bounds a replay to `tolerance_s` but does not stop
         one within it; hashing the timestamp too keeps two events with equal bodies
-        sent at different seconds apart.
+        sent at different seconds apart. The URL is the same for every request, so it
+        adds nothing.
         """
         if self.authenticates_id(params):
             return None
-        if params.timestamp_header:
+        if signed_content(params) is SignedContent.TIMESTAMP_BODY:
             ts_text = require_header(headers, params.timestamp_header.strip().lower())
             return sha256_of(ts_text.encode("ascii"), b".", body)
         return sha256_of(body)
@@ -170,4 +201,58 @@ class HmacScheme:
         return (params.header.strip().lower(),)
 
 
-HMAC = HmacScheme()
+class PresetHmacScheme(HmacScheme):
+    """The generic scheme with one provider's choices fixed: a configuration supplies
+    only its secrets (and, for a scheme that signs the URL, the URL given to the
+    provider); everything else is `preset`'s."""
+
+    def __init__(self, name: str, preset: SchemeParams) -> None:
+        self.name = name
+        self._preset = preset
+
+    def params(self, params: SchemeParams) -> SchemeParams:
+        """The preset with the configuration's secrets, window and URL."""
+        return replace(self._preset, secrets=params.secrets, tolerance_s=params.tolerance_s,
+                       url=params.url)  # fmt: skip
+
+    def verifier(self, params: SchemeParams) -> Verifier:
+        """The generic verifier over the preset."""
+        return super().verifier(self.params(params))
+
+    def sign(
+        self,
+        params: SchemeParams,
+        body: bytes,
+        now_s: int,
+        *,
+        event_id: str | None = None,
+        event_type: str | None = None,
+    ) -> dict[str, str]:
+        """Signed as the provider signs, in its own header spelling."""
+        return super().sign(
+            self.params(params), body, now_s, event_id=event_id, event_type=event_type
+        )
+
+    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The provider's signature header."""
+        return super().required_headers(self.params(params))
+
+    def id_ref(self, params: SchemeParams) -> FieldRef:
+        """Where the provider puts its event id."""
+        return super().id_ref(self._preset)
+
+    def type_ref(self, params: SchemeParams) -> FieldRef:
+        """Where the provider puts its event type."""
+        return super().type_ref(self._preset)
+
+    def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
+        """As the generic scheme's, over the preset."""
+        return super().replay_digest(self._preset, headers, body)
+
+    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """As the generic scheme's, over the preset."""
+        return super().stored_headers(self._preset)
+
+    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """The provider's signature header."""
+        return super().signature_headers(self._preset)

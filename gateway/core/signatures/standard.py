@@ -136,6 +136,3 @@ class StandardScheme:
     def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
         """`webhook-signature`."""
         return (SIGNATURE_HEADER,)
-
-
-STANDARD = StandardScheme()

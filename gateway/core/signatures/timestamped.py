@@ -122,9 +122,3 @@ class TimestampedPairsScheme:
     def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
         """The one header with the timestamp and the signatures."""
         return (self.header,)
-
-
-STRIPE = TimestampedPairsScheme("stripe", "Stripe-Signature", ",", "t", "v1", b".", "id", "type")
-PADDLE = TimestampedPairsScheme(
-    "paddle", "Paddle-Signature", ";", "ts", "h1", b":", "event_id", "event_type"
-)

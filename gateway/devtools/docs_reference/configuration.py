@@ -30,7 +30,7 @@ from typing import Any
 from gateway.devtools.docs_reference import reads
 from gateway.devtools.docs_reference.field_docs import KeyDoc, class_docs, tuple_docs
 from gateway.devtools.docs_reference.text import code, generated_header, table
-from gateway.settings import config, forward, provider_api, senders
+from gateway.settings import config, forward, provider_api, scheme_params, senders
 
 #: How each Python type of a setting reads in TOML terms.
 _TYPES = {
@@ -135,7 +135,11 @@ def _providers() -> list[Table]:
         **tuple_docs(senders, "PROVIDER_KEYS"),
         **tuple_docs(provider_api, "API_KEYS"),
     }
-    found = {**reads.read_value_calls(senders), **reads.read_value_calls(provider_api)}
+    found = {
+        **reads.read_value_calls(senders),
+        **reads.read_value_calls(scheme_params),
+        **reads.read_value_calls(provider_api),
+    }
     keys = [
         _tuple_key("providers.NAME", k, docs, found)
         for k in senders.PROVIDER_KEYS

@@ -1,9 +1,10 @@
-"""The money-movements reference page, generated from `core.mappings.MOVEMENT_TYPES`:
+"""The money-movements reference page, generated from `core.providers.movements.movement_types`:
 which event types of which source settle as which movement."""
 
 from __future__ import annotations
 
-from gateway.core.mappings import MOVEMENT_TYPES
+from gateway.core.providers import PROVIDERS
+from gateway.core.providers.movements import movement_types
 from gateway.core.settlement import SettlementKind
 from gateway.devtools.docs_reference.text import code, generated_header, table
 
@@ -31,13 +32,8 @@ EFFECTS = {
     SettlementKind.CREDIT_ADJUSTMENT: "adjustments → merchant (`gateway ledger adjust`)",
     SettlementKind.DEBIT_ADJUSTMENT: "merchant → adjustments (`gateway ledger adjust`)",
 }
-#: How each source is named on the page.
-SOURCES = {
-    "stripe": "`stripe`-scheme providers",
-    "paddle": "`paddle`-scheme providers",
-    "razorpay": "`razorpay`-scheme providers",
-    "service": "internal services (`POST /v1/events`)",
-}
+#: How the internal services are named on the page (a provider by its scheme).
+SERVICES = "internal services (`POST /v1/events`)"
 
 
 def render() -> str:
@@ -46,8 +42,9 @@ def render() -> str:
         ("Movement", "Ledger effect"),
         ((code(kind.value), EFFECTS[kind]) for kind in SettlementKind),
     )
+    silent = ", ".join(p.title for p in PROVIDERS.values() if p.movements is None)
     sections = []
-    for source, types in MOVEMENT_TYPES.items():
+    for source, types in movement_types().items():
         rows = table(
             ("Event type", "Settles as"),
             (
@@ -55,14 +52,15 @@ def render() -> str:
                 for event_type, movements in sorted(types.items())
             ),
         )
-        sections.append(f"## {SOURCES[source]}\n\n{rows}")
+        name = SERVICES if source == "service" else f"`{source}`-scheme providers"
+        sections.append(f"## {name}\n\n{rows}")
     return (
-        generated_header("gateway.core.mappings.MOVEMENT_TYPES")
+        generated_header("gateway.core.providers.movements.movement_types")
         + "# Money movements\n\n"
         + "Which events move money, and as what. Every other event type of a payment "
         + "provider is acknowledged, moves nothing and is counted in "
         + "`gateway_settlement_unmapped_total{provider,type}`; events of the other schemes "
-        + "(GitHub, Shopify, Standard Webhooks, plain HMAC) never move money. How each "
+        + f"({silent}) never move money. How each "
         + "movement is netted against its payment is on "
         + "[Concepts](../concepts.md#money-movements).\n\n"
         + kinds

@@ -18,8 +18,8 @@ from gateway.adapters.postgres.console_events import search_events
 from gateway.adapters.postgres.webhooks import insert_events
 from gateway.core.console_roles import Role
 from gateway.core.event_search import parse_event_search
-from gateway.core.mappings.internal import instruction as from_internal
 from gateway.core.model import Event, Failure, Source
+from gateway.core.providers.internal import instruction as from_internal
 from gateway.core.settlement import transfer_id
 from gateway.errors import ErrorClass
 from tests.support.console import ConsoleHarness

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from gateway.core.event_settlement import settlement_asked
-from gateway.core.mappings import instruction_of
 from gateway.core.model import Event
+from gateway.core.providers.movements import instruction_of
 from gateway.core.settlement import SettlementKind, transfer_id
 from gateway.settlement.settler import instruction_for
 

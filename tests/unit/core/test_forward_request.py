@@ -14,7 +14,8 @@ from gateway.core.forward_request import (
     envelope,
     webhook_id,
 )
-from gateway.core.signatures import SchemeParams, get_scheme
+from gateway.core.providers import get_scheme
+from gateway.core.signatures import SchemeParams
 
 NOW_S = 1_800_000_000
 NEW = "whsec_" + "bmV3LWZvcndhcmQtc2VjcmV0LTEyMzQ1Njc4OTA="

@@ -9,8 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.mappings import MOVEMENT_TYPES, instruction_of, paddle, settles, stripe
 from gateway.core.order_keys import parse_rules
+from gateway.core.providers import paddle, stripe
+from gateway.core.providers.movements import instruction_of, movement_types, settles
 from gateway.core.settlement import SettlementInstruction, SettlementKind
 from gateway.errors import FieldTypeInvalid, MissingField, PermanentError
 from tests.support.corpus import CORPUS, corpus_items
@@ -228,7 +229,7 @@ def test_only_payment_providers_and_services_settle() -> None:
 
 
 def test_the_movement_table_names_every_kind() -> None:
-    listed = {k for types in MOVEMENT_TYPES.values() for kinds in types.values() for k in kinds}
+    listed = {k for types in movement_types().values() for kinds in types.values() for k in kinds}
     operators = {SettlementKind.CREDIT_ADJUSTMENT, SettlementKind.DEBIT_ADJUSTMENT}
     assert listed == set(SettlementKind) - operators  # adjustments: `gateway ledger adjust`
 
@@ -247,13 +248,13 @@ def test_every_real_stripe_and_paddle_payload_is_read_or_parked_with_a_reason() 
         try:
             got = instruction_of(item["provider"], event_type, item["body"].encode(), SCHEMES)
         except PermanentError as exc:
-            assert event_type in MOVEMENT_TYPES[item["provider"]], (event_type, exc)
+            assert event_type in movement_types()[item["provider"]], (event_type, exc)
             refused.setdefault(event_type, set()).add(str(exc))
             continue
         if got is None:
             continue
-        assert event_type in MOVEMENT_TYPES[item["provider"]]
-        assert got.kind in MOVEMENT_TYPES[item["provider"]][event_type]
+        assert event_type in movement_types()[item["provider"]]
+        assert got.kind in movement_types()[item["provider"]][event_type]
         assert got.amount_minor > 0 and len(got.currency) == 3
         read[event_type] = read.get(event_type, 0) + 1
     # Paddle's approved refund and Stripe's cancelled intent (a void: it needs no

@@ -21,7 +21,8 @@ from gateway.core.content import (
     storable_headers,
 )
 from gateway.core.model import Event, Outcome, webhook_event
-from gateway.core.signatures import SCHEMES, FieldRef, SchemeParams, get_scheme
+from gateway.core.providers import PROVIDERS, get_scheme
+from gateway.core.signatures import FieldRef, SchemeParams
 from gateway.core.type_patterns import type_allowed, type_patterns
 from gateway.errors import ConfigError
 from gateway.ingest.remembered_keys import RecordedKeys, RememberingInbox
@@ -81,7 +82,7 @@ def test_the_digest_ignores_every_unsigned_header() -> None:
     assert github.replay_digest(params, {}, BODY + b" ") != github.replay_digest(params, {}, BODY)
 
 
-@pytest.mark.parametrize("name", list(SCHEMES))
+@pytest.mark.parametrize("name", list(PROVIDERS))
 def test_no_scheme_stores_its_own_signature(name: str) -> None:
     """A scheme's stored headers and its signature headers never overlap."""
     params = hmac_params("header:X-Id", timestamp_header="x-ts") if name == "hmac" else None
@@ -186,7 +187,7 @@ def test_bad_header_or_type_lists_stop_start_up(table: dict[str, Any], key: str)
 
 
 def test_never_stored_covers_every_fixed_signature_header() -> None:
-    for name, scheme in SCHEMES.items():
+    for name, scheme in {n: p.scheme for n, p in PROVIDERS.items()}.items():
         if name != "hmac":
             assert set(scheme.signature_headers(SchemeParams(("s",)))) <= NEVER_STORED
 

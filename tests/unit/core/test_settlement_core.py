@@ -18,10 +18,10 @@ from gateway.core.ledger_ids import (
     merchant_account_id,
     settlement_ref,
 )
-from gateway.core.mappings import instruction_of
-from gateway.core.mappings.internal import instruction as from_internal
-from gateway.core.mappings.stripe import instruction as from_stripe
 from gateway.core.money import convert_minor, minor_exponent, quantize_rate
+from gateway.core.providers.internal import instruction as from_internal
+from gateway.core.providers.movements import instruction_of
+from gateway.core.providers.stripe import instruction as from_stripe
 from gateway.core.settlement import (
     SettlementInstruction,
     SettlementKind,

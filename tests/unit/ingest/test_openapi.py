@@ -20,7 +20,8 @@ from starlette.routing import Route
 from gateway import errors
 from gateway.core.content import has_control_chars
 from gateway.core.model import service_event
-from gateway.core.signatures import SCHEMES, SchemeParams
+from gateway.core.providers import PROVIDERS
+from gateway.core.signatures import SchemeParams
 from gateway.ingest.app import GatewayApp
 from gateway.ingest.endpoints import EVENTS_PATH, WEBHOOKS_PREFIX
 from gateway.ingest.parts import IngestParts
@@ -73,7 +74,7 @@ def test_with_an_admin_port_the_public_routes_are_a_documented_subset() -> None:
         assert "404" in openapi.responses(DOC, path, method), path
 
 
-@pytest.mark.parametrize("scheme", [s for s in SCHEMES if s != "hmac"])
+@pytest.mark.parametrize("scheme", [s for s in PROVIDERS if s != "hmac"])
 def test_every_fixed_schemes_headers_are_documented(scheme: str) -> None:
     """The webhook operation names each header a fixed scheme requires (hmac's are
     configured, and described in prose)."""
@@ -83,8 +84,8 @@ def test_every_fixed_schemes_headers_are_documented(scheme: str) -> None:
         for p in DOC["paths"][WEBHOOKS]["post"]["parameters"]
         if p.get("in") == "header"
     }
-    used = set(SCHEMES[scheme].required_headers(params))
-    used |= set(SCHEMES[scheme].signature_headers(params))
+    used = set(PROVIDERS[scheme].scheme.required_headers(params))
+    used |= set(PROVIDERS[scheme].scheme.signature_headers(params))
     assert used <= documented
 
 

@@ -40,11 +40,15 @@ that does not repeat the merchant in `metadata.merchant_id` takes the payment's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
-from gateway.core.money import from_provider_minor
+from gateway.core.money import ProviderUnits, from_provider_minor
+from gateway.core.order_keys import parse_rules
+from gateway.core.providers.base import Movements, Provider
 from gateway.core.settlement import SettlementInstruction, SettlementKind, with_fee
+from gateway.core.signatures.timestamped import TimestampedPairsScheme
 from gateway.errors import FieldTypeInvalid, MissingField
 
 _K = SettlementKind
@@ -188,7 +192,7 @@ def _dispute_fee(dispute: Mapping[str, Any], *, withdrawn: bool) -> tuple[int, s
         if currency and bt_currency != currency:
             raise FieldTypeInvalid(where, "dispute fees in one currency")
         currency = bt_currency
-        total += from_provider_minor("stripe", charged, bt_currency, where + ".fee")
+        total += from_provider_minor(UNITS, "stripe", charged, bt_currency, where + ".fee")
     return total, currency
 
 
@@ -222,7 +226,7 @@ def _refund_kind(refund: Mapping[str, Any]) -> SettlementKind | None:
 
 def _amount(obj: Mapping[str, Any], key: str) -> int:
     return from_provider_minor(
-        "stripe", get_amount(obj, key, _OBJ), get_currency(obj, "currency", _OBJ), _OBJ + key
+        UNITS, "stripe", get_amount(obj, key, _OBJ), get_currency(obj, "currency", _OBJ), _OBJ + key
     )
 
 
@@ -252,3 +256,52 @@ def _follow_up(
         source_event_id=optional_str(doc, "id"),
         cumulative=cumulative,
     )
+
+
+# Stripe (docs.stripe.com/currencies, "Specify amounts in API requests"): amounts are
+# integers in the currency's minor unit, two decimals unless the page says otherwise.
+# Only the rows below differ from ISO 4217 for charges, refunds and PaymentIntents:
+UNITS: Mapping[str, ProviderUnits] = MappingProxyType(
+    {
+        # In Stripe's zero-decimal list, while ISO 4217 gives the ariary 2 decimals: Stripe's
+        # 1000 is 1000 MGA, ISO's 1000 would be 10.00 MGA.
+        "MGA": ProviderUnits(exponent=0),
+        # "Special cases": ISK became zero-decimal (ISO: 0) but Stripe keeps writing it with
+        # two decimals that are always 00 (5 ISK is 500); it can't charge fractions of ISK
+        # (enforced since 2023-04-14, charges and refunds alike). An amount not divisible
+        # by 100 is not one Stripe sends, so it is parked rather than guessed at.
+        "ISK": ProviderUnits(exponent=2, multiple_of=100),
+        # The same special case, word for word, for UGX (ISO: 0). Stripe's page contradicts
+        # itself here: UGX is also in its zero-decimal list. The special case is the more
+        # specific, newer rule about charges, so it wins; a 100x misreading either way is
+        # what this table exists to prevent, so the choice is written down, not implied.
+        "UGX": ProviderUnits(exponent=2, multiple_of=100),
+    }
+)
+# Looked at and deliberately absent from `UNITS`:
+# - HUF and TWD: Stripe treats them as zero-decimal for *payouts* only ("even though you
+#   can charge two-decimal amounts"); charges and refunds use 2 decimals, as ISO does.
+# - BHD, JOD, KWD, OMR, TND: three decimals, as in ISO. Stripe's page (2022 snapshots)
+#   asked for a last digit of 0; the current text read for this table no longer says so,
+#   and the scale is unambiguous either way, so an amount ending in 5 fils settles as
+#   written rather than being parked on a rule Stripe may have dropped.
+# - Every other code in the zero-decimal list (BIF, CLP, DJF, GNF, JPY, KMF, KRW, PYG,
+#   RWF, VND, VUV, XAF, XOF, XPF) has 0 decimals in ISO 4217 too.
+
+STRIPE = Provider(
+    name="stripe",
+    title="Stripe",
+    scheme=TimestampedPairsScheme("stripe", "Stripe-Signature", ",", "t", "v1", b".", "id", "type"),
+    movements=Movements(
+        instruction,
+        MOVEMENT_TYPES,
+        parse_rules(("/data/object/metadata/merchant_id",)),
+    ),
+    units=UNITS,
+    # The payment intent ties a charge, its refunds and the intent itself together; an
+    # event about something else (a customer, a payout) is ordered per that object.
+    order_keys=parse_rules(("/data/object/payment_intent", "/data/object/id")),
+    backfill="Events API (`GET /v1/events`), the last 30 days",
+    cross_check="`stripe.Webhook.construct_event` (stripe-python)",
+    resign=True,
+)

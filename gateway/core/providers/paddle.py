@@ -18,11 +18,15 @@ adjustment takes its payment's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from gateway.core.fields import get_currency, get_digits_amount, get_object, get_str
-from gateway.core.money import from_provider_minor
+from gateway.core.money import ProviderUnits, from_provider_minor
+from gateway.core.order_keys import parse_rules
+from gateway.core.providers.base import Movements, Provider
 from gateway.core.settlement import SettlementInstruction, SettlementKind, with_fee
+from gateway.core.signatures.timestamped import TimestampedPairsScheme
 
 _K = SettlementKind
 _ADJUSTMENT_ACTIONS = {
@@ -95,7 +99,7 @@ def _chargeback_fee(data: Mapping[str, Any]) -> tuple[int, str]:
 
 def _amount(totals: Mapping[str, Any], key: str, currency: str, prefix: str) -> int:
     return from_provider_minor(
-        "paddle", get_digits_amount(totals, key, prefix), currency, prefix + key
+        UNITS, "paddle", get_digits_amount(totals, key, prefix), currency, prefix + key
     )
 
 
@@ -109,3 +113,28 @@ def _custom_merchant(data: Mapping[str, Any]) -> str | None:
 def _event_id(doc: Any) -> str | None:
     value = doc.get("event_id") if isinstance(doc, Mapping) else None
     return value if isinstance(value, str) and value else None
+
+
+# Paddle Billing (developer.paddle.com/api-reference/currencies): amounts are strings in
+# the lowest denomination, with `decimal_places` per currency "in the common notation"
+# (10 USD is "1000", 100 JPY is "100"). Its supported currencies (USD, EUR, GBP, JPY, AUD,
+# CAD, CHF, HKD, SGD, SEK, ARS, BRL, CLP, CNY, COP, CZK, DKK, HUF, ILS, INR, KRW, MXN,
+# NOK, NZD, PEN, PLN, RUB, THB, TRY, TWD, UAH, VND, ZAR) show no exception to ISO in what
+# Paddle documents; its `GET /currencies` returns `decimal_places` to check one against.
+UNITS: Mapping[str, ProviderUnits] = MappingProxyType({})
+
+PADDLE = Provider(
+    name="paddle",
+    title="Paddle",
+    scheme=TimestampedPairsScheme(
+        "paddle", "Paddle-Signature", ";", "ts", "h1", b":", "event_id", "event_type"
+    ),
+    movements=Movements(
+        instruction, MOVEMENT_TYPES, parse_rules(("/data/custom_data/merchant_id",))
+    ),
+    units=UNITS,
+    order_keys=parse_rules(("/data/transaction_id", "/data/id")),
+    backfill="Events API (`GET /events`)",
+    cross_check="Paddle's genuine signed notifications, published with their signatures",
+    resign=True,
+)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
+from gateway.core.providers.base import Movements
 from gateway.core.settlement import SettlementInstruction, SettlementKind, with_fee
 
 _K = SettlementKind
@@ -71,3 +72,8 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         return found
     fee_currency = get_currency(data, "fee_currency", "data.") if "fee_currency" in data else None
     return with_fee(found, get_amount(data, "fee_minor", "data."), fee_currency or found.currency)
+
+
+#: The movements of every internal service's events (they name ISO minor units and
+#: their merchant themselves).
+SERVICE = Movements(instruction, MOVEMENT_TYPES)

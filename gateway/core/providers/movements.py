@@ -1,45 +1,26 @@
-"""Which money movement an event is: one mapping per source, one registry.
+"""Which money movement an event is, decided once, from the registry.
 
-Pure. A mapping reads an event's parsed body and returns its `SettlementInstruction`,
-or None when the event moves no money. A payment provider's scheme has a mapping here
-(`stripe`, `paddle`, `razorpay`); internal services (`service:NAME`) have theirs; any other scheme
+Pure. A provider's `Movements` read an event's parsed body and return its
+`SettlementInstruction`, or None when the event moves no money; internal services
+(`service:NAME`) have theirs (`internal.SERVICE`); a provider without movements
 (GitHub, Shopify, Standard Webhooks senders, plain HMAC) never settles. The worker
-(`settlement.settler`) and the console (`core.event_settlement`) both ask `instruction_of`,
-so what settles is decided in one place. docs/reference/movements.md lists each
-mapping's event types, generated from `MOVEMENT_TYPES`.
+(`settlement.settler`) and the console (`core.event_settlement`) both ask
+`instruction_of`, so what settles is decided in one place. docs/reference/movements.md
+lists each provider's event types, generated from `movement_types`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
-from gateway.core.mappings import internal, paddle, razorpay, stripe
 from gateway.core.model import ParsedBody
-from gateway.core.order_keys import KeyRule, first_value, parse_rules
+from gateway.core.order_keys import KeyRule, first_value
+from gateway.core.providers import PROVIDERS
+from gateway.core.providers.base import Movements
+from gateway.core.providers.internal import SERVICE
 from gateway.core.settlement import SettlementInstruction, SettlementKind
 from gateway.errors import FieldTypeInvalid, MissingField
-
-#: A mapping: (event type, parsed body) to its instruction, or None.
-Extract = Callable[[str, Any], "SettlementInstruction | None"]
-
-#: The payment providers' mappings, by signature scheme.
-PROVIDER_MAPPINGS: Mapping[str, Extract] = {
-    "stripe": stripe.instruction,
-    "paddle": paddle.instruction,
-    "razorpay": razorpay.instruction,
-}
-
-#: Each mapping's event types and the movement each can be (for the docs and the
-#: console); a type listed here may still move nothing for a given body (a Paddle
-#: adjustment not yet approved, a Stripe refund still to be decided).
-MOVEMENT_TYPES: Mapping[str, Mapping[str, tuple[SettlementKind, ...]]] = {
-    "stripe": stripe.MOVEMENT_TYPES,
-    "paddle": paddle.MOVEMENT_TYPES,
-    "razorpay": razorpay.MOVEMENT_TYPES,
-    "service": internal.MOVEMENT_TYPES,
-}
 
 
 def is_internal(provider: str) -> bool:
@@ -47,19 +28,33 @@ def is_internal(provider: str) -> bool:
     return provider.startswith("service:")
 
 
+def movements_of(scheme: str) -> Movements | None:
+    """The movements of a scheme's events, or None when they never move money
+    (`service` names the internal services')."""
+    if scheme == "service":
+        return SERVICE
+    provider = PROVIDERS.get(scheme)
+    return None if provider is None else provider.movements
+
+
+def settling_schemes() -> tuple[str, ...]:
+    """The schemes whose events can move money, in the registry's order."""
+    return tuple(name for name, p in PROVIDERS.items() if p.movements is not None)
+
+
+def movement_types() -> Mapping[str, Mapping[str, tuple[SettlementKind, ...]]]:
+    """Each settling scheme's event types and the movements each can be, then the
+    internal services' under `service` (for the docs and the console)."""
+    found = {name: movements_of(name) for name in (*settling_schemes(), "service")}
+    return {name: m.types for name, m in found.items() if m is not None}
+
+
 def settles(provider: str, schemes: Mapping[str, str]) -> bool:
     """Whether events of `provider` can move money at all (a payment provider's scheme,
     or an internal service); every other source is silent by design."""
-    return is_internal(provider) or schemes.get(provider) in PROVIDER_MAPPINGS
+    return is_internal(provider) or movements_of(schemes.get(provider, "")) is not None
 
 
-#: Where each scheme's events name their merchant, when `[providers.NAME] merchant` does
-#: not say (`core.order_keys` rules: first match wins).
-DEFAULT_MERCHANT: Mapping[str, tuple[KeyRule, ...]] = {
-    "stripe": parse_rules(("/data/object/metadata/merchant_id",)),
-    "paddle": parse_rules(("/data/custom_data/merchant_id",)),
-    "razorpay": parse_rules(("/payload/payment/entity/notes/merchant_id",)),
-}
 #: Movements that must name their merchant: nothing earlier tells whose money it is.
 _NAMES_MERCHANT = frozenset(
     {SettlementKind.CAPTURE, SettlementKind.PAYOUT, SettlementKind.AUTHORISATION}
@@ -74,7 +69,8 @@ def may_move_money(provider: str, event_type: str, schemes: Mapping[str, str]) -
     """Whether an event of `provider` of `event_type` can move money at all (its
     mapping names the type), read without its body (a payload retention removed)."""
     source = "service" if is_internal(provider) else schemes.get(provider, "")
-    return event_type in MOVEMENT_TYPES.get(source, {})
+    found = movements_of(source) if source else None
+    return found is not None and event_type in found.types
 
 
 def instruction_of(
@@ -90,22 +86,21 @@ def instruction_of(
     settles.
 
     A provider's merchant is where `merchants[provider]` (`[providers.NAME] merchant`)
-    or, without it, the scheme's `DEFAULT_MERCHANT` finds one, else what the mapping
+    or, without it, the scheme's own pointers (`Movements.merchant`) find one, else what the mapping
     itself reads (a Stripe payout's connected account); a capture or payout without one
     is `MissingField`, naming the first place looked."""
     if event_type is None:
         return None
     if is_internal(provider):
-        return _bounded(internal.instruction(event_type, ParsedBody(body).json()))
-    scheme = schemes.get(provider, "")
-    extract = PROVIDER_MAPPINGS.get(scheme)
-    if extract is None:
+        return _bounded(SERVICE.instruction(event_type, ParsedBody(body).json()))
+    movements = movements_of(schemes.get(provider, ""))
+    if movements is None:
         return None
     doc = ParsedBody(body).json()
-    found = extract(event_type, doc)
+    found = movements.instruction(event_type, doc)
     if found is None:
         return None
-    rules = (merchants or {}).get(provider) or DEFAULT_MERCHANT.get(scheme, ())
+    rules = (merchants or {}).get(provider) or movements.merchant
     merchant = first_value(rules, event_type, doc) or found.merchant_id
     if merchant is None and found.kind in _NAMES_MERCHANT:
         raise MissingField(rules[0].pointer[1:].replace("/", ".") if rules else "merchant_id")

@@ -21,11 +21,16 @@ payment's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
-from gateway.core.money import from_provider_minor
+from gateway.core.money import ProviderUnits, from_provider_minor
+from gateway.core.order_keys import parse_rules
+from gateway.core.providers.base import Movements, Provider
 from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.signatures.base import Encoding
+from gateway.core.signatures.body_hmac import BodyHmacScheme
 
 _K = SettlementKind
 _PAYMENT = {"payment.authorized": _K.AUTHORISATION, "payment.captured": _K.CAPTURE}
@@ -74,7 +79,7 @@ _P = "payload.payment.entity."
 
 def _amount(obj: Mapping[str, Any], prefix: str) -> int:
     return from_provider_minor(
-        "razorpay", get_amount(obj, "amount", prefix), get_currency(obj, "currency", prefix),
+        UNITS, "razorpay", get_amount(obj, "amount", prefix), get_currency(obj, "currency", prefix),
         prefix + "amount",
     )  # fmt: skip
 
@@ -84,3 +89,36 @@ def _notes_merchant(obj: Mapping[str, Any]) -> str | None:
     notes = obj.get("notes")
     merchant = notes.get("merchant_id") if isinstance(notes, Mapping) else None
     return merchant if isinstance(merchant, str) and merchant else None
+
+
+#: Razorpay writes every currency's subunits as ISO 4217 has them (paise for INR).
+UNITS: Mapping[str, ProviderUnits] = MappingProxyType({})
+
+RAZORPAY = Provider(
+    name="razorpay",
+    title="Razorpay",
+    scheme=BodyHmacScheme(
+        "razorpay",
+        "X-Razorpay-Signature",
+        Encoding.HEX,
+        "",
+        "X-Razorpay-Event-Id",
+        "",
+        type_field="event",
+    ),
+    movements=Movements(
+        instruction,
+        MOVEMENT_TYPES,
+        parse_rules(("/payload/payment/entity/notes/merchant_id",)),
+    ),
+    units=UNITS,
+    # A refund's or dispute's event carries its payment too; the payment orders them all.
+    order_keys=parse_rules(
+        (
+            "/payload/payment/entity/id",
+            "/payload/refund/entity/payment_id",
+            "/payload/dispute/entity/payment_id",
+        )
+    ),
+    cross_check="`razorpay.Utility.verify_webhook_signature` (razorpay-python)",
+)

@@ -18,10 +18,11 @@ import orjson
 import pytest
 import razorpay  # type: ignore[import-untyped]  # dev lock only: Razorpay's own verifier
 
-from gateway.core.mappings import instruction_of
-from gateway.core.mappings import razorpay as mapping
+from gateway.core.providers import get_scheme
+from gateway.core.providers import razorpay as mapping
+from gateway.core.providers.movements import instruction_of
 from gateway.core.settlement import SettlementKind
-from gateway.core.signatures import SchemeParams, get_scheme
+from gateway.core.signatures import SchemeParams
 from gateway.errors import FieldTypeInvalid, MissingField, SignatureMalformed, SignatureMismatch
 
 VECTOR = (Path(__file__).parent / "vectors" / "razorpay_payment_authorized.json").read_bytes()

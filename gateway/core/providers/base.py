@@ -1,0 +1,97 @@
+"""What a provider is: one value per provider (`Provider`), declared in its own module
+of this package and named in the registry (`gateway.core.providers.PROVIDERS`).
+
+Pure. Everything the gateway knows about a sender lives in its `Provider`: how a
+request is verified and signed, where the id, type and order key are, how a body that
+carries several events splits into them, what the sender must be answered, the
+amounts' minor-unit exceptions, and which event types are which money movement.
+The ingest path, the settlement worker, the console, backfill, forwarding,
+`gateway sign` and the docs all read the same value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from gateway.core.money import ProviderUnits
+from gateway.core.order_keys import KeyRule
+from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.signatures.base import Scheme, SchemeParams
+
+#: A mapping: (event type, parsed body) to its money movement, or None when the event
+#: moves no money; raises the permanent errors of a body it cannot read.
+Extract = Callable[[str, Any], "SettlementInstruction | None"]
+#: A batch's splitter: the request body to one body per item, or `BatchTooLarge`.
+Split = Callable[[bytes], "tuple[bytes, ...]"]
+#: A scheme that signs inside the body (Adyen): (params, body) to the body signed with
+#: `params.secrets[0]`.
+SignBody = Callable[[SchemeParams, bytes], bytes]
+
+
+@dataclass(frozen=True)
+class Movements:
+    """Which of a provider's events move money, and how (`core.settlement`)."""
+
+    instruction: Extract
+    #: Each event type that can move money and the movements it can be (for the docs,
+    #: the console and `may_move_money`); a type listed may still move nothing for a
+    #: given body (a failed authorisation, a refund still pending).
+    types: Mapping[str, tuple[SettlementKind, ...]]
+    #: Where its events name their merchant when `[providers.NAME] merchant` does not
+    #: say (`core.order_keys` rules: first match wins).
+    merchant: tuple[KeyRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an accepted request is answered besides its status: a provider that
+    expects a particular body (Adyen's `[accepted]`) gets it; the others get the
+    gateway's JSON outcome."""
+
+    body: bytes | None = None  # None: `{"status": ..., "event_id": ...}`
+    content_type: bytes = b"text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A provider that sends several events in one request (`Provider.batch`)."""
+
+    split: Split
+    #: The most items one request may carry, and the most bytes one item may hold:
+    #: a request over either is refused whole (413) before anything is recorded.
+    items_max: int
+    item_bytes_max: int
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One sender's scheme and everything else the gateway knows about it."""
+
+    #: The scheme's name, as `[providers.NAME] scheme` names it.
+    name: str
+    #: The provider as people write it ("Checkout.com"), for the docs and the console.
+    title: str
+    scheme: Scheme
+    #: None: its events never settle (GitHub, Shopify, ...).
+    movements: Movements | None = None
+    #: The currencies whose integer amounts it writes unlike ISO 4217 (`core.money`).
+    units: Mapping[str, ProviderUnits] = field(default_factory=lambda: MappingProxyType({}))
+    #: Where its events' order keys are when `[providers.NAME] order_key` does not say.
+    order_keys: tuple[KeyRule, ...] = ()
+    answer: Answer = Answer()
+    batch: Batch | None = None
+    #: The API that lists its past events for `gateway backfill`, in words; "" none.
+    backfill: str = ""
+    #: What its verifier is held to in the tests: the official library's function, or
+    #: the page whose published vectors the tests recompute.
+    cross_check: str = ""
+    #: `gateway forward --resign-as NAME` can sign deliveries as this provider does.
+    resign: bool = False
+    #: The scheme needs `[providers.NAME] notification_url` (Square signs the URL).
+    needs_url: bool = False
+    #: Where the signature lives in the body rather than a header (Adyen): how a body
+    #: is signed, for `gateway sign` and the tests; None for header signatures.
+    sign_body: SignBody | None = None

@@ -1,0 +1,92 @@
+"""Requests that carry several events, or that their provider wants answered in its
+own words: Adyen's notifications, each item signed on its own, answered `[accepted]`.
+
+The body is split into one body per item (`Provider.batch`: over its bounds the whole
+request is refused, 413, before anything is verified or stored). Each item is verified
+on its own and shaped like any single event, so each is its own row under its own id,
+deduplicated, ordered and settled like any other. An item whose signature fails is
+stored nowhere and counted, and never a reason to refuse its neighbours; only when no
+item verifies is the request refused, with the first item's reason. The answer comes
+once every verified item is durably recorded: should one commit fail, the provider
+retries the whole request, and the items already recorded are its duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from gateway.core.model import Event, Outcome
+from gateway.core.providers import Provider
+from gateway.core.signatures.base import Headers, Scheme, SchemeParams
+from gateway.core.webhook_shaper import WebhookShaper
+from gateway.errors import SignatureError
+from gateway.ingest.parts import IngestParts
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Batched:
+    """A request's verified items as events, what was refused, and its answer."""
+
+    events: tuple[Event, ...]
+    refused: tuple[SignatureError, ...]
+    #: The body the provider expects, with its content type; None: the gateway's JSON.
+    answer: tuple[bytes, bytes] | None
+
+
+def batch_shaper(
+    provider: Provider,
+    params: SchemeParams,
+    shape_event: WebhookShaper,
+) -> Callable[[Headers, bytes], Batched]:
+    """Split, verify each item, shape each verified one (built once per provider)."""
+    scheme: Scheme = provider.scheme
+    verify = scheme.verifier(params)
+    split = provider.batch.split if provider.batch is not None else _whole
+    replay_digest = None if scheme.authenticates_id(params) else scheme.replay_digest
+    answer = provider.answer
+    answered = None if answer.body is None else (answer.body, answer.content_type)
+
+    def shape(headers: Headers, body: bytes) -> Batched:
+        items = split(body)  # BatchTooLarge before anything is verified
+        now_s, received_at = time.time(), datetime.now(UTC)
+        events: list[Event] = []
+        refused: list[SignatureError] = []
+        for item in items:
+            try:
+                verify(headers, item, now_s)
+            except SignatureError as exc:
+                refused.append(exc)
+                continue
+            digest = None if replay_digest is None else replay_digest(params, headers, item)
+            events.append(shape_event(headers, item, received_at, digest))
+        if not events:
+            raise refused[0]
+        return Batched(tuple(events), tuple(refused), answered)
+
+    return shape
+
+
+def _whole(body: bytes) -> tuple[bytes, ...]:
+    return (body,)
+
+
+async def accept_batch(parts: IngestParts, batched: Batched, label: str) -> list[Outcome]:
+    """Record every verified item (each in the group commit, side by side); return
+    their outcomes in order once all are durable. A refused item is logged and counted
+    under its class, never stored."""
+    metrics = parts.metrics
+    for exc in batched.refused:
+        metrics.webhooks_total.inc(provider=label, outcome=exc.error_class.lower())
+        log.info(
+            "batch item refused",
+            extra={"provider": label, "error_class": exc.error_class, "reason": str(exc)},
+        )
+    accept = parts.inbox.accept
+    return list(await asyncio.gather(*(accept(event) for event in batched.events)))

@@ -1,0 +1,134 @@
+"""How a provider's requests are verified, read from its `[providers.NAME]` table:
+its secrets (inline or from the environment), the tolerance of a signed timestamp, the
+generic `hmac` scheme's choices, and the URL a scheme that signs it needs. Every
+scheme checks the result at start-up (`Scheme.verifier`), so a secret it cannot use
+stops the gateway naming the key, never a request."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from gateway.core.providers import get_scheme
+from gateway.core.signatures import check_hmac_params, standard_key
+from gateway.core.signatures.base import (
+    Algorithm,
+    Encoding,
+    FieldRef,
+    KeyEncoding,
+    SchemeParams,
+    SignedContent,
+)
+from gateway.errors import ConfigError
+from gateway.settings.values import env_name_shown, read_value, require_positive
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+
+def scheme_params(
+    scheme: str, data: Mapping[str, Any], path: str, env: Mapping[str, str]
+) -> SchemeParams:
+    """The provider's verification parameters; ConfigError naming the key otherwise."""
+    secrets = _secret_list(data, path, env)
+    tolerance_s = read_value(data, "tolerance_s", path, int, 300)
+    require_positive(tolerance_s, f"{path}tolerance_s")
+    signed_text = read_value(data, "signed", path, str, None)
+    params = SchemeParams(
+        secrets=secrets,
+        tolerance_s=tolerance_s,
+        header=read_value(data, "header", path, str, "").lower(),
+        encoding=_choice(data, "encoding", path, Encoding, "hex"),
+        algorithm=_choice(data, "algorithm", path, Algorithm, "sha256"),
+        key_encoding=_choice(data, "key_encoding", path, KeyEncoding, "text"),
+        signed=None if signed_text is None else _choice(data, "signed", path, SignedContent, ""),
+        url=_notification_url(data, path),
+        prefix=read_value(data, "prefix", path, str, ""),
+        timestamp_header=read_value(data, "timestamp_header", path, str, "").lower(),
+        event_id_from=_field_ref(data, "event_id_from", path),
+        event_type_from=_field_ref(data, "event_type_from", path),
+    )
+    if scheme == "hmac":
+        for key, value in (
+            ("header", params.header),
+            ("event_id_from", params.event_id_from),
+            ("event_type_from", params.event_type_from),
+        ):
+            if not value:
+                raise ConfigError(f"{path}{key}", "is required for scheme 'hmac'")
+        try:
+            check_hmac_params(params)
+        except ValueError as exc:
+            raise ConfigError(f"{path}{_key_named(str(exc))}", str(exc)) from None
+    if scheme == "standard":
+        for secret in secrets:
+            try:
+                standard_key(secret)
+            except ValueError:
+                raise ConfigError(f"{path}secrets", "must be 'whsec_' + base64 key") from None
+    try:
+        get_scheme(scheme).verifier(params)  # every scheme's own checks, at start-up
+    except ValueError as exc:
+        raise ConfigError(f"{path}{_key_named(str(exc))}", str(exc)) from None
+    return params
+
+
+def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> tuple[str, ...]:
+    secrets: list[str] = []
+    if "secrets" in data:
+        raw = data["secrets"]
+        if not isinstance(raw, list) or not all(isinstance(s, str) and s for s in raw):
+            raise ConfigError(f"{path}secrets", "must be a list of non-empty strings")
+        secrets.extend(raw)
+    if "secret_env" in data:
+        name = data["secret_env"]
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{path}secret_env", "must name an environment variable")
+        value = env.get(name)
+        if not value:
+            raise ConfigError(f"{path}secret_env", f"{env_name_shown(name)} is not set")
+        # One variable may carry several secrets during a rotation, separated by spaces.
+        secrets.extend(value.split())
+    if not secrets:
+        raise ConfigError(f"{path}secrets", "is required (or secret_env)")
+    return tuple(secrets)
+
+
+def _field_ref(data: Mapping[str, Any], key: str, path: str) -> FieldRef | None:
+    text = read_value(data, key, path, str, None)
+    if text is None:
+        return None
+    try:
+        return FieldRef.parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}{key}", str(exc)) from None
+
+
+def _choice(data: Mapping[str, Any], key: str, path: str, choices: type[_E], default: str) -> _E:
+    """The value of `key`, one of the enum's; ConfigError listing them otherwise."""
+    text = read_value(data, key, path, str, default)
+    try:
+        return choices(text)
+    except ValueError:
+        allowed = ", ".join(repr(c.value) for c in choices)
+        raise ConfigError(f"{path}{key}", f"must be one of {allowed}") from None
+
+
+def _notification_url(data: Mapping[str, Any], path: str) -> str:
+    """`notification_url` as given to the provider: http(s), with a host, no blanks."""
+    url: str = read_value(data, "notification_url", path, str, "")
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or url != url.strip():
+        raise ConfigError(f"{path}notification_url", "must be an http(s) URL with a host")
+    return url
+
+
+def _key_named(problem: str) -> str:
+    """The settings key a scheme's ValueError is about, as its message names it."""
+    for key in ("notification_url", "timestamp_header", "prefix", "header"):
+        if key.replace("_", " ") in problem or key in problem:
+            return key
+    return "secrets"
