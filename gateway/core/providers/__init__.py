@@ -16,11 +16,14 @@ from types import MappingProxyType
 
 from gateway.core.providers.adyen import ADYEN
 from gateway.core.providers.base import Answer, Batch, Movements, Provider
+from gateway.core.providers.checkout import CHECKOUT
 from gateway.core.providers.github import GITHUB
 from gateway.core.providers.hmac import HMAC
 from gateway.core.providers.paddle import PADDLE
+from gateway.core.providers.paystack import PAYSTACK
 from gateway.core.providers.razorpay import RAZORPAY
 from gateway.core.providers.shopify import SHOPIFY
+from gateway.core.providers.square import SQUARE
 from gateway.core.providers.standard import STANDARD
 from gateway.core.providers.stripe import STRIPE
 from gateway.core.signatures.base import Scheme
@@ -39,7 +42,22 @@ __all__ = [
 #: Every provider by its scheme name; read-only so no caller can swap one out. The
 #: order is the one error messages, `gateway sign --help` and the docs list them in.
 PROVIDERS: Mapping[str, Provider] = MappingProxyType(
-    {p.name: p for p in (STRIPE, STANDARD, GITHUB, SHOPIFY, PADDLE, RAZORPAY, ADYEN, HMAC)}
+    {
+        p.name: p
+        for p in (
+            STRIPE,
+            STANDARD,
+            GITHUB,
+            SHOPIFY,
+            PADDLE,
+            RAZORPAY,
+            ADYEN,
+            CHECKOUT,
+            SQUARE,
+            PAYSTACK,
+            HMAC,
+        )
+    }
 )
 #: The scheme names a provider may use, in the registry's order.
 SCHEME_NAMES: tuple[str, ...] = tuple(PROVIDERS)

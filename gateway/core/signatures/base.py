@@ -84,12 +84,15 @@ class FieldRef:
 
     `also` names further pointers whose values follow this one's, joined with ":": an
     id made of several fields (Adyen's `pspReference:eventCode:success`). The joined
-    value is absent when any part is.
+    value is absent when any part is. `fallback` is read when this one finds nothing (a
+    provider whose events name their object under different fields: Paystack's
+    refunds carry no `data.id`, only `data.refund_reference`).
     """
 
     source: str  # "header" | "json"
     name: str
     also: tuple[str, ...] = ()
+    fallback: FieldRef | None = None
 
     @classmethod
     def parse(cls, text: str) -> FieldRef:
@@ -107,15 +110,26 @@ class FieldRef:
     def where(self) -> str:
         """How a message names it: `header x-id`, `field 'id'`, `field /data/id`."""
         if self.source == "header":
-            return f"header {self.name}"
-        if self.also:
-            return "fields " + ":".join((self.name, *self.also))
-        return f"field {self.name}" if self.name.startswith("/") else f"field {self.name!r}"
+            found = f"header {self.name}"
+        elif self.also:
+            found = "fields " + ":".join((self.name, *self.also))
+        else:
+            found = f"field {self.name}" if self.name.startswith("/") else f"field {self.name!r}"
+        return found if self.fallback is None else f"{found}, else {self.fallback.where}"
 
     @functools.cached_property
     def read(self) -> Callable[[Mapping[str, str], object], object]:
         """A function of (headers, parsed body) to the value as sent, None when absent
         (a body that is not an object has no fields); prepared once, on first use."""
+        if self.fallback is not None:
+            first = FieldRef(self.source, self.name, self.also).read
+            second = self.fallback.read
+
+            def either(headers: Mapping[str, str], doc: object) -> object:
+                found = first(headers, doc)
+                return second(headers, doc) if found is None else found
+
+            return either
         if self.source == "header":
             name = self.name
             return lambda headers, doc: headers.get(name)

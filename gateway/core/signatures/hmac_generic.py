@@ -60,7 +60,7 @@ def check_hmac_params(params: SchemeParams) -> None:
     if content is SignedContent.TIMESTAMP_BODY and not params.timestamp_header.strip():
         raise ValueError("hmac signed = 'timestamp.body' needs a timestamp_header")
     if content is SignedContent.URL_BODY and not params.url:
-        raise ValueError("hmac signed = 'url+body' needs the notification url")
+        raise ValueError("signing '{url}{body}' needs the notification_url")
     for secret in params.secrets:
         params.key_encoding.key(secret)  # ValueError if it does not decode
 

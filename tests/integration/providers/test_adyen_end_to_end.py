@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
-from Adyen.util import generate_notification_sig
+from Adyen.util import generate_notification_sig  # type: ignore[import-untyped]
 
 from tests.support.gateway import RunningServer, config, running_server
 from tests.support.services import wait_until
@@ -47,9 +47,7 @@ def item(code: str, psp: str, value: int, original: str = "", key: str = KEY) ->
     }
     if original:
         found["originalReference"] = original
-    found["additionalData"]["hmacSignature"] = generate_notification_sig(
-        found, key
-    ).decode()
+    found["additionalData"]["hmacSignature"] = generate_notification_sig(found, key).decode()
     return {"NotificationRequestItem": found}
 
 

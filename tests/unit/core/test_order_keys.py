@@ -184,7 +184,7 @@ EXPECTED_COUNTS = {
     "standard": (0, 17),
     "woocommerce": (0, 5),
     "bitbucket": (0, 10),
-    "checkout": (0, 5),
+    "checkout": (3, 2),
 }
 
 

@@ -41,6 +41,13 @@ DIFFERS_FROM_ISO = [
     pytest.param("adyen", "ISK", 50_000, 500, id="adyen-ISK-two-decimals-500-kronur"),
     pytest.param("adyen", "CVE", 1_000, 100_000, id="adyen-CVE-zero-decimal-1000-escudos"),
     pytest.param("adyen", "IDR", 15_000, 1_500_000, id="adyen-IDR-zero-decimal-15000-rupiah"),
+    # Checkout.com ("format the amount value": every currency but the zero-decimal and
+    # three-decimal lists is divided by 100, CLP and CLF included).
+    pytest.param("checkout", "CLP", 100_000, 1_000, id="checkout-CLP-two-decimals"),
+    pytest.param("checkout", "CLF", 150, 15_000, id="checkout-CLF-two-decimals-of-four"),
+    # Paystack: every amount is x100, the zero-decimal francs included.
+    pytest.param("paystack", "XOF", 50_000, 500, id="paystack-XOF-x100"),
+    pytest.param("paystack", "RWF", 100, 1, id="paystack-RWF-x100"),
 ]
 
 

@@ -973,6 +973,9 @@ ROUND_TRIP = [
     pytest.param("shopify", SchemeParams(secrets=(A, B)), id="shopify"),
     pytest.param("paddle", SchemeParams(secrets=(A, B)), id="paddle"),
     pytest.param("razorpay", SchemeParams(secrets=(A, B)), id="razorpay"),
+    pytest.param("checkout", SchemeParams(secrets=(A, B)), id="checkout"),
+    pytest.param("paystack", SchemeParams(secrets=(A, B)), id="paystack"),
+    pytest.param("square", SchemeParams(secrets=(A, B), url="https://gw.example/wh"), id="square"),
     pytest.param("hmac", dataclasses.replace(HMAC_HEX, secrets=(A, B)), id="hmac hex, prefix"),
     pytest.param("hmac", dataclasses.replace(HMAC_TS, secrets=(A, B)), id="hmac b64, timestamp"),
 ]
