@@ -177,11 +177,13 @@ def _id(obj: Mapping[str, Any], key: str, prefix: str) -> str:
 
 
 def _event_id(event_type: str, data: Mapping[str, Any]) -> str | None:
-    """`EVENT:data.id`, the id the event is recorded by; None without `data.id`."""
-    value = data.get("id")
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
-        return None
-    return f"{event_type}:{value}"
+    """`EVENT:data.id`, else `EVENT:data.refund_reference`: the id the event is recorded
+    by (`PAYSTACK`'s `event_id_from`); None without either."""
+    for key in ("id", "refund_reference"):
+        value = data.get(key)
+        if not isinstance(value, bool) and isinstance(value, (int, str)) and value != "":
+            return f"{event_type}:{value}"
+    return None
 
 
 def _metadata_merchant(obj: Mapping[str, Any]) -> str | None:

@@ -1,0 +1,220 @@
+"""Every registered provider, walked through sign → verify → record → settle → forward.
+
+A provider added to the registry without a sample here fails by name; one whose
+pieces do not fit (a scheme `gateway sign --provider` cannot sign, an id the gateway
+cannot read, a capture its movements cannot settle, an event the forwarder cannot
+deliver) fails at that step, naming the provider.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gateway.cli import main as gateway_main
+from gateway.core.forward_request import ForwardedEvent, ResignAs, delivery_request
+from gateway.core.providers import PROVIDERS, get_scheme
+from gateway.core.signatures import SchemeParams
+from tests.support.config_file import write_toml
+from tests.support.gateway import config, running_server
+from tests.support.services import stream_messages, wait_until
+from tests.support.settlement import (
+    fetch,
+    merchant_balance,
+    open_merchant,
+    running_worker,
+    settlement_sections,
+)
+from tests.support.stub import Stub
+
+ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+FORWARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One provider's walk: its settings, a body, what the gateway must read from it,
+    and, for a payment provider, the capture it must settle (1000 USD)."""
+
+    settings: dict[str, Any]
+    body: dict[str, Any]
+    event_id: str
+    event_type: str
+    merchant: str | None = None
+    sign_args: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def m(name: str) -> str:
+    return f"m_walk_{name}"
+
+
+SAMPLES: dict[str, Sample] = {
+    "stripe": Sample(
+        {"secrets": ["whsec_walk"]},
+        {"id": "evt_walk", "type": "payment_intent.succeeded",
+         "data": {"object": {"id": "pi_walk", "amount_received": 1000, "currency": "usd",
+                             "metadata": {"merchant_id": m("stripe")}}}},
+        "evt_walk", "payment_intent.succeeded", m("stripe"),
+    ),
+    "paddle": Sample(
+        {"secrets": ["pdl_walk"]},
+        {"event_id": "evt_walk", "event_type": "transaction.completed",
+         "data": {"id": "txn_walk", "status": "completed", "currency_code": "USD",
+                  "custom_data": {"merchant_id": m("paddle")},
+                  "details": {"totals": {"grand_total": "1000", "currency_code": "USD"}}}},
+        "evt_walk", "transaction.completed", m("paddle"),
+    ),
+    "razorpay": Sample(
+        {"secrets": ["rzp_walk"]},
+        {"entity": "event", "event": "payment.captured",
+         "payload": {"payment": {"entity": {"id": "pay_walkrzp", "amount": 1000, "currency": "USD",
+                                            "notes": {"merchant_id": m("razorpay")}}}}},
+        "evt_walk", "payment.captured", m("razorpay"), ("--event-id", "evt_walk"),
+    ),
+    "adyen": Sample(
+        {"secrets": [ADYEN_KEY]},
+        {"live": "false", "notificationItems": [{"NotificationRequestItem": {
+            "pspReference": "PSPWALK2", "originalReference": "PSPWALK1",
+            "merchantAccountCode": m("adyen"), "merchantReference": "walk",
+            "amount": {"value": 1000, "currency": "USD"}, "eventCode": "CAPTURE",
+            "success": "true", "additionalData": {}}}]},
+        "PSPWALK2:CAPTURE:true", "CAPTURE", m("adyen"),
+    ),
+    "checkout": Sample(
+        {"secrets": ["cko_walk"]},
+        {"id": "evt_walk", "type": "payment_captured",
+         "data": {"id": "pay_walk", "action_id": "act_walk", "amount": 1000, "currency": "USD",
+                  "metadata": {"merchant_id": m("checkout")}}},
+        "evt_walk", "payment_captured", m("checkout"),
+    ),
+    "square": Sample(
+        {"secrets": ["sq_walk"], "notification_url": "https://gateway.example/webhooks/square"},
+        {"merchant_id": m("square"), "type": "payment.updated", "event_id": "evt_walk",
+         "data": {"type": "payment", "id": "sq_pay_walk", "object": {"payment": {
+             "id": "sq_pay_walk", "status": "COMPLETED",
+             "amount_money": {"amount": 1000, "currency": "USD"},
+             "total_money": {"amount": 1000, "currency": "USD"}}}}},
+        "evt_walk", "payment.updated", m("square"),
+    ),
+    "paystack": Sample(
+        {"secrets": ["sk_test_walk"]},
+        {"event": "charge.success",
+         "data": {"id": 4242, "reference": "ref_walk", "amount": 1000, "currency": "USD",
+                  "status": "success", "metadata": {"merchant_id": m("paystack")}}},
+        "charge.success:4242", "charge.success", m("paystack"),
+    ),
+    "standard": Sample(
+        {"secrets": [FORWARD_SECRET]},
+        {"type": "invoice.paid", "data": {}},
+        "msg_walk", "invoice.paid", sign_args=("--event-id", "msg_walk"),
+    ),
+    "github": Sample(
+        {"secrets": ["gh_walk"]}, {"action": "opened"}, "d_walk", "issues",
+        sign_args=("--event-id", "d_walk", "--event-type", "issues"),
+    ),
+    "shopify": Sample(
+        {"secrets": ["shp_walk"]}, {"id": 1}, "w_walk", "orders/create",
+        sign_args=("--event-id", "w_walk", "--event-type", "orders/create"),
+    ),
+    "hmac": Sample(
+        {"secrets": ["00ff00ff"], "header": "X-Walk-Signature", "algorithm": "sha512",
+         "key_encoding": "hex", "signed": "url+body",
+         "notification_url": "https://gateway.example/webhooks/hmac",
+         "event_id_from": "json:/meta/id", "event_type_from": "json:/meta/type"},
+        {"meta": {"id": "walk-1", "type": "thing.done"}},
+        "walk-1", "thing.done",
+    ),
+}  # fmt: skip
+
+
+def test_every_registered_provider_has_a_walk() -> None:
+    """A provider added to the registry must be walked (add its sample above)."""
+    assert set(SAMPLES) == set(PROVIDERS), "providers without a walk: " + ", ".join(
+        sorted(set(PROVIDERS) - set(SAMPLES))
+    )
+
+
+def sign(name: str, config_path: Path, body_path: Path) -> tuple[dict[str, str], bytes]:
+    """`gateway sign --provider NAME`: the headers, and the body as signed."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        status = gateway_main(["sign", "--provider", name, "--config", str(config_path),
+                               "--body", str(body_path), "--json",
+                               *SAMPLES[name].sign_args])  # fmt: skip
+    assert status == 0, f"{name}: gateway sign exited {status}"
+    answer = json.loads(out.getvalue())
+    body = answer["body"].encode() if "body" in answer else body_path.read_bytes()
+    return answer["headers"], body
+
+
+async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
+    database_url: str, nats_url: str, stub: Stub, redis_url: str, tmp_path: Path
+) -> None:
+    doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
+    doc["providers"] = {name: {"scheme": name, **s.settings} for name, s in SAMPLES.items()}
+    config_path = write_toml(tmp_path / "gateway.toml", doc)
+    settling = {name: s for name, s in SAMPLES.items() if PROVIDERS[name].movements}
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        for s in settling.values():
+            assert s.merchant is not None
+            await open_merchant(parts, s.merchant)
+        for name, sample in SAMPLES.items():
+            body_path = tmp_path / f"{name}.json"
+            body_path.write_bytes(orjson.dumps(sample.body))
+            headers, body = sign(name, config_path, body_path)
+            answer = await server.client.post(
+                f"/webhooks/{name}", content=body,
+                headers={**headers, "Content-Type": "application/json"},
+            )  # fmt: skip
+            assert answer.status_code == 200, f"{name}: {answer.status_code} {answer.text}"
+        rows = await fetch(database_url, "SELECT provider, event_id, event_type, subject"
+                           " FROM processed_webhooks")  # fmt: skip
+        recorded = {r["provider"]: (r["event_id"], r["event_type"]) for r in rows}
+        assert recorded == {n: (s.event_id, s.event_type) for n, s in SAMPLES.items()}
+
+        async def all_settled() -> bool:
+            sql = "SELECT count(*) AS n FROM settlements WHERE state = 'settled'"
+            found = await fetch(database_url, sql)
+            return int(found[0]["n"]) >= len(settling)
+
+        await wait_until(all_settled)
+        for name, s in settling.items():
+            assert await merchant_balance(parts, str(s.merchant)) == 1000, name
+        assert await fetch(database_url, "SELECT event_id FROM dlq_webhooks") == []
+
+    messages = await stream_messages(nats_url)
+    published = {msg[1]["Nats-Msg-Id"]: msg[2] for msg in messages}
+    for name, sample in SAMPLES.items():
+        stored = published[f"{name}:{sample.event_id}"]
+        event = ForwardedEvent(name, sample.event_id, sample.event_type,
+                               "2026-12-06T00:00:00Z", stored)  # fmt: skip
+        resign = ResignAs(name) if name in {r.value for r in ResignAs} else ResignAs.STANDARD
+        secrets = tuple(SAMPLES[name].settings["secrets"]) if resign.value == name else (
+            FORWARD_SECRET,)  # fmt: skip
+        body, headers = delivery_request(event, 1, 1_765_000_000, resign_as=resign,
+                                         secrets=secrets)  # fmt: skip
+        assert body == stored, name
+        lowered = {k.lower(): v for k, v in headers.items()}
+        get_scheme(resign.value).verify(SchemeParams(secrets=secrets), lowered, body,
+                                        1_765_000_000)  # fmt: skip
+
+
+def test_resign_targets_are_the_providers_that_say_so() -> None:
+    """`gateway forward --resign-as` offers exactly the providers declared `resign`."""
+    assert {r.value for r in ResignAs} == {n for n, p in PROVIDERS.items() if p.resign}
+
+
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_every_provider_is_documented(name: str) -> None:
+    """Its row in docs/providers.md's table of every provider, and a section."""
+    page = (Path(__file__).parents[3] / "docs" / "providers.md").read_text(encoding="utf-8")
+    table = page.split("## Every provider", 1)[1].split("\n## ", 1)[0]
+    assert f"| `{name}` |" in table
