@@ -20,7 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.core.model import Event, Outcome
+import orjson
+from starlette.types import Send
+
+from gateway.core.model import Event, Failure, Outcome
 from gateway.core.providers import Provider
 from gateway.core.signatures.base import Headers, Scheme, SchemeParams
 from gateway.core.webhook_shaper import WebhookShaper
@@ -28,6 +31,8 @@ from gateway.errors import SignatureError
 from gateway.ingest.parts import IngestParts
 
 log = logging.getLogger(__name__)
+
+_JSON = b"application/json"
 
 
 @dataclass(frozen=True)
@@ -90,3 +95,34 @@ async def accept_batch(parts: IngestParts, batched: Batched, label: str) -> list
         )
     accept = parts.inbox.accept
     return list(await asyncio.gather(*(accept(event) for event in batched.events)))
+
+
+async def answer_batch(
+    parts: IngestParts,
+    send: Send,
+    batched: Batched,
+    outcomes: list[Outcome],
+    label: str,
+    parked: Callable[[IngestParts, Event, Failure], None],
+) -> tuple[str, str | None]:
+    """Count and park each item as a single event would be, then answer: the
+    provider's own words, or the gateway's JSON with each item's outcome. Returns the
+    request's result (`accepted` when any item was new) and the first parked class."""
+    error_class = None
+    for event, outcome in zip(batched.events, outcomes, strict=True):
+        parts.metrics.webhooks_total.inc(provider=label, outcome=outcome.value)
+        if outcome is Outcome.ACCEPTED and event.failure is not None:
+            parked(parts, event, event.failure)
+            error_class = error_class or event.failure.error_class
+    new = Outcome.ACCEPTED in outcomes
+    result = (Outcome.ACCEPTED if new else Outcome.DUPLICATE).value
+    if batched.answer is not None:
+        body, content_type = batched.answer
+    else:
+        items = [{"status": o.value, "event_id": e.event_id}
+                 for e, o in zip(batched.events, outcomes, strict=True)]  # fmt: skip
+        body, content_type = orjson.dumps({"status": result, "events": items}), _JSON
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+    return result, error_class

@@ -50,7 +50,7 @@ from gateway.errors import (
     error_class_of,
 )
 from gateway.ingest import traced
-from gateway.ingest.batches import Batched, accept_batch, batch_shaper
+from gateway.ingest.batches import Batched, accept_batch, answer_batch, batch_shaper
 from gateway.ingest.deadlines import Deadlines
 from gateway.ingest.parts import IngestParts
 from gateway.settings import ProviderSettings, ServiceSettings, Settings
@@ -283,7 +283,7 @@ async def ingest(
                 raise BadRequest("request body not received in time") from None
             raise DatabaseUnavailable("commit did not finish in time") from None
         if isinstance(event, Batched):
-            result, error_class = await _answer_batch(parts, send, event, outcomes, label)
+            result, error_class = await answer_batch(parts, send, event, outcomes, label, _parked)
             counted = True  # per item
         else:
             if outcome is Outcome.ACCEPTED and event.failure is not None:
@@ -328,32 +328,6 @@ async def ingest(
     metrics.request_seconds.observe(time.perf_counter() - started)
     if not untraced:
         trace.done(result, status, error_class)
-
-
-async def _answer_batch(
-    parts: IngestParts, send: Send, batched: Batched, outcomes: list[Outcome], label: str
-) -> tuple[str, str | None]:
-    """Count and park each item as a single event would be, then answer: the
-    provider's own words, or the gateway's JSON with each item's outcome. Returns the
-    request's result (`accepted` when any item was new) and the first parked class."""
-    error_class = None
-    for event, outcome in zip(batched.events, outcomes, strict=True):
-        parts.metrics.webhooks_total.inc(provider=label, outcome=outcome.value)
-        if outcome is Outcome.ACCEPTED and event.failure is not None:
-            _parked(parts, event, event.failure)
-            error_class = error_class or event.failure.error_class
-    new = Outcome.ACCEPTED in outcomes
-    result = (Outcome.ACCEPTED if new else Outcome.DUPLICATE).value
-    if batched.answer is not None:
-        body, content_type = batched.answer
-        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-    else:
-        items = [{"status": o.value, "event_id": e.event_id}
-                 for e, o in zip(batched.events, outcomes, strict=True)]  # fmt: skip
-        await send_json(send, 200, {"status": result, "events": items})
-    return result, error_class
 
 
 def _parked(parts: IngestParts, event: Event, failure: Failure) -> None:
