@@ -82,10 +82,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `gateway backfill`."""
     about = """List the provider's events in a window over its API (Stripe GET /v1/events,
-    GitHub hook deliveries, Paddle GET /events) and record, publish and mark as
-    source=backfill every one the gateway never recorded, through the same idempotency
-    gate as a webhook; already recorded ones are counted present. A run that dies
-    continues from its last page when run again. Exit 1 if some event failed, a page was
+    GitHub hook deliveries, Paddle GET /events, Square POST /v2/events) and record,
+    publish and mark as source=backfill every one the gateway never recorded, through the
+    same idempotency gate as a webhook; already recorded ones are counted present. A run
+    that dies continues from its last page when run again. Exit 1 if some event failed, a page was
     skipped, or the run stopped at a bound of the pass (api_max_pages, api_max_pass_s)."""
     parser = sub.add_parser(
         "backfill",

@@ -68,6 +68,10 @@ def open_source(provider: ProviderSettings, clock: Clock = REAL_CLOCK) -> EventS
         from gateway.adapters.provider_api.paddle_events import PaddleEvents
 
         return PaddleEvents(api, clock)
+    if provider.scheme == "square":
+        from gateway.adapters.provider_api.square_events import SquareEvents
+
+        return SquareEvents(api, clock)
     raise BackfillUsageError(f"cannot backfill a {provider.scheme!r} scheme provider")
 
 

@@ -117,9 +117,10 @@ PROVIDER_KEYS = (
     #: glob takes, as in `event_types`: `"refunds/* /order_id"`). The pointer must reach
     #: a non-empty string or an integer. Events with a key whose subject settlement
     #: consumes are numbered per key and settled in that order; `[]`: none is ordered.
-    #: Without it, the scheme's own: `stripe` the payment intent, else the object's id;
-    #: `paddle` the transaction, else the object's id; `shopify` the order of refunds,
-    #: order transactions and orders; the other schemes none.
+    #: Without it, the scheme's own (each section of docs/providers.md): `stripe` the
+    #: payment intent, else the object's id; a payment provider its payment; `shopify`
+    #: the order of refunds, order transactions and orders; `github`, `standard` and
+    #: `hmac` none.
     #: type: list of strings
     #: default: the scheme's own
     "order_key",
@@ -130,8 +131,9 @@ PROVIDER_KEYS = (
     "on_poison",
     #: Where each event names its merchant (whose ledger account it moves), first match
     #: wins, in the form of `order_key` (`"/pointer"` or `"GLOB /pointer"`). Without it,
-    #: the scheme's own: `stripe` `/data/object/metadata/merchant_id` (a Connect payout:
-    #: its `account`), `paddle` `/data/custom_data/merchant_id`. A capture or payout
+    #: the scheme's own (docs/providers.md): `stripe` `/data/object/metadata/merchant_id`
+    #: (a Connect payout: its `account`), `paddle` `/data/custom_data/merchant_id`,
+    #: `adyen` the item's `merchantAccountCode`, and so on. A capture or payout
     #: without a merchant is parked (`MISSING_FIELD`); a refund or dispute takes its
     #: payment's.
     #: type: list of strings
@@ -140,8 +142,9 @@ PROVIDER_KEYS = (
     #: What settlement does with this provider's events that move no money (a type its
     #: mapping does not settle): `count` them in `gateway_settlement_unmapped_total` and
     #: acknowledge them, or `park` them in the dead-letter table (`EVENT_NOT_MAPPED`),
-    #: to be replayed once they should settle. Only a payment provider's scheme (`stripe`,
-    #: `paddle`) has a mapping; the other schemes' events never settle and are neither.
+    #: to be replayed once they should settle. Only a payment provider's scheme has a
+    #: mapping (docs/reference/movements.md); the other schemes' events never settle and
+    #: are neither.
     #: allowed: `count`, `park`
     #: default: `count`
     "unmapped",

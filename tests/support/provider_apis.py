@@ -1,5 +1,6 @@
 """Local stand-ins of the providers' event APIs (Stripe `GET /v1/events`, GitHub hook
-deliveries, Paddle `GET /events`) with their real payload shapes, cursor pagination, and
+deliveries, Paddle `GET /events`, Square `POST /v2/events`) with their real payload
+shapes, cursor pagination, and
 faults on demand: `429` with `Retry-After`, `500`, bad credentials, or any answer a test
 builds (a redirect, a page that is a list, an endless or trickled answer).
 
@@ -9,7 +10,9 @@ says `insecure_api_url = true` and lists the host in `api_hosts`: `stand_in_keys
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -58,12 +61,16 @@ class GitHubDelivery:
 
 @dataclass
 class ProviderApis:
-    """One server standing in for all three APIs; tests add events and queue faults."""
+    """One server standing in for all four APIs; tests add events and queue faults."""
 
     page_size: int = 2  # small, so every test paginates
     stripe_events: list[dict[str, Any]] = field(default_factory=list)
     github: list[GitHubDelivery] = field(default_factory=list)
     paddle_events: list[dict[str, Any]] = field(default_factory=list)
+    square_events: list[dict[str, Any]] = field(default_factory=list)
+    #: The JSON body of every Square search, and its `Square-Version`, in order.
+    square_searches: list[Any] = field(default_factory=list)
+    square_versions: list[str | None] = field(default_factory=list)
     #: Faults answered before any real answer, one per request: "429", "500", "401",
     #: or a response a test built (answered as it is).
     faults: list[str | Response] = field(default_factory=list)
@@ -90,6 +97,7 @@ class ProviderApis:
                 Route(f"/repos/{REPO}/hooks/{HOOK_ID}/deliveries", self._gh_list),
                 Route(f"/repos/{REPO}/hooks/{HOOK_ID}/deliveries/{{id:int}}", self._gh_one),
                 Route("/events", self._paddle),
+                Route("/v2/events", self._square, methods=["POST"]),
             ]
         )
         self.server = uvicorn.Server(
@@ -245,6 +253,68 @@ class ProviderApis:
             }
         )
 
+    # --- Square: SearchEvents, created_at range, event_types, sort, an opaque cursor ---
+
+    async def _square(self, request: Request) -> Response:
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        body = json.loads(await request.body())
+        self.square_searches.append(body)
+        self.square_versions.append(request.headers.get("square-version"))
+        query = body.get("query") or {}
+        # A cursor is good for the query that gave it only ("you must use the original
+        # query"): the stand-in's cursor names that query's digest and refuses another.
+        digest = hashlib.sha256(json.dumps(query, sort_keys=True).encode()).hexdigest()[:16]
+        chosen = query.get("filter") or {}
+        created = chosen.get("created_at") or {}
+        start, end = created.get("start_at"), created.get("end_at")
+        events = sorted(
+            self.square_events,
+            key=lambda e: (_when(e["created_at"]), e["event_id"]),
+            reverse=(query.get("sort") or {}).get("order", "ASC") == "DESC",
+        )
+        # [start_at, end_at): the stand-in's choice; Square does not say.
+        if start:
+            events = [e for e in events if _when(e["created_at"]) >= _when(start)]
+        if end:
+            events = [e for e in events if _when(e["created_at"]) < _when(end)]
+        if chosen.get("event_types"):
+            events = [e for e in events if e["type"] in chosen["event_types"]]
+        if body.get("cursor"):
+            cursor = json.loads(base64.urlsafe_b64decode(body["cursor"]))
+            if cursor["query"] != digest:
+                return _json(
+                    {
+                        "errors": [
+                            {
+                                "category": "INVALID_REQUEST_ERROR",
+                                "code": "INVALID_CURSOR",
+                                "detail": "the cursor belongs to another query",
+                                "field": "cursor",
+                            }
+                        ]
+                    },
+                    400,
+                )
+            ids = [e["event_id"] for e in events]
+            events = events[ids.index(cursor["after"]) + 1 :]
+        page = events[: min(int(body.get("limit", 100)), self.page_size)]
+        answer: dict[str, Any] = {}
+        if page:  # Square leaves out what is empty
+            answer["events"] = page
+            answer["metadata"] = [
+                {"event_id": e["event_id"], "api_version": "2026-08-19"} for e in page
+            ]
+        if len(events) > len(page):
+            after = {"query": digest, "after": page[-1]["event_id"]}
+            answer["cursor"] = base64.urlsafe_b64encode(json.dumps(after).encode()).decode()
+        return _json(answer)
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
 
 def stripe_event(
     n: int, created: datetime, event_type: str = "payment_intent.succeeded", merchant: str = "m_1"
@@ -285,6 +355,33 @@ def paddle_event(
             "status": "completed",
             "currency_code": "USD",
             "details": {"totals": {"grand_total": "1000"}},
+        },
+    }
+
+
+def square_event(
+    n: int, created: datetime, event_type: str = "payment.updated", merchant: str = "m_1"
+) -> dict[str, Any]:
+    """An event as SearchEvents lists it (`Event`), its payment completed."""
+    payment_id = f"sq_pay_{n:04d}"
+    return {
+        "merchant_id": merchant,
+        "location_id": "L88917AVBK2S5",
+        "type": event_type,
+        "event_id": f"8d6d5c7b-3b8b-4c2f-9b0a-{n:012d}",
+        "created_at": created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+        "data": {
+            "type": "payment",
+            "id": payment_id,
+            "object": {
+                "payment": {
+                    "id": payment_id,
+                    "status": "COMPLETED",
+                    "amount_money": {"amount": 1000 + n, "currency": "USD"},
+                    "total_money": {"amount": 1000 + n, "currency": "USD"},
+                    "location_id": "L88917AVBK2S5",
+                }
+            },
         },
     }
 

@@ -1,4 +1,6 @@
-"""One bounded GET of JSON from a provider's API, and the client it goes through.
+"""One bounded call for JSON to a provider's API, and the client it goes through: a
+GET, or a POST of a JSON query (Square's SearchEvents is a search, not a write, so it
+is retried as a GET is).
 
 What the gateway trusts here is the provider's API reached over verified TLS with the
 account's key (docs/operations.md, "What a backfilled event proves"), so the
@@ -30,7 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Answer, Clock, call_api
-from gateway.core.backfill import DEFAULT_API_RETRY
+from gateway.core.backfill import DEFAULT_API_RETRY, ApiRetryPolicy
 from gateway.errors import (
     ProviderApiAnswerInvalid,
     ProviderApiAnswerTooLarge,
@@ -76,12 +78,35 @@ async def _read_capped(response: httpx.Response, cap: int, what: str) -> bytes:
 async def get_json(
     client: httpx.AsyncClient, url: str, params: Params, limits: ApiLimits, what: str
 ) -> Answer[tuple[Any, httpx.Headers]]:
+    """A GET of `url` with `params`: `request_json`."""
+    return await request_json(client, "GET", url, limits, what, params=params)
+
+
+async def post_json(
+    client: httpx.AsyncClient, url: str, query: Any, limits: ApiLimits, what: str
+) -> Answer[tuple[Any, httpx.Headers]]:
+    """A POST of `query` as a JSON body to `url`: `request_json`."""
+    return await request_json(client, "POST", url, limits, what, query=query)
+
+
+async def request_json(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    limits: ApiLimits,
+    what: str,
+    *,
+    params: Params = (),
+    query: Any = None,
+) -> Answer[tuple[Any, httpx.Headers]]:
     """(status, Retry-After, (document, response headers)); no answer in time or a
     transport error is status None (retried like a 5xx). Raises what no retry can mend:
-    a redirect, a refused certificate, an answer too large or not JSON."""
+    a redirect, a refused certificate, an answer too large or not JSON. `query`, when
+    given, is the request's JSON body (httpx writes it compact, `content-type:
+    application/json`)."""
     try:
         async with asyncio.timeout(limits.timeout_s):
-            async with client.stream("GET", url, params=list(params)) as response:
+            async with client.stream(method, url, params=list(params), json=query) as response:
                 status = response.status_code
                 if 300 <= status < 400:
                     target = urlsplit(response.headers.get("location", "")).netloc or "nowhere"
@@ -133,14 +158,26 @@ class ApiCalls:
         self._ends = clock.monotonic() + api.limits.max_pass_s
 
     async def get(self, url: str, params: Params, what: str) -> tuple[Any, httpx.Headers]:
-        left_s = max(0.0, self._ends - self._clock.monotonic())
-        policy = replace(DEFAULT_API_RETRY, deadline_s=min(DEFAULT_API_RETRY.deadline_s, left_s))
         return await call_api(
             lambda: get_json(self.client, url, params, self._limits, what),
             what,
-            policy=policy,
+            policy=self._policy(),
             clock=self._clock,
         )
+
+    async def post(self, url: str, query: Any, what: str) -> tuple[Any, httpx.Headers]:
+        """A search sent as a JSON body, bounded and retried exactly as `get`."""
+        return await call_api(
+            lambda: post_json(self.client, url, query, self._limits, what),
+            what,
+            policy=self._policy(),
+            clock=self._clock,
+        )
+
+    def _policy(self) -> ApiRetryPolicy:
+        """The retry policy of the next call: its retries end with the pass."""
+        left_s = max(0.0, self._ends - self._clock.monotonic())
+        return replace(DEFAULT_API_RETRY, deadline_s=min(DEFAULT_API_RETRY.deadline_s, left_s))
 
     async def close(self) -> None:
         await self.client.aclose()
