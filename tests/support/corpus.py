@@ -32,11 +32,6 @@ GENERIC = {
         "event_id_from": "header:X-Request-UUID",
         "event_type_from": "header:X-Event-Key",
     },
-    "checkout": {
-        "header": "Cko-Signature",
-        "event_id_from": "json:id",
-        "event_type_from": "json:type",
-    },
 }
 #: Where each provider's event id is: ("json" | "header", name).
 ID_FROM = {
@@ -76,7 +71,7 @@ def signed(provider: str, index: int, item: dict[str, Any]) -> tuple[dict[str, s
         headers["x-wc-webhook-signature"] = vectors.shopify_b64(SECRET, body)
     elif provider == "bitbucket":
         headers["x-hub-signature"] = "sha256=" + vectors.github_sha256(SECRET, body)
-    else:
+    else:  # Checkout.com: hex HMAC-SHA256 of the body
         headers["cko-signature"] = vectors.generic_hex(SECRET, body)
     return headers, body
 
@@ -100,4 +95,5 @@ def corpus_config(database_url: str, nats_url: str) -> dict[str, Any]:
     doc = config(database_url, nats_url, http={"max_body_bytes": 1_000_000})
     for name, params in GENERIC.items():
         doc["providers"][name] = {"scheme": "hmac", "secrets": [SECRET], **params}
+    doc["providers"]["checkout"] = {"scheme": "checkout", "secrets": [SECRET]}
     return doc

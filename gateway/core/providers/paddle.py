@@ -135,6 +135,6 @@ PADDLE = Provider(
     units=UNITS,
     order_keys=parse_rules(("/data/transaction_id", "/data/id")),
     backfill="Events API (`GET /events`)",
-    cross_check="Paddle's genuine signed notifications, published with their signatures",
+    cross_check="the signed notifications of paddle-python-sdk's Verifier tests",
     resign=True,
 )
