@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gateway.devtools.docs_reference import cli, configuration, error_codes, http_api, movements
+from gateway.devtools.docs_reference import (
+    cli,
+    configuration,
+    error_codes,
+    http_api,
+    movements,
+    providers,
+)
 
 __all__ = ["DOCS_DIR", "PAGES", "stale", "write_all"]
 
@@ -26,6 +33,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "reference/http-api.md": http_api.render,
     "reference/error-codes.md": error_codes.render,
     "reference/movements.md": movements.render,
+    "reference/providers.md": providers.render,
 }
 
 
