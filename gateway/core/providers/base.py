@@ -90,8 +90,6 @@ class Provider:
     cross_check: str = ""
     #: `gateway forward --resign-as NAME` can sign deliveries as this provider does.
     resign: bool = False
-    #: The scheme needs `[providers.NAME] notification_url` (Square signs the URL).
-    needs_url: bool = False
     #: Where the signature lives in the body rather than a header (Adyen): how a body
     #: is signed, for `gateway sign` and the tests; None for header signatures.
     sign_body: SignBody | None = None

@@ -243,5 +243,4 @@ SQUARE = Provider(
     cross_check="`square.utils.webhooks_helper.verify_signature` (squareup) and the "
     "vector of its tests",
     backfill="Events API (`POST /v2/events`, SearchEvents), 28 days",
-    needs_url=True,
 )
