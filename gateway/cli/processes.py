@@ -54,8 +54,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.compose.durability import check_required_durability
     from gateway.compose.schema import check_stream
     from gateway.compose.sockets import bound_socket, check_free
+    from gateway.edge import raise_file_limit
     from gateway.ingest.app import server_options
-    from gateway.ingest.edge import raise_file_limit
 
     settings = load_settings(args)  # validate before forking anything
     http = settings.http

@@ -32,6 +32,7 @@ from gateway.core.ledger import AccountCode, Ledger
 from gateway.core.ledger_accounts import AccountView, describe_all
 from gateway.core.ledger_ids import merchant_account_id
 from gateway.core.statements import Adjustment
+from gateway.edge import edge_options
 from gateway.errors import ConfigError
 from gateway.settings import Settings
 
@@ -111,7 +112,11 @@ async def check_protected(pool: Pool, host: str, trusted_proxies: tuple[str, ...
 
 
 def uvicorn_options(settings: Settings, host: str, port: int) -> dict[str, Any]:
+    """The console's server: `serve`'s edge (head and body deadlines, the head's size,
+    pipelining) with the console's own connection cap, and no header that is not the
+    peer's own."""
     return {
+        **edge_options(settings.http, settings.console.max_connections),
         "host": host,
         "port": port,
         "log_config": None,  # the gateway's JSON logs, not uvicorn's own

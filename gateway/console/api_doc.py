@@ -2,7 +2,8 @@
 each area's fragment in `gateway/console/openapi/*.json` (`{"paths", "components"}`).
 
 `_common.json` holds what every area refers to: the `Problem` schema and the
-`BadRequest`, `Unauthorized`, `Forbidden`, `NotFound` and `Conflict` responses. A
+`BadRequest`, `Unauthorized`, `Forbidden`, `NotFound` and `Conflict` responses, and
+the answers of the server's edge (`gateway.edge`), which every operation may get. A
 component defined twice must be defined the same way (`FragmentClash` otherwise)."""
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from gateway.core.console_roles import Capability
 OPENAPI_PATH = "/console/api/v1/openapi.json"
 
 
+#: What the server's edge may answer any request before the console sees it.
+EDGE_RESPONSES = {"408": "EdgeTimeout", "431": "EdgeTooLarge", "503": "EdgeFull"}
+_EDGE = {
+    status: {"$ref": f"#/components/responses/{name}"} for status, name in EDGE_RESPONSES.items()
+}
+
+
 class FragmentClash(ValueError):
     """Two fragments define the same path operation or schema differently."""
 
@@ -38,7 +46,8 @@ def merge(fragments: dict[str, dict[str, Any]]) -> dict[str, Any]:
             for method, operation in operations.items():
                 if method in merged and merged[method] != operation:
                     raise FragmentClash(f"{source}: {method.upper()} {path} defined twice")
-                merged[method] = operation
+                answers = {**_EDGE, **operation.get("responses", {})}
+                merged[method] = {**operation, "responses": answers}
         for kind, entries in fragment.get("components", {}).items():
             merged_kind = components.setdefault(kind, {})
             for name, entry in entries.items():

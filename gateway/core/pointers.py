@@ -30,7 +30,7 @@ def resolve_pointer(doc: object, tokens: tuple[str, ...]) -> object:
             doc = doc.get(token)
         elif type(doc) is list:
             # An array index: digits without a leading zero (RFC 6901 section 4).
-            if not token.isdigit() or (token[0] == "0" and len(token) > 1):
+            if not (token.isascii() and token.isdigit()) or (token[0] == "0" and len(token) > 1):
                 return None
             index = int(token)
             doc = doc[index] if index < len(doc) else None

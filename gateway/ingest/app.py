@@ -22,9 +22,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from gateway.edge import REFUSALS_STATE_KEY, edge_options
 from gateway.ingest.admin import readiness, serve_admin
 from gateway.ingest.deadlines import Deadlines
-from gateway.ingest.edge import REFUSALS_STATE_KEY, edge_options
 from gateway.ingest.endpoints import (
     EVENTS_PATH,
     WEBHOOKS_PREFIX,
@@ -61,7 +61,7 @@ SERVER_OPTIONS: dict[str, Any] = {
 
 
 def server_options(http: HttpSettings) -> dict[str, Any]:
-    """`SERVER_OPTIONS` with the `[http]` edge limits (`gateway.ingest.edge`) in force."""
+    """`SERVER_OPTIONS` with the `[http]` edge limits (`gateway.edge`) in force."""
     return {**SERVER_OPTIONS, **edge_options(http)}
 
 

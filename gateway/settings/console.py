@@ -28,6 +28,11 @@ class ConsoleSettings:
     #: Failed logins from one address within a minute before the answer is `429`.
     #: allowed: 1 to 100
     login_failures_per_min: int = 5
+    #: Connections the console holds at once; past it a new request is answered `503`.
+    #: Its other limits are `[http]`'s, as `gateway serve` has them: the head and body
+    #: deadlines, the head's size, the keep-alive and pipelining bounds.
+    #: allowed: 1 to 10000
+    max_connections: int = 100
     #: Addresses of SSO proxies whose identity headers are trusted; from any other
     #: address the headers are ignored. Empty: proxy sign-in off.
     trusted_proxies: tuple[str, ...] = ()

@@ -18,6 +18,7 @@ from gateway.core.signatures.base import (
     Encoding,
     FieldRef,
     KeyEncoding,
+    ParamProblem,
     SchemeParams,
     SignedContent,
 )
@@ -60,7 +61,7 @@ def scheme_params(
         try:
             check_hmac_params(params)
         except ValueError as exc:
-            raise ConfigError(f"{path}{_key_named(str(exc))}", str(exc)) from None
+            raise ConfigError(f"{path}{_key_of(exc)}", str(exc)) from None
     if scheme == "standard":
         for secret in secrets:
             try:
@@ -70,7 +71,7 @@ def scheme_params(
     try:
         get_scheme(scheme).verifier(params)  # every scheme's own checks, at start-up
     except ValueError as exc:
-        raise ConfigError(f"{path}{_key_named(str(exc))}", str(exc)) from None
+        raise ConfigError(f"{path}{_key_of(exc)}", str(exc)) from None
     return params
 
 
@@ -126,9 +127,7 @@ def _notification_url(data: Mapping[str, Any], path: str) -> str:
     return url
 
 
-def _key_named(problem: str) -> str:
-    """The settings key a scheme's ValueError is about, as its message names it."""
-    for key in ("notification_url", "timestamp_header", "prefix", "header"):
-        if key.replace("_", " ") in problem or key in problem:
-            return key
-    return "secrets"
+def _key_of(exc: ValueError) -> str:
+    """The settings key a scheme's ValueError is about: the one a `ParamProblem` names,
+    else the secrets (what a scheme's own key checks are about)."""
+    return exc.key if isinstance(exc, ParamProblem) else "secrets"

@@ -58,7 +58,7 @@ class HttpSettings:
     #: port serves them.
     #: allowed: at most 65535, and not `port`
     admin_port: int = 0
-    # The edge (`gateway.ingest.edge`). Request line plus headers, in bytes: the largest
+    # The edge (`gateway.edge`). Request line plus headers, in bytes: the largest
     # header set of 1,076 real deliveries is ~430 bytes (signature aside), so 32 KiB
     # leaves room for proxies' additions and refuses floods (431) early.
     #: The request line and headers together (and a chunked body's chunk-size lines

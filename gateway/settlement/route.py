@@ -114,17 +114,26 @@ def check_same(existing: store.SettlementRow, instruction: SettlementInstruction
 
     The transfer id comes from the settlement id alone, so a repeat with another amount,
     currency or merchant would otherwise be waved through as a duplicate; it is a data
-    problem someone has to look at, and it is raised as the critical id collision.
+    problem someone has to look at, and it is raised as the critical id collision. So is
+    a second capture of one payment under another capture id (a partial capture the
+    ledger keys by its payment): equal amounts would otherwise hide it as a repeat.
     """
     same = (
         existing.amount_minor == instruction.amount_minor
         and existing.currency == instruction.currency
         and (instruction.merchant_id is None or existing.merchant_id == instruction.merchant_id)
+        and (
+            existing.refund_id is None
+            or instruction.refund_id is None
+            or existing.refund_id == instruction.refund_id
+        )
     )
     if not same:
         merchant = None if instruction.merchant_id is None else excerpt(instruction.merchant_id)
         raise LedgerIdCollision(
             f"settlement {excerpt(instruction.key)} was recorded as {existing.amount_minor} "
-            f"{existing.currency} for {excerpt(existing.merchant_id)}; this event says "
-            f"{instruction.amount_minor} {instruction.currency} for {merchant}"
+            f"{existing.currency} for {excerpt(existing.merchant_id)}"
+            + ("" if existing.refund_id is None else f" by {excerpt(existing.refund_id)}")
+            + f"; this event says {instruction.amount_minor} {instruction.currency} for "
+            f"{merchant}"
         )

@@ -12,7 +12,7 @@ import uvicorn
 
 from gateway import settings as settings_mod
 from gateway.compose.ingest import create_app
-from gateway.ingest.edge import edge_options
+from gateway.edge import edge_options
 from gateway.ingest.parts import IngestParts
 from tests.support.services import REDIS_URL, free_port
 

@@ -86,6 +86,9 @@ class SettlementRow:
     rate_at_payment: Decimal | None
     attempts: int
     ledger_currency: str | None = None
+    #: The movement's own id; a capture's own id where its provider gives one (an
+    #: Adyen capture's psp reference), else None.
+    refund_id: str | None = None
 
     @property
     def settled_merchant(self) -> str | None:
@@ -109,6 +112,7 @@ def _row(record: asyncpg.Record) -> SettlementRow:
         rate_at_payment=None if rate is None else Decimal(rate),
         attempts=record["attempts"],
         ledger_currency=record["ledger_currency"],
+        refund_id=record["refund_id"],
     )
 
 

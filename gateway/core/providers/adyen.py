@@ -101,13 +101,16 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         return None
     psp = get_str(item, "pspReference", _P)
     kind = kinds[0]
+    if kind is _K.AUTHORISATION and _zero(item):
+        return None  # a zero-value authorisation checks a card and reserves nothing
     # An authorisation is keyed by its payment, a void by the payment it voids, a
     # capture by nothing of its own; the rest by their own reference.
     payment = psp if kind is _K.AUTHORISATION else get_str(item, "originalReference", _P)
+    # A capture is keyed by its payment and carries its own reference: a second partial
+    # capture of one payment is then parked (`LEDGER_ID_COLLISION`, for an operator),
+    # never taken for a repeat of the first when the amounts are equal.
     movement: str | None = psp
-    if kind is _K.CAPTURE:
-        movement = None
-    elif kind is _K.VOID:
+    if kind is _K.VOID:
         movement = payment
     elif event_type == "SECOND_CHARGEBACK":
         movement = f"{psp}:{event_type}"  # the dispute's reference keys the first one
@@ -162,6 +165,12 @@ def _metadata_merchant(item: Mapping[str, Any]) -> str | None:
     if merchant is None and isinstance(extra.get("metadata"), Mapping):
         merchant = extra["metadata"].get("merchant_id")
     return merchant if isinstance(merchant, str) and merchant else None
+
+
+def _zero(item: Mapping[str, Any]) -> bool:
+    """An amount of 0 (Adyen authorises 0 to store or check a card)."""
+    amount = item.get("amount")
+    return isinstance(amount, Mapping) and amount.get("value") == 0
 
 
 #: The most items one request may carry: Adyen sends one per JSON or HTTP POST

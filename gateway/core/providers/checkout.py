@@ -113,8 +113,10 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
             merchant_id=_metadata_merchant(data),
             amount_minor=amount,
             currency=get_currency(data, "currency", _D),
-            # An authorisation and a void are keyed by their payment; a capture by none.
-            refund_id=None if kind is _K.CAPTURE else payment_id,
+            # An authorisation and a void are keyed by their payment; a capture carries
+            # its own action id, so that a later capture that reads as the first (no
+            # `balances`) is parked as a collision, never taken for the first's repeat.
+            refund_id=optional_str(data, "action_id") if kind is _K.CAPTURE else payment_id,
             source_event_id=optional_str(doc, "id"),
         )
     if event_type == "payment_refunded":

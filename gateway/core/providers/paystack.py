@@ -14,8 +14,9 @@ transaction's numeric `id` is absent from the refund events.
   as Stripe's are), keyed by the transaction's `reference`. Paystack captures at once;
   its pre-authorisation events (`preauthorization.*`) are not mapped.
 - `refund.processed`: a refund of `amount` of `transaction_reference`, keyed by the
-  refund's `id`, else its `refund_reference` (the examples carry one or the other:
-  `id` appears in `refund.needs-attention` only). A refund whose `dispute` names a
+  refund's `refund_reference`, else its `id` (every refund event in the examples
+  carries the reference; `id` appears in `refund.needs-attention` only, so keying by it
+  first would put a refund and its failure under two keys). A refund whose `dispute` names a
   dispute moves nothing here: the dispute's resolution moves that money (Paystack's
   Refund object has the field; its refund events do not show it). `refund.failed`: its
   reversal, which `core.follow_ups` records and nets to nothing when the refund never
@@ -110,7 +111,7 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         data = get_object(doc, "data")
         if data.get("dispute") is not None:
             return None  # the dispute's resolution moves it
-        own = "id" if data.get("id") is not None else "refund_reference"
+        own = "refund_reference" if data.get("refund_reference") is not None else "id"
         return SettlementInstruction(
             settlement_id=get_str(data, "transaction_reference", _D),
             kind=_REFUND[event_type],
@@ -229,7 +230,14 @@ PAYSTACK = Provider(
                 "json",
                 "/event",
                 also=("/data/id",),
-                fallback=FieldRef("json", "/event", also=("/data/refund_reference",)),
+                fallback=FieldRef(
+                    "json",
+                    "/event",
+                    also=("/data/refund_reference",),
+                    # A pending refund may carry neither yet: its transaction then (it
+                    # moves nothing, so two of one transaction being one row is harmless).
+                    fallback=FieldRef("json", "/event", also=("/data/transaction_reference",)),
+                ),
             ),
             event_type_from=FieldRef("json", "event"),
         ),

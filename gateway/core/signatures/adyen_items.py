@@ -130,9 +130,22 @@ def _offered(item: Mapping[str, Any], index: int) -> tuple[bytes, bytes]:
     if not isinstance(signature, str):
         raise SignatureMalformed(f"{where} hmacSignature is not a string")
     try:
-        return decode_signature(signature, Encoding.BASE64), signed_message(item)
+        offered, message = decode_signature(signature, Encoding.BASE64), signed_message(item)
     except (SignatureMalformed, ValueError) as exc:  # undecodable, or nothing to sign
         raise SignatureMalformed(f"{where}: {exc}") from None
+    if message.count(b":") != len(_HEAD) + len(_TAIL) + 1 + _colons(item):
+        # The eight fields are joined with ":" and nothing escaped, so a ":" moved from
+        # one field to its neighbour signs the same text: a genuine item's signature
+        # would vouch for another reading of it (another id, payment or merchant).
+        # Adyen's references, account codes, currencies and codes hold no ":"; only
+        # `merchantReference`, the merchant's own text, may, and it alone can.
+        raise SignatureMalformed(f"{where}: a field other than merchantReference holds ':'")
+    return offered, message
+
+
+def _colons(item: Mapping[str, Any]) -> int:
+    """The colons of `merchantReference`, the one signed field that may hold some."""
+    return str(item.get("merchantReference", "")).count(":")
 
 
 class AdyenScheme:
@@ -229,8 +242,12 @@ def split(body: bytes, items_max: int, item_bytes_max: int) -> tuple[bytes, ...]
     """One body per notification item: a body of one item as it came, byte for byte;
     each item of several as `{"live": ..., "notificationItems": [item]}` (`live` kept
     when the body has it). A body not of Adyen's shape comes back whole, for
-    verification to refuse. `BatchTooLarge` for more than `items_max` items, or an item
-    whose own body is longer than `item_bytes_max` bytes."""
+    verification to refuse. `BatchTooLarge` for more than `items_max` items, or, of
+    several, an item whose own body is longer than `item_bytes_max` bytes.
+
+    An item of several is re-serialised: its signed fields are strings and an integer,
+    which orjson writes back as read, but an unsigned float or an integer beyond 64 bits
+    may be written differently from how it came."""
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -244,7 +261,8 @@ def split(body: bytes, items_max: int, item_bytes_max: int) -> tuple[bytes, ...]
     bodies: tuple[bytes, ...] = (body,)
     if len(items) > 1:
         bodies = tuple(orjson.dumps({**head, "notificationItems": [item]}) for item in items)
-    for index, one in enumerate(bodies):
+    for index, one in enumerate(bodies if len(items) > 1 else ()):
+        # One item as it came is bounded by `[http] max_body_bytes` already.
         if len(one) > item_bytes_max:
             raise BatchTooLarge(
                 f"notificationItems[{index}] is {len(one)} bytes as its own body; "

@@ -29,6 +29,15 @@ class Encoding(enum.StrEnum):
     BASE64 = "base64"
 
 
+class ParamProblem(ValueError):
+    """A scheme's parameters cannot drive it; `key` names the setting at fault (the
+    settings report it under `[providers.NAME].KEY`)."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(problem)
+        self.key = key
+
+
 class Algorithm(enum.StrEnum):
     """The hash an HMAC is built on (the generic `hmac` scheme's `algorithm`)."""
 
@@ -57,13 +66,18 @@ class KeyEncoding(enum.StrEnum):
         """The key bytes of secret; ValueError (never naming the secret) if it does not
         decode."""
         if self is KeyEncoding.TEXT:
-            return secret.encode("utf-8")
-        try:
-            if self is KeyEncoding.HEX:
-                return binascii.unhexlify(secret.strip())
-            return base64.b64decode(secret.strip(), validate=True)
-        except (ValueError, binascii.Error):
-            raise ValueError(f"a secret is not valid {self.value}") from None
+            key = secret.encode("utf-8")
+        else:
+            try:
+                if self is KeyEncoding.HEX:
+                    key = binascii.unhexlify(secret.strip())
+                else:
+                    key = base64.b64decode(secret.strip(), validate=True)
+            except (ValueError, binascii.Error):
+                raise ParamProblem("secrets", f"a secret is not valid {self.value}") from None
+        if not key:  # an empty HMAC key is one anybody can sign with
+            raise ParamProblem("secrets", f"a secret decodes to no key at all ({self.value})")
+        return key
 
 
 class SignedContent(enum.StrEnum):

@@ -13,6 +13,7 @@ from gateway.core.signatures.base import (
     FieldRef,
     Headers,
     HmacKey,
+    ParamProblem,
     SchemeParams,
     SignedContent,
     Verifier,
@@ -38,7 +39,8 @@ def signed_content(params: SchemeParams) -> SignedContent:
     `signed` existed)."""
     if params.signed is not None:
         return params.signed
-    return SignedContent.TIMESTAMP_BODY if params.timestamp_header else SignedContent.BODY
+    timestamped = params.timestamp_header.strip()
+    return SignedContent.TIMESTAMP_BODY if timestamped else SignedContent.BODY
 
 
 def check_hmac_params(params: SchemeParams) -> None:
@@ -48,19 +50,21 @@ def check_hmac_params(params: SchemeParams) -> None:
     too, because a misconfiguration must never pass for a valid signature.
     """
     if not params.header.strip():
-        raise ValueError("hmac scheme needs a signature header")
+        raise ParamProblem("header", "hmac scheme needs a signature header")
     if _SEPARATORS.search(params.prefix):
         # The prefix is stripped per signature after splitting, so it cannot hold a separator.
-        raise ValueError("hmac prefix must not contain commas or whitespace")
+        raise ParamProblem("prefix", "hmac prefix must not contain commas or whitespace")
     if params.event_id_from is None:
-        raise ValueError("hmac scheme needs event_id_from")
+        raise ParamProblem("event_id_from", "hmac scheme needs event_id_from")
     if params.event_type_from is None:
-        raise ValueError("hmac scheme needs event_type_from")
+        raise ParamProblem("event_type_from", "hmac scheme needs event_type_from")
     content = signed_content(params)
     if content is SignedContent.TIMESTAMP_BODY and not params.timestamp_header.strip():
-        raise ValueError("hmac signed = 'timestamp.body' needs a timestamp_header")
+        raise ParamProblem(
+            "timestamp_header", "signing '{timestamp}.{body}' needs a timestamp_header"
+        )
     if content is SignedContent.URL_BODY and not params.url:
-        raise ValueError("signing '{url}{body}' needs the notification_url")
+        raise ParamProblem("notification_url", "signing '{url}{body}' needs the notification_url")
     for secret in params.secrets:
         params.key_encoding.key(secret)  # ValueError if it does not decode
 
@@ -159,13 +163,13 @@ class HmacScheme:
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """Where `event_id_from` says the event id is; ValueError if it is not set."""
         if params.event_id_from is None:
-            raise ValueError("hmac scheme needs event_id_from")
+            raise ParamProblem("event_id_from", "hmac scheme needs event_id_from")
         return params.event_id_from
 
     def type_ref(self, params: SchemeParams) -> FieldRef:
         """Where `event_type_from` says the event type is; ValueError if it is not set."""
         if params.event_type_from is None:
-            raise ValueError("hmac scheme needs event_type_from")
+            raise ParamProblem("event_type_from", "hmac scheme needs event_type_from")
         return params.event_type_from
 
     def authenticates_id(self, params: SchemeParams) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.ingest.edge import LINGER_S, MAX_PIPELINED
+from gateway.edge import LINGER_S, MAX_PIPELINED
 from tests.integration.ingest.test_edge_limits import (
     SLACK_S,
     assert_refused,

@@ -140,3 +140,23 @@ async def test_refunds_a_chargeback_and_its_reversal_settle_with_a_rotated_key(
     )
     assert len(stored) == 6
     assert not any(r["event_id"].startswith(("PSP1005", "PSPX")) for r in stored)
+
+
+async def test_a_second_partial_capture_is_parked_not_taken_for_a_repeat(
+    doc: dict[str, Any], database_url: str
+) -> None:
+    """Two partial captures of one payment, equal amounts: the ledger keys a capture by
+    its payment, so the second cannot move as its own; it is parked as a collision for
+    an operator (`gateway ledger adjust`), never acknowledged as the first's repeat."""
+    first = item("CAPTURE", "PSP2001", 500, original="PSP2000")
+    second = item("CAPTURE", "PSP2002", 500, original="PSP2000")
+    async with running_server(doc) as server, running_worker(doc) as parts:
+        await open_merchant(parts, MERCHANT)
+        for one in (first, second):
+            assert (await post(server, notification(one))).status_code == 200
+        await wait_until(lambda: ended(database_url, 2))
+        assert await merchant_balance(parts, MERCHANT) == 500
+    parked = await fetch(database_url, "SELECT event_id, error_class FROM dlq_webhooks")
+    assert [(r["event_id"], r["error_class"]) for r in parked] == [
+        ("PSP2002:CAPTURE:true", "LEDGER_ID_COLLISION")
+    ]

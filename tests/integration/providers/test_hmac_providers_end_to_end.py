@@ -264,7 +264,7 @@ async def test_a_checkout_payment_is_verified_settled_refunded_and_disputed(
     ]
     assert await settled(database_url, "checkout") == [
         ("authorisation", CKO_PAYMENT, 10_000, CKO_MERCHANT),
-        ("capture", None, 10_000, CKO_MERCHANT),
+        ("capture", "act_e2ecko_capture", 10_000, CKO_MERCHANT),
         ("refund", "act_e2ecko_refund_1", 1_000, CKO_MERCHANT),
         ("refund", "act_e2ecko_refund_2", 2_000, CKO_MERCHANT),
         ("chargeback", CKO_DISPUTE, 3_000, CKO_MERCHANT),

@@ -177,3 +177,13 @@ def test_a_fallback_is_read_only_when_the_first_finds_nothing() -> None:
     assert lookup(ref, {}, ParsedBody(refund)) == "refund.processed:rf_1"
     assert lookup(ref, {}, ParsedBody(b'{"event": "x", "data": {}}')) is None
     assert ref.where == "fields /event:/data/id, else fields /event:/data/refund_reference"
+
+
+@pytest.mark.parametrize(
+    ("encoding", "secret"), [(KeyEncoding.HEX, "  "), (KeyEncoding.BASE64, "")]
+)
+def test_a_secret_that_decodes_to_no_key_is_refused(encoding: KeyEncoding, secret: str) -> None:
+    """An empty HMAC key is one anybody can sign with."""
+    params = replace(BASE, secrets=(secret,), key_encoding=encoding)
+    with pytest.raises(ValueError, match="no key at all"):
+        check_hmac_params(params)

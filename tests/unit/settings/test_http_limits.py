@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from gateway import settings
+from gateway.edge import edge_options
 from gateway.errors import ConfigError
-from gateway.ingest.edge import edge_options
 from tests.unit.settings.test_settings import ENV, with_change
 
 

@@ -1,4 +1,5 @@
-"""The public port's edge: deadlines and limits that uvicorn does not enforce.
+"""The edge of every HTTP server the gateway runs (the public port, the console): the
+deadlines and limits that uvicorn does not enforce.
 
 uvicorn's httptools protocol buffers a request head (and chunked trailers) of any size,
 and runs a timer only while a kept-alive connection is idle: the first byte of anything
@@ -432,8 +433,9 @@ def _fields_bytes(fields: list[tuple[bytes, bytes]]) -> int:
     return sum(len(n) + len(v) + 4 for n, v in fields) + 2
 
 
-def edge_options(http: HttpSettings) -> dict[str, Any]:
-    """The uvicorn options that put the `[http]` limits in force.
+def edge_options(http: HttpSettings, max_connections: int | None = None) -> dict[str, Any]:
+    """The uvicorn options that put the `[http]` limits in force (`max_connections`
+    overriding `[http]`'s, for a listener with a cap of its own: the console).
 
     The protocol is a `functools.partial` of a module-level class, so the config still
     pickles for `gateway serve --workers N`.
@@ -446,7 +448,7 @@ def edge_options(http: HttpSettings) -> dict[str, Any]:
             body_timeout_s=http.body_timeout_s,
         ),
         "timeout_keep_alive": http.keepalive_timeout_s,
-        "limit_concurrency": http.max_connections,
+        "limit_concurrency": max_connections or http.max_connections,
         "backlog": http.backlog,
     }
 

@@ -11,8 +11,8 @@ import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
-from gateway.ingest import edge as edge_module
-from gateway.ingest.edge import REFUSALS_STATE_KEY, EdgeProtocol
+from gateway import edge as edge_module
+from gateway.edge import REFUSALS_STATE_KEY, EdgeProtocol
 from gateway.metrics import Counter
 
 LIMIT = 4096
