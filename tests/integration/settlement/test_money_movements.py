@@ -49,6 +49,10 @@ async def parts(
     sections = settlement_sections(stub.url, redis_url, ledger=ledger_section(request.param))
     doc = config(database_url, nats_url, **sections)
     doc["providers"]["razorpay"] = {"scheme": "razorpay", "secrets": ["rzp_test_secret"]}
+    for scheme in ("adyen", "checkout", "paystack"):
+        doc["providers"][scheme] = {"scheme": scheme, "secrets": ["00ff00ff00ff00ff"]}
+    doc["providers"]["square"] = {"scheme": "square", "secrets": ["sq"],
+                                  "notification_url": "https://gateway.example/sq"}  # fmt: skip
     async with settlement_parts(settings_mod.parse(doc, env={})) as p:
         await p.settler.open_clearing_accounts()
         yield p
@@ -124,6 +128,60 @@ class Payment:
                                            "payment_id": self.pi, "currency": "USD"}},
                        "payment": {"entity": paid}}  # fmt: skip
         return self._event("razorpay", event_type, {"event": event_type, "payload": payload})
+
+    def adyen(self, code: str, amount: int, own: str = "", success: str = "true") -> Event:
+        """An Adyen notification of this payment: the payment's own (AUTHORISATION) or a
+        modification or dispute under its own reference `own`."""
+        psp = f"{own}{self.tag}".upper() if own else self.pi.upper()
+        item = {"pspReference": psp, "merchantAccountCode": self.merchant,
+                "amount": {"value": amount, "currency": "USD"}, "eventCode": code,
+                "success": success}  # fmt: skip
+        if own:
+            item["originalReference"] = self.pi.upper()
+        event = self._event(
+            "adyen", code, {"notificationItems": [{"NotificationRequestItem": item}]}
+        )
+        return dataclasses.replace(event, event_id=f"{psp}:{code}:{success}")
+
+    def checkout(self, event_type: str, amount: int, own: str = "") -> Event:
+        """A Checkout.com event: of the payment, or a refund action or dispute `own`."""
+        data: dict[str, Any] = {"id": self.pi, "amount": amount, "currency": "USD",
+                                "action_id": f"act_{own or 'cap'}_{self.tag}",
+                                "metadata": {"merchant_id": self.merchant}}  # fmt: skip
+        if event_type.startswith("dispute_"):
+            data = {"id": f"dsp_{own}_{self.tag}", "payment_id": self.pi, "amount": amount,
+                    "currency": "USD"}  # fmt: skip
+        return self._event("checkout", event_type, {"type": event_type, "data": data})
+
+    def square(self, event_type: str, amount: int, status: str, own: str = "") -> Event:
+        """A Square event: its payment, a refund or a dispute (`own`) in `status`."""
+        money = {"amount": amount, "currency": "USD"}
+        obj: dict[str, Any] = {"payment": {"id": self.pi, "status": status,
+                                           "amount_money": money, "total_money": money,
+                                           "approved_money": money}}  # fmt: skip
+        if event_type.startswith("refund."):
+            obj = {"refund": {"id": f"{own}_{self.tag}", "payment_id": self.pi,
+                              "status": status, "amount_money": money}}  # fmt: skip
+        elif event_type.startswith("dispute."):
+            obj = {"dispute": {"id": f"{own}_{self.tag}", "state": status,
+                               "amount_money": money,
+                               "disputed_payment": {"payment_id": self.pi}}}  # fmt: skip
+        return self._event("square", event_type, {"type": event_type,
+                           "merchant_id": self.merchant, "data": {"object": obj}})  # fmt: skip
+
+    def paystack(self, event_type: str, amount: int, own: str = "") -> Event:
+        """A Paystack event: the charge, or a refund or dispute (`own`) of it."""
+        data: dict[str, Any] = {"id": 7, "reference": self.pi, "amount": amount,
+                                "currency": "USD", "status": "success",
+                                "metadata": {"merchant_id": self.merchant}}  # fmt: skip
+        if event_type.startswith("refund."):
+            data = {"refund_reference": f"{own}_{self.tag}", "transaction_reference": self.pi,
+                    "amount": amount, "currency": "USD"}  # fmt: skip
+        elif event_type.startswith("charge.dispute"):
+            data = {"id": f"{own}_{self.tag}", "resolution": "merchant-accepted",
+                    "refund_amount": amount, "currency": "USD",
+                    "transaction": {"reference": self.pi}}  # fmt: skip
+        return self._event("paystack", event_type, {"event": event_type, "data": data})
 
     def paddle(self, event_type: str, data: dict[str, Any]) -> Event:
         return self._event("paddle", event_type, {"event_type": event_type, "data": data})
@@ -239,6 +297,30 @@ SCENARIOS: dict[str, tuple[Scenario, int]] = {
     "payouts, of a Stripe connected account and of an internal service": (
         lambda p: [p.capture(5000), p.payout(3000),
                    p.internal("payout.paid", 1500, payout_id=f"po_int_{p.tag}")], 500),
+    "Adyen: authorised, captured, two refunds, a chargeback and its reversal": (
+        lambda p: [p.adyen("AUTHORISATION", 50_000), p.adyen("CAPTURE", 50_000, "cap"),
+                   p.adyen("REFUND", 10_000, "ref1"), p.adyen("REFUND", 5_000, "ref2"),
+                   p.adyen("CHARGEBACK", 20_000, "cb"),
+                   p.adyen("CHARGEBACK_REVERSED", 20_000, "cb")], 35_000),
+    "Checkout.com: approved, captured, two refunds, a dispute lost then won": (
+        lambda p: [p.checkout("payment_approved", 50_000),
+                   p.checkout("payment_captured", 50_000),
+                   p.checkout("payment_refunded", 10_000, "r1"),
+                   p.checkout("payment_refunded", 5_000, "r2"),
+                   p.checkout("dispute_evidence_required", 20_000, "d1"),
+                   p.checkout("dispute_won", 20_000, "d1")], 35_000),
+    "Square: approved, completed, two refunds, a dispute lost": (
+        lambda p: [p.square("payment.created", 50_000, "APPROVED"),
+                   p.square("payment.updated", 50_000, "COMPLETED"),
+                   p.square("refund.updated", 10_000, "COMPLETED", "r1"),
+                   p.square("refund.updated", 5_000, "COMPLETED", "r2"),
+                   p.square("dispute.state.updated", 20_000, "LOST", "d1")], 15_000),
+    "Paystack: a charge, two refunds (one failed), an accepted dispute": (
+        lambda p: [p.paystack("charge.success", 50_000),
+                   p.paystack("refund.processed", 10_000, "RF1"),
+                   p.paystack("refund.processed", 5_000, "RF2"),
+                   p.paystack("refund.failed", 5_000, "RF2"),
+                   p.paystack("charge.dispute.resolve", 20_000, "9")], 20_000),
     "Paddle: a payment and its approved refund": (
         lambda p: [p.paddle("transaction.completed", {
                        "id": p.pi, "currency_code": "USD",
