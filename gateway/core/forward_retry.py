@@ -160,6 +160,12 @@ def permanent_4xx(status: int) -> bool:
 
 
 def answer_message(reason: str, excerpt: bytes) -> str:
-    """A failed attempt as its dead letter tells it: why, and how the answer began."""
-    text = excerpt.decode("utf-8", "replace")
-    return reason + (f"; the answer began: {text}" if text else "")
+    """A failed attempt as its dead letter tells it: why, and how much answer came.
+
+    Never the answer's text: every role reads a dead letter's message, and a target
+    that echoes its request would show the event's body to roles that may not read
+    payloads (the status and a length say enough to tell an empty answer from a page).
+    """
+    if not excerpt:
+        return reason
+    return f"{reason}; its answer had a body ({len(excerpt)} bytes read, not kept)"

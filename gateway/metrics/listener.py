@@ -54,7 +54,7 @@ async def serve_plain_http(
                 "Connection: close\r\n\r\n".encode("latin-1")
                 + body
             )
-            await writer.drain()
+            await asyncio.wait_for(writer.drain(), HEAD_TIMEOUT_S)  # a reader that reads none
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # the client left, stalled or sent more head than a GET needs
         finally:

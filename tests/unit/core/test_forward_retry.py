@@ -14,6 +14,7 @@ from gateway.core.forward_retry import (
     RETRY_AFTER_CAP_S,
     Answer,
     Verdict,
+    answer_message,
     decide,
     jittered_s,
     parse_duration_s,
@@ -200,3 +201,19 @@ def test_retry_after_does_not_extend_the_schedule() -> None:
         Answer(429, retry_after="5"), len(DEV) + 1, DEV, park_on_4xx=False, now_s=NOW_S, rand=middle
     )
     assert decision.verdict is Verdict.PARK
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b'{"card": "4242424242424242", "amount": 1000}', "caf\u00e9 \u20ac".encode(), b"<html>"],
+)
+def test_a_dead_letter_message_never_holds_the_targets_answer(answer: bytes) -> None:
+    """Every role reads a dead letter's message; a target that echoes its request would
+    otherwise show the event's body to viewers."""
+    message = answer_message("HTTP 500 after 4 attempts", answer)
+    assert answer.decode("utf-8", "replace") not in message
+    assert (
+        message
+        == f"HTTP 500 after 4 attempts; its answer had a body ({len(answer)} bytes read, not kept)"
+    )
+    assert answer_message("HTTP 502", b"") == "HTTP 502"
