@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 
 from gateway.core.addresses import is_public
@@ -44,7 +46,14 @@ class HttpTarget:
     """
 
     def __init__(
-        self, url: str, *, timeout_s: float, verify_tls: bool, max_connections: int
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        verify_tls: bool,
+        max_connections: int,
+        allow_private: bool = True,
+        resolve: Resolve | None = None,
     ) -> None:
         self.url = url
         self._timeout_s = timeout_s
@@ -57,6 +66,7 @@ class HttpTarget:
                 follow_redirects=False,  # a 3xx is an answer, and a failure: never followed
                 limits=httpx.Limits(max_connections=1),
                 trust_env=False,  # a proxy from the environment would see every event
+                transport=None if allow_private else _checked_transport(tls, resolve),
             )
             for _ in range(max(1, max_connections))
         ]
@@ -113,6 +123,77 @@ async def _read_excerpt(response: httpx.Response) -> bytes:
 
 def _since(started: float) -> float:
     return time.perf_counter() - started
+
+
+#: How a host name becomes addresses: `(host, port)` to the addresses it resolves to.
+Resolve = Callable[[str, int], Awaitable[list[str]]]
+
+
+async def _getaddrinfo(host: str, port: int) -> list[str]:
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+class CheckedBackend(httpcore.AsyncNetworkBackend):
+    """Connections only to public addresses, checked at every connection.
+
+    The host is resolved here, each of its addresses checked (`core.addresses`), and the
+    connection made to the address checked, so a name that answers a public address at
+    start-up and a private one later (DNS rebinding) never gets a connection inside the
+    network. TLS still verifies the host name: httpcore wraps the socket with the URL's
+    host as the server name, and the request's `Host` is the URL's.
+    """
+
+    def __init__(self, resolve: Resolve | None = None) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self._resolve = resolve or _getaddrinfo
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            addresses = await self._resolve(host, port)
+        except OSError as exc:
+            problem = f"the host does not resolve ({type(exc).__name__})"
+            raise httpcore.ConnectError(problem) from None
+        private = [a for a in addresses if not is_public(a)]
+        if private or not addresses:
+            # Named by the address only: the host was checked at start-up, and this is
+            # what it answers now.
+            raise httpcore.ConnectError(f"the host now resolves to {private[:1] or 'nothing'}")
+        return await self._inner.connect_tcp(
+            addresses[0], port, timeout=timeout, local_address=local_address,
+            socket_options=socket_options,
+        )  # fmt: skip
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("a forward target is never a Unix socket")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _checked_transport(tls: Any, resolve: Resolve | None) -> httpx.AsyncHTTPTransport:
+    """httpx's own transport over a pool whose connections go through `CheckedBackend`
+    (httpx takes no network backend of its own, so its pool is replaced: the rest of
+    the transport, its request mapping and error translation, is httpx's)."""
+    transport = httpx.AsyncHTTPTransport(verify=tls, limits=httpx.Limits(max_connections=1),
+                                         trust_env=False)  # fmt: skip
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=tls, max_connections=1, network_backend=CheckedBackend(resolve)
+    )
+    return transport
 
 
 def refuse_private(url: str) -> None:

@@ -106,6 +106,7 @@ async def _forward(
             timeout_s=options.timeout_s,
             verify_tls=options.verify_tls,
             max_connections=options.max_in_flight,
+            allow_private=options.allow_private,
         )
         backlog: asyncio.Task[None] | None = None
         try:

@@ -57,6 +57,7 @@ def _factory(options: ForwardOptions) -> HandlerFactory:
                 timeout_s=options.timeout_s,
                 verify_tls=options.verify_tls,
                 max_connections=1,
+                allow_private=options.allow_private,
             )
             try:
                 attempted = await target.post(body, headers)
