@@ -35,6 +35,12 @@ class RetryPolicy:
         """Tries in total: the first one plus one per delay."""
         return len(self.delays_s) + 1
 
+    @property
+    def longest_s(self) -> float:
+        """The longest an event can spend between its first failure and its last try:
+        every delay at its most jittered."""
+        return sum(self.delays_s) * (1.0 + self.jitter_max)
+
 
 #: Any consumer unless its dependency has its own row in the policy table.
 CONSUMER_DEFAULT = RetryPolicy((5.0, 30.0, 120.0))

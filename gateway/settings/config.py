@@ -20,7 +20,7 @@ from gateway.errors import ConfigError
 from gateway.settings.console import ConsoleSettings
 from gateway.settings.database import DatabaseSettings
 from gateway.settings.forward import ForwardOptions, parse_forward
-from gateway.settings.ordering import OnPoison, OrderingSettings
+from gateway.settings.ordering import OnPoison, OrderingSettings, gap_outlasts_retries
 from gateway.settings.sections import (
     HEADER_BUDGET_BYTES,
     MAX_HEADER_BYTES_RANGE,
@@ -304,6 +304,10 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
             raise ConfigError(key, f"must be a TCP port, got {port}")
     providers = parse_providers(data, env)
     services = parse_services(data, env)
+    currency = _read(CurrencySettings, data, "currency")
+    ledger = _ledger(data, env)
+    ordering = _ordering(data)
+    gap_outlasts_retries(ordering, settlement, currency, ledger)
     return Settings(
         database_url=database_url,
         nats=nats,
@@ -314,12 +318,12 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         providers=providers,
         services=services,
         settlement=settlement,
-        currency=_read(CurrencySettings, data, "currency"),
-        ledger=_ledger(data, env),
+        currency=currency,
+        ledger=ledger,
         alerts=_alerts(data),
         retention=_retention(data),
         tracing=_tracing(data, env),
-        ordering=_ordering(data),
+        ordering=ordering,
         console=_console(data),
         database=database,
         forward=parse_forward(data, env),

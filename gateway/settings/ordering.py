@@ -8,6 +8,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.core.retry import RetryPolicy
+from gateway.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gateway.settings.sections import CurrencySettings, LedgerSettings, SettlementSettings
 
 
 class OnPoison(enum.StrEnum):
@@ -34,3 +41,37 @@ class OrderingSettings:
     #: (`[providers.NAME] on_poison`).
     #: allowed: `hold`, `skip`
     on_poison: str = OnPoison.HOLD.value
+
+
+def gap_outlasts_retries(
+    ordering: OrderingSettings,
+    settlement: SettlementSettings,
+    currency: CurrencySettings,
+    ledger: LedgerSettings,
+) -> None:
+    """`[ordering] gap_timeout_s` must outlast every settlement retry schedule: an event
+    waits that long for its key's earlier event, and an earlier event that is only
+    retrying (the currency-service or the ledger down a while) makes no progress until
+    its schedule ends. A shorter gap would park the later event for a predecessor that
+    was never missing."""
+    if not ordering.enabled:
+        return
+    schedules = {
+        "settlement.retry_delays_s": settlement.retry_delays_s,
+        "currency.retry_delays_s": currency.retry_delays_s,
+        "ledger.retry_delays_s": ledger.retry_delays_s,
+    }
+    spans = {}
+    for key, delays_s in schedules.items():
+        try:
+            spans[key] = RetryPolicy(delays_s).longest_s
+        except ValueError as exc:  # no delay, or one that is not positive
+            raise ConfigError(key, str(exc)) from None
+    key, longest_s = max(spans.items(), key=lambda kv: kv[1])
+    if ordering.gap_timeout_s <= longest_s:
+        raise ConfigError(
+            "ordering.gap_timeout_s",
+            f"must be longer than the longest retry schedule ({key}: up to {longest_s:g} s "
+            f"with jitter), got {ordering.gap_timeout_s:g}: an event would be parked "
+            "while its key's earlier event is only retrying",
+        )
