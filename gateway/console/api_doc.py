@@ -25,7 +25,12 @@ OPENAPI_PATH = "/console/api/v1/openapi.json"
 
 
 #: What the server's edge may answer any request before the console sees it.
-EDGE_RESPONSES = {"408": "EdgeTimeout", "431": "EdgeTooLarge", "503": "EdgeFull"}
+EDGE_RESPONSES = {
+    "408": "EdgeTimeout",
+    "429": "TooManyFailures",
+    "431": "EdgeTooLarge",
+    "503": "EdgeFull",
+}
 _EDGE = {
     status: {"$ref": f"#/components/responses/{name}"} for status, name in EDGE_RESPONSES.items()
 }

@@ -36,6 +36,7 @@ from gateway.core.console_access import (
     cookie_secure,
     csrf_verdict,
     sha256,
+    throttle_key,
 )
 from gateway.core.console_roles import Role
 from gateway.errors import DatabaseUnavailable
@@ -160,10 +161,23 @@ class ConsoleAuth(BaseHTTPMiddleware):
         request.state.principal = None
         if request.url.path.startswith(STATIC_PREFIX):
             return await call_next(request)
+        console = deps(request)
+        token = bearer_token(request)
+        key = throttle_key(client_address(request), token) if token is not None else None
+        throttle = console.bearer_throttle
+        if key is not None and throttle is not None and throttle.blocked(key, console.now()):
+            wait_s = throttle.retry_after_s(key, console.now())
+            return problem(429, "Too Many Requests",
+                           "too many requests with this bearer token failed; try again later",
+                           headers={"Retry-After": str(wait_s)})  # fmt: skip
         principal, kind, refused = await authenticate(request)
         if refused:
             # A wrong bearer token is an API client's mistake, not a browser's: 401 at
-            # once, with no hint whether the token ever existed.
+            # once, with no hint whether the token ever existed; counted per address
+            # and token (never locking out another token), audited one row a minute.
+            if key is not None and throttle is not None:
+                throttle.failed(key, console.now())
+            await audit_anonymous(request, "bearer.refused", "refused")
             return problem(
                 401,
                 "Unauthorized",
@@ -171,7 +185,6 @@ class ConsoleAuth(BaseHTTPMiddleware):
                 headers={"WWW-Authenticate": 'Bearer realm="gateway-console"'},
             )
         request.state.principal = principal
-        console = deps(request)
         verdict = csrf_verdict(
             method=request.method,
             sec_fetch_site=request.headers.get("sec-fetch-site"),

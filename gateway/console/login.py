@@ -1,9 +1,12 @@
 """Logging in and out: a token exchanged for a server-side session (the cookie carries
 a random id, the table its SHA-256), and the session ended on logout.
 
-Failed logins are counted per address in this process's memory (`LoginThrottle`): past
-`console.login_failures_per_min` in a minute the answer is 429 until the oldest is a
-minute old. A restart forgets the count; a 256-bit token cannot be guessed anyway.
+Failed logins are counted per address and offered token in this process's memory
+(`LoginThrottle`, `throttle_key`): past `console.login_failures_per_min` in a minute the
+answer is 429 until the oldest is a minute old, for that token from that address only,
+so wrong tokens from behind one proxy never lock out someone else's valid one. A restart
+forgets the count; a 256-bit token cannot be guessed anyway. Failures are audited one
+row per address and minute (with the count left out).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import transaction
 from gateway.adapters.postgres.console_access import create_session, end_session, find_token
-from gateway.adapters.postgres.console_audit import record, record_for
+from gateway.adapters.postgres.console_audit import record_for
 from gateway.console.auth import COOKIE_NAME, clear_session_cookie, set_session_cookie
 from gateway.console.web import (
     Principal,
+    audit_anonymous,
     client_address,
     deps,
     form_value,
@@ -32,6 +36,7 @@ from gateway.core.console_access import (
     safe_next,
     session_id_from_bytes,
     sha256,
+    throttle_key,
 )
 from gateway.core.console_roles import Role
 
@@ -54,8 +59,10 @@ async def login(request: Request) -> Response:
     assert throttle is not None
     form = await read_form(request)
     target = safe_next(form_value(form, "next"))
-    if throttle.blocked(address, now):
-        wait_s = throttle.retry_after_s(address, now)
+    token = form_value(form, "token").strip()
+    key = throttle_key(address, token)
+    if throttle.blocked(key, now):
+        wait_s = throttle.retry_after_s(key, now)
         return render(
             request,
             "login.html",
@@ -63,23 +70,11 @@ async def login(request: Request) -> Response:
             status=429,
             headers={"Retry-After": str(wait_s)},
         )
-    token = form_value(form, "token").strip()
     c = console.settings.console
     session_id = session_id_from_bytes(secrets.token_bytes(TOKEN_BYTES))
     async with transaction(console.pool) as conn:
         row = await find_token(conn, sha256(token), now) if token else None
-        if row is None:
-            await record(
-                conn,
-                actor=address,
-                role=None,
-                via="anonymous",
-                address=address,
-                action="login.failed",
-                target=None,
-                outcome="refused",
-            )
-        else:
+        if row is not None:
             await create_session(
                 conn,
                 id_sha256=sha256(session_id),
@@ -93,14 +88,16 @@ async def login(request: Request) -> Response:
             principal = Principal(row.name, Role(row.role), "cookie", row.id)
             await record_for(conn, principal, address, "login", f"token:{row.name}")
     if row is None:
-        throttle.failed(address, now)
+        throttle.failed(key, now)
+        # Sampled: one row per address and minute, with how many were left out.
+        await audit_anonymous(request, "login.failed", "refused")
         return render(
             request,
             "login.html",
             {"next": target, "error": "That token is not valid (unknown, revoked or expired)."},
             status=401,
         )
-    throttle.succeeded(address)
+    throttle.succeeded(key)
     response = RedirectResponse(target, status_code=303)
     set_session_cookie(response, console, session_id)
     return response

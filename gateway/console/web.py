@@ -94,8 +94,10 @@ class ConsoleDeps:
     #: A JetStream connection for the overview's consumer pending count; None if the
     #: console runs without one.
     nats: Any = None
-    #: Failed logins per address (in this process's memory).
+    #: Failed logins per address and token (in this process's memory).
     throttle: LoginThrottle | None = None
+    #: Failed bearer tokens per address and token (in this process's memory).
+    bearer_throttle: LoginThrottle | None = None
     #: Which unauthenticated refusals are audited (in this process's memory).
     sampler: AnonymousSampler | None = None
     #: The configured ledger, for the ledger pages' balances and adjustments; None if
@@ -105,6 +107,9 @@ class ConsoleDeps:
     def __post_init__(self) -> None:
         if self.throttle is None:
             self.throttle = LoginThrottle(limit=self.settings.console.login_failures_per_min)
+        if self.bearer_throttle is None:
+            limit = self.settings.console.bearer_failures_per_min
+            self.bearer_throttle = LoginThrottle(limit=limit)
         if self.sampler is None:
             self.sampler = AnonymousSampler()
 

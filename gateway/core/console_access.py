@@ -98,6 +98,14 @@ def session_live(
     return now < session_ends_at(created_at, last_seen_at, max_s=max_s, idle_s=idle_s)
 
 
+def throttle_key(address: str, token: str) -> str:
+    """What failed logins and bearer tokens are counted under: the address and the
+    offered token's digest prefix. Several people behind one proxy share an address; a
+    run of wrong tokens from it must not lock out the valid token of someone else there,
+    and a token's text is never kept, only 8 hex digits of its SHA-256."""
+    return f"{address} {sha256(token).hex()[:8] if token else '-'}"
+
+
 @dataclass
 class LoginThrottle:
     """Failed logins per address in a sliding minute. After `limit` failures, further

@@ -109,6 +109,9 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         " its answer), then `gateway dlq replay`.",
         E.FORWARD_ATTEMPTS_EXHAUSTED: "Bring the target back, then `gateway dlq replay`: "
         "the delivery keeps its `webhook-id`, so the target can de-duplicate it.",
+        E.STREAM_MESSAGE_UNREADABLE: "The row keeps the message's subject, headers and body"
+        " as they were on the stream (`gateway dlq show ID`): find what published it without"
+        " the gateway's headers, then resolve the row with a note. A replay fails again.",
         E.TRANSIENT: _RETRIED,
         E.DATABASE_UNAVAILABLE: "Check PostgreSQL (`/readyz`). " + _RETRIED,
         E.OVERLOADED: "Senders retry after `Retry-After`; if it lasts, add writers or "

@@ -1,7 +1,8 @@
 """DLQ replay of `stage = 'forward:NAME'` rows: one more attempt to the destination
 `[forward.NAME]` declares, signed as its forwarder signs, with the same `webhook-id`, so
 the target can tell the replay from a new event. A destination given only by flags has
-no table to take its target and secret from: its rows fail as having no handler."""
+no table to take its target and secret from: its rows fail as having no handler. A stream
+message the forwarder could not read (`STREAM_MESSAGE_UNREADABLE`) is never sent."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ from gateway.core.forward_request import ForwardedEvent, delivery_request
 from gateway.core.forward_retry import Verdict, answer_message, decide, permanent_4xx
 from gateway.core.model import forward_stage
 from gateway.dlq.parts import HandlerFactory, ReplayContext, StageHandler
-from gateway.errors import ForwardAttemptsExhausted, ForwardRefused
+from gateway.errors import (
+    ErrorClass,
+    ForwardAttemptsExhausted,
+    ForwardRefused,
+    StreamMessageUnreadable,
+)
 from gateway.settings.forward import ForwardOptions
 
 
@@ -31,6 +37,12 @@ def _factory(options: ForwardOptions) -> HandlerFactory:
             refuse_private(options.url)
 
         async def replay_forward(row: DlqRow) -> None:
+            if row.error_class == ErrorClass.STREAM_MESSAGE_UNREADABLE:
+                # Its id is made up, not the sender's: sending it would invent an event.
+                raise StreamMessageUnreadable(
+                    "replay: the row holds a stream message that carried no event; "
+                    "nothing is sent (resolve it with a note)"
+                )
             event_type, order_key, key_seq = "", None, None
             if row.webhook_id is not None:
                 async with connection(ctx.pool) as conn:

@@ -68,6 +68,7 @@ from gateway.errors.pipeline import (
     PayloadNotJson,
     PayloadTooLarge,
     PublishAttemptsExhausted,
+    StreamMessageUnreadable,
 )
 from gateway.errors.replay import (
     EventIdChanged,
@@ -205,6 +206,7 @@ __all__ = [
     "SignatureMismatch",
     "SignatureMissing",
     "StillInvalid",
+    "StreamMessageUnreadable",
     "StreamMismatch",
     "StreamUpdateRefused",
     "TimestampOutOfWindow",

@@ -167,6 +167,9 @@ class ErrorClass(enum.StrEnum):
     FORWARD_ATTEMPTS_EXHAUSTED = _permanent(
         "A forwarding target failed every attempt of the destination's retry schedule."
     )
+    STREAM_MESSAGE_UNREADABLE = _permanent(
+        "A stream message lacks a gateway header its consumer needs, or holds one it cannot read."
+    )
 
     # --- transient: retried on the dependency's schedule --------------------------------
     TRANSIENT = _transient("A dependency had no answer yet (no rate for a pair, say).")

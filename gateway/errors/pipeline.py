@@ -57,3 +57,14 @@ class PublishAttemptsExhausted(PermanentError):
     """The event failed to publish `outbox.max_publish_attempts` times; it is parked."""
 
     error_class = ErrorClass.PUBLISH_ATTEMPTS_EXHAUSTED
+
+
+class StreamMessageUnreadable(PermanentError):
+    """A message on the stream cannot be read as an event: a gateway header its consumer
+    needs is absent or malformed. It is parked with the headers and body it had."""
+
+    error_class = ErrorClass.STREAM_MESSAGE_UNREADABLE
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -29,7 +29,8 @@ from typing import Any
 from gateway.adapters.jetstream.consumer import Delivery, event_from_message
 from gateway.core.forward_request import ForwardedEvent
 from gateway.core.forward_retry import Decision, Verdict
-from gateway.errors import BrokerUnavailable
+from gateway.errors import BrokerUnavailable, StreamMessageUnreadable
+from gateway.forward.unreadable import unreadable_reason
 
 #: A blocker that has not come back this long after its retry was due is forgotten (it
 #: was delivered by another forwarder of the destination, or parked by one).
@@ -59,7 +60,11 @@ class Waiting:
 
 
 def forwarded_event(delivery: Delivery) -> ForwardedEvent:
-    """The event a stream message carries, as the forwarder sends it."""
+    """The event a stream message carries, as the forwarder sends it;
+    `StreamMessageUnreadable` when it carries none (`forward.unreadable`)."""
+    reason = unreadable_reason(delivery.headers)
+    if reason is not None:
+        raise StreamMessageUnreadable(reason)
     event = event_from_message(delivery)
     headers = delivery.headers
     return ForwardedEvent(

@@ -7,21 +7,26 @@ acknowledged once what replaces it is committed.
 - park: the dead letter (stage `forward:NAME`) is committed, then the message is acked;
 - blocked: an event behind its key's dead letter is parked as `BLOCKED_BY_PREDECESSOR`,
   unless the key was released meanwhile, or the event's own dead letter is already
-  open (a park whose ack was lost: it is acked again, its reason kept).
+  open (a park whose ack was lost: it is acked again, its reason kept);
+- unreadable: a message that carries no event (`forward.unreadable`) is parked as
+  `STREAM_MESSAGE_UNREADABLE` with what it held, then termed: never offered again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+from datetime import datetime
 
 from gateway.adapters.http_target import Attempted
-from gateway.adapters.jetstream.consumer import event_from_message
+from gateway.adapters.jetstream.consumer import Delivery, event_from_message
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres import forwarding as store
 from gateway.core.forward_retry import Decision, Verdict, answer_message
 from gateway.core.model import Failure
-from gateway.errors import ErrorClass
+from gateway.errors import BrokerUnavailable, ErrorClass
 from gateway.forward.key_lines import Waiting
+from gateway.forward.unreadable import unreadable_event
 from gateway.forward.view import Counts
 from gateway.metrics import Metrics
 
@@ -131,3 +136,24 @@ class Recorder:
             self.counts.blocked += 1
             self.count("blocked")
         return Blocked.PARKED
+
+    async def park_unreadable(
+        self, delivery: Delivery, reason: str, stream_seq: int | None, now: datetime
+    ) -> int:
+        """File the dead letter of a message that carries no event, with the subject,
+        headers and body it had, then term it; the dead letter's id. Raises as the
+        database does when the row is not written: the message is then not answered."""
+        event = unreadable_event(delivery.subject, delivery.headers, delivery.data, stream_seq, now)
+        seq = "?" if stream_seq is None else stream_seq
+        failure = Failure(
+            ErrorClass.STREAM_MESSAGE_UNREADABLE, f"stream message {seq} cannot be read: {reason}"
+        )
+        async with transaction(self._pool) as conn:
+            row_id = await store.park(conn, self._destination, event, failure, 1)
+        # Not termed (NATS is down): the stream offers it again after `ack_wait`, and it
+        # is filed into the same open row (its id is the message's own).
+        with contextlib.suppress(BrokerUnavailable):
+            await delivery.term()
+        self.counts.parked += 1
+        self.count("parked")
+        return row_id

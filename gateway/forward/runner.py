@@ -5,7 +5,8 @@ park: `forward.recording`), until stopped or until the target answers 410.
 Attempts run at most `max_in_flight` at once. With order on, a key has one event in
 flight at a time (`forward.key_lines`); the others wait behind it in `key_seq` order.
 No single event can stop the loop: an attempt that cannot even be sent (a request the
-HTTP client refuses) is a failed attempt like a timeout, retried and then parked.
+HTTP client refuses) is a failed attempt like a timeout, retried and then parked; and a
+message that carries no event is parked at once with what it held (`forward.unreadable`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import forwarding as store
 from gateway.core.forward_request import delivery_request
 from gateway.core.forward_retry import Answer, Decision, Verdict, decide
-from gateway.errors import BrokerUnavailable, DatabaseUnavailable, GatewayError
+from gateway.errors import (
+    BrokerUnavailable,
+    DatabaseUnavailable,
+    GatewayError,
+    StreamMessageUnreadable,
+)
 from gateway.forward.key_lines import KeyLines, Waiting, forwarded_event
 from gateway.forward.recording import Blocked, Recorder
 from gateway.forward.view import OUTCOMES, AttemptSeen, Counts, View
@@ -147,8 +153,12 @@ class Forwarder:
     def _admit(self, delivery: Delivery) -> None:
         try:
             event = forwarded_event(delivery)
-        except Exception:  # a header it cannot read: as settlement, left for redelivery
-            log.exception("message unreadable; left for redelivery")
+        except StreamMessageUnreadable as exc:
+            self._spawn(self._park_unreadable(delivery, exc.reason))
+            return
+        except Exception as exc:  # a bug; the message is kept all the same, not retried
+            log.exception("stream message not read")
+            self._spawn(self._park_unreadable(delivery, f"not read ({type(exc).__name__})"))
             return
         keyed = self.options.ordered and event.order_key is not None and bool(event.key_seq)
         if not self.options.filters.passes(event.provider, event.event_type, event.body):
@@ -286,6 +296,41 @@ class Forwarder:
         event = waiting.event
         self._lines.held.discard((event.provider, event.order_key or ""))
         return await self._attempt(waiting)
+
+    async def _park_unreadable(self, delivery: Delivery, reason: str) -> None:
+        """Park a message that carries no event, then term it: left unanswered, or nak'd,
+        it would come back for ever and hold a place of `max_ack_pending` each time. If
+        its dead letter cannot be written, it is offered again after `OUTAGE_DELAY_S`:
+        it is only let go once the row holds it. Logged by its stream sequence, never
+        with what it holds."""
+        seq = _stream_seq(delivery)
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        try:
+            row_id = await self._recorder.park_unreadable(delivery, reason, seq, now)
+        except GatewayError as exc:
+            log.warning(
+                "unreadable stream message not parked; offered again",
+                extra={"stream_seq": seq, "reason": reason, "error": type(exc).__name__},
+            )
+            await _answer(delivery.nak(OUTAGE_DELAY_S))
+            return
+        log.warning(
+            "stream message unreadable; parked",
+            extra={
+                "destination": self.options.destination,
+                "stream_seq": seq,
+                "reason": reason,
+                "dead_letter_id": row_id,
+            },
+        )
+
+
+def _stream_seq(delivery: Delivery) -> int | None:
+    """The message's stream sequence; None when its reply subject says none."""
+    try:
+        return delivery.stream_seq
+    except Exception:  # nats-py's own error for a reply it cannot parse
+        return None
 
 
 async def _answer(answer: Awaitable[None]) -> None:

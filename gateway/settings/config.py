@@ -200,6 +200,7 @@ _CONSOLE_BOUNDS = (
     ("session_max_s", 60, 28_800),
     ("session_idle_s", 60, 1_800),
     ("login_failures_per_min", 1, 100),
+    ("bearer_failures_per_min", 1, 10_000),
     ("max_connections", 1, 10_000),
 )
 

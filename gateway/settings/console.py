@@ -28,6 +28,10 @@ class ConsoleSettings:
     #: Failed logins from one address within a minute before the answer is `429`.
     #: allowed: 1 to 100
     login_failures_per_min: int = 5
+    #: Failed requests with one bearer token from one address within a minute before
+    #: the API answers `429` to that token (never to another token from there).
+    #: allowed: 1 to 10000
+    bearer_failures_per_min: int = 20
     #: Connections the console holds at once; past it a new request is answered `503`.
     #: Its other limits are `[http]`'s, as `gateway serve` has them: the head and body
     #: deadlines, the head's size, the keep-alive and pipelining bounds.

@@ -231,8 +231,8 @@ async def test_the_schedule_is_kept_with_its_jitter_then_the_event_is_parked(
 async def test_a_message_the_forwarder_cannot_read_does_not_stop_it(
     doc: dict[str, object], nats_url: str
 ) -> None:
-    """A message on the stream that no gateway wrote (its received-at unreadable) is left
-    alone; the events around it are delivered."""
+    """A message on the stream that no gateway wrote (its received-at unreadable) is
+    parked (`test_forward_unreadable`); the events around it are delivered."""
     async with (
         running_server(doc) as server,
         serving(Target()) as target,
