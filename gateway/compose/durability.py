@@ -36,6 +36,7 @@ from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres.durability import read_durability
 from gateway.core.durability import (
     Durability,
+    DurabilityReason,
     DurabilityState,
     announce,
     unreachable,
@@ -78,8 +79,9 @@ class DurabilityWatcher:
         self._metrics = metrics
         self._required = required
         self.interval_s = interval_s
-        #: What `/readyz` shows: the latest reading, never a query of its own.
-        self.last = Durability(DurabilityState.UNKNOWN, "not read yet")
+        #: What `/readyz` shows (its state and code): the latest reading, never a query
+        #: of its own.
+        self.last = Durability(DurabilityState.UNKNOWN, DurabilityReason.NOT_READ, "not read yet")
         self._announced: DurabilityState | None = None  # the state last logged
         self._task: asyncio.Task[None] | None = None
 
@@ -113,7 +115,11 @@ class DurabilityWatcher:
         except Exception as exc:  # a refusal (SQLSTATE) or a bug: unknown, and say so
             # Our errors' messages carry the SQLSTATE and never a URL; others, their type.
             what = str(exc) if isinstance(exc, GatewayError) else type(exc).__name__
-            reading = Durability(DurabilityState.UNKNOWN, f"the durability query failed: {what}")
+            reading = Durability(
+                DurabilityState.UNKNOWN,
+                DurabilityReason.QUERY_FAILED,
+                f"the durability query failed: {what}",
+            )
             log.debug("durability query failed", exc_info=True)
         self._record(reading)
         if announce_it:
@@ -133,8 +139,10 @@ class DurabilityWatcher:
         self._announced = reading.state
         if line is None:
             return
+        # The reason gives the standby rule's shape, never its names (`decide`).
         extra = {
             "state": str(reading.state),
+            "reason_code": str(reading.code),
             "reason": reading.reason,
             "synchronous_standbys": reading.synchronous_standbys,
             "required": self._required,

@@ -7,7 +7,8 @@ hosts: when the first host is black-holed (the machine is gone and SYNs are drop
 a peer accepts and never answers), every connect spends the whole budget there and never
 reaches the second host. So the gateway splits the URL here and connects host by host,
 each with its own timeout, the next host starting when the one before has failed or gone
-unanswered for a stagger delay (`gateway.adapters.postgres.hosts`).
+unanswered for a stagger delay (`gateway.adapters.postgres.hosts`), and the whole walk
+within one budget (`walk_budget_s`). A list holds at most `MAX_HOSTS` hosts.
 
 The split follows asyncpg's reading of the URL form (`_parse_connect_dsn_and_args` in
 asyncpg 0.32), so each host gets the address asyncpg itself would have used:
@@ -36,6 +37,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 DEFAULT_PORT = 5432
+#: The most hosts one URL (or `?host=`, or `PGHOST`) may list. A primary and its
+#: standbys are a handful; every host is a connection attempt (and a socket) on each
+#: new connection, so a list is refused at start-up rather than walked at any length.
+MAX_HOSTS = 16
 _IPV6 = re.compile(r"\[([^\]]+)\](?::([0-9]*))?")
 
 
@@ -114,7 +119,7 @@ def split_hosts(url: str, env: Mapping[str, str] | None = None) -> DatabaseHosts
         # host name (and errors would show it). Say so without quoting any of it.
         raise HostListInvalid("the URL has more than one '@': write '@' in a password as %40")
     if hostspec:
-        hosts = _parse_hostlist(hostspec, None, env, unquote=True)
+        hosts = _parse_hostlist(hostspec, None, env, unquote=True, source="the URL")
     elif query.get("service"):
         raise HostListInvalid(
             "service= takes the hosts from a connection service file, where a list of hosts "
@@ -125,9 +130,9 @@ def split_hosts(url: str, env: Mapping[str, str] | None = None) -> DatabaseHosts
         # `?port=` serves a `?host=` list, and PGHOST's too, as in asyncpg.
         ports = _port_list(query["port"], "?port=") if query.get("port") else None
         if query.get("host"):
-            hosts = _parse_hostlist(query["host"], ports, env, unquote=False)
+            hosts = _parse_hostlist(query["host"], ports, env, unquote=False, source="?host=")
         elif env.get("PGHOST"):
-            hosts = _parse_hostlist(env["PGHOST"], ports, env, unquote=False)
+            hosts = _parse_hostlist(env["PGHOST"], ports, env, unquote=False, source="PGHOST")
         else:
             hosts = ()
     return DatabaseHosts(hosts, _target_session_attrs(query, env, multi_host=len(hosts) > 1))
@@ -176,9 +181,13 @@ def _default_ports(count: int, ports: list[int] | None, env: Mapping[str, str]) 
 
 
 def _parse_hostlist(
-    spec: str, ports: list[int] | None, env: Mapping[str, str], *, unquote: bool
+    spec: str, ports: list[int] | None, env: Mapping[str, str], *, unquote: bool, source: str
 ) -> tuple[DatabaseHost, ...]:
     specs = spec.split(",")
+    if len(specs) > MAX_HOSTS:
+        # Counted before anything else is read: the count is the mistake, and no host of
+        # it is quoted (they may be many, and long).
+        raise HostListInvalid(f"{source} lists {len(specs)} hosts; at most {MAX_HOSTS} are allowed")
     defaults = _default_ports(len(specs), ports, env)
     hosts = []
     for position, (one, default_port) in enumerate(zip(specs, defaults, strict=True), start=1):
@@ -235,6 +244,31 @@ def stagger_delay_s(connect_timeout_s: float) -> float:
     return min(HOST_STAGGER_S, connect_timeout_s / 4)
 
 
+#: How many connect timeouts one connect may spend across all the hosts of a list.
+#: Each host has its own timeout, and the next starts after the stagger delay (at once
+#: when one fails), so without a budget a list of silent hosts held a connect for about
+#: 0.42 s per host past the first timeout (16 black holes, 5 s timeout: 12.5 s; 100:
+#: 42 s). Two timeouts (10 s at the pool's default 5 s) still start every host of a
+#: list at the cap (15 x 0.5 s = 7.5 s) with time left for a login (milliseconds on a
+#: healthy server), and a black-holed first host still costs only the stagger delay.
+WALK_BUDGET_TIMEOUTS = 2
+
+
+def walk_budget_s(connect_timeout_s: float) -> float:
+    """The most one connect spends across all the hosts, however many are silent."""
+    return WALK_BUDGET_TIMEOUTS * connect_timeout_s
+
+
+def attempt_timeout_s(connect_timeout_s: float, budget_left_s: float) -> float | None:
+    """The timeout of a host's attempt starting with `budget_left_s` of the walk's
+    budget left: its own connect timeout, cut to what is left. None, and no further
+    host is started, once less than the stagger delay is left: a login cut that short
+    would be reported as the host's failure when it is the budget's."""
+    if budget_left_s < stagger_delay_s(connect_timeout_s):
+        return None
+    return min(connect_timeout_s, budget_left_s)
+
+
 class HostOutcome(enum.StrEnum):
     """Why a connection attempt to one host did not give a usable connection."""
 
@@ -257,8 +291,18 @@ def tries_next_host(outcome: HostOutcome) -> bool:
 
 
 def no_host_message(
-    hosts: DatabaseHosts, outcomes: Sequence[tuple[DatabaseHost, HostOutcome]]
+    hosts: DatabaseHosts,
+    outcomes: Sequence[tuple[DatabaseHost, HostOutcome]],
+    untried: Sequence[DatabaseHost] = (),
+    budget_s: float = 0.0,
 ) -> str:
-    """The error when every host failed: each host and what it did, never credentials."""
+    """The error when every host failed: each host and what it did, and the hosts the
+    walk's budget left untried, never credentials."""
     each = ", ".join(f"{host} {outcome.value}" for host, outcome in outcomes)
-    return f"no usable database host (target_session_attrs={hosts.target_session_attrs}): {each}"
+    message = f"no usable database host (target_session_attrs={hosts.target_session_attrs})"
+    if each:
+        message = f"{message}: {each}"
+    if untried:
+        left = ", ".join(str(h) for h in untried)
+        message = f"{message}; not tried within the {budget_s:g} s connect budget: {left}"
+    return message

@@ -19,6 +19,11 @@ configured, and the rows of `pg_stat_replication` (`application_name`, `state`,
 (which `pg_monitor` includes) sees those rows with their fields NULL: the state is then
 `unknown`, never a guess. Nothing here raises on what the server says: a value it
 cannot read becomes `unknown` with a reason.
+
+A reading carries a fixed code (`DurabilityReason`), which is all `/readyz` shows, and a
+line for the log and the start-up refusal. The line gives the standby rule's shape (its
+method, how many it requires, how many names), never the names: they can be many, and
+they name the standbys' hosts.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from gateway.core.excerpt import excerpt
 
 
 class DurabilityState(enum.StrEnum):
@@ -44,6 +51,36 @@ class DurabilityState(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
+class DurabilityReason(enum.StrEnum):
+    """Why a reading has its state, as `/readyz` says it: a fixed code, never the text of
+    the server's settings."""
+
+    #: Enough synchronous standbys stream for `synchronous_standby_names` (synchronous).
+    STANDBYS_STREAMING = "standbys_streaming"
+    #: `synchronous_commit` is `off` or `local`: commits never wait (at_risk).
+    COMMIT_DOES_NOT_WAIT = "commit_does_not_wait"
+    #: `synchronous_standby_names` is empty (at_risk).
+    NO_STANDBY_CONFIGURED = "no_standby_configured"
+    #: Logical replication subscribers alone meet the rule (at_risk).
+    MET_BY_SUBSCRIBERS = "met_by_subscribers"
+    #: Fewer synchronous standbys stream than the rule requires (waiting_for_standby).
+    TOO_FEW_STREAMING = "too_few_streaming"
+    #: `synchronous_commit` reads a value the gateway does not know (unknown).
+    COMMIT_SETTING_UNKNOWN = "commit_setting_unknown"
+    #: `synchronous_standby_names` does not follow PostgreSQL's grammar (unknown).
+    STANDBY_NAMES_UNREADABLE = "standby_names_unreadable"
+    #: `pg_stat_replication` hides its fields from the gateway's role (unknown).
+    STANDBYS_HIDDEN = "standbys_hidden"
+    #: The database did not answer the reading (unknown).
+    NO_ANSWER = "no_answer"
+    #: The durability query failed: refused by the server, or a bug (unknown).
+    QUERY_FAILED = "query_failed"
+    #: Nothing read yet, or nothing reads it in this process (unknown).
+    NOT_READ = "not_read"
+
+
+#: The most characters of `synchronous_standby_names` an error about its grammar quotes.
+_QUOTED_CHARS = 20
 #: `synchronous_commit` values whose commits wait for the synchronous standbys, and those
 #: that do not. The aliases are PostgreSQL's own (`SHOW` prints the canonical names).
 _WAITS = frozenset({"on", "remote_write", "remote_apply", "true", "yes", "1"})
@@ -74,20 +111,32 @@ class StandbyRule:
     def __str__(self) -> str:
         return f"{self.method} {self.required} ({', '.join(self.names)})"
 
+    def shape(self) -> str:
+        """The rule without its names, for a log line: `FIRST 1 of 2 names`, `ANY 2 of
+        any` (for `*`). The names can be long and name hosts; the count says enough."""
+        if self.names == ("*",):
+            return f"{self.method} {self.required} of any"
+        count = len(self.names)
+        return f"{self.method} {self.required} of {count} name{'' if count == 1 else 's'}"
+
 
 @dataclass(frozen=True)
 class Durability:
-    """One reading: the state, how many synchronous standbys stream, and why, in a line."""
+    """One reading: the state, why as a code and in a line (for the log), and how many
+    synchronous standbys stream."""
 
     state: DurabilityState
+    code: DurabilityReason
     reason: str
     synchronous_standbys: int = 0
 
     def to_json(self) -> dict[str, object]:
+        """`/readyz`'s `durability`: the state and the code, never the line (which
+        describes the server's settings, and `/readyz` may be public)."""
         return {
             "state": str(self.state),
             "synchronous_standbys": self.synchronous_standbys,
-            "reason": self.reason,
+            "reason": str(self.code),
         }
 
 
@@ -113,7 +162,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while pos < end:
         match = _TOKEN.match(text, pos)
         if match is None:
-            raise StandbyNamesError(f"unexpected {text[pos:].strip()[:20]!r}")
+            raise StandbyNamesError(f"unexpected {text[pos:].strip()[:_QUOTED_CHARS]!r}")
         kind = match.lastgroup or ""
         value = match.group(kind)
         if kind == "quoted":
@@ -148,11 +197,11 @@ def parse_standby_names(text: str) -> StandbyRule | None:
     for i, (kind, value) in enumerate(tokens):
         if i % 2 == 1:
             if (kind, value) != ("punct", ","):
-                raise StandbyNamesError(f"expected a comma, got {value!r}")
+                raise StandbyNamesError(f"expected a comma, got {excerpt(value, _QUOTED_CHARS)}")
         elif kind in ("name", "quoted", "number"):
             names.append(value)
         else:
-            raise StandbyNamesError(f"expected a standby name, got {value!r}")
+            raise StandbyNamesError(f"expected a standby name, got {excerpt(value, _QUOTED_CHARS)}")
     if not names or len(tokens) % 2 == 0:
         raise StandbyNamesError("a standby name is missing")
     return StandbyRule(method, required, tuple(names))
@@ -187,6 +236,7 @@ def decide(
         alone = " and no synchronous standby is configured" if rule is None else ""
         return Durability(
             DurabilityState.AT_RISK,
+            DurabilityReason.COMMIT_DOES_NOT_WAIT,
             f"synchronous_commit is {_DOES_NOT_WAIT[commit]}{alone}: commits are acknowledged "
             f"before a standby has them, so {lose}",
         )
@@ -194,21 +244,26 @@ def decide(
         shown = repr(commit) if commit else "nothing"
         return Durability(
             DurabilityState.UNKNOWN,
+            DurabilityReason.COMMIT_SETTING_UNKNOWN,
             f"synchronous_commit reads {shown}, not a value the gateway knows",
         )
     if names_problem:
         return Durability(
-            DurabilityState.UNKNOWN, f"synchronous_standby_names cannot be read: {names_problem}"
+            DurabilityState.UNKNOWN,
+            DurabilityReason.STANDBY_NAMES_UNREADABLE,
+            f"synchronous_standby_names cannot be read: {names_problem}",
         )
     if rule is None:
         return Durability(
             DurabilityState.AT_RISK,
+            DurabilityReason.NO_STANDBY_CONFIGURED,
             f"no synchronous standby is configured (synchronous_standby_names is empty), so {lose}",
         )
     if any(r.state is None or r.sync_state is None for r in rows):
         who = f"the gateway's role {role}" if role else "the gateway's database role"
         return Durability(
             DurabilityState.UNKNOWN,
+            DurabilityReason.STANDBYS_HIDDEN,
             f"pg_stat_replication hides its fields from {who}: grant it pg_monitor "
             "(or pg_read_all_stats) so the gateway can see its standbys",
         )
@@ -219,7 +274,8 @@ def decide(
         among = f" ({_subscribers(logical)} among them)" if logical else ""
         return Durability(
             DurabilityState.WAITING_FOR_STANDBY,
-            f"synchronous_standby_names = '{rule}' needs {_standbys(rule.required)}, "
+            DurabilityReason.TOO_FEW_STREAMING,
+            f"synchronous_standby_names ({rule.shape()}) needs {_standbys(rule.required)}, "
             f"{len(counted)} streaming{among}: commits wait for one to connect",
             physical,
         )
@@ -229,7 +285,8 @@ def decide(
     if logical >= rule.required:
         return Durability(
             DurabilityState.AT_RISK,
-            f"synchronous_standby_names = '{rule}' is met by logical replication "
+            DurabilityReason.MET_BY_SUBSCRIBERS,
+            f"synchronous_standby_names ({rule.shape()}) is met by logical replication "
             f"subscribers ({logical} streaming as synchronous), which a failover cannot "
             f"promote: a commit can be acknowledged before any physical standby has it, "
             f"so {lose}",
@@ -238,8 +295,9 @@ def decide(
     also = f" (and {_subscribers(logical)})" if logical else ""
     return Durability(
         DurabilityState.SYNCHRONOUS,
-        f"{_standbys(physical)} streaming{also} for synchronous_standby_names = '{rule}', "
-        f"synchronous_commit = {commit}",
+        DurabilityReason.STANDBYS_STREAMING,
+        f"{_standbys(physical)} streaming{also} for synchronous_standby_names "
+        f"({rule.shape()}), synchronous_commit = {commit}",
         physical,
     )
 
@@ -253,6 +311,7 @@ def unreachable(interval_s: float) -> Durability:
     """What is known while the database does not answer: nothing."""
     return Durability(
         DurabilityState.UNKNOWN,
+        DurabilityReason.NO_ANSWER,
         f"the database did not answer; read again every {interval_s:g} s",
     )
 

@@ -15,13 +15,15 @@ from typing import Protocol, runtime_checkable
 
 import orjson
 
-from gateway.core.durability import Durability, DurabilityState
+from gateway.core.durability import Durability, DurabilityReason, DurabilityState
 from gateway.ingest.parts import IngestParts
 from gateway.metrics import METRICS_TYPE, serve_plain_http
 
 _JSON_TYPE = "application/json"
 #: What `/readyz` says of durability where nothing reads it (a probe without a watcher).
-_NOT_READ = Durability(DurabilityState.UNKNOWN, "not read by this process")
+_NOT_READ = Durability(
+    DurabilityState.UNKNOWN, DurabilityReason.NOT_READ, "not read by this process"
+)
 
 
 @runtime_checkable
@@ -33,7 +35,13 @@ class DurabilitySource(Protocol):
 
 async def readiness(parts: IngestParts) -> tuple[int, dict[str, object]]:
     """`/readyz`: 200 when the database answers and NATS is connected, else 503; with
-    the database's durability as last read (no query of its own)."""
+    the database's durability as last read (no query of its own).
+
+    The durability is its state and a fixed reason code, never the reading's line: that
+    describes the server's replication settings, and `/readyz` is served on the public
+    port when no admin port is set (and the admin listener has no credentials either).
+    The line is in the log, where the reading is announced.
+    """
     database = await parts.database.ping()
     nats_ok = await parts.broker.ping()
     # Durability is a detail, never a reason for 503: after a failover the new primary

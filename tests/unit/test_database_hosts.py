@@ -8,16 +8,19 @@ import pytest
 from asyncpg import connect_utils
 
 from gateway.core.database_hosts import (
+    MAX_HOSTS,
     DatabaseHost,
     DatabaseHosts,
     HostListInvalid,
     HostOutcome,
     SessionAttrs,
+    attempt_timeout_s,
     connect_order,
     no_host_message,
     split_hosts,
     stagger_delay_s,
     tries_next_host,
+    walk_budget_s,
 )
 
 H = DatabaseHost
@@ -253,3 +256,82 @@ def test_the_no_host_message_names_every_host_and_what_it_did() -> None:
         "10.0.0.1:5432 timed out, [::1]:5433 not matching"
     )
     assert hosts.describe() == "10.0.0.1:5432, [::1]:5433"
+
+
+def _listed(count: int) -> str:
+    return ",".join(f"db{i}.internal:5432" for i in range(1, count + 1))
+
+
+@pytest.mark.parametrize(
+    ("url", "env", "source"),
+    [
+        (f"postgresql://gw@{_listed(17)}/gw", {}, "the URL"),
+        (f"postgresql:///gw?host={_listed(17)}", {}, "?host="),
+        ("postgresql:///gw", {"PGHOST": _listed(17)}, "PGHOST"),
+    ],
+)
+def test_a_list_longer_than_the_cap_is_refused(url: str, env: dict[str, str], source: str) -> None:
+    """Seventeen hosts, wherever they are listed, are one too many: the message says
+    where, how many and the cap, and quotes none of them."""
+    assert MAX_HOSTS == 16
+    with pytest.raises(HostListInvalid) as raised:
+        split_hosts(url, env)
+    assert str(raised.value) == f"{source} lists 17 hosts; at most 16 are allowed"
+
+
+def test_a_list_at_the_cap_is_read() -> None:
+    """Sixteen hosts are read, each with its port."""
+    got = split_hosts(f"postgresql://gw@{_listed(16)}/gw", {})
+    assert len(got.hosts) == MAX_HOSTS
+    assert got.hosts[-1] == H("db16.internal", 5432)
+
+
+@pytest.mark.parametrize(
+    ("connect_timeout_s", "budget_s"),
+    [
+        # The pool's default: 10 s for the whole walk, where 16 silent hosts took 12.5 s
+        # and 100 took 42 s; migrations' 10 s timeout: 20 s.
+        (5.0, 10.0),
+        (10.0, 20.0),
+        (1.0, 2.0),
+    ],
+)
+def test_the_walk_has_one_budget_of_two_connect_timeouts(
+    connect_timeout_s: float, budget_s: float
+) -> None:
+    """However many hosts are silent, one connect spends at most this."""
+    assert walk_budget_s(connect_timeout_s) == pytest.approx(budget_s)
+
+
+@pytest.mark.parametrize(
+    ("connect_timeout_s", "budget_left_s", "timeout_s"),
+    [
+        # Early in the walk: the host's own timeout.
+        (5.0, 10.0, 5.0),
+        (5.0, 5.0, 5.0),
+        # Late: cut to what is left of the budget.
+        (5.0, 2.5, 2.5),
+        (5.0, 0.5, 0.5),
+        (1.0, 0.25, 0.25),
+        # Less than the stagger delay left (0.5 s; 0.25 s for a 1 s timeout), or nothing:
+        # no further host is started.
+        (5.0, 0.49, None),
+        (1.0, 0.2, None),
+        (5.0, 0.0, None),
+        (5.0, -1.0, None),
+    ],
+)
+def test_a_late_host_gets_what_is_left_of_the_budget(
+    connect_timeout_s: float, budget_left_s: float, timeout_s: float | None
+) -> None:
+    """Each attempt ends by the walk's deadline, and none starts too late to log in."""
+    assert attempt_timeout_s(connect_timeout_s, budget_left_s) == timeout_s
+
+
+def test_the_no_host_message_names_the_hosts_the_budget_left_untried() -> None:
+    hosts = DatabaseHosts((A, B, C), SessionAttrs.READ_WRITE)
+    message = no_host_message(hosts, [(A, HostOutcome.TIMED_OUT)], [B, C], 10.0)
+    assert message == (
+        "no usable database host (target_session_attrs=read-write): a:5432 timed out; "
+        "not tried within the 10 s connect budget: b:5433, c:5434"
+    )

@@ -96,3 +96,30 @@ def test_a_service_file_naming_the_hosts_is_refused() -> None:
     assert "pw" not in str(refused.value)
     url = "postgresql://gw@db1,db2/gw?service=payments"
     assert parse_url(url).database_url == url
+
+
+def _listed(count: int) -> str:
+    return ",".join(f"db{i}.internal" for i in range(1, count + 1))
+
+
+def test_seventeen_hosts_stop_start_up_naming_the_key_and_the_cap() -> None:
+    """More hosts than the cap is a mistake found at start-up, not a connect that walks
+    them all: one line naming the key that held the URL, and the cap."""
+    with pytest.raises(ConfigError) as refused:
+        parse_url(f"postgresql://gw:pw@{_listed(17)}/gw")
+    assert (refused.value.key, refused.value.problem) == (
+        "database.url",
+        "the URL lists 17 hosts; at most 16 are allowed",
+    )
+    env = {"GATEWAY_DATABASE_URL": f"postgresql://gw:pw@{_listed(17)}/gw"}
+    with pytest.raises(ConfigError) as refused:
+        settings.parse(NATS, env)
+    assert refused.value.key == "GATEWAY_DATABASE_URL"
+    assert "at most 16" in refused.value.problem
+    with pytest.raises(ConfigError, match="PGHOST lists 17 hosts; at most 16"):
+        parse_url("postgresql://gw@/gw", {"PGHOST": _listed(17)})
+
+
+def test_sixteen_hosts_are_accepted() -> None:
+    url = f"postgresql://gw:pw@{_listed(16)}/gw"
+    assert parse_url(url).database_url == url

@@ -12,6 +12,7 @@ import pytest
 from gateway.core.durability import (
     Announcement,
     Durability,
+    DurabilityReason,
     DurabilityState,
     StandbyNamesError,
     StandbyRow,
@@ -24,6 +25,7 @@ from gateway.core.durability import (
 
 ROOT = Path(__file__).resolve().parents[2]
 S = DurabilityState
+R = DurabilityReason
 SYNC = StandbyRow("standby1", "streaming", "sync")
 QUORUM = StandbyRow("standby1", "streaming", "quorum")
 QUORUM_2 = StandbyRow("standby2", "streaming", "quorum")
@@ -111,7 +113,7 @@ def test_text_outside_the_grammar_is_refused(text: str) -> None:
          "synchronous_commit = remote_apply"),
         ("remote_write", "ANY 2 (standby1, standby2)", [QUORUM, QUORUM_2], S.SYNCHRONOUS, 2,
          "2 synchronous standbys streaming"),
-        ("on", "*", [SYNC], S.SYNCHRONOUS, 1, "'FIRST 1 (*)'"),
+        ("on", "*", [SYNC], S.SYNCHRONOUS, 1, "synchronous_standby_names (FIRST 1 of any)"),
         # Configured, too few streaming: commits wait.
         ("on", "standby1", [], S.WAITING_FOR_STANDBY, 0,
          "needs 1 synchronous standby, 0 streaming"),
@@ -128,7 +130,7 @@ def test_text_outside_the_grammar_is_refused(text: str) -> None:
          "failover cannot promote"),
         ("on", "*", [SUBSCRIBER, POTENTIAL], S.AT_RISK, 0, "before any physical standby"),
         ("on", "*", [POTENTIAL, SUBSCRIBER], S.AT_RISK, 0, "a failover can lose events"),
-        ("on", "cdc, standby1", [SUBSCRIBER, ASYNC], S.AT_RISK, 0, "'FIRST 1 (cdc, standby1)'"),
+        ("on", "cdc, standby1", [SUBSCRIBER, ASYNC], S.AT_RISK, 0, "(FIRST 1 of 2 names)"),
         # ANY 1: whichever answers first acknowledges, the subscriber included.
         ("on", "ANY 1 (*)", [QUORUM, SUBSCRIBER_QUORUM], S.AT_RISK, 1, "logical replication"),
         ("on", "ANY 2 (*)", [QUORUM, SUBSCRIBER_QUORUM, SUBSCRIBER_QUORUM_2], S.AT_RISK, 1,
@@ -181,20 +183,20 @@ def test_bad_names_never_raise_to_the_caller(names: str) -> None:
 
 
 def test_a_reading_is_reported_as_json() -> None:
-    """The shape of `/readyz`'s `durability`."""
-    got = Durability(S.AT_RISK, "why", 0).to_json()
-    assert got == {"state": "at_risk", "synchronous_standbys": 0, "reason": "why"}
+    """The shape of `/readyz`'s `durability`: the reason is its code, never its line."""
+    got = Durability(S.AT_RISK, R.NO_STANDBY_CONFIGURED, "why", 0).to_json()
+    assert got == {"state": "at_risk", "synchronous_standbys": 0, "reason": "no_standby_configured"}
 
 
 def test_an_unreachable_database_is_unknown_and_says_when_it_is_read_again() -> None:
     got = unreachable(30.0)
-    assert got.state is S.UNKNOWN
+    assert (got.state, got.code) == (S.UNKNOWN, R.NO_ANSWER)
     assert "did not answer; read again every 30 s" in got.reason
 
 
-AT_RISK = Durability(S.AT_RISK, "no standby")
-WAITING = Durability(S.WAITING_FOR_STANDBY, "0 streaming")
-SYNCHRONOUS = Durability(S.SYNCHRONOUS, "1 streaming", 1)
+AT_RISK = Durability(S.AT_RISK, R.NO_STANDBY_CONFIGURED, "no standby")
+WAITING = Durability(S.WAITING_FOR_STANDBY, R.TOO_FEW_STREAMING, "0 streaming")
+SYNCHRONOUS = Durability(S.SYNCHRONOUS, R.STANDBYS_STREAMING, "1 streaming", 1)
 
 
 @pytest.mark.parametrize(
@@ -226,3 +228,50 @@ def test_the_http_documents_states_are_the_enums() -> None:
     doc = json.loads((ROOT / "gateway" / "ingest" / "openapi.json").read_text())
     documented = doc["components"]["schemas"]["Durability"]["properties"]["state"]["enum"]
     assert documented == [str(s) for s in DurabilityState]
+
+
+def test_the_http_documents_reason_codes_are_the_enum() -> None:
+    """`/readyz`'s documented `durability.reason` values are exactly the codes."""
+    doc = json.loads((ROOT / "gateway" / "ingest" / "openapi.json").read_text())
+    documented = doc["components"]["schemas"]["Durability"]["properties"]["reason"]["enum"]
+    assert documented == [str(r) for r in DurabilityReason]
+
+
+#: Standby names as a deployment writes them: the standbys' host names.
+NAMED = '"pg-standby-a.dc1.internal", "pg-standby-b.dc2.internal", "pg-standby-c.dc3.internal"'
+NAMES = ("pg-standby-a", "pg-standby-b", "pg-standby-c")
+
+
+@pytest.mark.parametrize(
+    ("commit", "names", "rows", "code", "shape"),
+    [
+        ("on", f"ANY 2 ({NAMED})", [QUORUM, QUORUM_2], R.STANDBYS_STREAMING, "ANY 2 of 3 names"),
+        ("on", f"FIRST 2 ({NAMED})", [SYNC], R.TOO_FEW_STREAMING, "FIRST 2 of 3 names"),
+        ("on", NAMED, [SUBSCRIBER], R.MET_BY_SUBSCRIBERS, "FIRST 1 of 3 names"),
+        ("on", "*", [SYNC], R.STANDBYS_STREAMING, "FIRST 1 of any"),
+        ("on", "standby1", [SYNC], R.STANDBYS_STREAMING, "FIRST 1 of 1 name"),
+        ("off", NAMED, [SYNC], R.COMMIT_DOES_NOT_WAIT, ""),
+        ("on", "", [], R.NO_STANDBY_CONFIGURED, ""),
+        ("on", NAMED, [HIDDEN], R.STANDBYS_HIDDEN, ""),
+        ("on", f"{NAMED} (", [SYNC], R.STANDBY_NAMES_UNREADABLE, ""),
+        ("sometimes", NAMED, [SYNC], R.COMMIT_SETTING_UNKNOWN, ""),
+    ],
+)  # fmt: skip
+def test_a_reading_has_a_code_and_describes_the_rule_by_its_shape(
+    commit: str, names: str, rows: list[StandbyRow], code: DurabilityReason, shape: str
+) -> None:
+    """Each decision has its fixed code (what `/readyz` shows); its line (for the log)
+    gives the rule's method, count and number of names, never a standby's name."""
+    got = decide(commit, names, rows)
+    assert got.code is code
+    assert shape in got.reason, got.reason
+    assert not any(name in got.reason for name in NAMES), got.reason
+    assert not any(name in str(got.to_json()) for name in NAMES)
+
+
+@pytest.mark.parametrize("names", ['a "' + "b" * 10_000 + '"', '"' + "b" * 10_000 + '" ,, c'])
+def test_an_unreadable_rule_is_quoted_at_most_in_part(names: str) -> None:
+    """A grammar error quotes a bounded excerpt of the offending token."""
+    got = decide("on", names, [SYNC])
+    assert got.code is R.STANDBY_NAMES_UNREADABLE
+    assert len(got.reason) < 150, got.reason

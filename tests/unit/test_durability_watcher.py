@@ -10,15 +10,16 @@ from collections.abc import Iterator
 import pytest
 
 from gateway.compose.durability import DurabilityWatcher
-from gateway.core.durability import Durability, DurabilityState
+from gateway.core.durability import Durability, DurabilityReason, DurabilityState
 from gateway.errors import DatabaseError, DatabaseNotDurable, DatabaseUnavailable
 from gateway.metrics import Metrics
 
 S = DurabilityState
-SYNCHRONOUS = Durability(S.SYNCHRONOUS, "1 streaming", 1)
-AT_RISK = Durability(S.AT_RISK, "no standby")
-WAITING = Durability(S.WAITING_FOR_STANDBY, "0 streaming")
-HIDDEN = Durability(S.UNKNOWN, "grant it pg_monitor")
+R = DurabilityReason
+SYNCHRONOUS = Durability(S.SYNCHRONOUS, R.STANDBYS_STREAMING, "1 streaming", 1)
+AT_RISK = Durability(S.AT_RISK, R.NO_STANDBY_CONFIGURED, "no standby")
+WAITING = Durability(S.WAITING_FOR_STANDBY, R.TOO_FEW_STREAMING, "0 streaming")
+HIDDEN = Durability(S.UNKNOWN, R.STANDBYS_HIDDEN, "grant it pg_monitor")
 DOWN = DatabaseUnavailable("database unreachable: ConnectionRefusedError")
 
 
@@ -108,6 +109,7 @@ async def test_each_change_of_state_is_logged_once(caplog: pytest.LogCaptureFixt
         "0 streaming",
         0,
     )
+    assert warning["reason_code"] == "too_few_streaming"
     got = {s: metrics.database_durability.get(state=str(s)) for s in S}
     assert got == {S.SYNCHRONOUS: 1.0, S.AT_RISK: 0.0, S.WAITING_FOR_STANDBY: 0.0, S.UNKNOWN: 0.0}
     assert metrics.database_synchronous_standbys.get() == 1.0
@@ -122,7 +124,9 @@ async def test_a_failed_query_is_unknown_and_never_ends_the_watcher(
     assert w.last.reason == (
         "the durability query failed: database error 42501: InsufficientPrivilege"
     )
-    assert await w.read_once() == Durability(S.UNKNOWN, "the durability query failed: KeyError")
+    assert await w.read_once() == Durability(
+        S.UNKNOWN, R.QUERY_FAILED, "the durability query failed: KeyError"
+    )
     assert [level for level, _ in said(caplog)] == ["WARNING"]  # one state, one line
 
 

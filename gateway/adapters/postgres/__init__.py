@@ -3,7 +3,7 @@
 A URL that lists several hosts (`postgresql://h1:p1,h2:p2/db`) connects through
 `hosts.HostConnector`, each host with a connect timeout of its own and the next started
 when one is unanswered for a moment, because asyncpg's own timeout is one budget across
-all the hosts (see `hosts`).
+all the hosts (see `hosts`); the walk as a whole gets two connect timeouts.
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ async def create_pool(
     `server_settings` are session settings for every connection (PostgreSQL GUCs).
     `connect_timeout_s` bounds opening one connection; with several hosts in the URL it
     bounds each host's attempt, and the next host is tried after a short stagger, so a
-    black-holed first host costs that stagger, not the whole budget. A connection whose
+    black-holed first host costs that stagger, not the whole budget; the walk over all
+    the hosts spends at most twice `connect_timeout_s`. A connection whose
     server goes silent is freed by `command_timeout_s`: its statement fails after that
     long, `connection()` drops it without a cancel request or ROLLBACK to the silent
     server, and the pool's other connections are replaced before their next use.

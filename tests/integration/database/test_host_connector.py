@@ -6,6 +6,7 @@ a connection open, and no usable host is one clear error."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -16,9 +17,15 @@ from gateway.adapters.postgres import hosts
 from gateway.adapters.postgres.hosts import HostConnector, connector_for
 from gateway.core.database_hosts import DatabaseHost, stagger_delay_s
 from gateway.errors import DatabaseError, DatabaseUnavailable
-from tests.integration.database.silent import black_hole, dead_address, slow_proxy, with_hosts
+from tests.integration.database.silent import (
+    BlackHole,
+    black_hole,
+    dead_address,
+    slow_proxy,
+    with_hosts,
+)
 from tests.support.pg_pair import PgCluster
-from tests.support.services import ADMIN_DSN
+from tests.support.services import ADMIN_DSN, wait_until
 
 PER_HOST_S = 1.0
 #: The per-host connect timeout of the tests that time a walk: what a black-holed first
@@ -207,6 +214,31 @@ async def test_no_usable_host_is_one_error_naming_each_host_without_the_password
         f"{dead} refused, {silent} timed out"
     )
     assert "s3cr3t" not in str(refused.value)
+
+
+async def test_a_list_of_silent_hosts_costs_one_budget_not_a_stagger_per_host() -> None:
+    """Sixteen hosts (the cap) that accept and never answer, with a 1 s timeout each:
+    the walk ends within its budget of two timeouts (it took 4.3 s when every host
+    could start half a second after the last); the hosts it could not start are named,
+    and every connection it opened is closed."""
+    budget_s = 2 * PER_HOST_S  # `walk_budget_s`
+    async with contextlib.AsyncExitStack() as stack:
+        holes = [await stack.enter_async_context(black_hole()) for _ in range(16)]
+        url = f"postgresql://postgres@{','.join(h.address for h in holes)}/nowhere"
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailable) as refused:
+            await hosts.connect(url, timeout_s=PER_HOST_S)
+        took_s = time.monotonic() - started
+        assert took_s < budget_s + 0.5, took_s
+        assert f"not tried within the {budget_s:g} s connect budget: " in str(refused.value)
+        assert not _connect_attempts()
+        tried = [h for h in holes if h.connections]
+        assert 0 < len(tried) < len(holes)
+        await wait_until(lambda: _all_closed(tried), timeout_s=5)
+
+
+async def _all_closed(holes: list[BlackHole]) -> bool:
+    return all(h.closed == h.connections for h in holes)
 
 
 async def test_a_rejected_login_stops_the_walk(database_url: str) -> None:

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 S = DurabilityState
 SUBSCRIPTION = "cdc"  # also the subscriber's application_name on the primary
 AT_RISK_REASON = (
-    "synchronous_standby_names = 'FIRST 1 (*)' is met by logical replication subscribers "
+    "synchronous_standby_names (FIRST 1 of any) is met by logical replication subscribers "
     "(1 streaming as synchronous), which a failover cannot promote: a commit can be "
     "acknowledged before any physical standby has it, so a failover can lose events the "
     "gateway acknowledged"

@@ -66,8 +66,8 @@ async def test_a_synchronous_pair_reads_synchronous(sync_pair: PgPair) -> None:
         got = await read_durability(pool)
     assert (got.state, got.synchronous_standbys) == (S.SYNCHRONOUS, 1), got
     assert got.reason == (
-        "1 synchronous standby streaming for synchronous_standby_names = "
-        "'FIRST 1 (standby1)', synchronous_commit = on"
+        "1 synchronous standby streaming for synchronous_standby_names "
+        "(FIRST 1 of 1 name), synchronous_commit = on"
     )
 
 
@@ -151,7 +151,7 @@ async def test_waiting_for_a_standby_refuses_a_required_start(sync_pair: PgPair)
     assert refused.value.state == "waiting_for_standby"
     assert str(refused.value).startswith(
         "config error: database.require_synchronous_standby: is true, but the database's "
-        "durability is waiting_for_standby: synchronous_standby_names = 'FIRST 1 (standby1)'"
+        "durability is waiting_for_standby: synchronous_standby_names (FIRST 1 of 1 name)"
     )
 
 

@@ -47,7 +47,7 @@ async def test_serve_without_a_standby_warns_once_and_reports_at_risk(
     database_url: str, nats_url: str, tmp_path: Path
 ) -> None:
     """One warning line naming `at_risk` and why, no URL in it; `/readyz` stays 200 with
-    the state in its details, and the one-hot gauge says the same."""
+    the state and its reason code in its details, and the one-hot gauge says the same."""
     port = free_port()
     cfg = write_toml(tmp_path / "gateway.toml", config(database_url, nats_url, http={"port": port}))
     proc = subprocess.Popen(
@@ -68,7 +68,7 @@ async def test_serve_without_a_standby_warns_once_and_reports_at_risk(
         durability = answer.json()["durability"]
         assert durability["state"] == "at_risk"
         assert durability["synchronous_standbys"] == 0
-        assert "synchronous_standby_names is empty" in durability["reason"]
+        assert durability["reason"] == "no_standby_configured"
         metrics = await get(port, "/metrics")
         assert metrics is not None
         lines = metrics.text.splitlines()
@@ -87,6 +87,7 @@ async def test_serve_without_a_standby_warns_once_and_reports_at_risk(
     (line,) = durability_lines
     assert line["msg"].startswith("database durability: at_risk: no synchronous standby")
     assert (line["state"], line["synchronous_standbys"], line["required"]) == ("at_risk", 0, False)
+    assert line["reason_code"] == "no_standby_configured"
     assert "a failover can lose events the gateway acknowledged" in line["reason"]
     assert "postgresql://" not in stderr
 

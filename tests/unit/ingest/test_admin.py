@@ -24,7 +24,7 @@ from tests.unit.ingest.test_endpoints import (
 )
 
 #: `/readyz`'s durability where the database probe reads none (the fakes').
-NOT_READ = {"state": "unknown", "synchronous_standbys": 0, "reason": "not read by this process"}
+NOT_READ = {"state": "unknown", "synchronous_standbys": 0, "reason": "not_read"}
 
 
 def free_port() -> int:

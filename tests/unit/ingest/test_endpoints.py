@@ -817,7 +817,7 @@ async def test_readyz_needs_both_the_database_and_nats(
         "durability": {
             "state": "unknown",
             "synchronous_standbys": 0,
-            "reason": "not read by this process",
+            "reason": "not_read",
         },
     }
     assert (gw.database.pings, gw.broker.pings) == (1, 1)
