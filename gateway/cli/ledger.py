@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 from gateway.cli.common import SubParsers, help_texts, load_settings
 from gateway.cli.finance import add_finance_commands, cmd_check_payments
 from gateway.cli.format import print_json
-from gateway.core.money import check_currency
+from gateway.core.money import check_currency, format_decimal
 from gateway.errors import ConfigError, LedgerImbalance
 from gateway.settings import Settings
 
@@ -43,19 +43,25 @@ def _currency_flag(value: str) -> str:
 
 
 def _print_table(views: list[AccountView]) -> None:
+    """Amounts as a person reads them, in the account's currency and its decimals
+    (`--json` keeps minor units); an account of unknown currency in minor units."""
     # The reserved column only when an authorisation is open: most ledgers have none.
     reserving = any(v.debits_pending or v.credits_pending for v in views)
     print(
         f"{'account':<36} {'kind':<8} {'owner':<20} {'currency':<8} "
-        f"{'debits':>14} {'credits':>14} {'balance':>14}"
-        + (f" {'reserved':>14}" if reserving else "")
+        f"{'debits':>18} {'credits':>18} {'balance':>18}"
+        + (f" {'reserved':>18}" if reserving else "")
     )
     for v in views:
         owner = v.owner if v.owner is not None else "(unnamed)"
+
+        def shown(amount: int, currency: str | None = v.currency) -> str:
+            return format_decimal(amount, currency) if currency else str(amount)
+
         print(
             f"{v.account_id:#034x}   {v.kind:<8} {owner:<20} {v.currency or '?':<8} "
-            f"{v.debits_posted:>14} {v.credits_posted:>14} {v.balance:>14}"
-            + (f" {v.reserved:>14}" if reserving else "")
+            f"{shown(v.debits_posted):>18} {shown(v.credits_posted):>18} "
+            f"{shown(v.balance):>18}" + (f" {shown(v.reserved):>18}" if reserving else "")
         )
 
 

@@ -174,9 +174,14 @@ def convert_minor(amount_minor: int, rate: Decimal, from_currency: str, to_curre
 def format_minor(amount_minor: int, currency: str) -> str:
     """`amount_minor` as a person reads it, with its currency and decimals:
     `format_minor(-1250, "USD")` is `"-12.50 USD"`, JPY has none, KWD three."""
-    code = check_currency(currency)
-    exponent = minor_exponent(code)
+    return f"{format_decimal(amount_minor, currency)} {check_currency(currency)}"
+
+
+def format_decimal(amount_minor: int, currency: str) -> str:
+    """`amount_minor` in the currency's decimals, without its code (a table's column
+    names the currency): `format_decimal(-1250, "USD")` is `"-12.50"`."""
+    exponent = minor_exponent(currency)
     sign = "-" if amount_minor < 0 else ""
     whole, fraction = divmod(abs(amount_minor), 10**exponent)
     text = f"{whole:,}" if exponent == 0 else f"{whole:,}.{fraction:0{exponent}d}"
-    return f"{sign}{text} {code}"
+    return f"{sign}{text}"

@@ -190,7 +190,7 @@ async def test_an_open_authorisation_shows_as_reserved_not_in_the_balance(
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()
     assert header.split()[-2:] == ["balance", "reserved"]
-    assert row.split()[-2:] == ["0", "5000"]
+    assert row.split()[-2:] == ["0.00", "50.00"]  # as a person reads USD
     assert await settle_batch(parts.settler, [(p.capture(3000), 1)]) == [SettleOutcome.SETTLED]
     [account] = json.loads(gateway("ledger", "balances", "--merchant", p.merchant, "--json",
                                    *cfg).stdout)  # fmt: skip

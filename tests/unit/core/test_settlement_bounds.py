@@ -180,3 +180,17 @@ def test_check_amount_names_what_it_checked() -> None:
     with pytest.raises(InvalidAmount, match=r"data\.amount_minor is 9223372036854775808"):
         check_amount(AMOUNT_MAX + 1, "data.amount_minor")
     assert check_amount(AMOUNT_MAX) == AMOUNT_MAX
+
+
+@pytest.mark.parametrize(
+    ("minor", "currency", "shown"),
+    [(1000, "USD", "10.00"), (-1250, "usd", "-12.50"), (500, "JPY", "500"),
+     (1_234_567, "KWD", "1,234.567"), (0, "EUR", "0.00")],
+)  # fmt: skip
+def test_amounts_are_written_with_their_currencys_decimals(
+    minor: int, currency: str, shown: str
+) -> None:
+    from gateway.core.money import format_decimal, format_minor
+
+    assert format_decimal(minor, currency) == shown
+    assert format_minor(minor, currency) == f"{shown} {currency.upper()}"
