@@ -204,6 +204,10 @@ async def api_detail(request: Request) -> Response:
         return problem(404, "Not Found", f"there is no dead letter {request.path_params['id']}")
     with_stack = can(principal.role, Capability.READ_PAYLOADS)
     headers = {"Cache-Control": "no-store"} if with_stack else None
+    if with_stack and row.error_detail:
+        # The stack may quote the payload: read through the API, it is audited as the
+        # page's view of it is.
+        await _viewed(request, principal, row, "api:stack")
     return JSONResponse(row_doc(row, with_stack=with_stack), headers=headers)
 
 

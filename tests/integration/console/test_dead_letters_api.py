@@ -49,6 +49,11 @@ async def test_answers_match_the_document(console: ConsoleHarness) -> None:
     ]
     assert checks[1][1].json()["error_detail"].startswith("Traceback")
     assert "error_detail" not in checks[2][1].json(), "the stack is for investigators and up"
+    views = await console.fetch(
+        "SELECT detail->>'via' AS via FROM console_audit WHERE action = 'payload.view' "
+        "AND target = $1 ORDER BY id", f"dlq:{row}"
+    )  # fmt: skip
+    assert [v["via"] for v in views] == ["api:stack", "api"], "a stack read is audited too"
     assert checks[3][1].json()["headers"]["Stripe-Signature"] == "[masked]"
     assert checks[4][1].json()["form"] == "hex" and checks[4][1].json()["payload_text"] is None
 
