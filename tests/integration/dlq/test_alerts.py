@@ -54,7 +54,7 @@ def test_rules_file_is_valid() -> None:
     """`promtool check rules` accepts every rule."""
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 12 rules found" in result.stdout
+    assert "SUCCESS: 14 rules found" in result.stdout
 
 
 @needs_promtool
@@ -83,6 +83,8 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         "GatewayForwardLagging",
         "GatewayForwardParking",
         "GatewayDatabaseNotDurable",
+        "GatewaySignatureFailures",
+        "GatewayProviderSilent",
     }
     firing: set[str] = set()
     quiet: set[str] = set()
@@ -115,6 +117,10 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
             'durability{state!="synchronous"}) == 1\n        for: 10m',
         ),
         ('{state!="synchronous"}', '{state!="at_risk"}'),
+        ("[15m]))\n          ) > 0.5", "[15m]))\n          ) > 0.7"),
+        ("[15m])) >= 5", "[15m])) >= 3"),
+        ("[1d] offset 1h)) > 24", "[1d] offset 1h)) > 5000"),
+        ("[1h])) == 0", "[1h])) < 200"),
     ],
 )
 def test_the_rule_tests_catch_a_wrong_threshold(tmp_path: Path, original: str, mutant: str) -> None:
