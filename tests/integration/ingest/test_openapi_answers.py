@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from chaos.proxy import FaultProxy
+from gateway.core.signatures.adyen_items import signed_body
 from gateway.ingest.app import openapi_document
 from tests.support import openapi
 from tests.support.deliveries import deliver
@@ -20,6 +21,7 @@ from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_
 from tests.support.services import free_port
 
 DOC = openapi.load()
+ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 WEBHOOKS, EVENTS = "/webhooks/{provider}", "/v1/events"
 GETS = ["/healthz", "/readyz", "/metrics", "/openapi.json"]
 LIMITED_TOKEN = "limited-test-token"
@@ -128,6 +130,15 @@ async def _served_answers(server: RunningServer, proxy: FaultProxy, answers: Ans
     answers[(WEBHOOKS, "POST", 413, json)] = await _http(
         server, "POST", signed.path, content=too_big, headers=signed.headers
     )
+    # A provider that answers in its own words: Adyen's `[accepted]`, as plain text.
+    notification = orjson.dumps({"live": "false", "notificationItems": [
+        {"NotificationRequestItem": {"pspReference": "PSPOA0000000001", "eventCode": "REPORT",
+                                     "success": "true", "merchantAccountCode": "M",
+                                     "amount": {"value": 0, "currency": "EUR"}}}]})  # fmt: skip
+    answers[(WEBHOOKS, "POST", 200, "text/plain")] = await _http(
+        server, "POST", "/webhooks/adyen", content=signed_body(notification, ADYEN_KEY),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
 
     answers[(EVENTS, "POST", 200, json)] = await _http(
         server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers()
@@ -216,6 +227,7 @@ async def test_every_documented_answer_is_produced_and_matches_the_document(
             ingest={"commit_timeout_s": 1.0},
             services=services,
         )
+        doc["providers"]["adyen"] = {"scheme": "adyen", "secrets": [ADYEN_KEY]}
         async with running_server(doc) as server:
             await _served_answers(server, proxy, answers)
 
