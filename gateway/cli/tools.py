@@ -25,7 +25,11 @@ def _signing(args: argparse.Namespace) -> tuple[str, SchemeParams] | str:
     from gateway.core.signatures import SchemeParams
 
     if args.provider is not None:
-        provider = load_settings(args).providers.get(args.provider)
+        from gateway.settings.secrets import secrets_under
+
+        # That provider's signing secrets alone: the ones it signs with.
+        scope = secrets_under(f"providers.{args.provider}.secret_env")
+        provider = load_settings(args, scope).providers.get(args.provider)
         if provider is None:
             return f"no provider named {args.provider!r} is configured"
         return provider.scheme, provider.params
@@ -75,7 +79,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
                 print(body_out["body"])
         return 0
     body = signed_body
-    headers["Content-Type"] = "application/json"
+    headers.setdefault("Content-Type", "application/json")  # a form scheme names its own
     status, text = post_signed(args.send, body, headers)
     if args.json:
         print_json({"headers": headers, "status": status, "response": text})

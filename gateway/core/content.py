@@ -73,6 +73,7 @@ NEVER_STORED = frozenset(
         "x-square-signature",
         "x-paystack-signature",
         "hmacsignature",
+        "paypal-transmission-sig",
     }
 )
 #: Stored for every sender: what describes the request, not the sender's credentials.

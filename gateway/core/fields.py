@@ -8,10 +8,11 @@ so a malformed event goes to the dead-letter table at once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.money import check_amount, check_currency
+from gateway.core.money import check_amount, check_currency, minor_exponent
 from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField
 
 
@@ -79,3 +80,32 @@ def get_currency(obj: Mapping[str, Any], key: str, prefix: str = "") -> str:
         return check_currency(value)
     except ValueError:
         raise FieldTypeInvalid(prefix + key, "a currency code of three ASCII letters") from None
+
+
+#: A decimal amount as providers write one: digits, then optionally a point and digits.
+#: No sign, no exponent, no blanks, no thousands separators: nothing to guess at.
+_DECIMAL = re.compile(r"([0-9]{1,20})(?:\.([0-9]{1,20}))?", re.ASCII)
+
+
+def get_decimal_amount(obj: Mapping[str, Any], key: str, currency: str, prefix: str = "") -> int:
+    """A required amount written as a decimal string in major units (Braintree's and
+    PayPal's `"10.00"`), as ISO 4217 minor units of `currency`, 1 to `AMOUNT_MAX`.
+
+    Exact or refused: more decimals than the currency has (`"10.005"` USD, `"5.5"` JPY)
+    is `FieldTypeInvalid`, never rounded, since a rounded amount would settle money
+    nobody paid; trailing zeros beyond them (`"10.000"`) are the same amount. A number
+    instead of a string is refused too: a JSON float cannot carry an exact amount.
+    """
+    value = obj.get(key)
+    if value is None:
+        raise MissingField(prefix + key)
+    found = _DECIMAL.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        raise FieldTypeInvalid(prefix + key, 'a decimal amount as a string, like "10.00"')
+    whole, fraction = found.group(1), (found.group(2) or "").rstrip("0")
+    exponent = minor_exponent(currency)
+    if len(fraction) > exponent:
+        raise FieldTypeInvalid(
+            prefix + key, f"an amount with at most {exponent} decimals in {currency}"
+        )
+    return check_amount(int(whole + fraction.ljust(exponent, "0")), prefix + key)

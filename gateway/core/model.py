@@ -30,7 +30,7 @@ from gateway.core.event_ids import (
 from gateway.core.order_keys import KeyRule, bounded_key, order_key_of
 from gateway.core.signatures.base import FieldRef
 from gateway.core.type_patterns import type_allowed
-from gateway.errors import BadRequest, ErrorClass, Forbidden, PayloadNotJson
+from gateway.errors import BadRequest, ErrorClass, Forbidden, PayloadInvalid, PayloadNotJson
 
 MAX_EVENT_TYPE_CHARS = 200
 #: The request header of `POST /v1/events` naming the event's ordering key (lower case,
@@ -176,23 +176,36 @@ _object_new = object.__new__
 
 @dataclass
 class ParsedBody:
-    """The body parsed once, lazily, so schemes with header ids never parse it twice."""
+    """The body parsed once, lazily, so schemes with header ids never parse it twice.
+
+    A provider whose body is not JSON (Braintree's form) brings its `decode`
+    (`Provider.document`): its document is read the same way a JSON body's value is.
+    """
 
     raw: bytes
+    decode: Callable[[bytes], Any] | None = None
     _value: Any = field(default=None, init=False)
-    _error: str | None = field(default=None, init=False)
+    _error: PayloadInvalid | None = field(default=None, init=False)
     _done: bool = field(default=False, init=False)
 
     def json(self) -> Any:
-        """The parsed JSON value; raise `PayloadNotJson` if the body is not JSON."""
+        """The parsed document; raise `PayloadNotJson` if the body is not JSON (or the
+        `PayloadInvalid` of `decode`, for a body it cannot read)."""
         if not self._done:
             self._done = True
-            try:
-                self._value = orjson.loads(self.raw)
-            except orjson.JSONDecodeError as exc:
-                self._error = f"body is not valid JSON: {exc.msg} at byte {exc.pos}"
+            if self.decode is not None:
+                try:
+                    self._value = self.decode(self.raw)
+                except PayloadInvalid as exc:
+                    self._error = exc
+            else:
+                try:
+                    self._value = orjson.loads(self.raw)
+                except orjson.JSONDecodeError as exc:
+                    where = f"{exc.msg} at byte {exc.pos}"
+                    self._error = PayloadNotJson(f"body is not valid JSON: {where}")
         if self._error is not None:
-            raise PayloadNotJson(self._error)
+            raise self._error
         return self._value
 
 
@@ -303,7 +316,7 @@ def _webhook_id(
     try:
         found = _found(id_ref, headers, parsed)
         is_object = id_ref.source == "header" or isinstance(parsed.json(), dict)
-    except PayloadNotJson as exc:
+    except PayloadInvalid as exc:
         return body_digest_id(parsed.raw), Failure(exc.error_class, str(exc))
     event_id, problem = read_event_id(id_ref, found, is_object)
     if event_id is None:
@@ -325,6 +338,7 @@ def webhook_event(
     source: str = Source.LIVE,
     order_rules: tuple[KeyRule, ...] = (),
     ordered: OrderedSubject | None = None,
+    decode: Callable[[bytes], Any] | None = None,
 ) -> Event:
     """Shape a verified provider webhook into an `Event`.
 
@@ -338,11 +352,11 @@ def webhook_event(
     A publishable event whose subject is `ordered` gets its key by `order_rules`
     (`core.order_keys`); any other event has none.
     """
-    parsed = ParsedBody(body)
+    parsed = ParsedBody(body, decode)  # `decode`: a body that is not JSON (Braintree's)
     event_id, failure = _webhook_id(id_ref, headers, parsed)
     event_type: str | None = None
     try:
-        doc = parsed.json()  # every supported provider sends JSON
+        doc = parsed.json()
         if isinstance(doc, dict):
             event_type = lookup(type_ref, headers, parsed)
             failure = failure or type_failure(event_type)
@@ -352,7 +366,7 @@ def webhook_event(
             failure = failure or Failure(
                 ErrorClass.PAYLOAD_NOT_OBJECT, "the body is JSON but not an object"
             )
-    except PayloadNotJson as exc:
+    except PayloadInvalid as exc:
         failure = failure or Failure(exc.error_class, str(exc))
     kept_headers, had_nul = storable_headers(headers, header_policy)
     if had_nul:

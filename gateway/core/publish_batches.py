@@ -20,9 +20,6 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: The server's default ceiling on messages in one atomic batch (`jetstream { limits {
-#: batch { max_msgs } } }`); a larger batch is refused whole (10199).
-SERVER_MAX_BATCH_MSGS = 1000
 #: The longest `Nats-Batch-Id` the server takes (10179 beyond it).
 MAX_BATCH_ID_CHARS = 64
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -26,6 +26,7 @@ from gateway.core.model import (
 from gateway.core.order_keys import KeyRule, order_key_of
 from gateway.core.signatures.base import FieldRef
 from gateway.core.type_patterns import type_allowed
+from gateway.errors import PayloadInvalid
 
 #: A verified webhook shaped into its event: (headers, body, received_at, body_sha256).
 WebhookShaper = Callable[[Mapping[str, str], bytes, datetime, "bytes | None"], Event]
@@ -54,6 +55,7 @@ def webhook_shaper(
     source: str = Source.LIVE,
     order_rules: tuple[KeyRule, ...] = (),
     ordered: OrderedSubject | None = None,
+    decode: Callable[[bytes], Any] | None = None,
 ) -> WebhookShaper:
     """`webhook_event` for one provider, prepared once: what the gateway calls per request.
 
@@ -65,6 +67,7 @@ def webhook_shaper(
 
     With `order_rules` and an `ordered` predicate, an event on an ordered subject carries
     its key, read from the body already parsed here; without either, none is looked for.
+    A provider whose body is not JSON brings its `decode` (`Provider.document`).
     """
     read_id, read_type = id_ref.read, type_ref.read
     loads, JSONDecodeError = orjson.loads, orjson.JSONDecodeError
@@ -74,8 +77,8 @@ def webhook_shaper(
         headers: Mapping[str, str], body: bytes, received_at: datetime, body_sha256: bytes | None
     ) -> Event:
         try:
-            doc = loads(body)
-        except JSONDecodeError:
+            doc = loads(body) if decode is None else decode(body)
+        except (JSONDecodeError, PayloadInvalid):
             doc = None
         if type(doc) is dict:
             event_id = read_id(headers, doc)
@@ -107,6 +110,7 @@ def webhook_shaper(
             source=source,
             order_rules=order_rules,
             ordered=ordered,
+            decode=decode,
         )
 
     return shape

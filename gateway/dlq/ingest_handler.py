@@ -19,7 +19,7 @@ from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.content import DIGEST_ID_PREFIX
 from gateway.core.dlq_model import DlqRow
 from gateway.core.model import Failure, webhook_event
-from gateway.core.providers import get_scheme
+from gateway.core.providers import get_provider, get_scheme
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import (
     ErrorClass,
@@ -73,6 +73,7 @@ class IngestReplay:
             event_types=provider.event_types,
             order_rules=provider.order_key,
             ordered=self._ordered,
+            decode=get_provider(provider.scheme).document,
         )
         if event.event_id != row.event_id:
             # Recording it under another id would bypass the idempotency gate.

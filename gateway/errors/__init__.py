@@ -68,6 +68,7 @@ from gateway.errors.pipeline import (
     PayloadNotJson,
     PayloadTooLarge,
     PublishAttemptsExhausted,
+    SigningCertificateUnavailable,
     StreamMessageUnreadable,
 )
 from gateway.errors.replay import (
@@ -89,6 +90,7 @@ from gateway.errors.request import (
     SignatureMalformed,
     SignatureMismatch,
     SignatureMissing,
+    SigningCertificateRefused,
     TimestampOutOfWindow,
     Unauthorized,
     UnknownProvider,
@@ -205,6 +207,8 @@ __all__ = [
     "SignatureMalformed",
     "SignatureMismatch",
     "SignatureMissing",
+    "SigningCertificateRefused",
+    "SigningCertificateUnavailable",
     "StillInvalid",
     "StreamMessageUnreadable",
     "StreamMismatch",

@@ -34,6 +34,11 @@ class DatabaseUnavailable(TransientError):
     error_class = ErrorClass.DATABASE_UNAVAILABLE
 
 
+class SigningCertificateUnavailable(TransientError):
+    """The certificate a request points to could not be fetched now (its host did not
+    answer, or not in time): answered 503 so the provider sends the event again."""
+
+
 class Overloaded(TransientError):
     """The acceptance queue is full; the sender should retry shortly (503)."""
 

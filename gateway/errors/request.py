@@ -43,6 +43,11 @@ class TimestampOutOfWindow(SignatureError):
     error_class = ErrorClass.TIMESTAMP_OUT_OF_WINDOW
 
 
+class SigningCertificateRefused(SignatureError):
+    """The certificate a request points to is not one its provider signs with: off the
+    provider's hosts, untrusted, expired, or not its name (PayPal)."""
+
+
 class Unauthorized(RequestRejected):
     """An internal publisher's bearer token is missing or unknown (401)."""
 

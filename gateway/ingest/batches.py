@@ -1,12 +1,16 @@
 """Requests that carry several events, or that their provider wants answered in its
-own words: Adyen's notifications, each item signed on its own, answered `[accepted]`.
+own words: Adyen's notifications, each item signed on its own, answered `[accepted]`;
+GoCardless's, signed together.
 
 The body is split into one body per item (`Provider.batch`: over its bounds the whole
-request is refused, 413, before anything is verified or stored). Each item is verified
-on its own and shaped like any single event, so each is its own row under its own id,
-deduplicated, ordered and settled like any other. An item whose signature fails is
-stored nowhere and counted, and never a reason to refuse its neighbours; only when no
-item verifies is the request refused, with the first item's reason. The answer comes
+request is refused, 413, before anything is stored). Each item is shaped like any
+single event, so each is its own row under its own id, deduplicated, ordered and
+settled like any other. Items signed one by one (Adyen) are split first and each is
+verified on its own: an item whose signature fails is stored nowhere and counted, and
+never a reason to refuse its neighbours; only when no item verifies is the request
+refused, with the first item's reason. A request signed whole (GoCardless,
+`Batch.signed_whole`) is verified once before the split: a bad signature refuses
+every item. The answer comes
 once every verified item is durably recorded: should one commit fail, the provider
 retries the whole request, and the items already recorded are its duplicates.
 """
@@ -50,17 +54,28 @@ def batch_shaper(
     params: SchemeParams,
     shape_event: WebhookShaper,
 ) -> Callable[[Headers, bytes], Batched]:
-    """Split, verify each item, shape each verified one (built once per provider)."""
+    """Split, verify each item, shape each verified one; or, for a request signed whole,
+    verify it, split it, shape each item (built once per provider)."""
     scheme: Scheme = provider.scheme
     verify = scheme.verifier(params)
     split = provider.batch.split if provider.batch is not None else _whole
+    whole = provider.batch is not None and provider.batch.signed_whole
+    if whole and not scheme.authenticates_id(params):
+        raise ValueError(f"{provider.name}: a request signed whole must sign its items' ids")
     replay_digest = None if scheme.authenticates_id(params) else scheme.replay_digest
     answer = provider.answer
     answered = None if answer.body is None else (answer.body, answer.content_type)
 
     def shape(headers: Headers, body: bytes) -> Batched:
-        items = split(body)  # BatchTooLarge before anything is verified
         now_s, received_at = time.time(), datetime.now(UTC)
+        if whole:
+            verify(headers, body, now_s)  # the request's one signature, before any item
+            # Each id is read from the signed body, so no replay digest is needed (one
+            # digest of the request would be every item's and make them collide).
+            items = split(body)
+            return Batched(tuple(shape_event(headers, i, received_at, None) for i in items),
+                           (), answered)  # fmt: skip
+        items = split(body)  # BatchTooLarge before anything is verified
         events: list[Event] = []
         refused: list[SignatureError] = []
         for item in items:

@@ -43,9 +43,11 @@ PURE_STDLIB = frozenset(
     }
 )
 #: Pure modules of standard-library packages whose other modules are not (urllib.request).
-PURE_STDLIB_MODULES = frozenset({"urllib.parse", "email.utils"})
-#: Pure third-party libraries the core may use.
-PURE_LIBRARIES = frozenset({"orjson"})
+#: ElementTree parses bytes it is given (Braintree's payload); it fetches no external
+#: entity, and the caller refuses a document type before parsing.
+PURE_STDLIB_MODULES = frozenset({"urllib.parse", "email.utils", "xml.etree.ElementTree"})
+#: Pure third-party libraries the core may use (cryptography: X.509 and RSA on bytes given).
+PURE_LIBRARIES = frozenset({"orjson", "cryptography"})
 #: Parts of importlib that read package data and metadata and never import a module by
 #: name: the installed migrations (importlib.resources) and `gateway --version`.
 DATA_ONLY_IMPORTLIB = frozenset(

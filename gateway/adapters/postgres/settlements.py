@@ -60,11 +60,6 @@ SELECT {_COLUMNS}
 FROM settlements WHERE transfer_id = ANY($1::text[]::numeric[])
 """  # noqa: S608 - only constants are interpolated
 
-_CAPTURE_OF = f"""
-SELECT {_COLUMNS}
-FROM settlements WHERE settlement_id = $1 AND kind = 'capture'
-"""  # noqa: S608 - only constants are interpolated
-
 _CAPTURES_OF = f"""
 SELECT {_COLUMNS}
 FROM settlements WHERE settlement_id = ANY($1::text[]) AND kind = 'capture'
@@ -141,16 +136,6 @@ async def captures_of(conn: Conn, settlement_ids: Sequence[str]) -> dict[str, Se
             list(settlement_ids),
         )
     return {row.settlement_id: row for row in map(_row, records)}
-
-
-async def capture_of(conn: Conn, settlement_id: str) -> SettlementRow | None:
-    """The capture of payment `settlement_id`, if one was started."""
-    with translate_errors():
-        record = await conn.fetchrow(
-            _CAPTURE_OF,
-            settlement_id,
-        )
-    return None if record is None else _row(record)
 
 
 async def fix_pending(

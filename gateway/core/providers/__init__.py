@@ -15,11 +15,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from gateway.core.providers.adyen import ADYEN
-from gateway.core.providers.base import Answer, Batch, Movements, Provider
+from gateway.core.providers.base import Answer, Batch, CertificateSource, Movements, Provider
+from gateway.core.providers.braintree import BRAINTREE
 from gateway.core.providers.checkout import CHECKOUT
 from gateway.core.providers.github import GITHUB
+from gateway.core.providers.gocardless import GOCARDLESS
 from gateway.core.providers.hmac import HMAC
 from gateway.core.providers.paddle import PADDLE
+from gateway.core.providers.paypal import PAYPAL
 from gateway.core.providers.paystack import PAYSTACK
 from gateway.core.providers.razorpay import RAZORPAY
 from gateway.core.providers.shopify import SHOPIFY
@@ -33,6 +36,7 @@ __all__ = [
     "SCHEME_NAMES",
     "Answer",
     "Batch",
+    "CertificateSource",
     "Movements",
     "Provider",
     "get_provider",
@@ -55,6 +59,9 @@ PROVIDERS: Mapping[str, Provider] = MappingProxyType(
             CHECKOUT,
             SQUARE,
             PAYSTACK,
+            BRAINTREE,
+            GOCARDLESS,
+            PAYPAL,
             HMAC,
         )
     }

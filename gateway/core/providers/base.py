@@ -16,16 +16,25 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from cryptography import x509
+
 from gateway.core.money import ProviderUnits
 from gateway.core.order_keys import KeyRule
 from gateway.core.settlement import SettlementInstruction, SettlementKind
-from gateway.core.signatures.base import Scheme, SchemeParams
+from gateway.core.signatures.base import Headers, Scheme, SchemeParams
 
 #: A mapping: (event type, parsed body) to its money movement, or None when the event
 #: moves no money; raises the permanent errors of a body it cannot read.
 Extract = Callable[[str, Any], "SettlementInstruction | None"]
+#: A body that is not JSON (Braintree's form) read into the document its id, type,
+#: order keys and movements are read from; raises `PayloadInvalid` for a body it
+#: cannot read.
+Decode = Callable[[bytes], Any]
 #: A batch's splitter: the request body to one body per item, or `BatchTooLarge`.
 Split = Callable[[bytes], "tuple[bytes, ...]"]
+#: Verification with the certificate the request points to: (headers, body, now_s,
+#: certificate), the certificate already trusted by its chain.
+CertifiedVerifier = Callable[[Headers, bytes, float, x509.Certificate], None]
 #: A scheme that signs inside the body (Adyen): (params, body) to the body signed with
 #: `params.secrets[0]`.
 SignBody = Callable[[SchemeParams, bytes], bytes]
@@ -64,6 +73,23 @@ class Batch:
     #: a request over either is refused whole (413) before anything is recorded.
     items_max: int
     item_bytes_max: int
+    #: The signature covers the whole request, not each item (GoCardless): it is
+    #: checked once before the split, and a bad one refuses every item; else each item
+    #: is verified on its own after it (Adyen).
+    signed_whole: bool = False
+
+
+@dataclass(frozen=True)
+class CertificateSource:
+    """A provider that signs with a certificate its requests point to (PayPal): the
+    ingest path fetches and checks the certificate (an adapter, cached) before it
+    verifies, so verifying stays pure."""
+
+    #: (params, headers) to the certificate's URL; `SignatureError` unless it may be
+    #: fetched (off the provider's hosts, not https).
+    locate: Callable[[SchemeParams, Headers], str]
+    #: (params) to the verification given the certificate.
+    verifier: Callable[[SchemeParams], CertifiedVerifier]
 
 
 @dataclass(frozen=True)
@@ -82,6 +108,9 @@ class Provider:
     #: Where its events' order keys are when `[providers.NAME] order_key` does not say.
     order_keys: tuple[KeyRule, ...] = ()
     answer: Answer = Answer()
+    #: The status a request whose signature fails is answered with (missing, malformed
+    #: or mismatched): 401, or the one the provider asks for (GoCardless: 498).
+    refused_status: int = 401
     batch: Batch | None = None
     #: The API that lists its past events for `gateway backfill`, in words; "" none.
     backfill: str = ""
@@ -93,3 +122,8 @@ class Provider:
     #: Where the signature lives in the body rather than a header (Adyen): how a body
     #: is signed, for `gateway sign` and the tests; None for header signatures.
     sign_body: SignBody | None = None
+    #: How its body is read when it is not JSON (`Decode`); None: the body is JSON.
+    document: Decode | None = None
+    #: Where its signing certificate comes from, for a scheme whose `verifier` cannot
+    #: verify alone (`CertificateSource`); None for the others.
+    certificate: CertificateSource | None = None

@@ -93,10 +93,11 @@ def instruction_of(
         return None
     if is_internal(provider):
         return _bounded(SERVICE.instruction(event_type, ParsedBody(body).json()))
-    movements = movements_of(schemes.get(provider, ""))
+    scheme = schemes.get(provider, "")
+    movements = movements_of(scheme)
     if movements is None:
         return None
-    doc = ParsedBody(body).json()
+    doc = ParsedBody(body, PROVIDERS[scheme].document).json()
     found = movements.instruction(event_type, doc)
     if found is None:
         return None

@@ -197,20 +197,6 @@ class Scheme(Protocol):
         ...
 
 
-def any_match(expected: Iterable[bytes], offered: Iterable[bytes]) -> bool:
-    """True if any offered signature equals any expected one.
-
-    Every pair is compared with `hmac.compare_digest` and the loop never exits early, so
-    the time taken does not reveal which secret or signature came closest.
-    """
-    found = False
-    offered = list(offered)
-    for exp in expected:
-        for off in offered:
-            found |= hmac.compare_digest(exp, off)
-    return found
-
-
 def check_window(timestamp_s: int, now_s: float, tolerance_s: int) -> None:
     """Raise `TimestampOutOfWindow` if the timestamp is more than tolerance_s from now."""
     if abs(now_s - timestamp_s) > tolerance_s:
@@ -272,8 +258,9 @@ def utf8_keys(secrets: Iterable[str]) -> tuple[HmacKey, ...]:
 
 
 def matches(keys: Iterable[HmacKey], offered: list[bytes], *parts: bytes) -> bool:
-    """True if some key's HMAC of the parts equals some offered signature (`any_match`:
-    every pair compared, in constant time, no early exit)."""
+    """True if some key's HMAC of the parts equals some offered signature: every pair
+    compared with `hmac.compare_digest` and no early exit, so the time taken does not
+    reveal which secret or signature came closest."""
     found = False
     for key in keys:
         expected = key.digest(*parts)

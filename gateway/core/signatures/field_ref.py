@@ -19,17 +19,20 @@ class FieldRef:
     """Where a value (event id, event type) comes from: a header, a top-level JSON field,
     or a JSON pointer into the body (RFC 6901, `/data/object/id`).
 
-    `also` names further pointers whose values follow this one's, joined with ":": an
-    id made of several fields (Adyen's `pspReference:eventCode:success`). The joined
-    value is absent when any part is. `fallback` is read when this one finds nothing (a
-    provider whose events name their object under different fields: Paystack's
-    refunds carry no `data.id`, only `data.refund_reference`).
+    `also` names further pointers whose values follow this one's, joined with `sep`
+    (":" unless told): an id made of several fields (Adyen's
+    `pspReference:eventCode:success`), a type made of two (GoCardless's
+    `{resource_type}.{action}`). The joined value is absent when any part is.
+    `fallback` is read when this one finds nothing (a provider whose events name their
+    object under different fields: Paystack's refunds carry no `data.id`, only
+    `data.refund_reference`).
     """
 
     source: str  # "header" | "json"
     name: str
     also: tuple[str, ...] = ()
     fallback: FieldRef | None = None
+    sep: str = ":"
 
     @classmethod
     def parse(cls, text: str) -> FieldRef:
@@ -50,6 +53,8 @@ class FieldRef:
             found = f"header {self.name}"
         elif self.also:
             found = "fields " + ":".join((self.name, *self.also))
+            if self.sep != ":":
+                found = "fields " + ", ".join((self.name, *self.also)) + f" joined by {self.sep!r}"
         else:
             found = f"field {self.name}" if self.name.startswith("/") else f"field {self.name!r}"
         return found if self.fallback is None else f"{found}, else {self.fallback.where}"
@@ -59,7 +64,7 @@ class FieldRef:
         """A function of (headers, parsed body) to the value as sent, None when absent
         (a body that is not an object has no fields); prepared once, on first use."""
         if self.fallback is not None:
-            first = FieldRef(self.source, self.name, self.also).read
+            first = FieldRef(self.source, self.name, self.also, sep=self.sep).read
             second = self.fallback.read
 
             def either(headers: Mapping[str, str], doc: object) -> object:
@@ -80,6 +85,8 @@ class FieldRef:
             (tokens,) = paths
             return lambda headers, doc: resolve_pointer(doc, tokens)
 
+        sep = self.sep
+
         def joined(headers: Mapping[str, str], doc: object) -> object:
             parts = []
             for tokens in paths:
@@ -89,6 +96,6 @@ class FieldRef:
                 if type(found) is not str or not found:
                     return None
                 parts.append(found)
-            return ":".join(parts)
+            return sep.join(parts)
 
         return joined

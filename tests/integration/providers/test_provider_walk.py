@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,8 @@ from gateway.core.providers import PROVIDERS, get_scheme
 from gateway.core.signatures import SchemeParams
 from tests.support.config_file import write_toml
 from tests.support.gateway import config, running_server
+from tests.support.paypal import WEBHOOK_ID as PAYPAL_WEBHOOK_ID
+from tests.support.paypal import PayPalKeys, cert_host, key_pem
 from tests.support.services import stream_messages, wait_until
 from tests.support.settlement import (
     fetch,
@@ -50,6 +53,8 @@ class Sample:
     merchant: str | None = None
     sign_args: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The body as sent, for a provider whose body is not JSON (`body` is then unused).
+    raw: bytes | None = None
 
 
 def m(name: str) -> str:
@@ -111,6 +116,33 @@ SAMPLES: dict[str, Sample] = {
                   "status": "success", "metadata": {"merchant_id": m("paystack")}}},
         "charge.success:4242", "charge.success", m("paystack"),
     ),
+    "braintree": Sample(
+        {"secrets": ["walk_public:walk_private"]}, {},
+        "transaction_settled:bt_txn_walk:2026-12-06T00:00:00Z", "transaction_settled",
+        m("braintree"),
+        raw=(b'<notification><timestamp type="datetime">2026-12-06T00:00:00Z</timestamp>'
+             b"<kind>transaction_settled</kind><subject><transaction><id>bt_txn_walk</id>"
+             b"<status>settled</status><type>sale</type><currency-iso-code>USD"
+             b"</currency-iso-code><amount>10.00</amount><merchant-account-id>"
+             + m("braintree").encode() + b"</merchant-account-id></transaction></subject>"
+             b"</notification>"),
+    ),
+    # GoCardless's events carry no amount: recorded, published and forwarded, not settled.
+    "gocardless": Sample(
+        {"secrets": ["gc_walk"]},
+        {"events": [{"id": "EV0WALK0000001", "resource_type": "payments",
+                     "action": "confirmed", "links": {"payment": "PM0WALK0000001"}}],
+         "meta": {"webhook_id": "WB0WALK0000001"}},
+        "EV0WALK0000001", "payments.confirmed",
+    ),
+    # Signed with the test CA's key; the stand-in certificate host is added in the walk.
+    "paypal": Sample(
+        {"webhook_id": PAYPAL_WEBHOOK_ID},
+        {"id": "WH-WALK", "event_type": "PAYMENT.CAPTURE.COMPLETED",
+         "resource": {"id": "pp_capture_walk", "amount": {"currency_code": "USD", "value": "10.00"},
+                      "payee": {"merchant_id": m("paypal")}}},
+        "WH-WALK", "PAYMENT.CAPTURE.COMPLETED", m("paypal"),
+    ),
     "standard": Sample(
         {"secrets": [FORWARD_SECRET]},
         {"type": "invoice.paid", "data": {}},
@@ -155,11 +187,30 @@ def sign(name: str, config_path: Path, body_path: Path) -> tuple[dict[str, str],
     return answer["headers"], body
 
 
+@pytest.fixture
+def paypal_walk(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """PayPal's certificate host stood in by a local one, and `gateway sign`'s key."""
+    keys = PayPalKeys()
+    with cert_host(keys, tmp_path) as host:
+        yield {
+            "secrets": [key_pem(keys.key)],
+            "signing_cert_url": host.url(),
+            "cert_extra_hosts": [host.host],
+            "cert_extra_ca_file": str(host.ca_file),
+        }
+
+
 async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
-    database_url: str, nats_url: str, stub: Stub, redis_url: str, tmp_path: Path
+    database_url: str,
+    nats_url: str,
+    stub: Stub,
+    redis_url: str,
+    tmp_path: Path,
+    paypal_walk: dict[str, Any],
 ) -> None:
     doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
     doc["providers"] = {name: {"scheme": name, **s.settings} for name, s in SAMPLES.items()}
+    doc["providers"]["paypal"].update(paypal_walk)
     config_path = write_toml(tmp_path / "gateway.toml", doc)
     settling = {name: s for name, s in SAMPLES.items() if PROVIDERS[name].movements}
     async with running_server(doc) as server, running_worker(doc) as parts:
@@ -168,11 +219,11 @@ async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
             await open_merchant(parts, s.merchant)
         for name, sample in SAMPLES.items():
             body_path = tmp_path / f"{name}.json"
-            body_path.write_bytes(orjson.dumps(sample.body))
+            body_path.write_bytes(sample.raw or orjson.dumps(sample.body))
             headers, body = sign(name, config_path, body_path)
             answer = await server.client.post(
                 f"/webhooks/{name}", content=body,
-                headers={**headers, "Content-Type": "application/json"},
+                headers={"Content-Type": "application/json", **headers},
             )  # fmt: skip
             assert answer.status_code == 200, f"{name}: {answer.status_code} {answer.text}"
         rows = await fetch(database_url, "SELECT provider, event_id, event_type, subject"

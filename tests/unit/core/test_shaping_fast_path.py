@@ -8,6 +8,7 @@ import dataclasses
 import hmac
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 import pytest
@@ -17,7 +18,9 @@ from hypothesis import strategies as st
 from gateway.core.content import header_policy
 from gateway.core.model import Event, Failure, new_event, ordered_subjects, webhook_event
 from gateway.core.order_keys import KeyRule, parse_rules
+from gateway.core.providers.braintree import BRAINTREE
 from gateway.core.signatures.base import FieldRef, HmacKey
+from gateway.core.signatures.braintree import signed_form
 from gateway.core.webhook_shaper import webhook_shaper
 from gateway.errors import ErrorClass
 from tests.unit.core.test_model_content import WEBHOOK_CASES
@@ -191,3 +194,32 @@ def test_a_prepared_hmac_key_gives_the_standard_librarys_hmac(key_len: int) -> N
     assert prepared.digest(message[:11], message[11:]) == hmac.digest(key, message, "sha256")
     assert prepared.digest(message) == prepared.digest(message)  # the prepared state is kept
     assert repr(prepared) == "HmacKey(...)"
+
+
+def braintree_form(xml: bytes) -> bytes:
+    return signed_form(xml, "pub:priv") if xml else urlencode({"bt_payload": "%%"}).encode()
+
+
+@pytest.mark.parametrize(
+    "xml",
+    [
+        b"<notification><kind>dispute_won</kind><timestamp>t1</timestamp><subject><dispute>"
+        b"<id>d1</id></dispute></subject></notification>",
+        b"<notification><kind>check</kind><timestamp>t1</timestamp></notification>",
+        b"<notification><kind>x</kind></notification>",  # no timestamp: no id
+        b"not xml",
+        b"",  # not even base64
+    ],
+)
+def test_a_provider_whose_body_is_not_json_is_shaped_alike_both_ways(xml: bytes) -> None:
+    """Braintree's form, read by its `document`: the fast path and the canonical rules
+    give the same event, readable or not."""
+    id_ref, type_ref = FieldRef("json", "event_id"), FieldRef("json", "kind")
+    body = braintree_form(xml)
+    canonical = webhook_event("p", id_ref, type_ref, {}, body, AT, decode=BRAINTREE.document)
+    fast = webhook_shaper("p", id_ref, type_ref, decode=BRAINTREE.document)({}, body, AT, None)
+    assert fields_of(fast) == fields_of(canonical)
+    if xml.startswith(b"<notification><kind>dispute_won"):
+        assert canonical.event_id == "dispute_won:d1:t1" and canonical.failure is None
+    else:
+        assert canonical.failure is not None or canonical.event_id == "check:t1"
