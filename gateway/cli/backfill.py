@@ -12,6 +12,7 @@ from gateway.cli.common import RATE_PER_S, SubParsers, help_texts, load_settings
 from gateway.cli.format import print_json
 from gateway.core.operator_input import parse_instant
 from gateway.errors import BackfillUsageError, UsageError
+from gateway.settings.secrets import secrets_under
 
 if TYPE_CHECKING:
     from gateway.backfill.run import BackfillReport
@@ -53,7 +54,8 @@ def _print(report: BackfillReport) -> None:
 def cmd_backfill(args: argparse.Namespace) -> int:
     from gateway.compose.backfill import run_backfill
 
-    settings = load_settings(args)
+    # That provider's API key alone: what the backfill reads its events with.
+    settings = load_settings(args, secrets_under(f"providers.{args.provider}.api_key_env"))
     now = datetime.now(UTC)
     try:
         since = parse_instant(args.since, now, "--since")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from gateway import settings as settings_mod
+from gateway.cli.flag_hints import typo_hint
 from gateway.errors import (
     BrokerUnavailable,
     DatabaseError,
@@ -23,6 +24,7 @@ from gateway.errors import (
     RowNotFound,
     UsageError,
 )
+from gateway.settings.secrets import NO_SECRET, SecretScope
 from gateway.settings.values import url_hosts
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -83,10 +85,17 @@ def help_texts(about: str, examples: Sequence[str] = ()) -> dict[str, Any]:
     return text
 
 
-def load_settings(args: argparse.Namespace) -> settings_mod.Settings:
+def load_settings(
+    args: argparse.Namespace, secrets: SecretScope = NO_SECRET
+) -> settings_mod.Settings:
     """The configuration named by `--config` (or `$GATEWAY_CONFIG`), validated; kept on
-    `args`, so an outage later in the command can be reported with its address."""
-    settings = settings_mod.load(getattr(args, "config", None))
+    `args`, so an outage later in the command can be reported with its address.
+
+    Only the secrets in `secrets` are read from the environment: none unless the
+    command says which it uses (`gateway.settings.secrets`), so an inspecting command
+    runs on a host that holds no provider's secret.
+    """
+    settings = settings_mod.load(getattr(args, "config", None), secrets=secrets)
     args.loaded_settings = settings
     return settings
 
@@ -192,6 +201,23 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads, one signature
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, but a flag this parser does not know and that is close to one it
+        does is refused, naming the flag meant. A command's own parser (no sub-commands)
+        looks before parsing, so a mistyped required flag is named as the typo, not as
+        missing; a parser with sub-commands looks at what its sub-command left."""
+        if self._subparsers is None:
+            hint = typo_hint(sys.argv[1:] if args is None else args, self._option_string_actions)
+            if hint is not None:
+                self.error(hint)
+        parsed, extras = super().parse_known_args(args, namespace)
+        hint = typo_hint(extras, self._option_string_actions)
+        if hint is not None:
+            self.error(hint)
+        return parsed, extras
 
 
 @dataclass(frozen=True)

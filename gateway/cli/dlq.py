@@ -27,6 +27,7 @@ from gateway.cli.common import (
     operator_family,
 )
 from gateway.cli.format import dumps, safe, when
+from gateway.cli.processes import add_metrics_flags, metrics_address
 from gateway.compose import ops
 from gateway.compose.ordering import release_holder
 from gateway.core.dlq_filters import DlqFilter, build_filter, check_replay_flags
@@ -34,16 +35,24 @@ from gateway.core.operator_input import parse_ids
 from gateway.core.order_admin import release_line
 from gateway.dlq.progress import ReplayReport
 from gateway.errors import DlqRowNotFound, DlqUsageError, UsageError
+from gateway.settings.secrets import NO_SECRET, SecretScope, secrets_under
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace, DlqFilter], Coroutine[Any, Any, int]]
 
 
-def _command(body: Body) -> Callable[[argparse.Namespace], int]:
+#: What a replay may sign with: the `[forward.NAME]` secrets, for `forward:NAME` rows.
+REPLAY_SECRETS = secrets_under("forward.")
+
+
+def _command(body: Body, secrets: SecretScope = NO_SECRET) -> Callable[[argparse.Namespace], int]:
+    """`body` as a command, reading the configuration with only `secrets` (inspecting
+    commands read none, and run where no provider's secret is)."""
+
     def start(args: argparse.Namespace) -> Coroutine[Any, Any, int]:
         # Flags are checked before the configuration is read or anything connects.
         dlq_filter = _filter(args) if hasattr(args, "stage") else DlqFilter()
-        return body(load_settings(args), args, dlq_filter)
+        return body(load_settings(args, secrets), args, dlq_filter)
 
     return operator_command("dlq", "dlq_command", start)
 
@@ -79,11 +88,11 @@ def _row_id(text: str) -> int:
 
 async def list_body(settings: Settings, args: argparse.Namespace, f: DlqFilter) -> int:
     now = datetime.now(UTC)
-    rows, total = await ops.dead_letter_rows(settings, f, args.limit)
+    rows, total, amounts = await ops.dead_letter_list(settings, f, args.limit)
     if args.json:
-        _out(dumps([pages.dead_letter_doc(r, now) for r in rows]))
+        _out(dumps([pages.dead_letter_doc(r, now, amounts.get(r.id)) for r in rows]))
         return 0
-    _out(pages.dead_letter_table(rows, now) if rows else "no matching dead letters")
+    _out(pages.dead_letter_table(rows, now, amounts) if rows else "no matching dead letters")
     if total > len(rows):
         _out(f"showing {len(rows)} of {total} matching rows (raise --limit to see more)")
     return 0
@@ -176,13 +185,16 @@ def run_jobs_command(args: argparse.Namespace) -> int:
     """`gateway dlq run-jobs`: run the console's replay jobs until SIGINT/SIGTERM (a second
     signal forces exit), or with --once those runnable now."""
     # Imported here, as replay_body does: running a job loads the stage handlers.
+    from gateway.compose.jobs import jobs_metrics_address, run_job_runner
     from gateway.compose.signals import run_until_signalled
-    from gateway.dlq.jobs import RunnerOptions, run_jobs
+    from gateway.dlq.jobs import RunnerOptions
 
     if args.once:  # a batch: an interrupted one leaves its job to the next runner
-        return _command(run_once_body)(args)
-    settings = load_settings(args)
-    run_until_signalled(lambda: _forget(run_jobs(settings, RunnerOptions(poll_s=args.poll_s))))
+        return _command(run_once_body, REPLAY_SECRETS)(args)
+    settings = load_settings(args, REPLAY_SECRETS)
+    listen = metrics_address(args, jobs_metrics_address(settings))
+    options = RunnerOptions(poll_s=args.poll_s)
+    run_until_signalled(lambda: _forget(run_job_runner(settings, options, listen)))
     return 0
 
 
@@ -275,7 +287,7 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
     p.add_argument("id", metavar="ID")
     p = family.add(
         "replay",
-        _command(replay_body),
+        _command(replay_body, REPLAY_SECRETS),
         "Run the rows' stage again; resolve what succeeds.",
         """Run the failed stage again for the rows chosen by --id or by --all with the
         filters; rows that succeed are marked resolved, rows that fail again stay open
@@ -333,7 +345,11 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         with the same code as 'gateway dlq replay' (events: 'gateway events replay'),
         record each row's outcome, and honour pause and cancel between rows. A job
         whose runner stopped sending heartbeats for 30 s is taken over; rows already
-        done are not run again. Any number of runners may run.""",
+        done are not run again. Any number of runners may run. With [console]
+        jobs_metrics_port (or --metrics-port) it serves /metrics, /livez and /readyz
+        there. Between jobs it also replays by itself the rows parked because the
+        currency-service, the ledger or NATS was away, once that dependency answers
+        again ([dlq] auto_replay; not with --once).""",
         (f"gateway dlq run-jobs {CFG}", f"gateway dlq run-jobs --once {CFG}"),
     )
     p.add_argument("--once", action="store_true", help="run the jobs runnable now, then exit")
@@ -344,3 +360,4 @@ def add_commands(subparsers: SubParsers, common: argparse.ArgumentParser) -> Non
         metavar="S",
         help="seconds between looks for a new job when idle (default 2)",
     )
+    add_metrics_flags(p, "console.jobs_metrics_host", "console.jobs_metrics_port")

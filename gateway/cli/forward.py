@@ -37,6 +37,7 @@ from gateway.settings.forward import (
     read_secrets,
     read_start,
 )
+from gateway.settings.secrets import NO_SECRET, secrets_under
 
 #: The exit status of a destination the target paused (410 Gone).
 EXIT_PAUSED = 3
@@ -114,7 +115,9 @@ def cmd_forward(args: argparse.Namespace, *, listen: bool = False) -> int:
     from gateway.compose.forward import run_forward
     from gateway.compose.signals import run_until_signalled
 
-    settings = load_settings(args)
+    # Its own destination's secret alone (an ad-hoc one reads --secret-env itself).
+    scope = secrets_under(f"forward.{args.name}.") if args.name else NO_SECRET
+    settings = load_settings(args, scope)
     declared = settings.forward.get(args.name or "")
     if declared is not None and args.to is None:
         options, printed = replace(declared, output=Output(args.output)), None

@@ -7,7 +7,7 @@ a message or headers: a sender could have put a secret in any of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from gateway.cli.format import (
     table,
     when,
 )
+from gateway.core.dlq_columns import Amount, severity_of
 from gateway.core.dlq_model import DlqRow, DlqStats, RowBrief
 from gateway.core.event_rows import EventBrief, EventRow
 from gateway.dlq.plan import RowResult
@@ -29,28 +30,29 @@ from gateway.dlq.plan import RowResult
 # --- gateway dlq -----------------------------------------------------------------------
 
 
-def dead_letter_table(rows: Sequence[RowBrief], now: datetime) -> str:
-    """`dlq list`: one line per row, oldest failure first."""
-    return table(
-        ("id", "stage", "provider", "event id", "error class", "attempts", "age", "source"),
-        [
-            (
-                r.id,
-                r.stage,
-                r.provider,
-                short(r.event_id),
-                r.error_class,
-                r.attempts,
-                format_age((now - r.first_failed_at).total_seconds()),
-                r.source or "-",
-            )
-            for r in rows
-        ],
-    )
+def dead_letter_table(
+    rows: Sequence[RowBrief], now: datetime, amounts: Mapping[int, Amount | None] | None = None
+) -> str:
+    """`dlq list`: one line per row, oldest failure first, with its severity, and the
+    amount its event would move when `amounts` are given (blank when unknown)."""
+    headings = ["id", "severity", "stage", "provider", "event id", "error class"]
+    headings += ["amount"] if amounts is not None else []
+    headings += ["attempts", "age", "source"]
+    lines = []
+    for r in rows:
+        cells: list[object] = [r.id, severity_of(r.error_class), r.stage, r.provider]
+        cells += [short(r.event_id), r.error_class]
+        if amounts is not None:
+            found = amounts.get(r.id)
+            cells.append("-" if found is None else found.text())
+        cells += [r.attempts, format_age((now - r.first_failed_at).total_seconds())]
+        lines.append([*cells, r.source or "-"])
+    return table(headings, lines)
 
 
-def dead_letter_doc(r: RowBrief, now: datetime) -> dict[str, Any]:
-    """`dlq list --json`: one row's brief."""
+def dead_letter_doc(r: RowBrief, now: datetime, amount: Amount | None = None) -> dict[str, Any]:
+    """`dlq list --json`: one row's brief; its amount in minor units and its currency
+    (null when unknown)."""
     return {
         "id": r.id,
         "stage": r.stage,
@@ -59,6 +61,8 @@ def dead_letter_doc(r: RowBrief, now: datetime) -> dict[str, Any]:
         "subject": r.subject,
         "source": r.source,
         "error_class": r.error_class,
+        "severity": severity_of(r.error_class).value,
+        "amount": None if amount is None else amount.doc(),
         "attempts": r.attempts,
         "received_at": r.received_at,
         "first_failed_at": r.first_failed_at,

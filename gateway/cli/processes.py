@@ -20,6 +20,7 @@ from gateway.cli.common import (
     load_settings,
 )
 from gateway.cli.format import print_json
+from gateway.settings.secrets import EVERY_SECRET
 
 if TYPE_CHECKING:
     from gateway.metrics import ListenAddress
@@ -57,7 +58,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.edge import raise_file_limit
     from gateway.ingest.app import server_options
 
-    settings = load_settings(args)  # validate before forking anything
+    # Every secret, validated before forking anything: serve verifies every provider's
+    # signatures, authenticates every service and runs their scheduled backfills.
+    settings = load_settings(args, EVERY_SECRET)
     http = settings.http
     host = args.host or http.host
     port = args.port or http.port

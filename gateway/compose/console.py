@@ -24,6 +24,7 @@ from gateway.adapters.postgres import Pool, connection, open_pool, transaction
 from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.adapters.postgres.console_access import live_token_exists
 from gateway.adapters.postgres.console_audit import record
+from gateway.compose import health
 from gateway.compose.ledger import open_ledger
 from gateway.console.token_admin import issue, revoke
 from gateway.console.web import ConsoleDeps
@@ -31,6 +32,7 @@ from gateway.core.console_access import is_loopback
 from gateway.core.ledger import AccountCode, Ledger
 from gateway.core.ledger_accounts import AccountView, describe_all
 from gateway.core.ledger_ids import merchant_account_id
+from gateway.core.readiness import Dependency
 from gateway.core.statements import Adjustment
 from gateway.edge import edge_options
 from gateway.errors import ConfigError
@@ -135,12 +137,18 @@ async def serve_console(settings: Settings, host: str, port: int) -> bool:
 
     from gateway.compose.sockets import bound_socket
     from gateway.console.app import build_app
+    from gateway.console.probes import Probes
 
     async with console_deps(settings) as deps:
         await check_protected(deps.pool, host, settings.console.trusted_proxies)
         sock = bound_socket(host, port, "console.port")
+        # /readyz asks the database alone: NATS and the ledger are opened by the pages
+        # that show them, and the console serves every other page without them.
+        readiness = health.Health()
+        readiness.watch({Dependency.DATABASE: health.database(deps.pool)})
         try:
-            config = uvicorn.Config(build_app(deps), **uvicorn_options(settings, host, port))
+            app = Probes(build_app(deps), readiness)
+            config = uvicorn.Config(app, **uvicorn_options(settings, host, port))
             server = uvicorn.Server(config)
             log.info("console listening", extra={"host": host, "port": sock.getsockname()[1]})
             await server.serve(sockets=[sock])

@@ -16,7 +16,9 @@ from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer, forward_consumer_config
 from gateway.adapters.jetstream.consumer_info import consumer_backlog
 from gateway.adapters.postgres import open_pool
+from gateway.compose import health
 from gateway.core.model import sender_subjects
+from gateway.core.readiness import Dependency
 from gateway.errors import ConfigError
 from gateway.forward.runner import Forwarder, max_pending
 from gateway.forward.view import Counts, View
@@ -78,14 +80,16 @@ async def run_forward(
 ) -> None:
     """Forward until cancelled, or until the target pauses the destination (410); what
     was done is counted in `counts` as it happens, so a stop by signal still reports it.
-    A destination with a metrics port serves `/metrics` meanwhile."""
+    A destination with a metrics port serves `/metrics`, `/livez` and `/readyz` there
+    meanwhile."""
     check_target(options)
     metrics = Metrics()
     address = ListenAddress(
         options.metrics_host, options.metrics_port, f"forward.{options.destination}.metrics_port"
     )
-    async with metrics_listener(metrics, address):
-        await _forward(settings, options, view, counts, metrics, on_ready, rand)
+    readiness = health.Health()
+    async with metrics_listener(metrics, address, readiness):
+        await _forward(settings, options, view, counts, metrics, on_ready, rand, readiness)
 
 
 async def _forward(
@@ -96,6 +100,7 @@ async def _forward(
     metrics: Metrics,
     on_ready: Callable[[], None],
     rand: Callable[[], float],
+    readiness: health.Health,
 ) -> None:
     start_time = datetime.fromisoformat(options.start_time_iso) if options.start_time_iso else None
     async with open_pool(settings.database_url, max_size=4) as pool:
@@ -125,6 +130,11 @@ async def _forward(
             )
             await consumer.start()
             on_ready()  # bound: from here on, every accepted event reaches this forwarder
+            # /readyz: what a forwarder cannot work without (the target is not among
+            # them: a target that is down is what the retries and dead letters are for).
+            readiness.watch(
+                {Dependency.DATABASE: health.database(pool), Dependency.NATS: health.nats(broker)}
+            )
             log.info(
                 "forwarding",
                 extra={"destination": options.destination, "consumer": consumer.name},
@@ -142,6 +152,7 @@ async def _forward(
                 pool,
                 view,
                 ack_wait_s=ack_wait_s(options),
+                database_url=settings.database_url,
                 counts=counts,
                 metrics=metrics,
                 gap_s=settings.ordering.gap_timeout_s,
@@ -149,6 +160,7 @@ async def _forward(
             )
             await forwarder.run()
         finally:
+            readiness.forget()
             if backlog is not None:
                 backlog.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -22,12 +22,14 @@ from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import DatabaseProbe, open_pool
 from gateway.backfill.task import ScheduledBackfill, scheduled
 from gateway.compose.backfill import scheduled_parts
+from gateway.compose.certificates import certificate_stores
 from gateway.compose.durability import (
     DatabaseReadiness,
     check_required_durability,
     watching_durability,
 )
 from gateway.core.retention import key_horizon_warning
+from gateway.dependency_watch import DependencyWatch, process_name
 from gateway.dlq.alerts import run_alerts
 from gateway.ingest.app import GatewayApp
 from gateway.ingest.inbox import DirectInbox, GroupCommitInbox, OnCommitted
@@ -63,13 +65,15 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
         # `require_synchronous_standby` a refusal), then every 30 s.
         watching_durability(pool, metrics, settings) as durability,
         httpx.AsyncClient() as http_client,  # the alert webhook's
+        contextlib.AsyncExitStack() as exits,
     ):
         # 2. NATS in the background: acceptance must not wait for the broker.
         broker = JetStreamBroker(settings.nats)
         await broker.start()
         # 3. The relay, woken by every commit; without inline publishing, committed rows
         # wait for a `gateway relay` process.
-        relay = OutboxRelay(pool, broker, settings.outbox, metrics, path="inline")
+        watch = DependencyWatch(metrics, process_name("serve")) if inline else None
+        relay = OutboxRelay(pool, broker, settings.outbox, metrics, path="inline", watch=watch)
         on_committed: OnCommitted = relay.wake if inline else _left_to_relay
         gate: Inbox
         if settings.ingest.batching:
@@ -103,7 +107,10 @@ async def running_gateway(settings: Settings) -> AsyncIterator[IngestParts]:
         )
         backfills.start()
         database = DatabaseReadiness(DatabaseProbe(pool), durability)
-        parts = IngestParts(settings, inbox, database, broker, metrics)
+        # The signing certificates of the providers that sign with one (PayPal): a
+        # client each, closed with the others below.
+        certificates = await certificate_stores(settings, exits)
+        parts = IngestParts(settings, inbox, database, broker, metrics, certificates)
         log.info(
             "gateway started",
             extra={"providers": sorted(settings.providers), "services": sorted(settings.services)},
@@ -150,7 +157,8 @@ async def running_relay(settings: Settings, metrics: Metrics) -> AsyncIterator[O
         await broker.start()
         try:
             async with watching_durability(pool, metrics, settings):
-                relay = OutboxRelay(pool, broker, settings.outbox, metrics)
+                watch = DependencyWatch(metrics, process_name("relay"))
+                relay = OutboxRelay(pool, broker, settings.outbox, metrics, watch=watch)
                 await relay.start()
                 try:
                     yield relay

@@ -9,6 +9,7 @@ load it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING
 from gateway import tracing
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, connection, dead_letters, open_pool
+from gateway.adapters.postgres.dead_letter_bodies import bodies_of
 from gateway.adapters.webhook_sender import post_webhook
+from gateway.core.dlq_columns import AMOUNT_BODY_MAX_BYTES, Amount, amount_of
 from gateway.core.dlq_filters import DlqFilter
 from gateway.core.dlq_model import DlqRow, DlqStats, RowBrief
 from gateway.metrics import Metrics
@@ -62,8 +65,8 @@ class ReplayResources:
 
     The pool is the command's. NATS and the settlement parts are opened on the first call,
     so a run that replays no row of a stage never connects to what that stage needs, and
-    are closed by `replay_resources` when the command ends. Handlers are built one at a
-    time, so the first-use checks need no lock.
+    are closed by `replay_resources` when the command ends. `run-jobs` builds handlers
+    from two tasks (its jobs and the automatic re-drive), so first use takes a lock.
     """
 
     def __init__(
@@ -79,24 +82,27 @@ class ReplayResources:
         self._opened = opened
         self._broker: JetStreamBroker | None = None
         self._settlement: SettlementParts | None = None
+        self._first_use = asyncio.Lock()
 
     async def broker(self) -> JetStreamBroker:
         """A JetStream connection of the run's own (the `ingest` handler publishes on it)."""
-        if self._broker is None:
-            broker = JetStreamBroker(self.settings.nats, name="gateway-dlq-replay")
-            self._opened.push_async_callback(broker.close)
-            await broker.start()
-            self._broker = broker
-        return self._broker
+        async with self._first_use:
+            if self._broker is None:
+                broker = JetStreamBroker(self.settings.nats, name="gateway-dlq-replay")
+                self._opened.push_async_callback(broker.close)
+                await broker.start()
+                self._broker = broker
+            return self._broker
 
     async def settlement(self) -> SettlementParts:
         """The live settlement path's parts (the `settlement` handler settles with them)."""
-        if self._settlement is None:
-            from gateway.compose.settlement import settlement_parts
+        async with self._first_use:
+            if self._settlement is None:
+                from gateway.compose.settlement import settlement_parts
 
-            parts = settlement_parts(self.settings, self.metrics)
-            self._settlement = await self._opened.enter_async_context(parts)
-        return self._settlement
+                parts = settlement_parts(self.settings, self.metrics)
+                self._settlement = await self._opened.enter_async_context(parts)
+            return self._settlement
 
 
 @contextlib.asynccontextmanager
@@ -123,6 +129,23 @@ async def dead_letter_rows(
     """`dlq list`: the matching rows, oldest failure first, and how many match in all."""
     async with database(settings) as pool, connection(pool) as conn:
         return await dead_letters.list_rows(conn, f, limit)
+
+
+async def dead_letter_list(
+    settings: Settings, f: DlqFilter, limit: int
+) -> tuple[list[RowBrief], int, dict[int, Amount | None]]:
+    """`dlq list`: the rows, how many match, and each row's amount, read from its body
+    (up to `AMOUNT_BODY_MAX_BYTES`) as the settlement worker reads it."""
+    async with database(settings) as pool, connection(pool) as conn:
+        rows, total = await dead_letters.list_rows(conn, f, limit)
+        bodies = await bodies_of(conn, [r.id for r in rows], AMOUNT_BODY_MAX_BYTES)
+    schemes = {name: p.scheme for name, p in settings.providers.items()}
+    merchants = {n: p.merchant for n, p in settings.providers.items() if p.merchant is not None}
+    amounts = {
+        row_id: amount_of(b.provider, b.event_type, b.body, schemes, merchants)
+        for row_id, b in bodies.items()
+    }
+    return rows, total, amounts
 
 
 async def dead_letter(settings: Settings, row_id: int) -> DlqRow | None:

@@ -7,22 +7,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 
 from gateway import tracing
 from gateway.adapters.alert_webhook import AlertWebhook
-from gateway.adapters.currency import CurrencyClient, NoRateCache, RateCache, RateSource
+from gateway.adapters.currency import NoRateCache, RateCache, RateSource
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer, consumer_config
 from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.redis_client import open_redis
-from gateway.compose import collector
+from gateway.compose import collector, health
 from gateway.compose.durability import check_required_durability, watching_durability
 from gateway.compose.ledger import open_ledger as open_ledger  # where it was first
+from gateway.compose.watched_currency import WatchedCurrencyClient
+from gateway.core.readiness import Dependency
 from gateway.core.retry import RetryPolicy
+from gateway.dependency_watch import DependencyWatch, flushing, process_name
 from gateway.dlq.alerts import run_alerts
 from gateway.metrics import ListenAddress, Metrics, metrics_listener
 from gateway.settings import Settings
@@ -80,9 +83,11 @@ async def settlement_parts(
                 "comes from the currency-service"
             )
         try:
+            # What this process sees of its dependencies, written for the console.
+            watch = DependencyWatch(metrics, process_name("settle"))
             rates = RateSource(
-                CurrencyClient(
-                    http_client, settings.currency.url, timeout_s=settings.currency.timeout_s
+                WatchedCurrencyClient(
+                    watch, http_client, settings.currency.url, timeout_s=settings.currency.timeout_s
                 ),
                 cache,
                 max_age_s=settings.currency.max_age_s,
@@ -97,9 +102,18 @@ async def settlement_parts(
                 alerts = AlertWebhook(
                     http_client, settings.alerts.webhook_url, timeout_s=settings.alerts.timeout_s
                 )
-            yield SettlementParts(
-                settings, pool, broker, ledger, settler, metrics, consumer=consumer, alerts=alerts
-            )
+            async with flushing(watch, pool):
+                yield SettlementParts(
+                    settings,
+                    pool,
+                    broker,
+                    ledger,
+                    settler,
+                    metrics,
+                    consumer=consumer,
+                    alerts=alerts,
+                    watch=watch,
+                )
         finally:
             await broker.close()
 
@@ -111,36 +125,62 @@ def settle_metrics_address(settings: Settings) -> ListenAddress:
 
 
 async def run_settlement(settings: Settings, listen: ListenAddress | None = None) -> None:
-    """`gateway settle`: the worker, its /metrics listener and the alert evaluation.
+    """`gateway settle`: the worker, its listener (/metrics, /livez, /readyz) and the
+    alert evaluation.
 
     The listener is bound first, so a port already taken stops start-up at once.
     """
     metrics = Metrics()
+    readiness = health.Health()
     async with (
-        metrics_listener(metrics, listen or settle_metrics_address(settings)),
+        metrics_listener(metrics, listen or settle_metrics_address(settings), readiness),
         tracing.configured(settings.tracing, "gateway-settle"),  # flushed after the worker
     ):
         # With `require_synchronous_standby`, refused before NATS or the ledger is opened.
         await check_required_durability(settings)
-        await _settle(settings, metrics)
+        await _settle(settings, metrics, readiness)
 
 
-async def _settle(settings: Settings, metrics: Metrics) -> None:
+async def _settle(settings: Settings, metrics: Metrics, readiness: health.Health) -> None:
     """The worker and the alert evaluation over the settlement parts, until cancelled."""
     async with (
         settlement_parts(settings, metrics) as parts,
         # Read once (a warning, or a refusal when required), then every 30 s.
         watching_durability(parts.pool, parts.metrics, settings),
+        httpx.AsyncClient() as probe_http,  # /readyz's own: never queued behind rates
     ):
-        # Retries are counted here, so their alert threshold is judged here too; the
-        # shared alert state keeps serve and settle from announcing an episode twice.
-        alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics, parts.alerts))
+        # /readyz asks what the worker cannot settle without: the currency-service is
+        # among them even with a rate cache, which serves only rates it already holds.
+        probes = {
+            Dependency.DATABASE: health.database(parts.pool),
+            Dependency.NATS: health.nats(parts.broker),
+            Dependency.LEDGER: health.ledger(parts.ledger),
+            Dependency.CURRENCY_SERVICE: health.currency_service(probe_http, settings.currency.url),
+        }
         try:
-            await SettlementWorker(parts).run(started=collector.settle_down)
+            await _work(settings, parts, lambda: readiness.watch(probes))
         finally:
-            alerts.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await alerts
+            readiness.forget()  # before the parts it asks are closed
+
+
+async def _work(settings: Settings, parts: SettlementParts, ready: Callable[[], None]) -> None:
+    """The worker, with the alert evaluation beside it; `ready` once it has started."""
+
+    def started() -> None:
+        collector.settle_down()
+        # Ready once the worker consumes (its consumer and clearing accounts are
+        # there): a start-up that fails before it is never reported ready.
+        ready()
+
+    # Retries are counted here, so their alert threshold is judged here too; the
+    # shared alert state keeps serve and settle from announcing an episode twice.
+    alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics, parts.alerts))
+    try:
+        await SettlementWorker(parts).run(started=started)
+    finally:
+        alerts.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await alerts
 
 
 @contextlib.asynccontextmanager

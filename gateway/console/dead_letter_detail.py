@@ -37,8 +37,10 @@ from gateway.console.web import (
 )
 from gateway.core.console_roles import Capability, can
 from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
+from gateway.core.dlq_columns import severity_of
 from gateway.core.dlq_model import DlqRow
 from gateway.core.operator_input import MAX_ROW_ID
+from gateway.core.payload_text import message_quotes_payload, shown_message
 from gateway.core.runbook import runbook_entry
 from gateway.errors import DlqUsageError, ErrorClass
 
@@ -110,6 +112,9 @@ async def detail_page(request: Request) -> Response:
         # The stack may quote the payload: as the payload, for READ_PAYLOADS only.
         "stack": row.error_detail if shows_payload else None,
         "has_stack": bool(row.error_detail),
+        # The message, too, may quote the payload (a settlement message names values).
+        "severity": severity_of(row.error_class).value,
+        "shown_message": shown_message(row.error_message, row.stage, reads_payloads=shows_payload),
         "view": payload_view(row.payload, removed=row.payload_removed_at is not None)
         if shows_payload
         else None,
@@ -204,10 +209,11 @@ async def api_detail(request: Request) -> Response:
         return problem(404, "Not Found", f"there is no dead letter {request.path_params['id']}")
     with_stack = can(principal.role, Capability.READ_PAYLOADS)
     headers = {"Cache-Control": "no-store"} if with_stack else None
-    if with_stack and row.error_detail:
-        # The stack may quote the payload: read through the API, it is audited as the
-        # page's view of it is.
-        await _viewed(request, principal, row, "api:stack")
+    quotes = bool(row.error_message) and message_quotes_payload(row.stage)
+    if with_stack and (row.error_detail or quotes):
+        # The stack and the message may quote the payload: read through the API, they
+        # are audited as the page's view of them is.
+        await _viewed(request, principal, row, "api:stack" if row.error_detail else "api:message")
     return JSONResponse(row_doc(row, with_stack=with_stack), headers=headers)
 
 

@@ -14,7 +14,9 @@ import orjson
 
 from gateway.core.content import has_control_chars
 from gateway.core.dead_letter_view import masked_headers, payload_view
+from gateway.core.dlq_columns import Amount, severity_of
 from gateway.core.dlq_model import DlqRow, RowBrief
+from gateway.core.payload_text import shown_message
 from gateway.errors import DlqUsageError
 
 #: A note says what was done; a page of prose is not one.
@@ -34,8 +36,14 @@ def instant(value: datetime | None) -> str | None:
     return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def brief_doc(r: RowBrief, now: datetime) -> dict[str, Any]:
-    """One row of a list, as `gateway dlq list --json` prints it (with the message)."""
+def brief_doc(
+    r: RowBrief, now: datetime, *, reads_payloads: bool, amount: Amount | None = None
+) -> dict[str, Any]:
+    """One row of a list, as `gateway dlq list --json` prints it, with the message, its
+    severity and its amount. The message and the amount are payload-derived: a role that
+    does not read payloads gets `null` for both and the message's length
+    (`core.payload_text`)."""
+    shown = shown_message(r.error_message, r.stage, reads_payloads=reads_payloads)
     return {
         "id": r.id,
         "stage": r.stage,
@@ -44,7 +52,11 @@ def brief_doc(r: RowBrief, now: datetime) -> dict[str, Any]:
         "subject": r.subject,
         "source": r.source,
         "error_class": r.error_class,
-        "error_message": r.error_message,
+        "error_message": shown.text,
+        "error_message_chars": shown.length_chars,
+        "error_message_withheld": shown.withheld,
+        "severity": severity_of(r.error_class).value,
+        "amount": amount.doc() if amount is not None and reads_payloads else None,
         "attempts": r.attempts,
         "received_at": instant(r.received_at),
         "first_failed_at": instant(r.first_failed_at),
@@ -61,10 +73,10 @@ def row_doc(row: DlqRow, *, with_stack: bool) -> dict[str, Any]:
 
     The stack (`error_detail`) only `with_stack` (READ_PAYLOADS): it may quote the
     event (a library's exception text, a chained error, a frame's source line) up to
-    32,000 characters. The class and the message stay for everyone, as on the list: the
-    class is a code, and the message one bounded line, for `core.excerpt` cuts each
-    value of the event the product's messages repeat (an id) to 200 characters and any
-    message, as it is stored, to 2,000."""
+    32,000 characters. The message, too, only `with_stack` where it may quote the
+    event (`core.payload_text`: a settlement message names the merchant or the amount it
+    failed on); without, its length and that it was withheld."""
+    shown = shown_message(row.error_message, row.stage, reads_payloads=with_stack)
     doc: dict[str, Any] = {
         "id": row.id,
         "webhook_id": row.webhook_id,
@@ -74,7 +86,10 @@ def row_doc(row: DlqRow, *, with_stack: bool) -> dict[str, Any]:
         "subject": row.subject,
         "source": row.source,
         "error_class": row.error_class,
-        "error_message": row.error_message,
+        "error_message": shown.text,
+        "error_message_chars": shown.length_chars,
+        "error_message_withheld": shown.withheld,
+        "severity": severity_of(row.error_class).value,
         "attempts": row.attempts,
         "received_at": instant(row.received_at),
         "first_failed_at": instant(row.first_failed_at),
@@ -113,8 +128,15 @@ def payload_doc(row: DlqRow) -> dict[str, Any]:
 
 def export_doc(record: dict[str, Any]) -> dict[str, Any]:
     """One line of the NDJSON export: the stored fields; the payload as base64 and the
-    headers masked when the export carries payloads."""
+    headers masked when the export carries payloads. The export without payloads
+    carries no payload-derived text: a message that may quote the event is withheld
+    (its length kept), as it is from a viewer's list."""
     doc = {k: instant(v) if isinstance(v, datetime) else v for k, v in record.items()}
+    if "payload" not in doc and "error_message" in doc:
+        shown = shown_message(doc["error_message"], doc.get("stage"), reads_payloads=False)
+        doc["error_message"] = shown.text
+        doc["error_message_chars"] = shown.length_chars
+        doc["error_message_withheld"] = shown.withheld
     if "payload" in doc:
         doc["payload_base64"] = base64.b64encode(bytes(record["payload"])).decode("ascii")
         del doc["payload"]

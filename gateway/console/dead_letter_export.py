@@ -27,6 +27,7 @@ from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres import dead_letter_pages as pages
 from gateway.adapters.postgres.console_audit import record_for
 from gateway.console.dead_letter_docs import export_doc, query_lists
+from gateway.console.dead_letter_rows import for_role
 from gateway.console.web import client_address, deps, render, require
 from gateway.core.console_roles import Capability
 from gateway.core.dlq_filters import DlqFilter, filter_query
@@ -100,5 +101,7 @@ async def export(request: Request) -> Response:
             )
         headers["Cache-Control"] = "no-store"
     return StreamingResponse(
-        _lines(request, f, after, payloads), media_type="application/x-ndjson", headers=headers
+        _lines(request, for_role(f, principal), after, payloads),
+        media_type="application/x-ndjson",
+        headers=headers,
     )

@@ -23,7 +23,8 @@ from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres import dead_letter_pages as pages
 from gateway.adapters.postgres.console_audit import record_for
 from gateway.console import dead_letter_detail, dead_letter_export
-from gateway.console.dead_letter_docs import brief_doc, parse_note, query_lists
+from gateway.console.dead_letter_docs import parse_note, query_lists
+from gateway.console.dead_letter_rows import for_role, list_docs
 from gateway.console.web import (
     Principal,
     client_address,
@@ -70,13 +71,13 @@ async def list_page(request: Request) -> Response:
         after = decode_cursor(request.query_params.get("cursor"))
         limit = page_rows(request.query_params.get("limit"))
         async with connection(console.pool) as conn:
-            page = await pages.list_page(conn, f, after, limit, LIST_TIMEOUT_S)
+            page = await pages.list_page(conn, for_role(f, principal), after, limit, LIST_TIMEOUT_S)
     except DlqUsageError as exc:
         context["error"] = str(exc)
         return render(request, "dead_letters/list.html", context, status=400)
     context.update(
         page=page,
-        rows=[brief_doc(r, now) for r in page.rows],
+        rows=await list_docs(request, principal, page.rows, now, api=False),
         filter_fields=filter_query(f),
         first_link=_link("/console/dlq", f, limit=str(limit)),
         next_link=_link("/console/dlq", f, limit=str(limit), cursor=encode_cursor(page.next_after))
@@ -94,12 +95,12 @@ async def list_page(request: Request) -> Response:
 
 
 async def groups_page(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+    principal = await require(request, Capability.VIEW)
     params = query_lists(request.query_params.multi_items())
     try:
         f = filter_from_query(deps(request).now(), params)
         async with connection(deps(request).pool) as conn:
-            found = await pages.groups(conn, f, LIST_TIMEOUT_S)
+            found = await pages.groups(conn, for_role(f, principal), LIST_TIMEOUT_S)
     except DlqUsageError as exc:
         return render(
             request,
@@ -233,7 +234,7 @@ async def _resolve_many(
 
 
 async def api_list(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+    principal = await require(request, Capability.VIEW)
     params = query_lists(request.query_params.multi_items())
     now = deps(request).now()
     try:
@@ -241,11 +242,12 @@ async def api_list(request: Request) -> Response:
         after = decode_cursor(request.query_params.get("cursor"))
         limit = page_rows(request.query_params.get("limit"))
         async with connection(deps(request).pool) as conn:
-            page = await pages.list_page(conn, f, after, limit, LIST_TIMEOUT_S)
+            page = await pages.list_page(conn, for_role(f, principal), after, limit, LIST_TIMEOUT_S)
     except DlqUsageError as exc:
         return problem(400, "Bad Request", str(exc))
     cursor = encode_cursor(page.next_after) if page.next_after else None
-    return JSONResponse({"items": [brief_doc(r, now) for r in page.rows], "next_cursor": cursor})
+    items = await list_docs(request, principal, page.rows, now, api=True)
+    return JSONResponse({"items": items, "next_cursor": cursor})
 
 
 ROUTES: list[BaseRoute] = [

@@ -16,6 +16,7 @@ from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
 from gateway.core.event_rows import EventBrief, EventRow
 from gateway.core.event_search import PublishState
 from gateway.core.event_settlement import SettlementAsked, settlement_asked
+from gateway.core.payload_text import shown_message
 from gateway.settings import Settings
 
 #: What each publish state means, as the pages say it.
@@ -91,7 +92,8 @@ async def _settlement(conn: Conn, settings: Settings, row: EventRow) -> dict[str
         return {"state": None, "reason": asked.reason, "public_reason": _public_reason(b, asked)}
     found = await settlements.by_transfer(conn, asked.transfer_id)
     base = {
-        "transfer_id": str(asked.transfer_id),
+        # As the CLI prints ledger ids (`gateway ledger balances`): one format.
+        "transfer_id": f"{asked.transfer_id:#034x}",
         "kind": asked.instruction.kind.value,
         "settlement_id": asked.instruction.settlement_id,
         "amount_minor": asked.instruction.amount_minor,
@@ -131,7 +133,7 @@ def detail_doc(d: EventDetail, *, with_payload: bool) -> dict[str, Any]:
         "key_seq": row.key_seq,
         "key": None if d.key is None else _key_doc(d.key),
         "settlement": settlement_doc(d.settlement, with_payload=with_payload),
-        "dead_letters": [_dead_letter_doc(x) for x in d.dead_letters],
+        "dead_letters": dead_letter_docs(d, with_payload=with_payload),
         "trace_id": trace_id(row.headers),
         "header_names": sorted(row.headers),
     }
@@ -156,7 +158,17 @@ def _key_doc(k: store.KeyPlace) -> dict[str, Any]:
     return doc
 
 
-def _dead_letter_doc(x: store.EventDeadLetter) -> dict[str, Any]:
-    doc = asdict(x)
-    doc["last_failed_at"] = _iso(x.last_failed_at)
-    return doc
+def dead_letter_docs(d: EventDetail, *, with_payload: bool) -> list[dict[str, Any]]:
+    """The event's dead letters; a message that may quote the body only `with_payload`
+    (`core.payload_text`), else its length."""
+    docs = []
+    for x in d.dead_letters:
+        shown = shown_message(x.error_message, x.stage, reads_payloads=with_payload)
+        doc = asdict(x) | {
+            "error_message": shown.text,
+            "error_message_chars": shown.length_chars,
+            "error_message_withheld": shown.withheld,
+            "last_failed_at": _iso(x.last_failed_at),
+        }
+        docs.append(doc)
+    return docs

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from starlette.requests import Request
@@ -24,9 +24,16 @@ from starlette.routing import BaseRoute, Route
 from gateway.adapters.jetstream.consumer_info import ConsumerBacklog, consumer_backlog
 from gateway.adapters.postgres import Conn, Pool, connection
 from gateway.adapters.postgres import console_stats as stats
+from gateway.adapters.postgres import dependency_state as outages
 from gateway.console.charts import Bar, Chart, Threshold, bar_chart
 from gateway.console.ledger_reads import negative_merchants
 from gateway.console.web import ConsoleDeps, deps, is_htmx, render, require
+from gateway.core.console_outages import (
+    RETRY_OVERDUE_S,
+    DependencyBrief,
+    RetryBrief,
+    dependency_briefs,
+)
 from gateway.core.console_overview import (
     JobBrief,
     OldestOpen,
@@ -56,11 +63,32 @@ class _Rest:
     providers: tuple[ProviderLast, ...]
     jobs: tuple[JobBrief, ...]
     unmapped: tuple[UnmappedBrief, ...]
+    dependencies: tuple[DependencyBrief, ...]
+    retrying: tuple[RetryBrief, ...]
 
 
 async def _on_own_connection(pool: Pool, read: Callable[[Conn], Awaitable[T]]) -> T:
     async with connection(pool) as conn:
         return await read(conn)
+
+
+async def _outages(
+    conn: Conn, now: datetime
+) -> tuple[tuple[DependencyBrief, ...], tuple[RetryBrief, ...]]:
+    """Each dependency's state, and the events in retry not long overdue."""
+    rows = await outages.dependency_states(conn)
+    due_after = now - timedelta(seconds=RETRY_OVERDUE_S)
+    counts = await outages.retries_by_class(conn, due_after)
+    return (
+        dependency_briefs(
+            (r.dependency, r.state, r.since, r.checked_at, r.checked_by, r.error_class)
+            for r in rows
+        ),
+        tuple(
+            RetryBrief(c.error_class, c.dependency, c.events, c.oldest_noted_at, c.next_retry_at)
+            for c in counts
+        ),
+    )
 
 
 async def gather(console: ConsoleDeps) -> Overview:
@@ -84,6 +112,7 @@ async def gather(console: ConsoleDeps) -> Overview:
             await stats.last_events(conn, senders, now, thresholds.silent_after_s),
             await stats.live_jobs(conn),
             await stats.unmapped_types(conn, now),
+            *await _outages(conn, now),
         )
 
     pool = console.pool
@@ -122,6 +151,8 @@ async def gather(console: ConsoleDeps) -> Overview:
         negative_merchants=None if negative is None else tuple(negative.items()),
         ledger_note=ledger_note,
         unmapped=more.unmapped,
+        dependencies=more.dependencies,
+        retrying=more.retrying,
     )
 
 
@@ -193,6 +224,27 @@ def context(view: Overview) -> dict[str, Any]:
         "hold_age": format_age(view.oldest_hold_s) if view.held_keys else None,
         "hold_over": view.oldest_hold_s is not None and view.oldest_hold_s > t.hold_max_s,
         "silent_after": format_age(t.silent_after_s),
+        "dependencies": [
+            {
+                "name": d.dependency.value,
+                "state": "not reported" if d.state is None else d.state.value,
+                "down": d.down,
+                "since": _utc(d.since),
+                "for": format_age(None if d.since is None else (view.at - d.since).total_seconds()),
+                "checked": _utc(d.checked_at),
+                "checked_by": d.checked_by or "",
+                "error_class": d.error_class or "",
+            }
+            for d in view.dependencies
+        ],
+        "retrying": [
+            {
+                "brief": r,
+                "next": _utc(r.next_retry_at),
+                "oldest": format_age((view.at - r.oldest_noted_at).total_seconds()),
+            }
+            for r in view.retrying
+        ],
         "providers": [
             {
                 "name": p.provider,

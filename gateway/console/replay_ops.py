@@ -19,6 +19,7 @@ from gateway.adapters.postgres.console_audit import record_for
 from gateway.console.replay_plans import PlanView, make_plan
 from gateway.console.web import Principal, client_address, deps
 from gateway.core.operator_input import MAX_ROW_ID
+from gateway.core.payload_text import shown_message
 from gateway.core.replay_jobs import (
     ItemState,
     JobAction,
@@ -105,14 +106,19 @@ def job_doc(job: ReplayJob, counts: Progress) -> dict[str, Any]:
     }
 
 
-def item_doc(item: JobItem) -> dict[str, Any]:
+def item_doc(item: JobItem, *, reads_payloads: bool) -> dict[str, Any]:
+    """An item; its message (the replayed stage's failure, which may quote the event)
+    only `reads_payloads`, else its length (`core.payload_text`)."""
+    shown = shown_message(item.message, None, reads_payloads=reads_payloads)
     return {
         "position": item.position,
         "dlq_id": item.dlq_id,
         "webhook_id": item.webhook_id,
         "state": item.state.value,
         "error_class": item.error_class,
-        "message": item.message,
+        "message": shown.text,
+        "message_chars": shown.length_chars,
+        "message_withheld": shown.withheld,
         "done_at": None if item.done_at is None else item.done_at.isoformat(),
     }
 

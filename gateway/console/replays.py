@@ -23,6 +23,7 @@ from gateway.console.replay_ops import (
     act,
     create_job,
     idempotency_key,
+    item_doc,
     job_detail,
     job_doc,
     job_id_of,
@@ -175,7 +176,10 @@ async def job_page(request: Request) -> Response:
     refused = request.query_params.get("refused")
     context = {
         "job": job_doc(detail.job, detail.counts),
-        "items": detail.items,
+        "items": [
+            item_doc(i, reads_payloads=can(principal.role, Capability.READ_PAYLOADS))
+            for i in detail.items
+        ],
         "next_cursor": detail.next_cursor,
         "only": only_text,
         "item_states": [s.value for s in ItemState],

@@ -24,7 +24,7 @@ from gateway.console.replay_ops import (
     plan_of,
 )
 from gateway.console.web import problem, read_body, require
-from gateway.core.console_roles import Capability
+from gateway.core.console_roles import Capability, can
 from gateway.core.replay_jobs import ItemState, JobAction, JobState
 from gateway.core.replay_requests import ask_from_json
 from gateway.errors import RowNotFound, UsageError
@@ -105,7 +105,7 @@ async def get_job(request: Request) -> Response:
 
 
 async def job_items(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+    principal = await require(request, Capability.VIEW)
     job_id = job_id_of(request)
     if job_id is None:
         return problem(404, "Not Found", "no such replay job")
@@ -117,8 +117,12 @@ async def job_items(request: Request) -> Response:
         return problem(400, "Bad Request", _why(exc, ItemState))
     if detail is None:
         return problem(404, "Not Found", f"no replay job {job_id}")
+    reads = can(principal.role, Capability.READ_PAYLOADS)
     return JSONResponse(
-        {"items": [item_doc(i) for i in detail.items], "next_cursor": detail.next_cursor}
+        {
+            "items": [item_doc(i, reads_payloads=reads) for i in detail.items],
+            "next_cursor": detail.next_cursor,
+        }
     )
 
 

@@ -23,6 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from gateway.adapters.postgres import Pool, transaction
 from gateway.adapters.postgres.console_audit import record, record_for
+from gateway.console import display
 from gateway.core.audit_values import AnonymousSampler, bounded_text
 from gateway.core.console_access import LoginThrottle, console_origin
 from gateway.core.console_roles import Capability, Role, can, least_role
@@ -73,13 +74,15 @@ def _utc_now() -> datetime:
 
 def make_templates() -> jinja2.Environment:
     """The console's templates, from the package; autoescaped (payloads are hostile)."""
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("gateway.console", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters.update(display.FILTERS)  # one time and one id format on every page
+    return env
 
 
 @dataclass

@@ -7,6 +7,7 @@ Pure: time comes in as arguments; the caller fetches counts and stores the state
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +28,7 @@ class Rule(enum.StrEnum):
     DLQ_STALE = "dlq_stale"  # an unresolved row older than the limit
     RETRY_STORM = "retry_storm"  # more than N retries a minute on one subject
     BACKFILL_PAGE_SKIPPED = "backfill_page_skipped"  # a provider's backfill gave a page up
+    DEPENDENCY_DOWN = "dependency_down"  # a dependency seen down for longer than the limit
 
 
 # Read and checked with the rest of the settings (`gateway.settings.parse`).
@@ -52,6 +54,21 @@ class AlertSettings:
     retries_per_minute_max: float = 50.0
 
 
+def settings_named(s: AlertSettings) -> dict[str, Any]:
+    """The thresholds an evaluation judged with, as a notice names them (the receiver's
+    URL is left out: it may carry a token), and a short digest to compare processes by."""
+    named: dict[str, Any] = {
+        "interval_s": s.interval_s,
+        "dlq_rows_max": s.dlq_rows_max,
+        "dlq_window_s": s.dlq_window_s,
+        "oldest_unresolved_max_s": s.oldest_unresolved_max_s,
+        "retries_per_minute_max": s.retries_per_minute_max,
+    }
+    text = ",".join(f"{k}={v!r}" for k, v in sorted(named.items()))
+    named["digest"] = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return named
+
+
 @dataclass(frozen=True)
 class Reading:
     """One judged condition: its current value against its threshold."""
@@ -66,6 +83,8 @@ class Reading:
 
 #: A skipped backfill page keeps its alert firing this long (as GatewayBackfillPageSkipped).
 BACKFILL_SKIP_WINDOW_S = 3600.0
+#: A dependency seen down this long is alerted on (as GatewayDependencyDown's `for: 2m`).
+DEPENDENCY_DOWN_FOR_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,8 @@ class Observation:
     #: Backfill pages skipped in the last `BACKFILL_SKIP_WINDOW_S`, by provider (every
     #: provider with a skipped progress row still kept, so a quiet one can resolve).
     backfill_skipped: Mapping[str, int] = field(default_factory=dict)
+    #: Every dependency with a recorded state: seconds it has been down (0: up).
+    dependencies_down_s: Mapping[str, float] = field(default_factory=dict)
 
 
 def readings(obs: Observation, s: AlertSettings) -> list[Reading]:
@@ -126,6 +147,19 @@ def readings(obs: Observation, s: AlertSettings) -> list[Reading]:
                 f"{skipped} {provider} backfill pages skipped in the last "
                 f"{BACKFILL_SKIP_WINDOW_S:g} s after failing every pass; part of their "
                 "windows was not read",
+            )
+        )
+    for dependency, down_s in sorted(obs.dependencies_down_s.items()):
+        found.append(
+            Reading(
+                Rule.DEPENDENCY_DOWN,
+                dependency,
+                down_s,
+                DEPENDENCY_DOWN_FOR_S,
+                down_s > DEPENDENCY_DOWN_FOR_S,
+                f"{dependency} has been down for {down_s:.0f} s, as the worker processes "
+                f"see it (threshold {DEPENDENCY_DOWN_FOR_S:g} s); events needing it are "
+                "being retried",
             )
         )
     return found

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from gateway.core.alerting import AlertSettings
+from gateway.core.console_outages import DependencyBrief, RetryBrief, outages_json
 
 #: Hours in the net growth chart: the current (partial) hour and the 23 before it.
 HOURS = 24
@@ -134,6 +135,14 @@ class Overview:
     #: The payment providers' event types that moved no money, seen within
     #: `UNMAPPED_WINDOW_S`, the most recent first.
     unmapped: tuple[UnmappedBrief, ...] = ()
+    #: Each dependency's state (`core.console_outages`), and the settlement events in
+    #: retry by class: an outage shows here before any row parks.
+    dependencies: tuple[DependencyBrief, ...] = ()
+    retrying: tuple[RetryBrief, ...] = ()
+
+    @property
+    def retrying_total(self) -> int:
+        return sum(r.events for r in self.retrying)
 
     @property
     def negative_total(self) -> int | None:
@@ -264,6 +273,7 @@ def to_json(view: Overview) -> dict[str, Any]:
             }
             for u in view.unmapped
         ],
+        **outages_json(view.dependencies, view.retrying),
         "replay_jobs": [
             {
                 "id": j.id,

@@ -51,6 +51,10 @@ class DlqFilter:
     #: A literal, case-insensitive substring of the event id or the error message.
     search: str | None = None
     min_attempts: int | None = None  # attempts at least
+    #: False: `search` matches the event id, and only the messages every role may read
+    #: (`core.payload_text`): a console role that may not read a message must not learn
+    #: what it says by searching for it.
+    search_messages: bool = True
 
     @property
     def narrowed(self) -> bool:

@@ -56,6 +56,8 @@ class DlqRow:
     # row can be read, never replayed.
     payload_removed_at: datetime | None = None
     source: str | None = None  # how the event arrived (live, backfill); None: no event row
+    #: Its automatic replays (`[dlq] auto_replay`); a failed one also counts in `attempts`.
+    auto_replays: int = 0
 
     def __repr__(self) -> str:  # never print the payload
         return (

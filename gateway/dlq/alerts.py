@@ -10,7 +10,11 @@ Each evaluation (every `interval_s`, 30 s by default):
 4. each condition is compared with what the receiver was last told, stored in
    `dlq_alert_state`; a difference is notified under that row's lock and recorded only
    once the receiver answered 2xx. Keeping the state in PostgreSQL is what makes it once
-   per episode across several gateway processes and across restarts.
+   per episode across several gateway processes and across restarts;
+5. only the holder of the `alert_lease` row (sql/027) judges the shared figures (DLQ,
+   backfill), so processes started with different thresholds cannot undo each other's
+   notices; each notice names the thresholds it was judged with (`settings`). A
+   process's own retry rate is judged by that process, lease or not.
 """
 
 from __future__ import annotations
@@ -18,14 +22,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from gateway.adapters.postgres import Pool, connection, dead_letters, transaction
+from gateway.adapters.postgres import Pool, alert_lease, connection, dead_letters, transaction
 from gateway.adapters.postgres.alert_state import alert_states, lock_alert_state, save_alert_state
 from gateway.adapters.postgres.backfill import skipped_by_provider
+from gateway.adapters.postgres.dependency_state import DependencyRow, dependency_states
 from gateway.core.alerting import (
     BACKFILL_SKIP_WINDOW_S,
     AlertSettings,
@@ -34,7 +40,9 @@ from gateway.core.alerting import (
     Observation,
     Reading,
     RetryWindow,
+    Rule,
     readings,
+    settings_named,
     transition,
 )
 from gateway.dlq.order_gauges import refresh_order_gauges
@@ -45,6 +53,8 @@ from gateway.settings import Settings
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+#: The `alert_lease` row of the in-process alerts.
+LEASE = "in-process-alerts"
 
 
 class AlertReceiver(Protocol):
@@ -76,6 +86,14 @@ async def refresh_dlq_gauges(
     return added, oldest_s
 
 
+def down_for_s(rows: list[DependencyRow], now: datetime) -> dict[str, float]:
+    """Seconds each recorded dependency has been down (0 while up)."""
+    return {
+        r.dependency: max(0.0, (now - r.since).total_seconds()) if r.state == "down" else 0.0
+        for r in rows
+    }
+
+
 def retries_by_subject(metrics: Metrics) -> dict[str, float]:
     """This process's `gateway_retries_total`, summed by subject."""
     totals: dict[str, float] = {}
@@ -105,6 +123,9 @@ class DlqAlerts:
         self._receiver = receiver
         self._clock = clock
         self._source = source or socket.gethostname()
+        # Unique per evaluator: two processes of one host (or two in one test) differ.
+        self._holder = f"{self._source}:{os.getpid()}:{id(self):x}"
+        self._named = settings_named(settings)
         self._retries = RetryWindow()
         self._task: asyncio.Task[None] | None = None
 
@@ -118,11 +139,18 @@ class DlqAlerts:
         if self._receiver is None:
             return []
         async with connection(self._pool) as conn:
+            # The shared figures are judged by the lease's holder alone; a process's own
+            # retry rate only it can judge, so it does whether it holds the lease or not.
+            holder = await alert_lease.hold(
+                conn, LEASE, self._holder, self._settings.interval_s * 3, self._named
+            )
             skipped = await skipped_by_provider(conn, now, BACKFILL_SKIP_WINDOW_S)
+            down_s = down_for_s(await dependency_states(conn), now)
             stored = await alert_states(conn)
-        obs = Observation(added, oldest_s, self._retries.per_minute(), skipped)
+        obs = Observation(added, oldest_s, self._retries.per_minute(), skipped, down_s)
+        judged = [r for r in readings(obs, self._settings) if holder or r.rule is Rule.RETRY_STORM]
         delivered = []
-        for reading in readings(obs, self._settings):
+        for reading in judged:
             state, since = stored.get((reading.rule.value, reading.key), (AlertState.OK, None))
             if transition(state, since, reading, now) is None:
                 continue  # the receiver already knows; nothing to lock
@@ -142,7 +170,7 @@ class DlqAlerts:
                 notice = transition(state, since, reading, now)
                 if notice is None:
                     return None
-                await receiver.post(notice.payload(self._source))
+                await receiver.post({**notice.payload(self._source), "settings": self._named})
                 await save_alert_state(conn, notice)
         except AlertNotDelivered as exc:
             log.warning(
@@ -175,6 +203,13 @@ class DlqAlerts:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self.release()
+
+    async def release(self) -> None:
+        """Give the lease up, so another process takes it at once (best effort)."""
+        with contextlib.suppress(GatewayError):
+            async with connection(self._pool) as conn:
+                await alert_lease.release(conn, LEASE, self._holder)
 
 
 async def run_alerts(
@@ -185,4 +220,10 @@ async def run_alerts(
     `[alerts]` was checked with the rest of the settings at start-up. `receiver` is
     opened by the composition root, which passes None when no `webhook_url` is set.
     """
-    await DlqAlerts(pool, settings.alerts, metrics, receiver).run()
+    alerts = DlqAlerts(pool, settings.alerts, metrics, receiver)
+    try:
+        await alerts.run()
+    finally:
+        # Cancelled: let the next process take the lease now rather than when it expires.
+        with contextlib.suppress(Exception):
+            await asyncio.shield(asyncio.wait_for(alerts.release(), 2.0))

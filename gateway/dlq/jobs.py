@@ -57,6 +57,7 @@ from gateway.core.replay_jobs import (
     finished_state,
     item_state,
 )
+from gateway.dlq.auto_replay import auto_replayer
 from gateway.errors import DatabaseError, DatabaseUnavailable, RowNotFound
 from gateway.settings import Settings
 
@@ -141,7 +142,21 @@ class JobRunner:
 
     async def run(self) -> int:
         """Claim and run jobs until cancelled (or, with `once`, until none is runnable);
-        the number of jobs run."""
+        the number of jobs run. Beside the jobs, unless `once` or `[dlq] auto_replay =
+        false`, the automatic re-drive of dead letters (`gateway.dlq.auto_replay`) runs
+        its rounds on the same replay resources."""
+        if self.options.once or not self.ctx.settings.dlq.auto_replay:
+            return await self._run_jobs()
+        async with auto_replayer(self.ctx) as auto:
+            redrive = asyncio.create_task(auto.run())
+            try:
+                return await self._run_jobs()
+            finally:
+                redrive.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await redrive
+
+    async def _run_jobs(self) -> int:
         log.info("replay job runner started", extra={"runner": self.options.name})
         ran = 0
         while True:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -50,6 +50,12 @@ STAGE_HANDLERS: StageHandlers = MappingProxyType(
         Stage.SETTLEMENT.value: settlement_handler,
     }
 )
+
+
+#: Called with each claimed row and its result inside the transaction that holds the row's
+#: lock and records the outcome: the automatic re-drive counts and audits its replays
+#: there, so a replay is never recorded without its count, nor counted without its replay.
+RowRecorder = Callable[[Conn, DlqRow, RowResult], Awaitable[None]]
 
 
 def stage_handlers(settings: Settings) -> StageHandlers:
@@ -87,6 +93,7 @@ async def replay(
     on_plan: Callable[[ReplayPlan], None] = lambda _: None,
     *,
     handlers: StageHandlers = STAGE_HANDLERS,
+    record: RowRecorder | None = None,
 ) -> ReplaySummary:
     """Replay the rows `options.ids` (or those matching `f`) with the stage `handlers`;
     see the module docstring."""
@@ -110,7 +117,7 @@ async def replay(
         return summary
     built = Handlers(ctx, handlers)
     started_s = time.monotonic()
-    claim = _Claim(f, options, stages, run_started_at)
+    claim = _Claim(f, options, stages, run_started_at, record)
     done = 0
     for brief in the_plan.to_replay:
         await asyncio.sleep(pace_delay_s(started_s, done, options.rate_per_s, time.monotonic()))
@@ -130,6 +137,7 @@ class _Claim:
     options: ReplayOptions
     stages: Sequence[str]
     run_started_at: datetime
+    record: RowRecorder | None = None
 
 
 async def _replay_row(
@@ -159,6 +167,8 @@ async def _replay_row(
         try:
             with tracing.activated(span):  # the handler's spans and log lines join it
                 result = await _run_row(conn, handler, row, brief)
+                if claim.record is not None:
+                    await claim.record(conn, row, result)
         except BaseException as exc:  # recording the outcome failed: the run's error
             replay_done(span, "error", failure_of(exc).error_class)
             raise

@@ -7,6 +7,8 @@ flight at a time (`forward.key_lines`); the others wait behind it in `key_seq` o
 No single event can stop the loop: an attempt that cannot even be sent (a request the
 HTTP client refuses) is a failed attempt like a timeout, retried and then parked; and a
 message that carries no event is parked at once with what it held (`forward.unreadable`).
+A forwarder whose database stops answering steps aside until it answers again
+(`forward.aside`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from gateway.adapters.http_target import Attempted, HttpTarget
 from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import forwarding as store
-from gateway.core.forward_request import delivery_request
+from gateway.core.forward_request import ForwardedEvent, delivery_request
 from gateway.core.forward_retry import Answer, Decision, Verdict, decide
 from gateway.errors import (
     BrokerUnavailable,
@@ -31,6 +33,7 @@ from gateway.errors import (
     GatewayError,
     StreamMessageUnreadable,
 )
+from gateway.forward.aside import StepAside
 from gateway.forward.key_lines import KeyLines, Waiting, forwarded_event
 from gateway.forward.recording import Blocked, Recorder
 from gateway.forward.view import OUTCOMES, AttemptSeen, Counts, View
@@ -67,6 +70,7 @@ class Forwarder:
         view: View,
         *,
         ack_wait_s: float,
+        database_url: str,
         counts: Counts | None = None,
         metrics: Metrics | None = None,
         gap_s: float = 300.0,
@@ -86,6 +90,11 @@ class Forwarder:
         self._tasks: set[asyncio.Task[object]] = set()
         self._lines = KeyLines(self._attempt, self._park_blocked, clock, gap_s)
         self._stopped = asyncio.Event()
+        # A database that stops answering: fetching stops and the messages in hand go
+        # back to the stream at once, for a healthy forwarder.
+        self.aside = StepAside(
+            database_url, pool, consumer, self._lines, worker=f"forward:{options.destination}"
+        )
         # Messages waiting behind their key are reported in progress this often, so the
         # stream does not deliver them a second time while they wait.
         self._touch_every_s = ack_wait_s / 3
@@ -94,10 +103,16 @@ class Forwarder:
         """Forward until cancelled or paused; the counts of what was done."""
         held_read_s = float("-inf")
         touched_s = time.monotonic()
+        watching = asyncio.create_task(self.aside.watch.run(), name="database-watch")
         try:
             if self.options.ordered:
                 await self._restore_blockers()
             while not self._stopped.is_set():
+                if not self.aside.serving():  # stepped aside: fetch nothing
+                    await self.aside.watch.until_serving(self._stopped, timeout_s=0.5)
+                    await self.aside.hand_back_stranded()
+                    held_read_s = float("-inf")  # back: the held keys may have changed
+                    continue
                 if self.options.ordered and time.monotonic() - held_read_s > HELD_REFRESH_S:
                     await self._read_held()
                     held_read_s = time.monotonic()
@@ -111,10 +126,15 @@ class Forwarder:
                 if room <= 0:
                     await self._wait_for_room()
                     continue
-                for delivery in await self._consumer.fetch(min(room, 128), FETCH_WAIT_S):
+                fetched = await self._consumer.fetch(min(room, 128), FETCH_WAIT_S)
+                if not self.aside.serving():  # stepped aside during the fetch
+                    await self.aside.hand_back(fetched)
+                    continue
+                for delivery in fetched:
                     self._admit(delivery)
                 self._view.tick(self.counts, self._clock())
         finally:
+            watching.cancel()
             await self._drain()
         return self.counts
 
@@ -143,12 +163,21 @@ class Forwarder:
         key), keeping those parked while the question was out."""
         before = set(self._lines.held)
         try:
-            async with connection(self._pool) as conn:
-                found = await store.held_keys(conn, self.options.destination)
+            found = await self.aside.watched(self._held_keys(), None)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the loop itself is stopping
+                raise
+            return  # stepped aside: read again once back
         except DatabaseUnavailable as exc:
+            self.aside.watch.suspect()
             log.warning("held keys not read", extra={"error": type(exc).__name__})
             return
         self._lines.held = found | (self._lines.held - before)
+
+    async def _held_keys(self) -> set[tuple[str, str]]:
+        async with connection(self._pool) as conn:
+            return await store.held_keys(conn, self.options.destination)
 
     def _admit(self, delivery: Delivery) -> None:
         try:
@@ -208,16 +237,14 @@ class Forwarder:
         delivery, event = waiting.delivery, waiting.event
         options = self.options
         async with self._slots:
-            if self._stopped.is_set():  # stopping, or paused: nothing more is sent
-                await _answer(delivery.nak())
+            # Stopping, paused or stepped aside: nothing more is sent.
+            if self._stopped.is_set() or not self.aside.serving():
+                await _answer(delivery.nak(0.0))
                 return Decision(Verdict.PAUSE)
             try:
                 prior = 0
                 if delivery.num_delivered > 1:
-                    async with connection(self._pool) as conn:
-                        prior = await store.failures(
-                            conn, options.destination, event.provider, event.event_id
-                        )
+                    prior = await self.aside.watched(self._failures(event), delivery)
                 attempt = prior + 1
                 attempted = await self._send(waiting, attempt)
                 decision = decide(
@@ -228,10 +255,16 @@ class Forwarder:
                     now_s=self._clock(),
                     rand=self._rand,
                 )
-                dead_letter = await self._recorder.record(
+                recording = self._recorder.record(
                     waiting, attempt, prior, attempted, decision, len(options.schedule)
                 )
+                if decision.verdict is Verdict.DELIVERED and not prior:
+                    dead_letter = await recording  # no database: acked at once
+                else:
+                    dead_letter = await self.aside.watched(recording, delivery)
             except (DatabaseUnavailable, BrokerUnavailable) as exc:
+                if isinstance(exc, DatabaseUnavailable):  # is it there at all?
+                    self.aside.watch.suspect()
                 log.warning(
                     "forward attempt not recorded; offered again",
                     extra={"event_id": event.event_id, "error": type(exc).__name__},
@@ -260,6 +293,13 @@ class Forwarder:
         )
         return decision
 
+    async def _failures(self, event: ForwardedEvent) -> int:
+        """The failed attempts counted so far for a redelivered event."""
+        async with connection(self._pool) as conn:
+            return await store.failures(
+                conn, self.options.destination, event.provider, event.event_id
+            )
+
     async def _send(self, waiting: Waiting, attempt: int) -> Attempted:
         options = self.options
         if attempt <= options.fail_first:  # the developer's fault mode: nothing is sent
@@ -286,8 +326,12 @@ class Forwarder:
         """An event of a held key: parked behind the key's dead letter, or, when the key
         was released meanwhile, sent in its turn after all."""
         try:
-            blocked = await self._recorder.park_blocked(waiting)
+            blocked = await self.aside.watched(
+                self._recorder.park_blocked(waiting), waiting.delivery
+            )
         except GatewayError as exc:
+            if isinstance(exc, DatabaseUnavailable):
+                self.aside.watch.suspect()
             log.warning("blocked event not parked", extra={"error": type(exc).__name__})
             await _answer(waiting.delivery.nak(OUTAGE_DELAY_S))
             return Decision(Verdict.RETRY, OUTAGE_DELAY_S)
@@ -306,8 +350,12 @@ class Forwarder:
         seq = _stream_seq(delivery)
         now = datetime.fromtimestamp(self._clock(), UTC)
         try:
-            row_id = await self._recorder.park_unreadable(delivery, reason, seq, now)
+            row_id = await self.aside.watched(
+                self._recorder.park_unreadable(delivery, reason, seq, now), delivery
+            )
         except GatewayError as exc:
+            if isinstance(exc, DatabaseUnavailable):
+                self.aside.watch.suspect()
             log.warning(
                 "unreadable stream message not parked; offered again",
                 extra={"stream_seq": seq, "reason": reason, "error": type(exc).__name__},

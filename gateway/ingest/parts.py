@@ -6,10 +6,11 @@ the endpoint unit tests build them from in-memory fakes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.core.model import Event, Outcome
+from gateway.ingest.certified import CertificateFetcher
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 
@@ -43,3 +44,5 @@ class IngestParts:
     database: Probe
     broker: Probe
     metrics: Metrics
+    #: The certificate fetchers of the providers that sign with one (PayPal), by name.
+    certificates: dict[str, CertificateFetcher] = field(default_factory=dict)

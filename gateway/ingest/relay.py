@@ -41,9 +41,11 @@ from gateway import tracing
 from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
 from gateway.adapters.postgres import Pool, connection, outbox, transaction
 from gateway.adapters.postgres.webhooks import StoredEvent
+from gateway.core.dependencies import Dependency
 from gateway.core.outbox import advance, holding_the_cursor
 from gateway.core.publish_batches import BatchLimits
-from gateway.errors import GatewayError
+from gateway.dependency_watch import DependencyWatch
+from gateway.errors import ErrorClass, GatewayError
 from gateway.ingest import traced
 from gateway.ingest.parking import park_failed
 from gateway.metrics import Metrics
@@ -123,8 +125,11 @@ class OutboxRelay:
         settings: OutboxSettings,
         metrics: Metrics,
         path: str = "relay",
+        watch: DependencyWatch | None = None,
     ) -> None:
         self._pool = pool
+        # What its sweeps show of the database and NATS, for the console's overview.
+        self._watch = watch or DependencyWatch.idle()
         self._broker = broker
         self._settings = settings
         self._metrics = metrics
@@ -210,16 +215,30 @@ class OutboxRelay:
                 woken = self._wake.is_set()
                 self._wake.clear()  # commits after this point are in the sweep's snapshot
                 done = await self.sweep()
+                self._observed(done)
                 if done.busy and woken:
                     self._wake.set()  # keep asking until a sweep starts after that commit
                 if time.monotonic() - refreshed_at >= _GAUGE_INTERVAL_S:
                     refreshed_at = time.monotonic()
                     await self.refresh_metrics()
+                    await self._watch.flush(self._pool)
             except GatewayError as exc:
+                self._watch.failed_with(exc.error_class.value)
                 log.warning("relay pass failed", extra={"error": repr(exc)})
             except Exception:
                 log.exception("relay pass failed unexpectedly")
             await self._next_sweep(done)
+
+    def _observed(self, done: Sweep) -> None:
+        """A sweep that ran answered for the database; one that moved rows, for NATS; one
+        held by a row the stream did not confirm, against it."""
+        if done.busy:
+            return
+        self._watch.answered(Dependency.DATABASE)
+        if done.stuck:
+            self._watch.failed(Dependency.NATS, ErrorClass.BROKER_UNAVAILABLE.value)
+        elif done.moved:
+            self._watch.answered(Dependency.NATS)
 
     async def watch(self) -> None:
         """Only refresh the outbox gauges (a serving process whose relay runs elsewhere)."""

@@ -9,9 +9,12 @@ import errno
 import http
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+import orjson
+
+from gateway.core.readiness import liveness
 from gateway.errors import ConfigError
-from gateway.metrics.registry import Metrics
 
 #: The Prometheus text exposition's content type.
 METRICS_TYPE = "text/plain; version=0.0.4"
@@ -23,6 +26,19 @@ MAX_CONNECTIONS = 64
 
 #: Answers one request (method, path) with (status, content type, body).
 Answer = Callable[[str, str], Awaitable[tuple[int, str, bytes]]]
+_JSON_TYPE = "application/json"
+
+
+class Rendered(Protocol):
+    """What the listener serves as the metrics (`Metrics`, or a stand-in for it)."""
+
+    def render(self) -> str: ...
+
+
+class Readiness(Protocol):
+    """What `/readyz` asks (`compose.health.Health`): status and a JSON body."""
+
+    async def ready(self) -> tuple[int, dict[str, object]]: ...
 
 
 async def serve_plain_http(
@@ -83,15 +99,26 @@ class ListenAddress:
 
 @contextlib.asynccontextmanager
 async def metrics_listener(
-    metrics: Metrics, address: ListenAddress
+    metrics: Rendered, address: ListenAddress, health: Readiness | None = None
 ) -> AsyncIterator[asyncio.Server | None]:
-    """For the block, answer any GET on `address` with the metrics: the listener of the
-    processes without a web server of their own (`gateway settle`, `gateway relay`)."""
+    """For the block, serve on `address` the listener of the processes without a web
+    server of their own (`settle`, `relay`, `forward`, `dlq run-jobs`): `/livez` (200
+    while the event loop runs), `/readyz` with `health` (404 without), and the metrics
+    on any other GET path, `/metrics` included."""
     if not address.port:
         yield None
         return
 
     async def answer(method: str, path: str) -> tuple[int, str, bytes]:
+        if path == "/livez":
+            # Answered by the loop the process's work runs on: answering is the check.
+            status, body = liveness()
+            return status, _JSON_TYPE, orjson.dumps(body)
+        if path == "/readyz":
+            if health is None:
+                return 404, _JSON_TYPE, b'{"error":"not_found"}'
+            status, body = await health.ready()
+            return status, _JSON_TYPE, orjson.dumps(body)
         return 200, METRICS_TYPE, metrics.render().encode()
 
     server = await serve_plain_http(answer, address.host, address.port, setting=address.setting)

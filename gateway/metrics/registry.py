@@ -81,6 +81,13 @@ class Metrics:
             ("error_class", "stage"),
             reg,
         )
+        self.dlq_auto_replays_total = Counter(
+            "gateway_dlq_auto_replays_total",
+            "Dead letters re-driven automatically once their dependency answered, by error "
+            "class and outcome (replayed, failed, skipped).",
+            ("error_class", "outcome"),
+            reg,
+        )
         self.settlements_total = Counter(
             "gateway_settlements_total",
             "Settlement outcomes (settled, duplicate, ignored, retry, dead_letter).",
@@ -105,6 +112,15 @@ class Metrics:
             "Critical events (ledger collisions, imbalance, ledger down for good).",
             ("reason",),
             reg,
+        )
+        # The lowest of a process's workers: one worker that sees a dependency down is
+        # enough to say so (each process writes only what it observed itself).
+        self.dependency_up = Gauge(
+            "gateway_dependency_up",
+            "1 while this process last saw the dependency answer, 0 after it failed.",
+            ("dependency",),
+            reg,
+            "livemin",
         )
         self.dlq_unresolved = Gauge(
             "gateway_dlq_unresolved", "Dead-letter rows not yet resolved.", (), reg, _GAUGE_MODE

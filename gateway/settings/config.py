@@ -19,8 +19,10 @@ from gateway.core.alerting import AlertSettings
 from gateway.errors import ConfigError
 from gateway.settings.console import ConsoleSettings
 from gateway.settings.database import DatabaseSettings
+from gateway.settings.dlq import DlqSettings, parse_dlq
 from gateway.settings.forward import ForwardOptions, parse_forward
 from gateway.settings.ordering import OnPoison, OrderingSettings, gap_outlasts_retries
+from gateway.settings.secrets import EVERY_SECRET, SecretScope
 from gateway.settings.sections import (
     HEADER_BUDGET_BYTES,
     MAX_HEADER_BYTES_RANGE,
@@ -56,6 +58,7 @@ _ZERO_OK = frozenset(
         "cluster_id",
         "metrics_port",
         "relay_metrics_port",
+        "jobs_metrics_port",
         "remembered_keys",
         "admin_port",
         "payload_max_age_s",
@@ -84,6 +87,7 @@ SECTIONS = (
     "ordering",
     "console",
     "forward",
+    "dlq",
 )
 
 
@@ -122,6 +126,7 @@ class Settings:
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
     #: `[forward.NAME]`: the destinations `gateway forward --name NAME` runs.
     forward: Mapping[str, ForwardOptions] = field(default_factory=dict)
+    dlq: DlqSettings = field(default_factory=DlqSettings)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -202,6 +207,7 @@ _CONSOLE_BOUNDS = (
     ("login_failures_per_min", 1, 100),
     ("bearer_failures_per_min", 1, 10_000),
     ("max_connections", 1, 10_000),
+    ("jobs_metrics_port", 0, 65_535),
 )
 
 
@@ -255,8 +261,13 @@ def _tracing(data: Mapping[str, Any], env: Mapping[str, str]) -> TracingSettings
     return tracing
 
 
-def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
+def parse(
+    data: Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    secrets: SecretScope = EVERY_SECRET,
+) -> Settings:
     """Validate a parsed TOML document; raise `ConfigError` naming the first bad key.
+    Only the secrets in `secrets` are read from `env` (`gateway.settings.secrets`).
 
     Every section and key is checked against the known ones: a misspelt `[databse]` or
     `secert_env` stops start-up instead of silently falling back to a default.
@@ -303,8 +314,8 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
     ):
         if port >= 65536:
             raise ConfigError(key, f"must be a TCP port, got {port}")
-    providers = parse_providers(data, env)
-    services = parse_services(data, env)
+    providers = parse_providers(data, env, secrets)
+    services = parse_services(data, env, secrets)
     currency = _read(CurrencySettings, data, "currency")
     ledger = _ledger(data, env)
     ordering = _ordering(data)
@@ -327,14 +338,18 @@ def parse(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Sett
         ordering=ordering,
         console=_console(data),
         database=database,
-        forward=parse_forward(data, env),
+        forward=parse_forward(data, env, secrets),
+        dlq=parse_dlq(data, _read),
     )
 
 
 def load(
-    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    secrets: SecretScope = EVERY_SECRET,
 ) -> Settings:
-    """Read and validate the TOML file at `path` (or `$GATEWAY_CONFIG`)."""
+    """Read and validate the TOML file at `path` (or `$GATEWAY_CONFIG`), reading the
+    secrets in `secrets` from the environment."""
     env = os.environ if env is None else env
     path = path or env.get(CONFIG_ENV)
     if not path:
@@ -347,4 +362,4 @@ def load(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("--config", f"{path} is not valid TOML: {exc}") from None
-    return parse(data, env)
+    return parse(data, env, secrets)

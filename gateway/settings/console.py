@@ -44,3 +44,10 @@ class ConsoleSettings:
     proxy_user_header: str = "X-Forwarded-User"
     #: The header a trusted proxy names the user's role in (one of the four roles).
     proxy_role_header: str = "X-Forwarded-Role"
+    #: The address `gateway dlq run-jobs` (the runner of the console's replay jobs)
+    #: serves `/metrics`, `/livez` and `/readyz` on.
+    jobs_metrics_host: str = "127.0.0.1"
+    #: That listener's port; 0: none. Off by default, as any number of runners may run
+    #: on one host: give each its own (or `--metrics-port`).
+    #: allowed: 0 to 65535
+    jobs_metrics_port: int = 0

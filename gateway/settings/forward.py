@@ -17,6 +17,7 @@ from gateway.core.forward_retry import parse_duration_s, parse_schedule
 from gateway.core.model import MAX_DESTINATION_CHARS, is_destination_name
 from gateway.core.signatures import standard_key
 from gateway.errors import ConfigError
+from gateway.settings.secrets import EVERY_SECRET, SecretScope
 from gateway.settings.values import env_name_shown, read_section, read_table, refuse_unknown
 
 #: Events sent at once, at most (the stream's pending limit follows it).
@@ -175,9 +176,12 @@ def read_start(text: str) -> tuple[Start, str | None]:
     return Start.TIME, when.isoformat()
 
 
-def destination(name: str, table: ForwardSettings, env: Mapping[str, str]) -> ForwardOptions:
+def destination(
+    name: str, table: ForwardSettings, env: Mapping[str, str], scope: SecretScope = EVERY_SECRET
+) -> ForwardOptions:
     """A `[forward.NAME]` table as the options its forwarder runs with; `ConfigError`
-    naming the first key that cannot be used."""
+    naming the first key that cannot be used. A `secret_env` outside `scope` is not
+    read: no secrets, so nothing is signed with them."""
     path = f"forward.{name}."
 
     def check(key: str, read: Any) -> Any:
@@ -203,6 +207,9 @@ def destination(name: str, table: ForwardSettings, env: Mapping[str, str]) -> Fo
         raise ConfigError(path + "timeout_s", f"must be at most {MAX_TIMEOUT_S:g}")
     if table.metrics_port >= 65536:
         raise ConfigError(path + "metrics_port", "must be a TCP port")
+    secrets: tuple[str, ...] = ()
+    if scope.reads(path + "secret_env"):
+        secrets = check("secret_env", lambda: read_secrets(table.secret_env, resign_as, env))
     return ForwardOptions(
         url=table.url,
         name=name,
@@ -216,7 +223,7 @@ def destination(name: str, table: ForwardSettings, env: Mapping[str, str]) -> Fo
         max_in_flight=table.max_in_flight,
         timeout_s=table.timeout_s,
         schedule=check("retry", lambda: parse_schedule(table.retry)),
-        secrets=check("secret_env", lambda: read_secrets(table.secret_env, resign_as, env)),
+        secrets=secrets,
         resign_as=resign_as,
         envelope=table.envelope,
         verify_tls=not table.insecure,
@@ -227,7 +234,9 @@ def destination(name: str, table: ForwardSettings, env: Mapping[str, str]) -> Fo
     )
 
 
-def parse_forward(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, ForwardOptions]:
+def parse_forward(
+    data: Mapping[str, Any], env: Mapping[str, str], scope: SecretScope = EVERY_SECRET
+) -> dict[str, ForwardOptions]:
     """Every `[forward.NAME]` table, checked."""
     found: dict[str, ForwardOptions] = {}
     for name, table in read_table(data, "forward", "").items():
@@ -237,7 +246,7 @@ def parse_forward(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, 
         raw: ForwardSettings = read_section(
             ForwardSettings, {f"forward.{name}": table}, f"forward.{name}", zero_ok=_ZERO_OK
         )
-        found[name] = destination(name, raw, env)
+        found[name] = destination(name, raw, env, scope)
     return found
 
 

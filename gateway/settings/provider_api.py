@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.errors import ConfigError
+from gateway.settings.secrets import EVERY_SECRET, SecretScope
 from gateway.settings.values import (
     env_name_shown,
     read_table,
@@ -151,9 +152,14 @@ class ProviderApi:
 
 
 def parse_provider_api(
-    scheme: str, data: Mapping[str, Any], path: str, env: Mapping[str, str]
+    scheme: str,
+    data: Mapping[str, Any],
+    path: str,
+    env: Mapping[str, str],
+    scope: SecretScope = EVERY_SECRET,
 ) -> ProviderApi | None:
-    """The provider's API settings, or None when it names no `api_key_env`."""
+    """The provider's API settings, or None when it names no `api_key_env`; its key is
+    empty (refused by the provider) when `scope` does not read it."""
     given = [k for k in API_KEYS if k in data]
     if not given:
         return None
@@ -165,8 +171,9 @@ def parse_provider_api(
     var = read_value(data, "api_key_env", path, str, None)
     if not var:
         raise ConfigError(f"{path}api_key_env", "is required with the other api_ keys")
-    key = env.get(var, "").strip()
-    if not key:
+    read = scope.reads(f"{path}api_key_env")
+    key = env.get(var, "").strip() if read else ""
+    if not key and read:
         raise ConfigError(f"{path}api_key_env", f"{env_name_shown(var)} is not set")
     insecure = read_value(data, "insecure_api_url", path, bool, False)
     hosts = _hosts(data, path, scheme)

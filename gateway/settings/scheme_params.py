@@ -23,16 +23,24 @@ from gateway.core.signatures.base import (
     SignedContent,
 )
 from gateway.errors import ConfigError
+from gateway.settings.certificate_params import paypal_extra
+from gateway.settings.secrets import EVERY_SECRET, SecretScope
 from gateway.settings.values import env_name_shown, read_value, require_positive
 
 _E = TypeVar("_E", bound=enum.StrEnum)
 
 
 def scheme_params(
-    scheme: str, data: Mapping[str, Any], path: str, env: Mapping[str, str]
+    scheme: str,
+    data: Mapping[str, Any],
+    path: str,
+    env: Mapping[str, str],
+    scope: SecretScope = EVERY_SECRET,
 ) -> SchemeParams:
-    """The provider's verification parameters; ConfigError naming the key otherwise."""
-    secrets = _secret_list(data, path, env)
+    """The provider's verification parameters; ConfigError naming the key otherwise.
+    A `secret_env` outside `scope` is not read (`gateway.settings.secrets`)."""
+    # PayPal signs with its certificate: a secret there is only what `gateway sign` uses.
+    secrets = _secret_list(data, path, env, scope, required=scheme != "paypal")
     tolerance_s = read_value(data, "tolerance_s", path, int, 300)
     require_positive(tolerance_s, f"{path}tolerance_s")
     signed_text = read_value(data, "signed", path, str, None)
@@ -49,6 +57,7 @@ def scheme_params(
         timestamp_header=read_value(data, "timestamp_header", path, str, "").lower(),
         event_id_from=_field_ref(data, "event_id_from", path),
         event_type_from=_field_ref(data, "event_type_from", path),
+        extra=paypal_extra(scheme, data, path),
     )
     if scheme == "hmac":
         for key, value in (
@@ -72,8 +81,16 @@ def scheme_params(
     return params
 
 
-def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> tuple[str, ...]:
+def _secret_list(
+    data: Mapping[str, Any],
+    path: str,
+    env: Mapping[str, str],
+    scope: SecretScope,
+    *,
+    required: bool = True,
+) -> tuple[str, ...]:
     secrets: list[str] = []
+    unread = False  # named by secret_env, which this command does not read
     if "secrets" in data:
         raw = data["secrets"]
         if not isinstance(raw, list) or not all(isinstance(s, str) and s for s in raw):
@@ -83,12 +100,13 @@ def _secret_list(data: Mapping[str, Any], path: str, env: Mapping[str, str]) -> 
         name = data["secret_env"]
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{path}secret_env", "must name an environment variable")
-        value = env.get(name)
-        if not value:
+        unread = not scope.reads(f"{path}secret_env")
+        value = "" if unread else env.get(name)
+        if not value and not unread:
             raise ConfigError(f"{path}secret_env", f"{env_name_shown(name)} is not set")
         # One variable may carry several secrets during a rotation, separated by spaces.
-        secrets.extend(value.split())
-    if not secrets:
+        secrets.extend((value or "").split())
+    if not secrets and not unread and required:
         raise ConfigError(f"{path}secrets", "is required (or secret_env)")
     return tuple(secrets)
 

@@ -28,6 +28,7 @@ from gateway.errors import ConfigError
 from gateway.settings.ordering import OnPoison
 from gateway.settings.provider_api import API_KEYS, ProviderApi, parse_provider_api
 from gateway.settings.scheme_params import scheme_params
+from gateway.settings.secrets import EVERY_SECRET, SecretScope
 from gateway.settings.values import (
     env_name_shown,
     read_table,
@@ -44,7 +45,8 @@ PROVIDER_KEYS = (
     #: The webhook signing secrets, inline (development). Several = rotation: any of
     #: them verifies. A `standard` secret is `whsec_` + a base64 key.
     #: type: list of strings
-    #: default: none (this or `secret_env` is required)
+    #: default: none (this or `secret_env` is required; `paypal` has no secret, and
+    #: takes one only for `gateway sign`)
     "secrets",
     #: The environment variable holding the secret (production); during a rotation it
     #: may hold several, separated by spaces.
@@ -148,6 +150,27 @@ PROVIDER_KEYS = (
     #: allowed: `count`, `park`
     #: default: `count`
     "unmapped",
+    #: `paypal` only (required there): the webhook id PayPal's dashboard shows for this
+    #: webhook; PayPal signs it and never sends it.
+    #: type: string
+    #: default: none
+    "webhook_id",
+    #: `paypal` only: the certificate URL `gateway sign` points to in the requests it
+    #: signs with `secrets[0]`, a PEM RSA private key (for a stand-in of PayPal in tests;
+    #: verifying needs neither).
+    #: type: string
+    #: default: none
+    "signing_cert_url",
+    #: `paypal` only, for tests: `host:port` entries a signing certificate may be fetched
+    #: from besides PayPal's own hosts (a local stand-in). Never needed for PayPal itself.
+    #: type: list of strings
+    #: default: `[]`
+    "cert_extra_hosts",
+    #: `paypal` only, for tests: a PEM file of CA certificates trusted besides the
+    #: system's, for a stand-in's certificate chain and its TLS.
+    #: type: string
+    #: default: none
+    "cert_extra_ca_file",
     *API_KEYS,
 )
 #: Every key a `[services.NAME]` table may hold.
@@ -222,7 +245,9 @@ def check_name(table: str, name: str) -> None:
         )
 
 
-def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ProviderSettings:
+def parse_provider(
+    name: str, data: Mapping[str, Any], env: Mapping[str, str], scope: SecretScope = EVERY_SECRET
+) -> ProviderSettings:
     check_name("providers", name)
     if name in _RESERVED_PROVIDER_NAMES:
         raise ConfigError(f"providers.{name}", "name is reserved for internal events")
@@ -235,14 +260,14 @@ def parse_provider(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -
         raise ConfigError(
             f"{path}scheme", f"unknown scheme {scheme!r} (one of {', '.join(SCHEME_NAMES)})"
         )
-    params = scheme_params(scheme, data, path, env)
+    params = scheme_params(scheme, data, path, env, scope)
     return ProviderSettings(
         name=name,
         scheme=scheme,
         params=params,
         headers=_header_policy(scheme, params, data, path),
         event_types=_event_types(data, path),
-        api=parse_provider_api(scheme, data, path, env),
+        api=parse_provider_api(scheme, data, path, env, scope),
         order_key=_order_key(scheme, data, path),
         on_poison=_on_poison(data, path),
         merchant=_merchant(data, path),
@@ -327,13 +352,20 @@ def _on_poison(data: Mapping[str, Any], path: str) -> str | None:
     return value  # type: ignore[no-any-return]
 
 
-def parse_service(name: str, data: Mapping[str, Any], env: Mapping[str, str]) -> ServiceSettings:
+def parse_service(
+    name: str, data: Mapping[str, Any], env: Mapping[str, str], scope: SecretScope = EVERY_SECRET
+) -> ServiceSettings:
     check_name("services", name)
     path = f"services.{name}."
     refuse_unknown(data, path, SERVICE_KEYS)
     token = read_value(data, "token", path, str, None, secret=True)
     if token is None and "token_env" in data:
         var = read_value(data, "token_env", path, str, "", secret=True)
+        if not var:
+            raise ConfigError(f"{path}token_env", "must name an environment variable")
+        if not scope.reads(f"{path}token_env"):
+            # Not read by this command: an empty token, which authenticates no request.
+            return ServiceSettings(name=name, token="", subjects=_scope(name, data, path))
         token = env.get(var)
         if not token:
             raise ConfigError(f"{path}token_env", f"{env_name_shown(var)} is not set")
@@ -383,12 +415,16 @@ def _tables(data: Mapping[str, Any], table: str) -> Mapping[str, Mapping[str, An
     return tables
 
 
-def parse_providers(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, ProviderSettings]:
+def parse_providers(
+    data: Mapping[str, Any], env: Mapping[str, str], scope: SecretScope = EVERY_SECRET
+) -> dict[str, ProviderSettings]:
     """Every `[providers.NAME]` table."""
-    return {n: parse_provider(n, t, env) for n, t in _tables(data, "providers").items()}
+    return {n: parse_provider(n, t, env, scope) for n, t in _tables(data, "providers").items()}
 
 
-def parse_services(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, ServiceSettings]:
+def parse_services(
+    data: Mapping[str, Any], env: Mapping[str, str], scope: SecretScope = EVERY_SECRET
+) -> dict[str, ServiceSettings]:
     """Every `[services.NAME]` table; no two may share a token.
 
     A shared token would make one of them unreachable: the request is authenticated as
@@ -397,8 +433,8 @@ def parse_services(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str,
     services: dict[str, ServiceSettings] = {}
     owners: dict[str, str] = {}  # token -> the service it belongs to
     for name, table in _tables(data, "services").items():
-        service = parse_service(name, table, env)
-        if service.token in owners:
+        service = parse_service(name, table, env, scope)
+        if service.token and service.token in owners:
             key = "token" if "token" in table else "token_env"
             raise ConfigError(
                 f"services.{name}.{key}", f"same token as services.{owners[service.token]}"

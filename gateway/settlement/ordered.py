@@ -28,7 +28,7 @@ from gateway.core.disposition import Policies
 from gateway.core.model import Event
 from gateway.core.ordering import Keyed, KeyEffect, Step
 from gateway.settlement.ordered_answers import Answers, KeyAnswers
-from gateway.settlement.ordered_holding import Told, WaitingRoom
+from gateway.settlement.ordered_holding import Held, Told, WaitingRoom
 from gateway.settlement.ordered_round import RoundSettler
 from gateway.settlement.parts import SettlementParts
 
@@ -136,12 +136,18 @@ class OrderedGate:
             self._rounds_of.read_ahead(events)
             if before:
                 await asyncio.wait(before)
-            await self._settle(
-                [m for i, m in enumerate(fetched) if i not in skip],
-                [r for i, r in enumerate(read) if i not in skip],
-                take_held,
-                release,
-            )
+            held, told = self._room.take(take_held)
+            try:
+                await self._settle(
+                    [m for i, m in enumerate(fetched) if i not in skip],
+                    [r for i, r in enumerate(read) if i not in skip],
+                    held,
+                    told,
+                    release,
+                )
+            except asyncio.CancelledError:  # stepping aside: they go back with the room's
+                self._room.give_back(held)
+                raise
         finally:
             self._rounds_of.forget(events)
             release()
@@ -150,12 +156,12 @@ class OrderedGate:
         self,
         fetched: Sequence[Delivery],
         read: Sequence[tuple[Event, int]],
-        take_held: Callable[[Event], bool],
+        held: list[Held],
+        told: Told,
         release: Callable[[], None],
     ) -> None:
-        """Settle messages in their keys' order, with the held ones `take_held` takes;
+        """Settle messages in their keys' order, with the held ones taken from the room;
         `release` once the last round's moves are committed, if no turn failed."""
-        held, told = self._room.take(take_held)
         # A message the stream delivered again while it was held here: only the fresh
         # delivery is answered. Planned as two copies, one would be acked as the other's
         # repeat (which removes the message from the stream) while the held one waits,

@@ -80,6 +80,12 @@ class WaitingRoom:
             self._kept -= not h.waited
         return held, {id(h.msg): (h.told_s, h.waited) for h in held}
 
+    def give_back(self, held: list[Held]) -> None:
+        """Held messages `take` handed out to a batch that was cancelled (its worker
+        stepping aside): held again, so `put_back` hands them to the stream."""
+        for h in held:
+            self._keep(h)
+
     def hold(self, msg: Delivery, item: tuple[Event, int], k: Keyed, told: Told) -> bool:
         """Hold a waiting message (again) if there is room; a delivery's first wait is
         counted. False: no room, the caller puts it back to the stream."""

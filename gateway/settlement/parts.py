@@ -3,7 +3,7 @@ opened by the composition root (`gateway.compose.settlement`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.jetstream.broker import JetStreamBroker
@@ -11,6 +11,7 @@ from gateway.adapters.jetstream.consumer import DurablePullConsumer
 from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool
 from gateway.core.ledger import Ledger
+from gateway.dependency_watch import DependencyWatch
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 from gateway.settlement.settler import Settler
@@ -28,6 +29,8 @@ class SettlementParts:
     metrics: Metrics
     consumer: DurablePullConsumer  # bound by the worker when it starts; replay never does
     alerts: AlertWebhook | None = None  # None: `[alerts] webhook_url` is not set
+    #: What the worker sees of its dependencies and retries, for the console's overview.
+    watch: DependencyWatch = field(default_factory=DependencyWatch.idle)
 
 
 @dataclass

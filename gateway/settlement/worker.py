@@ -19,12 +19,13 @@ from typing import Any
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery, event_from_message
 from gateway.adapters.postgres import connection, transaction
+from gateway.adapters.postgres.liveness import DatabaseWatch, answers
 from gateway.adapters.postgres.webhooks import record_failure
 from gateway.core.disposition import Action, Disposition, Policies, dispose, failure_of
 from gateway.core.excerpt import capped
 from gateway.core.model import Event, Stage
 from gateway.core.retry import RetryPolicy
-from gateway.errors import AlertNotDelivered, BrokerUnavailable, GatewayError
+from gateway.errors import AlertNotDelivered, BrokerUnavailable, DatabaseUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.items import SettleOutcome
 from gateway.settlement.negative_merchants import keep_refreshed
@@ -61,6 +62,11 @@ class SettlementWorker:
         )
         schemes = {name: p.scheme for name, p in parts.settings.providers.items()}
         self._unmapped = Unmapped(parts.metrics, schemes)
+        # A database that stops answering: fetching stops and the messages in hand go
+        # back to the stream at once, for a healthy worker (`adapters.postgres.liveness`).
+        self.database: DatabaseWatch[Delivery] = DatabaseWatch(
+            self._probe, self._hand_back, worker=self._settings.consumer
+        )
 
     async def run(
         self, stop: asyncio.Event | None = None, started: Callable[[], None] | None = None
@@ -87,8 +93,15 @@ class SettlementWorker:
         recording = asyncio.create_task(
             keep_recorded(self.parts.pool, self._unmapped), name="unmapped-types"
         )
+        watching = asyncio.create_task(self.database.run(), name="database-watch")
         try:
             while not stop.is_set():
+                if not self.database.serving.is_set():  # stepped aside: fetch nothing
+                    await self.database.until_serving(stop, timeout_s=0.5)
+                    # What the last fetch's pull request brought after it returned.
+                    if stranded := consumer.delivered():
+                        await self._hand_back(stranded)
+                    continue
                 await slots.acquire()
                 # Messages the ordering gate holds are planned again soon, with the next
                 # batch or, when none comes, on their own.
@@ -105,7 +118,12 @@ class SettlementWorker:
                 if not messages and not holding:  # none within the timeout
                     slots.release()
                     continue
+                if not self.database.serving.is_set():  # stepped aside during the fetch
+                    slots.release()
+                    await self._hand_back(messages)
+                    continue
                 task = asyncio.create_task(self._in_slot(slots, messages))
+                self.database.track(task, messages)
                 batches.add(task)
                 task.add_done_callback(batches.discard)
         finally:
@@ -113,6 +131,7 @@ class SettlementWorker:
             # back what the ordering gate holds.
             negatives.cancel()
             recording.cancel()
+            watching.cancel()
             if batches:
                 await asyncio.wait(batches)
             await self.put_back()
@@ -125,6 +144,18 @@ class SettlementWorker:
         """Stopping: what the ordering gate holds goes back to the stream."""
         if self._gate is not None:
             await self._gate.put_back()
+
+    async def _probe(self) -> bool:
+        return await answers(self.parts.settings.database_url, self.database.policy.probe_timeout_s)
+
+    async def _hand_back(self, messages: list[Delivery]) -> None:
+        """Stepping aside: every message in hand back to the stream without delay, and
+        the pooled connections (to the silent server) replaced before their next use."""
+        results = await asyncio.gather(*(m.nak(0.0) for m in messages), return_exceptions=True)
+        if any(isinstance(r, Exception) for r in results):  # redelivered after ack_wait
+            log.warning("could not hand a message back; it is redelivered after ack_wait")
+        await self.put_back()
+        await self.parts.pool.expire_connections()
 
     @property
     def holding(self) -> int:
@@ -188,6 +219,8 @@ class SettlementWorker:
             tracing.set_attributes(span, {"gateway.outcome": outcome.value})
             tracing.end(span)
         self.parts.metrics.settlements_total.inc(outcome=outcome.value)
+        if outcome is not SettleOutcome.IGNORED:  # the database and the ledger answered
+            self.parts.watch.settled(event, msg.num_delivered)
 
     async def failed(
         self,
@@ -200,6 +233,8 @@ class SettlementWorker:
     ) -> Action | None:
         """Retry or dead-letter a message whose settlement failed; `then` is written in
         the dead letter's transaction. What was done (None: neither could be sent)."""
+        if isinstance(exc, DatabaseUnavailable):  # is it there at all? (`DatabaseWatch`)
+            self.database.suspect()
         async with self._semaphore:
             try:
                 with tracing.activated(span):  # its log lines and the parking join its trace
@@ -236,6 +271,7 @@ class SettlementWorker:
         if decision.action is Action.RETRY:
             log.warning("settlement will be retried", extra={**fields, "delay_s": decision.delay_s})
             metrics.retries_total.inc(subject=msg.subject)
+            self.parts.watch.retrying(event, decision.error_class, decision.delay_s, deliveries)
             metrics.settlements_total.inc(outcome="retry")
             with contextlib.suppress(GatewayError):
                 await self.parts.settler.record_failure(event, exc, final=False)
@@ -255,6 +291,7 @@ class SettlementWorker:
             return None
         await msg.term()
         metrics.settlements_total.inc(outcome="dead_letter")
+        self.parts.watch.finished(event, deliveries)
         metrics.dlq_total.inc(stage=Stage.SETTLEMENT.value, error_class=decision.error_class)
         log.error("settlement dead-lettered", extra={**fields, "critical": decision.critical})
         if decision.critical:

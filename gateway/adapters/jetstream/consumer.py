@@ -234,6 +234,27 @@ class DurablePullConsumer:
                 f"cannot bind consumer {self._name or '(ephemeral)'!r}: {type(exc).__name__}"
             ) from exc
 
+    def delivered(self) -> list[Delivery]:
+        """Messages delivered after their fetch returned, taken without asking for more.
+
+        A fetch's pull request stays open on the server until it expires, a moment after
+        the fetch returned; what the server sends meanwhile (a message another worker
+        just handed back, say) waits in the subscription for the next fetch. A worker
+        that stops fetching must take these and hand them back, or each waits out
+        `ack_wait` unanswered. (nats-py keeps them in its subscription's queue, which
+        its own next fetch empties first the same way.)
+        """
+        if self._subscription is None:
+            return []
+        queue = self._subscription._sub._pending_queue
+        found: list[Delivery] = []
+        while not queue.empty():
+            msg = queue.get_nowait()
+            self._subscription._sub._pending_size -= len(msg.data)
+            if not JetStreamContext.is_status_msg(msg):  # status lines are for old fetches
+                found.append(Delivery(msg))
+        return found
+
     async def fetch(self, batch_size: int, timeout_s: float) -> list[Delivery]:
         """Up to `batch_size` messages; none if none arrive within `timeout_s`."""
         if self._subscription is None:

@@ -35,7 +35,7 @@ _SHOW = """
 SELECT id, webhook_id, stage, provider, event_id, subject, error_class, error_message,
        error_detail, payload, headers::text AS headers, attempts, received_at,
        first_failed_at, last_failed_at, is_resolved, resolved_at, resolution,
-       resolution_note, resolved_by, payload_removed_at,
+       resolution_note, resolved_by, payload_removed_at, auto_replays,
        (SELECT p.source FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id) AS source
 FROM dlq_webhooks"""
 _LIST = """
@@ -121,9 +121,15 @@ def _filtered(f: DlqFilter) -> _Where:
         n = len(where.args)
         where.parts.append(_TYPED.format(f"${n - 1}", f"${n}"))
     if f.search is not None:
-        # `{0}` twice: one parameter, both columns.
+        # `{0}` twice: one parameter, both columns. Without `search_messages`, only the
+        # relay's messages (stage `publish`, `core.payload_text`) are searched.
+        message = (
+            "error_message"
+            if f.search_messages
+            else "CASE WHEN stage = 'publish' THEN error_message END"
+        )
         where.add(
-            "(event_id ILIKE {0} OR error_message ILIKE {0})", "%" + like_literal(f.search) + "%"
+            f"(event_id ILIKE {{0}} OR {message} ILIKE {{0}})", "%" + like_literal(f.search) + "%"
         )
     if f.min_attempts is not None:
         where.add("attempts >= {}", f.min_attempts)

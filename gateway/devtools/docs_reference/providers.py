@@ -61,12 +61,17 @@ def render() -> str:
         ),
     )  # fmt: skip
     batches = table(
-        ("Scheme", "Items a request", "Bytes an item", "Answered"),
+        ("Scheme", "Signature covers", "Items a request", "Bytes an item", "Answered"),
         (
-            (code(p.name), f"{p.batch.items_max:,}", f"{p.batch.item_bytes_max:,}",
+            (code(p.name), "the whole request" if p.batch.signed_whole else "each item",
+             f"{p.batch.items_max:,}", f"{p.batch.item_bytes_max:,}",
              code(p.answer.body.decode()) if p.answer.body else "the gateway's JSON")
             for p in PROVIDERS.values() if p.batch is not None
         ),
+    )  # fmt: skip
+    own_status = ", ".join(
+        f"{code(p.name)} with `{p.refused_status}`"
+        for p in PROVIDERS.values() if p.refused_status != 401
     )  # fmt: skip
     return (
         generated_header("gateway.core.providers.PROVIDERS")
@@ -76,6 +81,9 @@ def render() -> str:
         + "[Providers](../providers.md); which event types settle as which movement, on "
         + "[Money movements](movements.md).\n\n"
         + summary
+        + "\nA request whose signature fails is answered `401`"
+        + (f", except by the schemes that ask for their own: {own_status}" if own_status else "")
+        + ".\n"
         + "\n## Defaults\n\n"
         + "Where each scheme's events name their merchant and their payment (the order "
         + "key) when the provider's table does not say, and the currencies whose "
@@ -83,7 +91,10 @@ def render() -> str:
         + "(read exactly, or parked as `PROVIDER_AMOUNT_INVALID`).\n\n"
         + defaults
         + "\n## Requests of several events\n\n"
-        + "Each item is verified and recorded on its own; a request over either bound is "
-        + "refused whole (`413`, `batch_too_large`) before anything is recorded.\n\n"
+        + "Each item is recorded on its own. Where the signature covers each item, each is "
+        + "verified on its own and a bad one is stored nowhere while its neighbours are "
+        + "recorded; where it covers the whole request, it is checked once and a bad one "
+        + "refuses every item. A request over either bound is refused whole (`413`, "
+        + "`batch_too_large`) before anything is recorded.\n\n"
         + batches
     )

@@ -110,7 +110,9 @@ async def cli_ids(capsys: pytest.CaptureFixture[str], cfg: str, args: list[str])
 
 
 async def console_ids(console: ConsoleHarness, pairs: list[tuple[str, str]]) -> list[int]:
-    api = console.client(Role.VIEWER)
+    # An investigator reads every message, as the CLI does: a viewer's `search` leaves
+    # out the messages it may not read (tests/integration/console/test_viewer_markers.py).
+    api = console.client(Role.INVESTIGATOR)
     ids: list[int] = []
     cursor: str | None = None
     while True:

@@ -165,10 +165,13 @@ async def test_detail_page_for_a_viewer_hides_payload_and_header_values(
     assert "metadata only" in r.text
     assert "amount" not in r.text and "5257a869" not in r.text and "Stripe/1.0" not in r.text
     assert "Stripe-Signature" in r.text  # the names are metadata
-    # The stack may quote the payload: hidden, and said so; the class and message stay.
+    # The stack may quote the payload: hidden, and said so. So may a settlement
+    # message (it names the merchant or amount it failed on): its length, not its text.
     assert "Traceback" not in r.text and "steps.py" not in r.text
     assert "the stack may quote the payload" in r.text
-    assert "UNKNOWN_MERCHANT" in r.text and "no ledger account for evt_a" in r.text
+    assert "UNKNOWN_MERCHANT" in r.text and "no ledger account for evt_a" not in r.text
+    shown = len("no ledger account for evt_a")
+    assert f"withheld: {shown} characters that may quote the payload" in r.text
     assert await console.audit("payload.view") == []
     r = await browser.get(f"/console/dlq/{ids['a']}/payload")
     assert r.status_code == 403
@@ -180,11 +183,17 @@ async def test_the_stack_needs_the_payload_capability_in_the_api(console: Consol
     viewer = (await console.client(Role.VIEWER).get(f"/console/api/v1/dlq/{row}")).json()
     assert "error_detail" not in viewer
     assert viewer["error_class"] == "UNKNOWN_MERCHANT"
-    assert viewer["error_message"] == "no ledger account for evt_stack"
+    # A settlement message may quote the event, as the stack may: its length only.
+    assert viewer["error_message"] is None and viewer["error_message_withheld"] is True
+    assert viewer["error_message_chars"] == len("no ledger account for evt_stack")
     r = await console.client(Role.INVESTIGATOR).get(f"/console/api/v1/dlq/{row}")
     assert r.json()["error_detail"].startswith("Traceback (most recent call last)")
+    assert r.json()["error_message"] == "no ledger account for evt_stack"
     assert r.headers["cache-control"] == "no-store"
-    assert {k: v for k, v in r.json().items() if k != "error_detail"} == viewer
+    differ = {"error_detail", "error_message", "error_message_withheld"}
+    assert {k: v for k, v in r.json().items() if k not in differ} == {
+        k: v for k, v in viewer.items() if k not in differ
+    }
 
 
 async def test_download_is_an_audited_attachment(console: ConsoleHarness) -> None:
@@ -301,7 +310,9 @@ async def test_export_ndjson(console: ConsoleHarness) -> None:
     assert all("payload_base64" not in d and "headers" not in d for d in lines)
     assert all("error_detail" not in d for d in lines), "the stack may quote the payload"
     assert b"Traceback" not in r.content
-    assert lines[1]["error_message"] == "no event type in the body"
+    # The export without payloads carries no text that may quote the event.
+    assert lines[1]["error_message"] is None and lines[1]["error_message_withheld"] is True
+    assert lines[1]["error_message_chars"] == len("no event type in the body")
     assert await console.audit("payload.view") == []
     r = await console.client(Role.VIEWER).get(
         "/console/dlq/export.ndjson", params={"payloads": "1"}

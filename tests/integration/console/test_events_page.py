@@ -331,7 +331,7 @@ async def test_settlement_for_an_investigator(console: ConsoleHarness) -> None:
     ids = await seed(console)
     client = console.client(Role.INVESTIGATOR)
     page = await client.get(f"/console/events/{ids['pay-1']}")
-    assert "<strong>settled</strong>" in page.text and "1250 minor units of EUR" in page.text
+    assert "<strong>settled</strong>" in page.text and "12.50 EUR" in page.text
     api = (await client.get(f"/console/api/v1/events/{ids['pay-1']}")).json()
     instruction = from_internal("payment.captured", CAPTURED)
     assert instruction is not None
@@ -343,7 +343,7 @@ async def test_settlement_for_an_investigator(console: ConsoleHarness) -> None:
         "settlement_id": "s_1",
         "amount_minor": 1250,
         "currency": "EUR",
-        "transfer_id": str(transfer_id(instruction)),
+        "transfer_id": f"{transfer_id(instruction):#034x}",
     }
 
 

@@ -107,7 +107,13 @@ async def test_a_viewer_learns_nothing_of_a_body(console: ConsoleHarness, role: 
     ids = await seed_secrets(console)
     client = console.client(role)
     reads = Capability.READ_PAYLOADS in CAPABILITIES[role]
-    secrets = [IBAN, str(AMOUNT), MERCHANT, CURRENCY, str(ids["transfer_id"])]
+    secrets = [
+        IBAN,
+        str(AMOUNT),
+        MERCHANT,
+        CURRENCY,
+        f"{ids['transfer_id']:#034x}",  # as the CLI prints ledger ids
+    ]
     lists = [await client.get(path) for path in ("/console/events", "/console/api/v1/events")]
     details = {
         (name, path): await client.get(path.format(ids[name]))

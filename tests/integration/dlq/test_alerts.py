@@ -54,7 +54,7 @@ def test_rules_file_is_valid() -> None:
     """`promtool check rules` accepts every rule."""
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 14 rules found" in result.stdout
+    assert "SUCCESS: 15 rules found" in result.stdout
 
 
 @needs_promtool
@@ -85,6 +85,7 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         "GatewayDatabaseNotDurable",
         "GatewaySignatureFailures",
         "GatewayProviderSilent",
+        "GatewayDependencyDown",
     }
     firing: set[str] = set()
     quiet: set[str] = set()
@@ -121,6 +122,14 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         ("[15m])) >= 5", "[15m])) >= 3"),
         ("[1d] offset 1h)) > 24", "[1d] offset 1h)) > 5000"),
         ("[1h])) == 0", "[1h])) < 200"),
+        (
+            "(gateway_dependency_up) == 0\n        for: 2m",
+            "(gateway_dependency_up) == 0\n        for: 4m",
+        ),
+        (
+            "(gateway_dependency_up) == 0\n        for: 2m",
+            "(gateway_dependency_up) == 0\n        for: 0m",
+        ),
     ],
 )
 def test_the_rule_tests_catch_a_wrong_threshold(tmp_path: Path, original: str, mutant: str) -> None:
@@ -350,3 +359,57 @@ async def test_run_alerts_runs_until_cancelled(
             await task
     assert receiver.statuses() == [("dlq_burst", "", "firing")]
     assert not re.search("SECRET", receiver.received[0]["text"])
+
+
+async def test_one_process_at_a_time_judges_and_names_its_thresholds(
+    pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver, client: httpx.AsyncClient
+) -> None:
+    """Issue 42 #12: two processes with different burst thresholds (10 and 20) and 15 rows
+    parked flapped, one firing what the other resolved. The lease's holder alone judges:
+    one FIRING naming the thresholds it used; the other takes over only once the holder
+    lets go, and its notice names its own."""
+    for i in range(15):
+        await park(db, f"evt_{i}", T0 - timedelta(minutes=1))
+    strict = alerts(pool, receiver, client, dlq_rows_max=10)
+    lenient = alerts(pool, receiver, client, dlq_rows_max=20)
+    for step_s in (0, 30, 60):
+        await strict.evaluate(T0 + timedelta(seconds=step_s))
+        await lenient.evaluate(T0 + timedelta(seconds=step_s))
+    assert receiver.statuses() == [("dlq_burst", "", "firing")]
+    firing = receiver.received[0]
+    assert firing["settings"]["dlq_rows_max"] == 10
+    assert firing["settings"]["digest"] and "webhook_url" not in firing["settings"]
+    await strict.close()  # stopping: the lease is given up
+    await lenient.evaluate(T0 + timedelta(seconds=90))
+    assert receiver.statuses() == [("dlq_burst", "", "firing"), ("dlq_burst", "", "resolved")]
+    resolved = receiver.received[1]
+    assert resolved["settings"]["dlq_rows_max"] == 20
+    assert resolved["settings"]["digest"] != firing["settings"]["digest"]
+
+
+async def test_a_dependency_down_past_two_minutes_is_notified_and_resolved(
+    pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver, client: httpx.AsyncClient
+) -> None:
+    """Issue 42 #12: the currency-service recorded down (as `gateway settle` records it)
+    is notified once past 2 minutes, and resolved once a process records it up."""
+    await db.execute(
+        "INSERT INTO dependency_state (dependency, state, since, checked_at, checked_by,"
+        " error_class) VALUES ('currency-service', 'down', $1, $1, 'settle@h:1',"
+        " 'RATE_SERVICE_UNAVAILABLE')",
+        T0,
+    )
+    evaluator = alerts(pool, receiver, client)
+    assert await evaluator.evaluate(T0 + timedelta(seconds=60)) == []
+    await evaluator.evaluate(T0 + timedelta(seconds=150))
+    await db.execute(
+        "UPDATE dependency_state SET state = 'up', since = $1, checked_at = $1",
+        T0 + timedelta(minutes=3),
+    )
+    await evaluator.evaluate(T0 + timedelta(minutes=4))
+    assert receiver.statuses() == [
+        ("dependency_down", "currency-service", "firing"),
+        ("dependency_down", "currency-service", "resolved"),
+    ]
+    assert receiver.received[0]["text"].startswith(
+        "[FIRING] gateway dependency_down: currency-service has been down for 150 s"
+    )

@@ -181,6 +181,35 @@ def test_help_on_every_dlq_command() -> None:
 # --- inspecting -------------------------------------------------------------------------
 
 
+async def test_list_shows_each_rows_severity_and_amount(cfg: str, db: asyncpg.Connection) -> None:
+    """The amount the event would move, read from its body as the worker reads it, with
+    its decimals and currency in the table and in minor units in JSON; the severity from
+    the class (the ledger not answering is critical)."""
+    body = orjson.dumps(
+        {"id": "pay-7", "type": "payment.captured",
+         "data": {"settlement_id": "pay-7", "merchant_id": "m_9", "amount_minor": 123456,
+                  "currency": "EUR"}}
+    )  # fmt: skip
+    await db.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, subject, headers,"
+        " body, body_sha256) VALUES ('service:billing', 'pay-7', 'payment.captured',"
+        " 'events.billing.payment.captured', '{}', $1, sha256($1))",
+        body,
+    )
+    paid = await park(db, "pay-7", provider="service:billing", payload=body)
+    down = await park(db, "evt_down", error_class="LEDGER_UNAVAILABLE")
+    listed = await arun("dlq", "list", "--config", cfg)
+    assert listed.returncode == 0, listed.stderr
+    rows = {int(line.split()[0]): line.split() for line in listed.stdout.splitlines()[1:]}
+    assert rows[paid][1] == "error" and "1,234.56" in rows[paid] and "EUR" in rows[paid]
+    assert rows[down][1] == "critical" and rows[down][6] == "-"  # no amount in its body
+    docs = {d["id"]: d for d in orjson.loads((await arun("dlq", "list", "--json",
+                                                         "--config", cfg)).stdout)}  # fmt: skip
+    assert docs[paid]["amount"] == {"amount_minor": 123456, "currency": "EUR"}
+    assert docs[paid]["severity"] == "error"
+    assert docs[down]["amount"] is None and docs[down]["severity"] == "critical"
+
+
 async def test_list_show_and_stats(cfg: str, db: asyncpg.Connection) -> None:
     """list shows no payload; show shows everything; stats adds up what is there."""
     now = await db.fetchval("SELECT now()")
@@ -200,12 +229,14 @@ async def test_list_show_and_stats(cfg: str, db: asyncpg.Connection) -> None:
     lines = listed.stdout.splitlines()
     assert lines[0].split() == [
         "ID",
+        "SEVERITY",
         "STAGE",
         "PROVIDER",
         "EVENT",
         "ID",
         "ERROR",
         "CLASS",
+        "AMOUNT",
         "ATTEMPTS",
         "AGE",
         "SOURCE",

@@ -158,6 +158,12 @@ async def test_one_payment_is_one_trace_from_request_to_ledger(run: Run) -> None
     assert request.attributes["gateway.outcome"] == "accepted"
     assert request.attributes["http.response.status_code"] == 200
 
+    # Each process exports its spans in its own batches: under load the serving
+    # process's publish span can arrive after the settling process's settle span.
+    wanted = ("commit.wait", "publish", "settle", "ledger.post", "currency.rate")
+    await run.receiver.wait_for(
+        lambda s: s.trace_id == request.trace_id and s.name in wanted, count=len(wanted)
+    )
     spans = run.trace(request.trace_id)
     commit, publish = one(spans, "commit.wait"), one(spans, "publish")
     settle, ledger = one(spans, "settle"), one(spans, "ledger.post")
