@@ -36,7 +36,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.fields import get_currency, get_decimal_amount, get_object, get_str
+from gateway.core.fields import (
+    get_currency,
+    get_decimal_amount,
+    get_object,
+    get_str,
+    optional_str,
+)
 from gateway.core.order_keys import parse_rules
 from gateway.core.providers.base import Movements, Provider
 from gateway.core.providers.braintree_payload import document
@@ -57,12 +63,12 @@ _DSP = "subject.dispute."
 
 def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
     """A Braintree notification's instruction, or None when it moves no money."""
-    source = _optional(doc, "event_id")
+    source = optional_str(doc, "event_id")
     if event_type == "transaction_settled":
         txn = get_object(doc, "subject.transaction")
         txn_id = get_str(txn, "id", _TXN)
         amount, currency = _money(txn, "amount", _TXN)
-        merchant = _optional(txn, "merchant_account_id")
+        merchant = optional_str(txn, "merchant_account_id")
         if get_str(txn, "type", _TXN) == "credit":
             return SettlementInstruction(
                 settlement_id=get_str(txn, "refunded_transaction_id", _TXN),
@@ -92,7 +98,7 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         return SettlementInstruction(
             settlement_id=get_str(transaction, "id", _DSP + "transaction."),
             kind=_K.CHARGEBACK if event_type == "dispute_opened" else _K.CHARGEBACK_REVERSAL,
-            merchant_id=_optional(dispute, "merchant_account_id"),
+            merchant_id=optional_str(dispute, "merchant_account_id"),
             amount_minor=amount,
             currency=currency,
             refund_id=get_str(dispute, "id", _DSP),
@@ -107,18 +113,13 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
         return SettlementInstruction(
             settlement_id=disbursement_id,
             kind=_K.PAYOUT,
-            merchant_id=_optional(account, "id"),
+            merchant_id=optional_str(account, "id"),
             amount_minor=get_decimal_amount(disbursement, "amount", currency, where),
             currency=currency,
             refund_id=disbursement_id,
             source_event_id=source,
         )
     return None
-
-
-def _optional(obj: Any, key: str) -> str | None:
-    value = obj.get(key) if isinstance(obj, Mapping) else None
-    return value if isinstance(value, str) and value else None
 
 
 def _money(obj: Mapping[str, Any], key: str, where: str) -> tuple[int, str]:
