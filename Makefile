@@ -11,7 +11,7 @@ BIN  := $(VENV)/bin
 help:
 	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations, wrk, promtool, chromium"
 	@echo "make run     - setup without wrk/promtool, then run the gateway (serve, settle, console, run-jobs, currency-stub)"
-	@echo "make test    - setup, then ruff, ruff format --check, mypy, the console screenshots (into .data/), the docs site, pytest"
+	@echo "make test    - setup, then ruff, ruff format --check, mypy, the console screenshots (into .data/), the docs site, pytest (TEST_WORKERS=4 processes)"
 	@echo "make docs    - build the documentation site into site/ (mkdocs, strict; the committed screenshots)"
 	@echo "make screenshots - setup, then the console's screenshots into docs/images/console/ (headless chromium)"
 	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
@@ -63,11 +63,19 @@ _screenshots:
 screenshots: setup
 	$(MAKE) --no-print-directory _screenshots
 
+# The suite runs in TEST_WORKERS pytest-xdist processes (measured on 2 vCPUs: most tests
+# wait on PostgreSQL, NATS, subprocesses and timers), one test module per unit of work and
+# the chaos scenarios one unit (conftest.py: pytest_xdist_make_scheduler);
+# TEST_WORKERS=0 runs it in one process. Every port, database, Redis database and
+# directory a test takes is its worker's own (tests/support/services.py, conftest.py).
+TEST_WORKERS ?= 4
+PYTEST_ARGS ?= -q -n $(TEST_WORKERS) --dist loadfile --durations=30
+
 test: setup
 	$(MAKE) --no-print-directory _lint
 	$(MAKE) --no-print-directory _screenshots SHOTS_DIR=.data/screenshots
 	$(MAKE) --no-print-directory _docs
-	$(BIN)/pytest -q
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench.run

@@ -102,3 +102,50 @@ def whole_statements_afresh() -> None:
     """Each test starts with keyed groups tried as one statement, whatever an earlier
     test's repeats made this process skip (`webhooks.WHOLE_STATEMENTS`)."""
     WHOLE_STATEMENTS.reset()
+
+
+# --- pytest-xdist: which tests start first ---------------------------------------------
+
+#: Handed out first under xdist, longest first, so that no worker is left running a long
+#: test while the others are idle: the chaos scenarios, the benchmarks' self-checks, the
+#: rest of chaos/, the browser tests; the unit tests (short) come last.
+_FIRST = ("chaos/test_s", "tests/integration/test_bench_", "chaos/", "tests/browser/")
+
+
+def _rank(item: pytest.Item) -> int:
+    nodeid = item.nodeid
+    for rank, prefix in enumerate(_FIRST):
+        if nodeid.startswith(prefix):
+            return rank
+    return len(_FIRST) + (1 if nodeid.startswith("tests/unit/") else 0)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `pytest -n N --dist loadfile` (`make test`) each module is one unit of work
+    (its module-scoped fixtures are set up once), and the long ones are handed out first
+    (xdist deals the first quarter round-robin, then one unit to whichever worker is
+    free). Every worker collects the same order; without xdist nothing changes. A test's
+    resources are its worker's own whatever the order: tests/support/services.py (ports,
+    the Redis database), the fixtures above (databases, NATS servers), tmp_path."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_rank)  # stable: within a rank, the collection's order
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadfile`, except that the chaos scenarios (chaos/test_s*.py) are one unit
+    of work: they run one after another on one worker. Four at once (each a gateway, a
+    worker, a load generator and its faults) starved the timed checks of their own
+    scenario on 2 vCPUs (s08's p99 of the unaffected clients, s06's felt faults)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
+
+    class ScenariosTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("chaos/test_s"):
+                return "chaos/scenarios"
+            return str(super()._split_scope(nodeid))
+
+    return ScenariosTogether(config, log)

@@ -32,14 +32,14 @@ import httpx
 
 from bench.console_fill import EVENT_DAYS, TABLES, fill
 from gateway.adapters.postgres import create_pool, migrate
-from gateway.adapters.postgres import dead_letter_pages as dlq_pages
-from gateway.adapters.postgres.console_events import search_sql
+from gateway.adapters.postgres.console.events import search_sql
+from gateway.adapters.postgres.dead_letters import pages as dlq_pages
 from gateway.console.app import build_app
 from gateway.console.token_admin import issue
 from gateway.console.web import ConsoleDeps
-from gateway.core.dlq_filters import filter_from_query
-from gateway.core.dlq_pages import decode_cursor
-from gateway.core.event_search import parse_event_search
+from gateway.core.dlq.filters import filter_from_query
+from gateway.core.dlq.pages import decode_cursor
+from gateway.core.events.search import parse_event_search
 from gateway.core.keyset import Keyset, encode_cursor
 from gateway.settings import parse
 from tests.support.services import ADMIN_DSN, create_database, drop_database, unique_name
@@ -176,7 +176,7 @@ async def explain(pool: asyncpg.Pool, case: Case) -> tuple[str, bool]:
 async def overview_plans(pool: asyncpg.Pool, now: datetime) -> list[tuple[str, str]]:
     """The overview's own statements on the same data (the console's newest-event step
     per sender, the hourly growth): their plans, to show they use indexes too."""
-    from gateway.adapters.postgres import console_stats as stats
+    from gateway.adapters.postgres.console import stats
 
     senders = ["stripe", "adyen", "github", "paddle", "service:billing", "silent"]
     first_hour = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)

@@ -78,8 +78,8 @@ from bench.wrk import Load, WrkResult
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.outbox import outbox_stats
-from gateway.compose.settlement import open_ledger
-from gateway.core.ledger_ids import merchant_account_id
+from gateway.core.ledger.ids import merchant_account_id
+from gateway.wiring.settlement import open_ledger
 from tests.support.services import REDIS_URL
 
 GATEWAY = [sys.executable, "-m", "gateway"]

@@ -26,7 +26,7 @@ import orjson
 
 from gateway.adapters.postgres import migrate
 from gateway.adapters.postgres.webhooks import WHOLE_STATEMENTS, insert_events
-from gateway.core.model import Event, new_event
+from gateway.core.events.model import Event, new_event
 from tests.support.services import create_database, drop_database, unique_name
 
 GROUP_ROWS = 64

@@ -28,7 +28,7 @@ from typing import Any
 
 import asyncpg
 
-from gateway.core.model import webhook_subject
+from gateway.core.events.model import webhook_subject
 from tests.support.outbox import pass_cursor
 
 TEMPLATE = Path(__file__).with_name("stripe_event.json").read_text(encoding="utf-8")

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import migrate, open_pool
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.model import Event
+from gateway.core.events.model import Event
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
 from gateway.settings import NatsSettings, OutboxSettings

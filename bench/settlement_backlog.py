@@ -1,7 +1,7 @@
 """The settlement benchmark's backlog: Stripe payment events, recorded and published the
 way the gateway does it, before the worker starts.
 
-Events are shaped by `core.model.webhook_event` (what `POST /webhooks/stripe` does after
+Events are shaped by `core.events.model.webhook_event` (what `POST /webhooks/stripe` does after
 the signature check), recorded with `adapters.postgres.webhooks.insert_events` in groups (the group
 commit's statement), and published with `JetStreamBroker.publish` (the outbox's
 pipelined publisher: same subjects, `Nats-Msg-Id` and `Gateway-*` headers), then marked
@@ -28,14 +28,14 @@ import orjson
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent, record_events
-from gateway.compose.settlement import open_ledger
-from gateway.core.ledger_ids import clearing_account_id, merchant_account, merchant_account_id
-from gateway.core.model import Event, ordered_subjects, webhook_event
+from gateway.core.events.model import Event, ordered_subjects, webhook_event
+from gateway.core.ledger.ids import clearing_account_id, merchant_account, merchant_account_id
 from gateway.core.money import convert_minor
 from gateway.core.providers import get_scheme
-from gateway.core.settlement import SettlementInstruction, SettlementKind, transfer_id
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, transfer_id
 from gateway.devtools.currency_stub import DEFAULT_RATES, StubState
 from gateway.settings import Settings
+from gateway.wiring.settlement import open_ledger
 
 #: Share of captures per currency (the stub quotes each against USD).
 CURRENCY_MIX = {"USD": 40, "EUR": 25, "GBP": 15, "JPY": 8, "CAD": 6, "CHF": 6}
@@ -109,7 +109,8 @@ def expected_transfers(
     payments: Sequence[Payment], ledger_currency: str, provider: str = "stripe"
 ) -> list[ExpectedTransfer]:
     """One transfer per payment, as the worker should build it: the id from the
-    settlement (`core.settlement.transfer_id`), converted with the stub's default rates."""
+    settlement (`core.settlement.instructions.transfer_id`), converted with the stub's
+    default rates."""
     stub = StubState(rates={tuple(k.split("/")): v for k, v in DEFAULT_RATES.items()})  # type: ignore[misc]
     clearing = clearing_account_id(provider, ledger_currency)
     out = []

@@ -20,10 +20,10 @@ from typing import Any
 from bench.settlement_backlog import ExpectedTransfer
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.tigerbeetle import open_tigerbeetle
-from gateway.compose.settlement import open_ledger
-from gateway.core.ledger_ids import merchant_account_id
+from gateway.core.ledger.ids import merchant_account_id
 from gateway.errors import ConfigError, LedgerUnavailable
 from gateway.settings import Settings
+from gateway.wiring.settlement import open_ledger
 
 LEDGERS = ("postgres", "tigerbeetle")
 LEDGER_NAMES = {"postgres": "PostgreSQL", "tigerbeetle": "TigerBeetle"}

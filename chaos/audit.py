@@ -32,7 +32,7 @@ import orjson
 from chaos.loadgen import LoadRecord
 from chaos.observe import Observed, observe
 from chaos.workload import PlannedEvent
-from gateway.core.ledger import TransferCode
+from gateway.core.ledger.port import TransferCode
 
 _SHOWN = 12  # problems listed by name; the counts cover all of them
 

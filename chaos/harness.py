@@ -24,7 +24,7 @@ from chaos.procs import GatewayProcess
 from chaos.workload import MERCHANTS, LoadSpec, providers_config
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.ledger import PostgresLedger
-from gateway.core.ledger_ids import merchant_account
+from gateway.core.ledger.ids import merchant_account
 from tests.support.config_file import write_toml
 from tests.support.services import free_port
 

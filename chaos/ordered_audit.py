@@ -28,7 +28,7 @@ from chaos.audit import AuditResult
 from chaos.loadgen import LoadRecord
 from chaos.observe import Observed
 from chaos.workload import PlannedEvent
-from gateway.core.ledger import TransferCode
+from gateway.core.ledger.port import TransferCode
 
 _TRANSFERS = """
 SELECT settlement_id, code, count(*) AS n, sum(amount)::bigint AS amount

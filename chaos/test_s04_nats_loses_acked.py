@@ -17,7 +17,7 @@ import pytest
 from chaos.harness import profiles
 from chaos.workload import LoadSpec
 from gateway import settings as settings_mod
-from gateway.compose.settlement import run_reconcile
+from gateway.wiring.settlement import run_reconcile
 
 PROFILE = {
     "fast": {"events": 200, "rate": 150.0},

@@ -17,7 +17,7 @@ import pytest
 
 from chaos.harness import profiles
 from chaos.workload import LoadSpec
-from gateway.core.forward_request import webhook_id
+from gateway.core.forward.request import webhook_id
 from tests.support.forward_target import Target, serving
 from tests.support.forwarding import FORWARD_SECRET
 from tests.support.services import wait_until

@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import dependency_state as store
-from gateway.core.dependencies import Dependency, Health, Seen, blamed, worth_writing
-from gateway.core.model import Event
+from gateway.core.events.model import Event
+from gateway.core.health.dependencies import Dependency, Health, Seen, blamed, worth_writing
 from gateway.errors import GatewayError
 from gateway.metrics import Metrics
 

@@ -29,8 +29,8 @@ from gateway.core.currency import (
     ServiceAnswer,
     decide_rate,
 )
+from gateway.core.failures.retry import CURRENCY, RetryPolicy
 from gateway.core.money import check_currency
-from gateway.core.retry import CURRENCY, RetryPolicy
 from gateway.errors import RateServiceUnavailable, UnsupportedPair
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
-from gateway.core.addresses import is_public
-from gateway.core.forward_retry import Answer
+from gateway.core.forward.addresses import is_public
+from gateway.core.forward.retry import Answer
 
 #: How much of a target's answer is kept, for the attempt's line and the dead letter.
 EXCERPT_BYTES = 200
@@ -138,7 +138,7 @@ async def _getaddrinfo(host: str, port: int) -> list[str]:
 class CheckedBackend(httpcore.AsyncNetworkBackend):
     """Connections only to public addresses, checked at every connection.
 
-    The host is resolved here, each of its addresses checked (`core.addresses`), and the
+    The host is resolved here, each of its addresses checked (`core.forward.addresses`), and the
     connection made to the address checked, so a name that answers a public address at
     start-up and a private one later (DNS rebinding) never gets a connection inside the
     network. TLS still verifies the host name: httpcore wraps the socket with the URL's
@@ -207,7 +207,7 @@ def refuse_private(url: str) -> None:
         raise ValueError(f"the target's host does not resolve ({type(exc).__name__})") from None
     for info in infos:
         address = str(info[4][0])
-        if not is_public(address):  # NAT64, IPv4-compatible and the rest: `core.addresses`
+        if not is_public(address):  # NAT64, IPv4-compatible and the rest: `core.forward.addresses`
             raise ValueError(
                 f"the target's host resolves to {address}, a non-public address; "
                 "set allow_private = true to send there"

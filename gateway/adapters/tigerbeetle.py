@@ -6,12 +6,12 @@ caller retries with the same ids (TigerBeetle answers `exists` for what did land
 
 Requests: TigerBeetle takes at most `BATCH_MAX` events per request (one 1 MiB message),
 and the client refuses more (`TooMuchDataError`). Every call here sends up to that many
-per request, one request after the other for more (`core.ledger_batches`); since 0.17
+per request, one request after the other for more (`core.ledger.batches`); since 0.17
 `create_*` answers with one result per event, in order, and `lookup_*` with the records
 found, matched back to the ids asked for.
 
 User data on each transfer:
-- `user_data_128`: `core.ledger_ids.settlement_ref(settlement_id)`, a 128-bit hash;
+- `user_data_128`: `core.ledger.ids.settlement_ref(settlement_id)`, a 128-bit hash;
 - `user_data_64`: `rate_at_payment` * 10**9 (`RATE_SCALE`), exact because the rate is
   kept to 9 decimal places; rates up to about 1.8e10 fit in the u64.
 """
@@ -28,7 +28,9 @@ from typing import Any, TypeVar
 import tigerbeetle as tb
 from tigerbeetle.client import InitError
 
-from gateway.core.ledger import (
+from gateway.core.ledger.batches import align_found, chunk_bounds, one_per_event
+from gateway.core.ledger.ids import settlement_ref
+from gateway.core.ledger.port import (
     RATE_DECIMALS,
     AccountCode,
     AccountSpec,
@@ -39,8 +41,6 @@ from gateway.core.ledger import (
     TransferPhase,
     TransferResult,
 )
-from gateway.core.ledger_batches import align_found, chunk_bounds, one_per_event
-from gateway.core.ledger_ids import settlement_ref
 from gateway.errors import ConfigError, LedgerIdCollision, LedgerRejected, LedgerUnavailable
 
 log = logging.getLogger(__name__)

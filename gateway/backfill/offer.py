@@ -17,8 +17,8 @@ from gateway.backfill import pages, traced
 from gateway.backfill.parts import BackfillParts, BackfillReport
 from gateway.backfill.publish import publish_recovered
 from gateway.backfill.shape import shape
-from gateway.core.backfill import Outcome, Tally
-from gateway.core.model import Event
+from gateway.core.backfill.decisions import Outcome, Tally
+from gateway.core.events.model import Event
 from gateway.errors import ProviderApiRefused, RequestRejected
 
 log = logging.getLogger(__name__)

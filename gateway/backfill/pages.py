@@ -22,8 +22,8 @@ import logging
 from gateway.adapters.postgres import backfill as progress
 from gateway.adapters.postgres import connection
 from gateway.backfill.parts import BackfillParts, BackfillReport
-from gateway.core.backfill import Outcome, Tally, Window
-from gateway.core.model import Event, Stage
+from gateway.core.backfill.decisions import Outcome, Tally, Window
+from gateway.core.events.model import Event, Stage
 from gateway.errors import ErrorClass, GatewayError
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from typing import Any
 from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool
 from gateway.adapters.provider_api import EventSource
-from gateway.core.backfill import Outcome, Tally, Window
-from gateway.core.model import OrderedSubject
+from gateway.core.backfill.decisions import Outcome, Tally, Window
+from gateway.core.events.model import OrderedSubject
 from gateway.metrics import Metrics
 from gateway.settings import ProviderSettings
 from gateway.settings.provider_api import ApiLimits

@@ -32,7 +32,7 @@ from gateway.adapters.provider_api import Listed, Page
 from gateway.backfill import pages, traced
 from gateway.backfill.offer import offer
 from gateway.backfill.parts import BackfillParts, BackfillReport
-from gateway.core.backfill import Outcome, PageState, Window, passed_window
+from gateway.core.backfill.decisions import Outcome, PageState, Window, passed_window
 from gateway.core.operator_input import pace_delay_s
 from gateway.errors import ProviderApiRefused, ProviderApiUnavailable, error_class_of
 

@@ -16,10 +16,10 @@ from datetime import datetime
 import orjson
 
 from gateway.adapters.provider_api import Fetched, Listed
-from gateway.core.backfill import exact_github_body, github_bodies
-from gateway.core.backfill_items import encode
-from gateway.core.content import body_digest_id, nul_free, storable_headers
-from gateway.core.model import (
+from gateway.core.backfill.decisions import exact_github_body, github_bodies
+from gateway.core.backfill.items import encode
+from gateway.core.bodies.content import body_digest_id, nul_free, storable_headers
+from gateway.core.events.model import (
     MAX_EVENT_TYPE_CHARS,
     Event,
     Failure,

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import backfill as progress
 from gateway.backfill.run import BackfillParts, BackfillReport, backfill
-from gateway.core.backfill import keep_completed_s, trailing_window
+from gateway.core.backfill.decisions import keep_completed_s, trailing_window
 from gateway.errors import GatewayError
 from gateway.settings import ProviderSettings
 from gateway.settings.provider_api import BackfillSchedule

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from gateway import tracing
-from gateway.core.backfill import Window
-from gateway.core.model import Event
+from gateway.core.backfill.decisions import Window
+from gateway.core.events.model import Event
 
 #: The counts a pass's span carries (`Tally` fields), as `gateway.backfill.<name>`.
 COUNTS = ("fetched", "present", "recovered", "would_recover", "failed", "inexact")

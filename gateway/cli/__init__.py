@@ -1,5 +1,5 @@
 """The `gateway` command: argument parsing only. Each sub-command lives in the module of
-its family and calls downwards (compose, ingest, settlement, dlq); nothing imports this
+its family and calls downwards (wiring, ingest, settlement, dlq); nothing imports this
 package.
 """
 
@@ -98,13 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _log_level(args: argparse.Namespace) -> str:
-    """`--log-level` (argparse checked it), else `$GATEWAY_LOG_LEVEL`, else INFO."""
+    """`--log-level` (argparse checked it), else `$GATEWAY_LOG_LEVEL`, else the command's
+    own default (`listen`: CRITICAL, its screen is for its attempts), else INFO."""
     if args.log_level is not None:
         return str(args.log_level)
     from_env = os.environ.get(LOG_LEVEL_ENV, "").strip().upper()
     if from_env and from_env not in LOG_LEVELS:
         raise ConfigError(LOG_LEVEL_ENV, f"{from_env!r} is not one of {', '.join(LOG_LEVELS)}")
-    return from_env or "INFO"
+    return from_env or str(getattr(args, "default_log_level", "INFO"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

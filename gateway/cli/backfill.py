@@ -52,7 +52,7 @@ def _print(report: BackfillReport) -> None:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from gateway.compose.backfill import run_backfill
+    from gateway.wiring.backfill import run_backfill
 
     # That provider's API key alone: what the backfill reads its events with.
     settings = load_settings(args, secrets_under(f"providers.{args.provider}.api_key_env"))

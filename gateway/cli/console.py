@@ -39,7 +39,7 @@ def _actor() -> str:
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    from gateway.compose.console import serve_console
+    from gateway.wiring.console import serve_console
 
     settings = load_settings(args)
     host = args.host or settings.console.host
@@ -49,9 +49,9 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:
-    from gateway.compose.console import create_token
     from gateway.console.token_admin import BadTokenRequest, NameTaken, check_request
-    from gateway.core.console_access import parse_expires
+    from gateway.core.console.access import parse_expires
+    from gateway.wiring.console import create_token
 
     name = "gateway console token create"
     try:
@@ -80,7 +80,7 @@ def cmd_token_create(args: argparse.Namespace) -> int:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
-    from gateway.compose.console import revoke_token
+    from gateway.wiring.console import revoke_token
 
     settings = load_settings(args)
     revoked = asyncio.run(revoke_token(settings, args.name, _actor()))

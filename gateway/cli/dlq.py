@@ -28,14 +28,14 @@ from gateway.cli.common import (
 )
 from gateway.cli.format import dumps, safe, when
 from gateway.cli.processes import add_metrics_flags, metrics_address
-from gateway.compose import ops
-from gateway.compose.ordering import release_holder
-from gateway.core.dlq_filters import DlqFilter, build_filter, check_replay_flags
+from gateway.core.dlq.filters import DlqFilter, build_filter, check_replay_flags
 from gateway.core.operator_input import parse_ids
-from gateway.core.order_admin import release_line
+from gateway.core.ordering.admin import release_line
 from gateway.dlq.progress import ReplayReport
 from gateway.errors import DlqRowNotFound, DlqUsageError, UsageError
 from gateway.settings.secrets import NO_SECRET, SecretScope, secrets_under
+from gateway.wiring import ops
+from gateway.wiring.ordering import release_holder
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace, DlqFilter], Coroutine[Any, Any, int]]
@@ -185,9 +185,9 @@ def run_jobs_command(args: argparse.Namespace) -> int:
     """`gateway dlq run-jobs`: run the console's replay jobs until SIGINT/SIGTERM (a second
     signal forces exit), or with --once those runnable now."""
     # Imported here, as replay_body does: running a job loads the stage handlers.
-    from gateway.compose.jobs import jobs_metrics_address, run_job_runner
-    from gateway.compose.signals import run_until_signalled
     from gateway.dlq.jobs import RunnerOptions
+    from gateway.wiring.jobs import jobs_metrics_address, run_job_runner
+    from gateway.wiring.signals import run_until_signalled
 
     if args.once:  # a batch: an interrupted one leaves its job to the next runner
         return _command(run_once_body, REPLAY_SECRETS)(args)

@@ -25,12 +25,12 @@ from gateway.cli.common import (
     operator_family,
 )
 from gateway.cli.format import dumps
-from gateway.compose import events as compose
-from gateway.core.event_filters import EventFilter, build_event_filter, check_replay_choice
-from gateway.core.event_rows import EventBrief
+from gateway.core.events.filters import EventFilter, build_event_filter, check_replay_choice
+from gateway.core.events.rows import EventBrief
 from gateway.core.operator_input import parse_ids
 from gateway.dlq.progress import Progress
 from gateway.errors import EventRowNotFound, EventsUsageError, UsageError
+from gateway.wiring import events as wiring
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace, EventFilter], Coroutine[Any, Any, int]]
@@ -64,7 +64,7 @@ def _out(text: str) -> None:
 
 async def list_body(settings: Settings, args: argparse.Namespace, f: EventFilter) -> int:
     limit: int = args.limit
-    rows, more = await compose.event_rows(settings, f, limit)
+    rows, more = await wiring.event_rows(settings, f, limit)
     if args.json:
         _out(dumps([pages.event_doc(r) for r in rows]))
         return 0
@@ -79,7 +79,7 @@ async def show_body(settings: Settings, args: argparse.Namespace, _: EventFilter
         (row_id,) = parse_ids([args.row_id], "ID")
     except UsageError as exc:  # the shared syntax, reported as this command's mistake
         raise EventsUsageError(str(exc)) from None
-    row = await compose.event_row(settings, row_id)
+    row = await wiring.event_row(settings, row_id)
     if row is None:
         raise EventRowNotFound(f"no accepted event with id {row_id}")
     _out(dumps(pages.event_row_doc(row)) if args.json else pages.event_page(row))
@@ -110,7 +110,7 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: EventFilt
         if bar is not None:
             bar.advance()
 
-    async with compose.replay_parts(settings) as (pool, publisher):
+    async with wiring.replay_parts(settings) as (pool, publisher):
         try:
             summary = await replay_events(pool, publisher, f, run, on_total, on_result)
         finally:

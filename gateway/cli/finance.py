@@ -15,18 +15,18 @@ import orjson
 
 from gateway.cli.common import SubParsers, help_texts, load_settings, login_name
 from gateway.cli.format import print_json
-from gateway.core.finance_input import required_field, text_field
+from gateway.core.finance.input import required_field, text_field
+from gateway.core.finance.statements import FIELDS, Adjustment, Filters, Line, running
 from gateway.core.money import check_currency, format_minor
 from gateway.core.operator_input import parse_instant
-from gateway.core.settlement import SettlementKind
-from gateway.core.statements import FIELDS, Adjustment, Filters, Line, running
+from gateway.core.settlement.instructions import SettlementKind
 from gateway.errors import UnknownMerchant, UsageError
 from gateway.settings import Settings
 
 if TYPE_CHECKING:
-    from gateway.core.ledger import Ledger
+    from gateway.core.ledger.port import Ledger
 
-#: The gateway's database pool, as `compose.ops.books` opens it (the CLI names no adapter).
+#: The gateway's database pool, as `wiring.ops.books` opens it (the CLI names no adapter).
 Pool = Any
 
 T = TypeVar("T")
@@ -34,7 +34,7 @@ FINANCE_COMMANDS = ("statement", "transfers", "export", "adjust")
 
 
 def _with_books(settings: Settings, work: Callable[[Pool, Ledger], Awaitable[T]]) -> T:
-    from gateway.compose import ops  # the ledger side, loaded only by these commands
+    from gateway.wiring import ops  # the ledger side, loaded only by these commands
 
     async def run() -> T:
         async with ops.books(settings) as (pool, ledger):

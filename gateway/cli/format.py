@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from gateway.core.content import NEVER_STORED
+from gateway.core.bodies.content import NEVER_STORED
 
 #: Parts of header names that carry credentials or signatures. Rows recorded before the
 #: header allow-list kept every header (an `hmac` provider's signature header has any

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 import orjson
 
 from gateway.cli.common import Number, SubParsers, help_texts, load_settings
-from gateway.core.forward_filters import ForwardFilter
-from gateway.core.forward_request import ResignAs
-from gateway.core.forward_retry import parse_schedule
+from gateway.core.forward.filters import ForwardFilter
+from gateway.core.forward.request import ResignAs
+from gateway.core.forward.retry import parse_schedule
 from gateway.errors import ForwardUsageError
 from gateway.forward.view import Counts, View, summary_line
 from gateway.settings.forward import (
@@ -112,8 +112,8 @@ def options_from(args: argparse.Namespace, *, listen: bool) -> tuple[ForwardOpti
 
 
 def cmd_forward(args: argparse.Namespace, *, listen: bool = False) -> int:
-    from gateway.compose.forward import run_forward
-    from gateway.compose.signals import run_until_signalled
+    from gateway.wiring.forward import run_forward
+    from gateway.wiring.signals import run_until_signalled
 
     # Its own destination's secret alone (an ad-hoc one reads --secret-env itself).
     scope = secrets_under(f"forward.{args.name}.") if args.name else NO_SECRET
@@ -302,4 +302,6 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         ),
     )
     _add_flags(listen, listen=True)
-    listen.set_defaults(func=cmd_listen)
+    # Its screen is the attempt lines: the JSON logs stay off it unless --log-level (or
+    # GATEWAY_LOG_LEVEL) asks for them.
+    listen.set_defaults(func=cmd_listen, default_log_level="CRITICAL")

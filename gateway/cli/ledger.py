@@ -16,8 +16,8 @@ from gateway.errors import ConfigError, LedgerImbalance
 from gateway.settings import Settings
 
 if TYPE_CHECKING:
-    from gateway.core.ledger import Ledger
-    from gateway.core.ledger_accounts import AccountNames, AccountView
+    from gateway.core.ledger.accounts import AccountNames, AccountView
+    from gateway.core.ledger.port import Ledger
 
 T = TypeVar("T")
 
@@ -26,7 +26,7 @@ def _with_ledger(
     settings: Settings, operation: Callable[[Ledger, AccountNames], Awaitable[T]]
 ) -> T:
     # Imported here: `gateway serve` parses the same CLI and must not load the ledger side.
-    from gateway.compose import ops
+    from gateway.wiring import ops
 
     async def run() -> T:
         async with ops.ledger(settings) as (ledger, names):

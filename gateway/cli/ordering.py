@@ -22,8 +22,8 @@ from gateway.cli.common import (
     operator_family,
 )
 from gateway.cli.format import dumps, format_age, short, table, when
-from gateway.compose import ordering as compose
-from gateway.core.order_admin import KeyListing, Release, check_note, release_line
+from gateway.core.ordering.admin import KeyListing, Release, check_note, release_line
+from gateway.wiring import ordering as wiring
 
 Settings = settings_mod.Settings
 Body = Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]
@@ -99,7 +99,7 @@ def _out(text: str) -> None:
 
 async def keys_body(settings: Settings, args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
-    keys, more = await compose.key_states(
+    keys, more = await wiring.key_states(
         settings, held=args.held, provider=args.provider, limit=args.limit
     )
     if args.json:
@@ -116,7 +116,7 @@ async def keys_body(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def release_body(settings: Settings, args: argparse.Namespace) -> int:
-    release = await compose.release_key(
+    release = await wiring.release_key(
         settings, args.provider_name, args.key, args.note, operator_name()
     )
     _out(dumps(release_doc(release)) if args.json else release_line(release))

@@ -22,9 +22,9 @@ from gateway.cli.format import (
     table,
     when,
 )
-from gateway.core.dlq_columns import Amount, severity_of
-from gateway.core.dlq_model import DlqRow, DlqStats, RowBrief
-from gateway.core.event_rows import EventBrief, EventRow
+from gateway.core.dlq.columns import Amount, severity_of
+from gateway.core.dlq.model import DlqRow, DlqStats, RowBrief
+from gateway.core.events.rows import EventBrief, EventRow
 from gateway.dlq.plan import RowResult
 
 # --- gateway dlq -----------------------------------------------------------------------

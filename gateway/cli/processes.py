@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from gateway.compose.schema import migrate_database, migrate_stream
+    from gateway.wiring.schema import migrate_database, migrate_stream
 
     settings = load_settings(args)
     applied = asyncio.run(migrate_database(settings))
@@ -52,11 +52,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    from gateway.compose.durability import check_required_durability
-    from gateway.compose.schema import check_stream
-    from gateway.compose.sockets import bound_socket, check_free
     from gateway.edge import raise_file_limit
     from gateway.ingest.app import server_options
+    from gateway.wiring.durability import check_required_durability
+    from gateway.wiring.schema import check_stream
+    from gateway.wiring.sockets import bound_socket, check_free
 
     # Every secret, validated before forking anything: serve verifies every provider's
     # signatures, authenticates every service and runs their scheduled backfills.
@@ -81,7 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.info("listening", extra={"host": host, "port": sock.getsockname()[1]})
         if args.workers > 1:
             return _serve_workers(args, options, sock, Multiprocess)
-        from gateway.compose.ingest import create_app
+        from gateway.wiring.ingest import create_app
 
         server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
         server.run(sockets=[sock])
@@ -107,7 +107,7 @@ def _serve_workers(
     # scrape of any of them sees the figures of all (removed when serving ends).
     with multiprocess_dir():
         uv_config = uvicorn.Config(
-            "gateway.compose.ingest:app_from_env", factory=True, workers=args.workers, **options
+            "gateway.wiring.ingest:app_from_env", factory=True, workers=args.workers, **options
         )
         supervisor(uv_config, sockets=[sock]).run()
     return 0
@@ -130,8 +130,8 @@ def metrics_address(
 
 
 def cmd_relay(args: argparse.Namespace) -> int:
-    from gateway.compose.ingest import relay_metrics_address, run_relay
-    from gateway.compose.signals import run_until_signalled
+    from gateway.wiring.ingest import relay_metrics_address, run_relay
+    from gateway.wiring.signals import run_until_signalled
 
     settings = load_settings(args)
     listen = metrics_address(args, relay_metrics_address(settings))
@@ -140,8 +140,8 @@ def cmd_relay(args: argparse.Namespace) -> int:
 
 
 def cmd_settle(args: argparse.Namespace) -> int:
-    from gateway.compose.settlement import run_settlement, settle_metrics_address
-    from gateway.compose.signals import run_until_signalled
+    from gateway.wiring.settlement import run_settlement, settle_metrics_address
+    from gateway.wiring.signals import run_until_signalled
 
     settings = load_settings(args)
     listen = metrics_address(args, settle_metrics_address(settings))

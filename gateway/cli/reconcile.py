@@ -43,7 +43,7 @@ def _print(report: ReconcileReport, as_json: bool) -> None:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
-    from gateway.compose.settlement import run_reconcile
+    from gateway.wiring.settlement import run_reconcile
 
     settings = load_settings(args)
     report = asyncio.run(

@@ -46,9 +46,9 @@ def summary(report: RetentionReport) -> list[str]:
 
 
 def cmd_retention_run(args: argparse.Namespace) -> int:
-    from gateway.compose.retention import run_retention
     from gateway.core.retention import key_horizon_warning
     from gateway.settings import RETRY_HORIZON_S
+    from gateway.wiring.retention import run_retention
 
     settings = load_settings(args)
     warning = key_horizon_warning(settings.retention.key_max_age_s, RETRY_HORIZON_S)

@@ -41,8 +41,8 @@ def _signing(args: argparse.Namespace) -> tuple[str, SchemeParams] | str:
 def cmd_sign(args: argparse.Namespace) -> int:
     import uuid
 
-    from gateway.compose.ops import post_signed
     from gateway.core.providers import get_provider
+    from gateway.wiring.ops import post_signed
 
     body = sys.stdin.buffer.read() if args.body == "-" else Path(args.body).read_bytes()
     found = _signing(args)

@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres import statements as statements_store
-from gateway.adapters.postgres.console_audit import record_for
+from gateway.adapters.postgres.console.audit import record_for
 from gateway.console.ledger_reads import ledger_balance
 from gateway.console.web import (
     Principal,
@@ -37,16 +37,16 @@ from gateway.console.web import (
     render,
     require,
 )
-from gateway.core.adjustment_form import (
+from gateway.core.console.roles import Capability
+from gateway.core.finance.adjustment_form import (
     adjustment_line,
     adjustment_payment_id,
     read_adjustment_form,
     read_adjustment_json,
 )
-from gateway.core.console_roles import Capability
-from gateway.core.finance_input import FinanceUsageError
-from gateway.core.finance_view import line_doc, money
-from gateway.core.statements import Adjustment, Filters, Line, Movement
+from gateway.core.finance.input import FinanceUsageError
+from gateway.core.finance.statements import Adjustment, Filters, Line, Movement
+from gateway.core.finance.view import line_doc, money
 from gateway.errors import PermanentError, TransientError, UnknownMerchant, UsageError
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ async def _adjust(request: Request, principal: Principal, wanted: Adjustment) ->
     except UnknownMerchant as exc:
         refusal = _Refusal(404, str(exc))
     except UsageError as exc:
-        # Every field was checked before (`core.adjustment_form`), so what the service
+        # Every field was checked before (`core.finance.adjustment_form`), so what the service
         # still refuses is its id taken by another entry; its message names the CLI's flag.
         refusal = _Refusal(409, str(exc).replace("choose another --id", "choose another id"))
     except PermanentError as exc:

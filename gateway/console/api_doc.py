@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 
 import gateway
 from gateway.console.web import require
-from gateway.core.console_roles import Capability
+from gateway.core.console.roles import Capability
 
 OPENAPI_PATH = "/console/api/v1/openapi.json"
 

@@ -15,11 +15,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console_audit import record_for
-from gateway.adapters.postgres.console_audit_reads import AuditRow, audit_page, export_rows
+from gateway.adapters.postgres.console.audit import record_for
+from gateway.adapters.postgres.console.audit_reads import AuditRow, audit_page, export_rows
 from gateway.console.web import client_address, deps, problem, render, require
-from gateway.core.audit_search import OUTCOMES, AuditSearch, AuditUsageError, parse_audit_search
-from gateway.core.console_roles import Capability, can
+from gateway.core.console.audit_search import (
+    OUTCOMES,
+    AuditSearch,
+    AuditUsageError,
+    parse_audit_search,
+)
+from gateway.core.console.roles import Capability, can
 from gateway.core.keyset import encode_cursor
 
 

@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from gateway.adapters.postgres import transaction
-from gateway.adapters.postgres.console_access import find_session, find_token
-from gateway.adapters.postgres.console_audit import record_for
+from gateway.adapters.postgres.console.access import find_session, find_token
+from gateway.adapters.postgres.console.audit import record_for
 from gateway.console.web import (
     ConsoleDeps,
     Principal,
@@ -30,7 +30,7 @@ from gateway.console.web import (
     is_api,
     problem,
 )
-from gateway.core.console_access import (
+from gateway.core.console.access import (
     AuthKind,
     CsrfVerdict,
     cookie_secure,
@@ -38,7 +38,7 @@ from gateway.core.console_access import (
     sha256,
     throttle_key,
 )
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from gateway.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)

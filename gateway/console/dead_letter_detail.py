@@ -20,9 +20,9 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres import dead_letter_pages as pages
-from gateway.adapters.postgres.console_audit import record_for
-from gateway.adapters.postgres.dead_letters import get_row
+from gateway.adapters.postgres.console.audit import record_for
+from gateway.adapters.postgres.dead_letters import pages
+from gateway.adapters.postgres.dead_letters.rows import get_row
 from gateway.console.dead_letter_docs import cli_commands, parse_note, payload_doc, row_doc
 from gateway.console.web import (
     Principal,
@@ -35,13 +35,13 @@ from gateway.console.web import (
     render,
     require,
 )
-from gateway.core.console_roles import Capability, can
-from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
-from gateway.core.dlq_columns import severity_of
-from gateway.core.dlq_model import DlqRow
+from gateway.core.console.roles import Capability, can
+from gateway.core.dlq.columns import severity_of
+from gateway.core.dlq.model import DlqRow
+from gateway.core.dlq.view import masked_headers, payload_view, trace_id
+from gateway.core.failures.runbook import runbook_entry
 from gateway.core.operator_input import MAX_ROW_ID
 from gateway.core.payload_text import message_quotes_payload, shown_message
-from gateway.core.runbook import runbook_entry
 from gateway.errors import DlqUsageError, ErrorClass
 
 

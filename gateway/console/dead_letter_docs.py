@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from gateway.core.content import has_control_chars
-from gateway.core.dead_letter_view import masked_headers, payload_view
-from gateway.core.dlq_columns import Amount, severity_of
-from gateway.core.dlq_model import DlqRow, RowBrief
+from gateway.core.bodies.content import has_control_chars
+from gateway.core.dlq.columns import Amount, severity_of
+from gateway.core.dlq.model import DlqRow, RowBrief
+from gateway.core.dlq.view import masked_headers, payload_view
 from gateway.core.payload_text import shown_message
 from gateway.errors import DlqUsageError
 

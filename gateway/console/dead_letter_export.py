@@ -24,15 +24,15 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres import dead_letter_pages as pages
-from gateway.adapters.postgres.console_audit import record_for
+from gateway.adapters.postgres.console.audit import record_for
+from gateway.adapters.postgres.dead_letters import pages
 from gateway.console.dead_letter_docs import export_doc, query_lists
 from gateway.console.dead_letter_rows import for_role
 from gateway.console.web import client_address, deps, render, require
-from gateway.core.console_roles import Capability
-from gateway.core.dlq_filters import DlqFilter, filter_query
-from gateway.core.dlq_filters import filter_from_query as read_filter
-from gateway.core.dlq_pages import decode_cursor, encode_cursor
+from gateway.core.console.roles import Capability
+from gateway.core.dlq.filters import DlqFilter, filter_query
+from gateway.core.dlq.filters import filter_from_query as read_filter
+from gateway.core.dlq.pages import decode_cursor, encode_cursor
 from gateway.core.keyset import Keyset
 from gateway.errors import DlqUsageError
 

@@ -3,7 +3,7 @@ list`, keyset pages, "select all N matching"), the error class by stage matrix
 (`/console/dlq/groups`), bulk resolve, the NDJSON export, and the list in the API
 (`GET /console/api/v1/dlq`). One row's page and actions: `dead_letter_detail`.
 
-Filters are read by `core.dlq_filters.filter_from_query`, which calls `build_filter`,
+Filters are read by `core.dlq.filters.filter_from_query`, which calls `build_filter`,
 the code `gateway dlq list` reads its flags with; the rows come from the same WHERE
 clause, in the same order (first_failed_at, id). A mistake in a filter is its one line,
 on the page (400) or as problem+json.
@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres import dead_letter_pages as pages
-from gateway.adapters.postgres.console_audit import record_for
+from gateway.adapters.postgres.console.audit import record_for
+from gateway.adapters.postgres.dead_letters import pages
 from gateway.console import dead_letter_detail, dead_letter_export
 from gateway.console.dead_letter_docs import parse_note, query_lists
 from gateway.console.dead_letter_rows import for_role, list_docs
@@ -34,10 +34,10 @@ from gateway.console.web import (
     render,
     require,
 )
-from gateway.core.console_roles import Capability, can
-from gateway.core.dlq_filters import FILTER_KEYS, DlqFilter, filter_from_query, filter_query
-from gateway.core.dlq_pages import LIST_TIMEOUT_S, decode_cursor, encode_cursor, page_rows
-from gateway.core.model import Stage
+from gateway.core.console.roles import Capability, can
+from gateway.core.dlq.filters import FILTER_KEYS, DlqFilter, filter_from_query, filter_query
+from gateway.core.dlq.pages import LIST_TIMEOUT_S, decode_cursor, encode_cursor, page_rows
+from gateway.core.events.model import Stage
 from gateway.core.operator_input import parse_ids
 from gateway.errors import DlqUsageError, UsageError
 

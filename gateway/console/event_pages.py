@@ -10,12 +10,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 from gateway.adapters.postgres import Conn, settlements
-from gateway.adapters.postgres import console_events as store
+from gateway.adapters.postgres.console import events as store
 from gateway.adapters.postgres.events import get_event
-from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
-from gateway.core.event_rows import EventBrief, EventRow
-from gateway.core.event_search import PublishState
-from gateway.core.event_settlement import SettlementAsked, settlement_asked
+from gateway.core.console.event_settlement import SettlementAsked, settlement_asked
+from gateway.core.dlq.view import masked_headers, payload_view, trace_id
+from gateway.core.events.rows import EventBrief, EventRow
+from gateway.core.events.search import PublishState
 from gateway.core.payload_text import shown_message
 from gateway.settings import Settings
 

@@ -16,8 +16,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console_audit import record_for
-from gateway.adapters.postgres.console_events import search_events
+from gateway.adapters.postgres.console.audit import record_for
+from gateway.adapters.postgres.console.events import search_events
 from gateway.console.event_pages import (
     PUBLISH_MEANING,
     EventDetail,
@@ -29,12 +29,12 @@ from gateway.console.event_pages import (
     settlement_doc,
 )
 from gateway.console.web import Principal, client_address, deps, is_htmx, problem, render, require
-from gateway.core.console_roles import Capability, can
-from gateway.core.dead_letter_view import masked_headers, payload_view, trace_id
-from gateway.core.event_rows import EventBrief
-from gateway.core.event_search import EventSearch, PublishState, parse_event_search
+from gateway.core.console.roles import Capability, can
+from gateway.core.dlq.view import masked_headers, payload_view, trace_id
+from gateway.core.events.model import Source
+from gateway.core.events.rows import EventBrief
+from gateway.core.events.search import EventSearch, PublishState, parse_event_search
 from gateway.core.keyset import Keyset, encode_cursor
-from gateway.core.model import Source
 from gateway.core.operator_input import parse_ids
 from gateway.errors import EventsUsageError, UsageError
 

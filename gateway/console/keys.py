@@ -16,9 +16,9 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console_audit import record_for
-from gateway.adapters.postgres.console_keys import held_keys
-from gateway.adapters.postgres.order_admin import release_key
+from gateway.adapters.postgres.console.audit import record_for
+from gateway.adapters.postgres.console.keys import held_keys
+from gateway.adapters.postgres.ordering.admin import release_key
 from gateway.console.web import (
     Principal,
     client_address,
@@ -30,10 +30,10 @@ from gateway.console.web import (
     render,
     require,
 )
-from gateway.core.console_roles import Capability, can
-from gateway.core.event_search import parse_limit
+from gateway.core.console.roles import Capability, can
+from gateway.core.events.search import parse_limit
 from gateway.core.keyset import BadCursor, KeyKeyset, decode_key_cursor, encode_key_cursor
-from gateway.core.order_admin import KeyListing, Release, check_note, release_line
+from gateway.core.ordering.admin import KeyListing, Release, check_note, release_line
 from gateway.errors import EventsUsageError, OrderingUsageError, OrderKeyNotFound
 
 #: A provider name or key longer than this is not one ingest kept (keys are at most

@@ -24,15 +24,16 @@ from gateway.console.ledger_reads import (
     transfers_page,
 )
 from gateway.console.web import Principal, deps, problem, render, require
-from gateway.core.console_roles import Capability, can
-from gateway.core.finance_input import (
+from gateway.core.console.roles import Capability, can
+from gateway.core.finance.input import (
     FinanceUsageError,
     StatementAsk,
     parse_balances_query,
     parse_statement_query,
     parse_transfers_query,
 )
-from gateway.core.finance_view import (
+from gateway.core.finance.statements import Line, Movement
+from gateway.core.finance.view import (
     MerchantBalance,
     StatementPage,
     counts_text,
@@ -40,8 +41,7 @@ from gateway.core.finance_view import (
     line_doc,
     money,
 )
-from gateway.core.settlement import SettlementKind
-from gateway.core.statements import Line, Movement
+from gateway.core.settlement.instructions import SettlementKind
 
 _STATEMENT_FIELDS = ("merchant", "currency", "since", "until", "limit")
 _TRANSFER_FIELDS = ("merchant", "payment", "kind", "currency", "since", "until", "limit")

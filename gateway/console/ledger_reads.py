@@ -4,7 +4,7 @@ list, a page of merchants' balances, the count of merchants below zero. The rout
 
 Statements and lists read the recorded movements with the adapter and the running
 balance of `gateway ledger statement|transfers` (`adapters.postgres.statements`,
-`core.statements.running`), a keyset page of `PAGE_ROWS` at a time, so memory stays
+`core.finance.statements.running`), a keyset page of `PAGE_ROWS` at a time, so memory stays
 bounded; the console never loads `gateway.settlement`, where the commands' loop lives.
 Balances come from the configured ledger through `ConsoleDeps.books`.
 """
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import statements as statements_store
-from gateway.core.finance_input import StatementAsk, TransfersAsk
-from gateway.core.finance_view import (
+from gateway.core.finance.input import StatementAsk, TransfersAsk
+from gateway.core.finance.statements import PAGE_ROWS, Filters, Movement, running
+from gateway.core.finance.view import (
     BalancesAsk,
     Books,
     MerchantBalance,
@@ -27,7 +28,6 @@ from gateway.core.finance_view import (
     negative_counts,
 )
 from gateway.core.keyset import Keyset, encode_cursor
-from gateway.core.statements import PAGE_ROWS, Filters, Movement, running
 from gateway.errors import TransientError
 
 #: How long the overview waits for the ledger's balances before it says "unavailable"

@@ -18,8 +18,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import transaction
-from gateway.adapters.postgres.console_access import create_session, end_session, find_token
-from gateway.adapters.postgres.console_audit import record_for
+from gateway.adapters.postgres.console.access import create_session, end_session, find_token
+from gateway.adapters.postgres.console.audit import record_for
 from gateway.console.auth import COOKIE_NAME, clear_session_cookie, set_session_cookie
 from gateway.console.web import (
     Principal,
@@ -31,14 +31,14 @@ from gateway.console.web import (
     read_form,
     render,
 )
-from gateway.core.console_access import (
+from gateway.core.console.access import (
     TOKEN_BYTES,
     safe_next,
     session_id_from_bytes,
     sha256,
     throttle_key,
 )
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 
 
 async def login_page(request: Request) -> Response:

@@ -23,18 +23,18 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.jetstream.consumer_info import ConsumerBacklog, consumer_backlog
 from gateway.adapters.postgres import Conn, Pool, connection
-from gateway.adapters.postgres import console_stats as stats
 from gateway.adapters.postgres import dependency_state as outages
+from gateway.adapters.postgres.console import stats
 from gateway.console.charts import Bar, Chart, Threshold, bar_chart
 from gateway.console.ledger_reads import negative_merchants
 from gateway.console.web import ConsoleDeps, deps, is_htmx, render, require
-from gateway.core.console_outages import (
+from gateway.core.console.outages import (
     RETRY_OVERDUE_S,
     DependencyBrief,
     RetryBrief,
     dependency_briefs,
 )
-from gateway.core.console_overview import (
+from gateway.core.console.overview import (
     JobBrief,
     OldestOpen,
     Overview,
@@ -44,7 +44,7 @@ from gateway.core.console_overview import (
     provider_names,
     to_json,
 )
-from gateway.core.console_roles import Capability
+from gateway.core.console.roles import Capability
 
 #: The polling interval of the page (htmx), in seconds.
 REFRESH_S = 10

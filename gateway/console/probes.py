@@ -3,7 +3,7 @@ before the console's middlewares: a probe carries no credentials, needs no sessi
 must not be written to the audit trail.
 
 Both answer JSON with no configuration text: `/readyz` says which dependency does not
-answer by a short code (`core.readiness`), never its address, since this is the
+answer by a short code (`core.health.readiness`), never its address, since this is the
 console's public port.
 """
 
@@ -14,13 +14,13 @@ from typing import Protocol
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.core.readiness import liveness
+from gateway.core.health.readiness import liveness
 
 PROBE_PATHS = frozenset({"/livez", "/readyz"})
 
 
 class Readiness(Protocol):
-    """What `/readyz` asks (`compose.health.Health`)."""
+    """What `/readyz` asks (`wiring.health.Health`)."""
 
     async def ready(self) -> tuple[int, dict[str, object]]: ...
 

@@ -15,12 +15,12 @@ from starlette.requests import Request
 
 from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres import replay_jobs as store
-from gateway.adapters.postgres.console_audit import record_for
+from gateway.adapters.postgres.console.audit import record_for
 from gateway.console.replay_plans import PlanView, make_plan
 from gateway.console.web import Principal, client_address, deps
 from gateway.core.operator_input import MAX_ROW_ID
 from gateway.core.payload_text import shown_message
-from gateway.core.replay_jobs import (
+from gateway.core.replay.jobs import (
     ItemState,
     JobAction,
     JobItem,
@@ -30,7 +30,7 @@ from gateway.core.replay_jobs import (
     allowed_actions,
     confirmed,
 )
-from gateway.core.replay_requests import PlanAsk
+from gateway.core.replay.requests import PlanAsk
 from gateway.errors import UsageError
 
 JOBS_PER_PAGE = 50

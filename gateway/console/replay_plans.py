@@ -14,20 +14,21 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from gateway.adapters.postgres import Conn, dead_letters
+from gateway.adapters.postgres import Conn
 from gateway.adapters.postgres import events as events_sql
 from gateway.adapters.postgres import replay_jobs as jobs_sql
-from gateway.core.dlq_filters import (
+from gateway.adapters.postgres.dead_letters import rows as dead_letters
+from gateway.core.dlq.filters import (
     DlqFilter,
     check_replay_flags,
     filter_from_query,
     filter_query,
 )
-from gateway.core.dlq_pages import LIST_TIMEOUT_S
-from gateway.core.event_filters import EventFilter, skip_reason
-from gateway.core.event_search import parse_event_search
-from gateway.core.replay_jobs import JobKind, NewJob
-from gateway.core.replay_requests import JOB_MAX_ROWS, PlanAsk, unflag
+from gateway.core.dlq.pages import LIST_TIMEOUT_S
+from gateway.core.events.filters import EventFilter, skip_reason
+from gateway.core.events.search import parse_event_search
+from gateway.core.replay.jobs import JobKind, NewJob
+from gateway.core.replay.requests import JOB_MAX_ROWS, PlanAsk, unflag
 from gateway.dlq.plan import REPLAYABLE_STAGES, RowOutcome, RowResult, plan
 from gateway.errors import (
     DlqRowNotFound,

@@ -32,8 +32,8 @@ from gateway.console.replay_ops import (
 )
 from gateway.console.replay_plans import filter_summary
 from gateway.console.web import form_value, is_htmx, read_form, render, require
-from gateway.core.console_roles import Capability, can
-from gateway.core.replay_jobs import (
+from gateway.core.console.roles import Capability, can
+from gateway.core.replay.jobs import (
     CONFIRM_ABOVE_ROWS,
     FINISHED,
     STALE_AFTER_S,
@@ -42,7 +42,7 @@ from gateway.core.replay_jobs import (
     JobState,
     is_stale,
 )
-from gateway.core.replay_requests import ask_from_params
+from gateway.core.replay.requests import ask_from_params
 from gateway.errors import RowNotFound, UsageError
 
 

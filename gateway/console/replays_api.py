@@ -24,9 +24,9 @@ from gateway.console.replay_ops import (
     plan_of,
 )
 from gateway.console.web import problem, read_body, require
-from gateway.core.console_roles import Capability, can
-from gateway.core.replay_jobs import ItemState, JobAction, JobState
-from gateway.core.replay_requests import ask_from_json
+from gateway.core.console.roles import Capability, can
+from gateway.core.replay.jobs import ItemState, JobAction, JobState
+from gateway.core.replay.requests import ask_from_json
 from gateway.errors import RowNotFound, UsageError
 
 

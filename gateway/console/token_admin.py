@@ -8,9 +8,9 @@ import secrets
 from datetime import datetime, timedelta
 
 from gateway.adapters.postgres import Conn
-from gateway.adapters.postgres import console_access as store
-from gateway.core.console_access import TOKEN_BYTES, sha256, token_from_bytes
-from gateway.core.console_roles import Role
+from gateway.adapters.postgres.console import access as store
+from gateway.core.console.access import TOKEN_BYTES, sha256, token_from_bytes
+from gateway.core.console.roles import Role
 
 #: The names `console_tokens.name` accepts (the table checks it too), matched whole: a
 #: `$` alone would let a trailing newline through, which the table refuses.

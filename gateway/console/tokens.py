@@ -13,8 +13,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console_access import list_tokens
-from gateway.adapters.postgres.console_audit import record_for
+from gateway.adapters.postgres.console.access import list_tokens
+from gateway.adapters.postgres.console.audit import record_for
 from gateway.console.token_admin import BadTokenRequest, NameTaken, issue, revoke
 from gateway.console.web import (
     Principal,
@@ -27,8 +27,8 @@ from gateway.console.web import (
     render,
     require,
 )
-from gateway.core.console_access import parse_expires
-from gateway.core.console_roles import Capability, Role
+from gateway.core.console.access import parse_expires
+from gateway.core.console.roles import Capability, Role
 
 #: A lifetime as the API takes it, the document's pattern: no blank for "never" (that is
 #: null), no spaces, no zero.

@@ -22,12 +22,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from gateway.adapters.postgres import Pool, transaction
-from gateway.adapters.postgres.console_audit import record, record_for
+from gateway.adapters.postgres.console.audit import record, record_for
 from gateway.console import display
-from gateway.core.audit_values import AnonymousSampler, bounded_text
-from gateway.core.console_access import LoginThrottle, console_origin
-from gateway.core.console_roles import Capability, Role, can, least_role
-from gateway.core.finance_view import Books
+from gateway.core.console.access import LoginThrottle, console_origin
+from gateway.core.console.audit_values import AnonymousSampler, bounded_text
+from gateway.core.console.roles import Capability, Role, can, least_role
+from gateway.core.finance.view import Books
 from gateway.settings import Settings
 
 __all__ = [
@@ -185,7 +185,7 @@ async def audit_anonymous(
 ) -> None:
     """An audit row for a request without a principal (failed logins, refusals): one per
     address, action and minute, saying how many of them were left out before it
-    (`core.audit_values.AnonymousSampler`); the ones left out are logged."""
+    (`core.console.audit_values.AnonymousSampler`); the ones left out are logged."""
     address = client_address(request)
     console = deps(request)
     assert console.sampler is not None  # set in __post_init__

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from gateway.core.retry import CURRENCY, RetryPolicy, next_delay_s
+from gateway.core.failures.retry import CURRENCY, RetryPolicy, next_delay_s
 from gateway.errors import GatewayError, RateStale, RateUnavailable, UnsupportedPair
 
 DEFAULT_MAX_AGE_S = 900.0

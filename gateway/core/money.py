@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from gateway.core.excerpt import excerpt
-from gateway.core.ledger import RATE_DECIMALS
+from gateway.core.failures.excerpt import excerpt
+from gateway.core.ledger.port import RATE_DECIMALS
 from gateway.errors import InvalidAmount, ProviderAmountInvalid
 
 #: Exactly three ASCII letters, either case (Stripe writes `usd`), matched on the text as

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.core.model import Stage
+from gateway.core.events.model import Stage
 
 #: Stages whose messages never quote the event: the relay's, about the stream.
 _OWN_WORDS = frozenset({Stage.PUBLISH.value})

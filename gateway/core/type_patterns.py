@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gateway.core.content import has_control_chars
+from gateway.core.bodies.content import has_control_chars
 
 MAX_PATTERN_CHARS = 200
 WILDCARD = "*"

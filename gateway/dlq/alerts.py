@@ -28,11 +28,12 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from gateway.adapters.postgres import Pool, alert_lease, connection, dead_letters, transaction
+from gateway.adapters.postgres import Pool, alert_lease, connection, transaction
 from gateway.adapters.postgres.alert_state import alert_states, lock_alert_state, save_alert_state
 from gateway.adapters.postgres.backfill import skipped_by_provider
+from gateway.adapters.postgres.dead_letters import rows as dead_letters
 from gateway.adapters.postgres.dependency_state import DependencyRow, dependency_states
-from gateway.core.alerting import (
+from gateway.core.health.alerting import (
     BACKFILL_SKIP_WINDOW_S,
     AlertSettings,
     AlertState,

@@ -12,7 +12,7 @@ A round, every `auto_replay_interval_s` (the first one an interval after start):
 3. Probe each dependency a candidate waits on, once: the currency-service by one HTTP
    request, the ledger by reading a balance, NATS by the stream's info. A probe that
    raises or passes `auto_replay_probe_timeout_s` says the dependency is away.
-4. Decide which rows are due (`core.auto_replay.due`: class, cap, backoff, round cap).
+4. Decide which rows are due (`core.dlq.auto_replay.due`: class, cap, backoff, round cap).
 5. Replay them one at a time, paced at `auto_replay_rate_per_s`, each through
    `gateway.dlq.replay.replay` with its one id, exactly as a person's replay: the claim
    re-checks the row under lock (a row resolved or held meanwhile is passed over), and in
@@ -36,12 +36,12 @@ from datetime import UTC, datetime
 
 from gateway.adapters.currency_probe import currency_probe
 from gateway.adapters.postgres import Conn, connection
-from gateway.adapters.postgres import auto_replays as store
-from gateway.core import auto_replay as decide
-from gateway.core.auto_replay import AutoOutcome, Candidate
-from gateway.core.dependencies import Dependency
-from gateway.core.dlq_filters import DlqFilter, ReplayOptions
-from gateway.core.dlq_model import DlqRow
+from gateway.adapters.postgres.dead_letters import auto_replays as store
+from gateway.core.dlq import auto_replay as decide
+from gateway.core.dlq.auto_replay import AutoOutcome, Candidate
+from gateway.core.dlq.filters import DlqFilter, ReplayOptions
+from gateway.core.dlq.model import DlqRow
+from gateway.core.health.dependencies import Dependency
 from gateway.core.operator_input import pace_delay_s
 from gateway.dlq.parts import ReplayContext, StageHandlers
 from gateway.dlq.plan import RowOutcome, RowResult

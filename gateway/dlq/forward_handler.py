@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from gateway.adapters.http_target import HttpTarget, refuse_private
 from gateway.adapters.postgres import connection
 from gateway.adapters.postgres.forwarding import event_place
-from gateway.core.dlq_model import DlqRow
-from gateway.core.forward_request import ForwardedEvent, delivery_request
-from gateway.core.forward_retry import Verdict, answer_message, decide, permanent_4xx
-from gateway.core.model import forward_stage
+from gateway.core.dlq.model import DlqRow
+from gateway.core.events.model import forward_stage
+from gateway.core.forward.request import ForwardedEvent, delivery_request
+from gateway.core.forward.retry import Verdict, answer_message, decide, permanent_4xx
 from gateway.dlq.parts import HandlerFactory, ReplayContext, StageHandler
 from gateway.errors import (
     ErrorClass,

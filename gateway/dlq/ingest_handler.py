@@ -13,12 +13,12 @@ import logging
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, transaction
-from gateway.adapters.postgres.dead_letters import OutboxState, queue_for_outbox
-from gateway.adapters.postgres.key_numbers import lock_keys, number_row
+from gateway.adapters.postgres.dead_letters.rows import OutboxState, queue_for_outbox
+from gateway.adapters.postgres.ordering.key_numbers import lock_keys, number_row
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.content import DIGEST_ID_PREFIX
-from gateway.core.dlq_model import DlqRow
-from gateway.core.model import Failure, webhook_event
+from gateway.core.bodies.content import DIGEST_ID_PREFIX
+from gateway.core.dlq.model import DlqRow
+from gateway.core.events.model import Failure, webhook_event
 from gateway.core.providers import get_provider, get_scheme
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import (

@@ -4,7 +4,7 @@ same code as the commands, `gateway dlq replay` for dead letters and `gateway ev
 replay` for accepted events, one item at a time in the plan's order.
 
 1. Claim the oldest runnable job: planned, or running under a runner whose heartbeat is
-   stale (`core.replay_jobs.may_take`): a killed runner's job is taken again.
+   stale (`core.replay.jobs.may_take`): a killed runner's job is taken again.
 2. Before each item, renew the heartbeat; a job no longer running under this runner
    (paused, cancelled, taken over) is left at once, so pause and cancel take effect
    within one item. A background beat keeps a slow item's job from looking dead.
@@ -41,12 +41,11 @@ from typing import TYPE_CHECKING, Any
 from gateway.adapters.jetstream.one_shot import OneShotPublisher, open_one_shot_publisher
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres import replay_jobs as store
-from gateway.compose import ops
-from gateway.core.disposition import failure_of
-from gateway.core.dlq_filters import DlqFilter, ReplayOptions
-from gateway.core.event_filters import EventFilter
+from gateway.core.dlq.filters import DlqFilter, ReplayOptions
+from gateway.core.events.filters import EventFilter
+from gateway.core.failures.disposition import failure_of
 from gateway.core.operator_input import pace_delay_s
-from gateway.core.replay_jobs import (
+from gateway.core.replay.jobs import (
     HEARTBEAT_S,
     STALE_AFTER_S,
     ItemState,
@@ -60,6 +59,7 @@ from gateway.core.replay_jobs import (
 from gateway.dlq.auto_replay import auto_replayer
 from gateway.errors import DatabaseError, DatabaseUnavailable, RowNotFound
 from gateway.settings import Settings
+from gateway.wiring import ops
 
 if TYPE_CHECKING:
     from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from gateway.adapters.postgres import Pool, connection
-from gateway.adapters.postgres import order_admin as store
+from gateway.adapters.postgres.ordering import admin as store
 from gateway.core.retention import age_s
 from gateway.metrics import Metrics
 

@@ -1,6 +1,6 @@
 """What replay handlers work with: a handler runs one stage again for one dead-letter
 row, and its factory is given a `ReplayContext` whose clients the composition root
-(`gateway.compose.ops`) opens on first use and closes when the command ends.
+(`gateway.wiring.ops`) opens on first use and closes when the command ends.
 
 Both the handlers and the replayer import this module, and it imports neither of them.
 """
@@ -12,7 +12,7 @@ from typing import Protocol
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool
-from gateway.core.dlq_model import DlqRow
+from gateway.core.dlq.model import DlqRow
 from gateway.metrics import Metrics
 from gateway.settings import Settings
 from gateway.settlement.parts import SettlementParts

@@ -11,8 +11,8 @@ import enum
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from gateway.core.dlq_filters import ReplayOptions
-from gateway.core.dlq_model import RowBrief
+from gateway.core.dlq.filters import ReplayOptions
+from gateway.core.dlq.model import RowBrief
 from gateway.errors import ErrorClass
 
 #: The stages a replay can run again: the keys of `gateway.dlq.replay.STAGE_HANDLERS`

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from gateway.core.dlq_model import RowBrief
+from gateway.core.dlq.model import RowBrief
 from gateway.dlq.plan import ReplayPlan, RowOutcome, RowResult
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres.parking import unpark
-from gateway.core.dlq_model import DlqRow
+from gateway.core.dlq.model import DlqRow
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import EventNotRecorded
 

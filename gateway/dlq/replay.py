@@ -24,11 +24,12 @@ from datetime import datetime
 from types import MappingProxyType
 
 from gateway import tracing
-from gateway.adapters.postgres import Conn, Pool, connection, dead_letters, transaction
-from gateway.core import disposition
-from gateway.core.dlq_filters import DlqFilter, ReplayOptions
-from gateway.core.dlq_model import DlqRow, RowBrief
-from gateway.core.model import Failure, Stage
+from gateway.adapters.postgres import Conn, Pool, connection, transaction
+from gateway.adapters.postgres.dead_letters import rows as dead_letters
+from gateway.core.dlq.filters import DlqFilter, ReplayOptions
+from gateway.core.dlq.model import DlqRow, RowBrief
+from gateway.core.events.model import Failure, Stage
+from gateway.core.failures import disposition
 from gateway.core.operator_input import pace_delay_s
 from gateway.dlq.forward_handler import forward_handlers
 from gateway.dlq.ingest_handler import ingest_handler

@@ -8,11 +8,11 @@ import logging
 from collections.abc import Sequence
 
 from gateway.adapters.postgres import Conn, connection, transaction
-from gateway.adapters.postgres import key_moves as moves
-from gateway.adapters.postgres import ordering as order_store
+from gateway.adapters.postgres.ordering import applied as order_store
+from gateway.adapters.postgres.ordering import key_moves as moves
 from gateway.adapters.postgres.webhooks import event_type_of
-from gateway.core.dlq_model import DlqRow
-from gateway.core.model import Event
+from gateway.core.dlq.model import DlqRow
+from gateway.core.events.model import Event
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import OrderPredecessorMissing, PayloadInvalid
 from gateway.settlement.items import Item

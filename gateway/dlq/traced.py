@@ -9,7 +9,7 @@ With tracing off, or a replay not sampled, a replay has no span (None), which
 from __future__ import annotations
 
 from gateway import tracing
-from gateway.core.dlq_model import DlqRow
+from gateway.core.dlq.model import DlqRow
 from gateway.core.trace_context import HEADER, parse_traceparent
 
 

@@ -6,7 +6,7 @@
 2. A row without a subject (parked at ingest, never published) or whose payload
    retention removed is skipped with the reason.
 3. Every other row is published again with its usual headers, but a `Nats-Msg-Id` of
-   its own (`{provider}:{event_id}:replay:{token}`, `core.event_filters.replay_msg_id`)
+   its own (`{provider}:{event_id}:replay:{token}`, `core.events.filters.replay_msg_id`)
    so JetStream's duplicate window lets it through, and `Gateway-Replayed: <time>` so a
    consumer can tell. Consumers are idempotent by `(provider, event_id)`, so a replayed
    settlement event settles once, however often it is replayed.
@@ -29,9 +29,9 @@ from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import events as store
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.event_filters import EventFilter, replay_msg_id, skip_reason
-from gateway.core.event_rows import EventBrief, EventRow
-from gateway.core.model import Event
+from gateway.core.events.filters import EventFilter, replay_msg_id, skip_reason
+from gateway.core.events.model import Event
+from gateway.core.events.rows import EventBrief, EventRow
 from gateway.core.operator_input import pace_delay_s
 from gateway.dlq.plan import RowOutcome
 from gateway.errors import BrokerUnavailable, EventRowNotFound

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.adapters.jetstream.consumer import Delivery, event_from_message
-from gateway.core.forward_request import ForwardedEvent
-from gateway.core.forward_retry import Decision, Verdict
+from gateway.core.forward.request import ForwardedEvent
+from gateway.core.forward.retry import Decision, Verdict
 from gateway.errors import BrokerUnavailable, StreamMessageUnreadable
 from gateway.forward.unreadable import unreadable_reason
 

@@ -22,8 +22,8 @@ from gateway.adapters.http_target import Attempted
 from gateway.adapters.jetstream.consumer import Delivery, event_from_message
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres import forwarding as store
-from gateway.core.forward_retry import Decision, Verdict, answer_message
-from gateway.core.model import Failure
+from gateway.core.events.model import Failure
+from gateway.core.forward.retry import Decision, Verdict, answer_message
 from gateway.errors import BrokerUnavailable, ErrorClass
 from gateway.forward.key_lines import Waiting
 from gateway.forward.unreadable import unreadable_event

@@ -25,8 +25,8 @@ from gateway.adapters.http_target import Attempted, HttpTarget
 from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import forwarding as store
-from gateway.core.forward_request import ForwardedEvent, delivery_request
-from gateway.core.forward_retry import Answer, Decision, Verdict, decide
+from gateway.core.forward.request import ForwardedEvent, delivery_request
+from gateway.core.forward.retry import Answer, Decision, Verdict, decide
 from gateway.errors import (
     BrokerUnavailable,
     DatabaseUnavailable,

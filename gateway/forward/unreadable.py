@@ -30,8 +30,8 @@ from datetime import datetime
 
 import orjson
 
-from gateway.core.content import NEVER_STORED, nul_free
-from gateway.core.model import Event
+from gateway.core.bodies.content import NEVER_STORED, nul_free
+from gateway.core.events.model import Event
 
 MSG_ID_HEADER = "Nats-Msg-Id"
 PROVIDER_HEADER = "Gateway-Provider"

@@ -10,8 +10,8 @@ from typing import TextIO
 
 import orjson
 
-from gateway.core.content import printable
-from gateway.core.forward_retry import Verdict
+from gateway.core.bodies.content import printable
+from gateway.core.forward.retry import Verdict
 from gateway.settings.forward import Output
 
 #: How much of a failed answer a line shows.
@@ -56,6 +56,8 @@ class Counts:
     filtered: int = 0
     blocked: int = 0
     paused: bool = False
+    #: Dead letters of an unnamed run resolved as it stopped (nothing can replay into it).
+    resolved: int = 0
     by_status: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, object]:
@@ -66,6 +68,7 @@ class Counts:
             "blocked": self.blocked,
             "filtered": self.filtered,
             "paused": self.paused,
+            "resolved": self.resolved,
         }
 
 
@@ -121,6 +124,8 @@ def summary_line(counts: Counts, elapsed_s: float) -> str:
         f"forwarded {counts.delivered}, retried {counts.retried}, parked {counts.parked}, "
         f"blocked {counts.blocked}, filtered {counts.filtered} in {_duration(elapsed_s)}"
     )
+    if counts.resolved:
+        text += f"; its {counts.resolved} dead letters resolved as it stopped"
     return text + ("; destination paused (410 Gone)" if counts.paused else "")
 
 

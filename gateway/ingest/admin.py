@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import orjson
 
-from gateway.core.durability import Durability, DurabilityReason, DurabilityState
+from gateway.core.health.durability import Durability, DurabilityReason, DurabilityState
 from gateway.ingest.parts import IngestParts
 from gateway.metrics import METRICS_TYPE, serve_plain_http
 

@@ -3,7 +3,7 @@ health, readiness, metrics, and the OpenAPI document that describes them all
 (`gateway/ingest/openapi.json`, served at `/openapi.json`).
 
 The application does not open anything itself: its lifespan runs the context manager it
-is given (`gateway.compose.ingest.running_gateway` in production, fakes in unit tests).
+is given (`gateway.wiring.ingest.running_gateway` in production, fakes in unit tests).
 """
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ from datetime import UTC, datetime
 import orjson
 from starlette.types import Send
 
-from gateway.core.model import Event, Failure, Outcome
+from gateway.core.events.model import Event, Failure, Outcome
+from gateway.core.events.shaper import WebhookShaper
 from gateway.core.providers import Provider
 from gateway.core.signatures.base import Headers, Scheme, SchemeParams
-from gateway.core.webhook_shaper import WebhookShaper
 from gateway.errors import SignatureError
 from gateway.ingest.parts import IngestParts
 

@@ -16,12 +16,12 @@ from typing import Protocol
 
 from cryptography import x509
 
-from gateway.core.model import Event
+from gateway.core.events.model import Event
 from gateway.core.providers.base import CertificateSource
 from gateway.core.signatures.base import Headers, SchemeParams
 from gateway.errors import SigningCertificateUnavailable
 
-#: Shapes a verified request into its event (`core.webhook_shaper`): (headers, body,
+#: Shapes a verified request into its event (`core.events.shaper`): (headers, body,
 #: received_at, replay digest).
 ShapeEvent = Callable[[Headers, bytes, datetime, "bytes | None"], Event]
 

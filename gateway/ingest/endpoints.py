@@ -25,9 +25,8 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from gateway.core import webhook_shaper as fast_shape
-from gateway.core.classify import sqlstate_is_bad_content
-from gateway.core.model import (
+from gateway.core.events import shaper as fast_shape
+from gateway.core.events.model import (
     Event,
     Failure,
     OrderedSubject,
@@ -35,6 +34,7 @@ from gateway.core.model import (
     ordered_subjects,
     service_event,
 )
+from gateway.core.failures.classify import sqlstate_is_bad_content
 from gateway.core.providers import get_provider, get_scheme
 from gateway.core.signatures import require_headers
 from gateway.errors import (

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 from gateway.adapters.postgres import HeldConnection, Pool, connection
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.model import Event, Outcome
+from gateway.core.events.model import Event, Outcome
 from gateway.errors import DatabaseError, DatabaseUnavailable, Overloaded, TransientError
 from gateway.settings import IngestSettings
 

@@ -11,7 +11,7 @@ from gateway.adapters.jetstream.broker import PublishResult
 from gateway.adapters.postgres import Conn
 from gateway.adapters.postgres.parking import park
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.model import Failure, Stage
+from gateway.core.events.model import Failure, Stage
 from gateway.errors import PayloadTooLarge, PublishAttemptsExhausted
 from gateway.metrics import Metrics
 from gateway.settings import OutboxSettings

@@ -1,6 +1,6 @@
 """What the HTTP surface of `gateway serve` talks to while it runs: plain ports.
 
-The composition root (`gateway.compose.ingest`) builds these from PostgreSQL and NATS;
+The composition root (`gateway.wiring.ingest`) builds these from PostgreSQL and NATS;
 the endpoint unit tests build them from in-memory fakes.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gateway.core.model import Event, Outcome
+from gateway.core.events.model import Event, Outcome
 from gateway.ingest.certified import CertificateFetcher
 from gateway.metrics import Metrics
 from gateway.settings import Settings

@@ -41,9 +41,9 @@ from gateway import tracing
 from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
 from gateway.adapters.postgres import Pool, connection, outbox, transaction
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.dependencies import Dependency
-from gateway.core.outbox import advance, holding_the_cursor
-from gateway.core.publish_batches import BatchLimits
+from gateway.core.health.dependencies import Dependency
+from gateway.core.relay.batches import BatchLimits
+from gateway.core.relay.cursor import advance, holding_the_cursor
 from gateway.dependency_watch import DependencyWatch
 from gateway.errors import ErrorClass, GatewayError
 from gateway.ingest import traced

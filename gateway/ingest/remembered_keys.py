@@ -19,7 +19,7 @@ a Stripe-sized event id, 27 MB for the default 200,000.
 
 from __future__ import annotations
 
-from gateway.core.model import Event, Outcome
+from gateway.core.events.model import Event, Outcome
 from gateway.ingest.parts import Inbox
 from gateway.metrics import Counter
 

@@ -24,7 +24,7 @@ from typing import NamedTuple
 from gateway import tracing
 from gateway.adapters.jetstream.broker import PublishResult
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.model import Event, Outcome
+from gateway.core.events.model import Event, Outcome
 from gateway.core.trace_context import (
     HEADER,
     SAMPLED,

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import orjson
 
-from gateway.core.readiness import liveness
+from gateway.core.health.readiness import liveness
 from gateway.errors import ConfigError
 
 #: The Prometheus text exposition's content type.
@@ -36,7 +36,7 @@ class Rendered(Protocol):
 
 
 class Readiness(Protocol):
-    """What `/readyz` asks (`compose.health.Health`): status and a JSON body."""
+    """What `/readyz` asks (`wiring.health.Health`): status and a JSON body."""
 
     async def ready(self) -> tuple[int, dict[str, object]]: ...
 

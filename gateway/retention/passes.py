@@ -15,7 +15,7 @@
    letters let go of the row (`webhook_id = NULL`) and are kept.
 5. Ordered keys (the same horizon): the counters, applied position and log of keys idle
    since the cutoff and fully applied, with no hold, open deferral or open dead letter,
-   are deleted (`adapters.postgres.order_retention`); a later event of such a key is
+   are deleted (`adapters.postgres.ordering.retention`); a later event of such a key is
    numbered from 1 again.
 
 Each batch is its own short transaction, followed by `pause_s` of sleep, so ingestion
@@ -31,8 +31,9 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from gateway.adapters.postgres import Conn, Pool, connection, order_retention
+from gateway.adapters.postgres import Conn, Pool, connection
 from gateway.adapters.postgres import retention as store
+from gateway.adapters.postgres.ordering import retention as order_retention
 from gateway.core.retention import (
     DEAD_LETTERS,
     ORDER_APPLIED,

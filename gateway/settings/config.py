@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gateway.core.alerting import AlertSettings
+from gateway.core.health.alerting import AlertSettings
 from gateway.errors import ConfigError
 from gateway.settings.console import ConsoleSettings
 from gateway.settings.database import DatabaseSettings

@@ -6,7 +6,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.core.auto_replay import DEFAULT_CLASSES, WAITS_ON, AutoReplayPolicy, unknown_classes
+from gateway.core.dlq.auto_replay import (
+    DEFAULT_CLASSES,
+    WAITS_ON,
+    AutoReplayPolicy,
+    unknown_classes,
+)
 from gateway.errors import ConfigError
 
 #: The bounds of `[dlq]`'s whole numbers: (key, low, high).

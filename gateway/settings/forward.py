@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.core.forward_filters import ForwardFilter
-from gateway.core.forward_request import ResignAs
-from gateway.core.forward_retry import parse_duration_s, parse_schedule
-from gateway.core.model import MAX_DESTINATION_CHARS, is_destination_name
+from gateway.core.events.model import MAX_DESTINATION_CHARS, is_destination_name
+from gateway.core.forward.filters import ForwardFilter
+from gateway.core.forward.request import ResignAs
+from gateway.core.forward.retry import parse_duration_s, parse_schedule
 from gateway.core.signatures import standard_key
 from gateway.errors import ConfigError
 from gateway.settings.secrets import EVERY_SECRET, SecretScope

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.core.retry import RetryPolicy
+from gateway.core.failures.retry import RetryPolicy
 from gateway.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """One typed, immutable section per table of the config file.
 
-The retry schedules' defaults are the error policy's own (`core.retry`), so the policy
+The retry schedules' defaults are the error policy's own (`core.failures.retry`), so the policy
 table is written down once.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.core.retry import CONSUMER_DEFAULT, CURRENCY, LEDGER
+from gateway.core.failures.retry import CONSUMER_DEFAULT, CURRENCY, LEDGER
 from gateway.settings.values import redacted_repr
 
 #: What the gateway's own NATS headers (`Nats-Msg-Id`, `Gateway-Provider`, `-Event-Id`,

@@ -10,14 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.core.content import (
+from gateway.core.bodies.content import (
     COMMON_STORED,
     DEFAULT_HEADERS,
     NEVER_STORED,
     HeaderPolicy,
     header_policy,
 )
-from gateway.core.order_keys import KeyRule, parse_rules
+from gateway.core.ordering.keys import KeyRule, parse_rules
 from gateway.core.providers import SCHEME_NAMES as SCHEME_NAMES
 from gateway.core.providers import get_provider, get_scheme
 from gateway.core.signatures.base import (
@@ -198,7 +198,7 @@ _NAME = re.compile(r"[A-Za-z0-9_-]*[A-Za-z0-9][A-Za-z0-9_-]*")
 #: Internal events are recorded under `service:{name}`: a provider called `service`
 #: sending event id `billing:k` would make the message id of service billing's event `k`.
 _RESERVED_PROVIDER_NAMES = frozenset({"service"})
-#: One token of a subject the gateway publishes to (`core.model.subject_tokens`).
+#: One token of a subject the gateway publishes to (`core.events.model.subject_tokens`).
 _SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 #: An HTTP header name (RFC 9110 token characters).
 _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
@@ -217,7 +217,7 @@ class ProviderSettings:
     event_types: tuple[str, ...] | None = None
     #: Its API, for `gateway backfill` (None: not configured); the key is never printed.
     api: ProviderApi | None = None
-    #: Where its events' ordering keys are (`core.order_keys`); empty: none is ordered.
+    #: Where its events' ordering keys are (`core.ordering.keys`); empty: none is ordered.
     order_key: tuple[KeyRule, ...] = ()
     #: Its own `on_poison` (`OnPoison`); None: `[ordering] on_poison` applies.
     on_poison: str | None = None

@@ -18,8 +18,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from gateway import tracing
-from gateway.core.model import Event
-from gateway.core.settlement import SettlementInstruction
+from gateway.core.events.model import Event
+from gateway.core.settlement.instructions import SettlementInstruction
 from gateway.settlement.items import Item, Result, items_of
 from gateway.settlement.settler import Settler
 from gateway.settlement.steps import WithSettled

@@ -3,7 +3,7 @@ adjustments and the per-payment check (`gateway ledger statement|transfers|expor
 `gateway ledger check --payments`).
 
 Statements and lists read the recorded movements (`settlements`) in keyset pages of
-`core.statements.PAGE_ROWS`, so memory stays bounded over millions of rows and the same
+`core.finance.statements.PAGE_ROWS`, so memory stays bounded over millions of rows and the same
 code serves both ledgers. An adjustment is recorded (who, why) and posted like any other
 movement: a pending `settlements` row, the transfer, then settled, each step idempotent
 by the operator's id.
@@ -21,18 +21,18 @@ from gateway.adapters.postgres import adjustments as adjustments_store
 from gateway.adapters.postgres import settlements as store
 from gateway.adapters.postgres import statements as statements_store
 from gateway.adapters.postgres.account_names import PostgresAccountNames
-from gateway.core.excerpt import excerpt
-from gateway.core.ledger import Ledger, TransferResult, interpret
-from gateway.core.ledger_accounts import clearing_name
-from gateway.core.ledger_ids import merchant_account_id
+from gateway.core.failures.excerpt import excerpt
+from gateway.core.finance.statements import PAGE_ROWS, Adjustment, Filters, Line, Movement, running
+from gateway.core.ledger.accounts import clearing_name
+from gateway.core.ledger.ids import merchant_account_id
+from gateway.core.ledger.port import Ledger, TransferResult, interpret
 from gateway.core.money import check_amount, check_currency, format_minor
-from gateway.core.settlement import (
+from gateway.core.settlement.instructions import (
     SettlementInstruction,
     SettlementKind,
     build_transfer,
     transfer_id,
 )
-from gateway.core.statements import PAGE_ROWS, Adjustment, Filters, Line, Movement, running
 from gateway.errors import InvalidAmount, UnknownMerchant, UsageError
 from gateway.settlement.ledger_ops import open_accounts
 

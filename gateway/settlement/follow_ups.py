@@ -2,7 +2,7 @@
 
 Runs between pricing and fixing pending (`Settler.settle_items`), for the items whose
 amount is not fixed yet and that follow a payment. In one transaction, under each
-payment's advisory lock: read the payments' claims, let `core.follow_ups.decide` say
+payment's advisory lock: read the payments' claims, let `core.settlement.follow_ups.decide` say
 what each item moves (in the batch's order, each seeing the ones before it), record
 every claim, and store the items that move money as pending settlements with the
 amount and the payment's rate, exactly as `fix_pending` stores a capture. An item that
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from gateway.adapters.postgres import Pool, transaction
 from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
-from gateway.core.excerpt import excerpt
-from gateway.core.follow_ups import Payment, decide, exchange_difference
-from gateway.core.settlement import SettlementKind
+from gateway.core.failures.excerpt import excerpt
+from gateway.core.settlement.follow_ups import Payment, decide, exchange_difference
+from gateway.core.settlement.instructions import SettlementKind
 from gateway.errors import MissingField
 from gateway.settlement.items import Priced, SettleOutcome, Triage
 

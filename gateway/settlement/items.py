@@ -14,9 +14,9 @@ from typing import Generic, TypeVar
 
 from gateway import tracing
 from gateway.adapters.postgres.settlements import SettlementRow
-from gateway.core.ledger import LedgerTransfer, TransferResult
-from gateway.core.model import Event
-from gateway.core.settlement import SettlementInstruction, transfer_id
+from gateway.core.events.model import Event
+from gateway.core.ledger.port import LedgerTransfer, TransferResult
+from gateway.core.settlement.instructions import SettlementInstruction, transfer_id
 from gateway.errors import TransientError
 
 T = TypeVar("T")

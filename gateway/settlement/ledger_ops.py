@@ -1,7 +1,7 @@
 """`gateway ledger`: open merchant accounts, list balances by name, check double entry.
 
 Each operation takes the ledger and the account-name directory the composition root
-opened (`gateway.compose.ops`).
+opened (`gateway.wiring.ops`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from gateway.core.ledger import Ledger, verify_totals
-from gateway.core.ledger_accounts import (
+from gateway.core.ledger.accounts import (
     AccountName,
     AccountNames,
     AccountView,
@@ -18,6 +17,7 @@ from gateway.core.ledger_accounts import (
     merchant_name,
     select,
 )
+from gateway.core.ledger.port import Ledger, verify_totals
 from gateway.errors import LedgerImbalance
 
 log = logging.getLogger(__name__)

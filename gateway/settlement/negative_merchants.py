@@ -1,7 +1,7 @@
 """`gateway_ledger_negative_merchants`: how many merchant accounts hold less than nothing.
 
 Refunds and chargebacks the provider has already executed may take a merchant below zero
-(`core.ledger_ids.merchant_account`); finance must see it. The settle process reads every
+(`core.ledger.ids.merchant_account`); finance must see it. The settle process reads every
 account's totals through the ledger port (`Ledger.balances`: one query on PostgreSQL,
 pages of 8,000 on TigerBeetle) every `SCAN_INTERVAL_S`, which costs about a millisecond
 per thousand accounts, and sets the gauge (per ledger currency). The alert rule
@@ -15,8 +15,8 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
-from gateway.core.ledger import AccountCode, Balance, Ledger
-from gateway.core.ledger_accounts import ledger_currency
+from gateway.core.ledger.accounts import ledger_currency
+from gateway.core.ledger.port import AccountCode, Balance, Ledger
 from gateway.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """What the settlement worker, DLQ replay of settlement rows and reconciliation work with,
-opened by the composition root (`gateway.compose.settlement`)."""
+opened by the composition root (`gateway.wiring.settlement`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.consumer import DurablePullConsumer
 from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool
-from gateway.core.ledger import Ledger
+from gateway.core.ledger.port import Ledger
 from gateway.dependency_watch import DependencyWatch
 from gateway.metrics import Metrics
 from gateway.settings import Settings

@@ -1,7 +1,7 @@
 """`gateway ledger check --payments`: every recorded movement against the ledger's
 transfer, and the payments where they differ.
 
-Walks `settlements` in keyset pages (`core.statements.PAGE_ROWS` rows, one
+Walks `settlements` in keyset pages (`core.finance.statements.PAGE_ROWS` rows, one
 `lookup_transfers` call each), so it runs in bounded memory over millions of rows on
 either ledger; only the payments that differ are kept. A row differs when it is settled
 and its transfer is missing or moved another amount, or when it is pending or failed and
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import statements as statements_store
-from gateway.core.ledger import Ledger
-from gateway.core.statements import PAGE_ROWS
+from gateway.core.finance.statements import PAGE_ROWS
+from gateway.core.ledger.port import Ledger
 
 
 @dataclass

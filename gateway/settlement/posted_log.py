@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from gateway import tracing
-from gateway.core.ledger import TransferResult
-from gateway.core.settlement import SettlementInstruction
+from gateway.core.ledger.port import TransferResult
+from gateway.core.settlement.instructions import SettlementInstruction
 from gateway.settlement.items import Posted
 
 log = logging.getLogger(__name__)

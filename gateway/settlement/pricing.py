@@ -10,7 +10,7 @@ from typing import Protocol
 
 from gateway.adapters.postgres import settlements as store
 from gateway.core.money import convert_minor
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.settlement import traced, two_phase
 from gateway.settlement.items import Priced, Routed, Triage
 

@@ -14,7 +14,7 @@ replicas). Reconciliation closes that gap from the database side:
    settling an event again that did settle meanwhile moves no money.
 
 Run it from cron (or a Kubernetes CronJob) every few minutes; each run is one pass. The
-composition root opens what a pass needs (`gateway.compose.settlement.run_reconcile`).
+composition root opens what a pass needs (`gateway.wiring.settlement.run_reconcile`).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from gateway.adapters.postgres.webhooks import (
     reconcile_candidates,
     reconcile_removed,
 )
-from gateway.core.model import Event, subject_allowed
+from gateway.core.events.model import Event, subject_allowed
 from gateway.core.providers.movements import may_move_money
-from gateway.core.settlement import SettlementState, transfer_id
+from gateway.core.settlement.instructions import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
 from gateway.settings import Settings
 from gateway.settlement.parts import ReconcileParts

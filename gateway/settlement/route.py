@@ -11,8 +11,8 @@ from decimal import Decimal
 
 from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
-from gateway.core.excerpt import excerpt
-from gateway.core.settlement import (
+from gateway.core.failures.excerpt import excerpt
+from gateway.core.settlement.instructions import (
     SettlementInstruction,
     SettlementKind,
     SettlementState,

@@ -22,14 +22,14 @@ from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import settlements as store
 from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.core.currency import Rate, RateAction
-from gateway.core.excerpt import excerpt
-from gateway.core.ledger import Ledger
-from gateway.core.ledger_accounts import clearing_name
-from gateway.core.ledger_ids import FX_OWNER, fees_owner, merchant_account_id, payouts_owner
-from gateway.core.model import Event
-from gateway.core.order_keys import KeyRule
+from gateway.core.events.model import Event
+from gateway.core.failures.excerpt import excerpt
+from gateway.core.ledger.accounts import clearing_name
+from gateway.core.ledger.ids import FX_OWNER, fees_owner, merchant_account_id, payouts_owner
+from gateway.core.ledger.port import Ledger
+from gateway.core.ordering.keys import KeyRule
 from gateway.core.providers.movements import instruction_of, movements_of
-from gateway.core.settlement import SettlementInstruction, SettlementState, transfer_id
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementState, transfer_id
 from gateway.errors import (
     EventNotMapped,
     GatewayError,

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from gateway.adapters.postgres import Conn, Pool, connection, transaction
 from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
-from gateway.core.excerpt import excerpt
-from gateway.core.ledger import Ledger, LedgerTransfer, TransferResult, interpret
-from gateway.core.settlement import (
+from gateway.core.failures.excerpt import excerpt
+from gateway.core.ledger.port import Ledger, LedgerTransfer, TransferResult, interpret
+from gateway.core.settlement.instructions import (
     build_transfer,
     fx_transfer,
 )

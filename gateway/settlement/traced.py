@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from gateway import tracing
 from gateway.adapters.jetstream.consumer import Delivery
-from gateway.core.model import Event
+from gateway.core.events.model import Event
 from gateway.core.trace_context import HEADER, parse_traceparent
 from gateway.errors import ErrorClass, error_class_of
 

@@ -1,7 +1,7 @@
 """Authorisations and voids, and the captures that post what an authorisation reserved.
 
 The capture's side needs no lock: `look_up` reads the payment's authorisation and void
-with the capture's own row, and `routed` asks `core.two_phase.capture_step`. An
+with the capture's own row, and `routed` asks `core.settlement.two_phase.capture_step`. An
 authorisation or a void is decided under its payment's advisory lock (`reserve`, run
 after pricing, like netting): it reads what the payment recorded, decides, and stores
 its pending settlement row, or records that it moved nothing (a claim, so that a
@@ -17,17 +17,23 @@ from decimal import Decimal
 from gateway.adapters.postgres import Pool, transaction
 from gateway.adapters.postgres import claims as claims_store
 from gateway.adapters.postgres import settlements as store
-from gateway.core.excerpt import excerpt
-from gateway.core.follow_ups import Claim
-from gateway.core.ledger import LedgerTransfer
-from gateway.core.ledger_ids import authorisation_transfer_id, capture_transfer_id, void_transfer_id
-from gateway.core.settlement import (
+from gateway.core.failures.excerpt import excerpt
+from gateway.core.ledger.ids import authorisation_transfer_id, capture_transfer_id, void_transfer_id
+from gateway.core.ledger.port import LedgerTransfer
+from gateway.core.settlement.follow_ups import Claim
+from gateway.core.settlement.instructions import (
     SettlementInstruction,
     SettlementKind,
     build_transfer,
     merchant_to_post,
 )
-from gateway.core.two_phase import Phases, Step, authorisation_step, capture_step, void_step
+from gateway.core.settlement.two_phase import (
+    Phases,
+    Step,
+    authorisation_step,
+    capture_step,
+    void_step,
+)
 from gateway.errors import MissingField, PaymentNotSettled
 from gateway.settlement.items import Item, Priced, Routed, SettleOutcome, Triage
 

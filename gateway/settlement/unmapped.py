@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import unmapped as store
-from gateway.core.model import Event
+from gateway.core.events.model import Event
 from gateway.core.providers.movements import is_internal, movements_of
 from gateway.metrics import Metrics
 

@@ -21,16 +21,16 @@ from gateway.adapters.jetstream.consumer import Delivery, event_from_message
 from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres.liveness import DatabaseWatch, answers
 from gateway.adapters.postgres.webhooks import record_failure
-from gateway.core.disposition import Action, Disposition, Policies, dispose, failure_of
-from gateway.core.excerpt import capped
-from gateway.core.model import Event, Stage
-from gateway.core.retry import RetryPolicy
+from gateway.core.events.model import Event, Stage
+from gateway.core.failures.disposition import Action, Disposition, Policies, dispose, failure_of
+from gateway.core.failures.excerpt import capped
+from gateway.core.failures.retry import RetryPolicy
 from gateway.errors import AlertNotDelivered, BrokerUnavailable, DatabaseUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.items import SettleOutcome
 from gateway.settlement.negative_merchants import keep_refreshed
-from gateway.settlement.ordered import OrderedGate
-from gateway.settlement.ordered_answers import AfterParked
+from gateway.settlement.ordered.answers import AfterParked
+from gateway.settlement.ordered.gate import OrderedGate
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.traced import settle_span
 from gateway.settlement.unmapped import Unmapped, keep_recorded, record, say_silent_providers

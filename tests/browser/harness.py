@@ -26,7 +26,7 @@ import asyncpg
 import httpx
 import orjson
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server

@@ -9,7 +9,7 @@ from typing import Any
 
 from playwright.async_api import ConsoleMessage, Dialog, Error, Page, expect
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.browser.harness import AXE, Console
 
 #: The login form's button, however it is worded.

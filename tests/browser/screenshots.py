@@ -25,7 +25,7 @@ import asyncpg
 from playwright.async_api import Browser, Page, async_playwright
 
 from gateway.adapters.postgres import migrate
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.browser.harness import (
     CHROMIUM,
     ROOT,

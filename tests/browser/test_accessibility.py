@@ -11,7 +11,7 @@ import asyncpg
 import httpx
 from playwright.async_api import Page, expect
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.browser.conftest import NewPage
 from tests.browser.harness import HOSTILE_EVENT, Console, Seeded
 from tests.browser.pages import blocking_violations, log_in

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 from playwright.async_api import Page, expect
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.browser.conftest import NewPage
 from tests.browser.cross_site import serving_page
 from tests.browser.harness import HOSTILE_EVENT, IMG, SCRIPT, Console, Seeded

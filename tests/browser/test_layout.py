@@ -10,7 +10,7 @@ import orjson
 import pytest
 from playwright.async_api import Page, expect
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.browser.conftest import NewPage
 from tests.browser.harness import Console, Seeded
 from tests.browser.pages import log_in

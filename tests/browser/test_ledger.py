@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from playwright.async_api import Page, expect
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.browser.conftest import NewPage
 from tests.browser.harness import GATEWAY, Console, Seeded, clean_env
 from tests.browser.pages import log_in

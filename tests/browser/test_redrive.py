@@ -13,7 +13,7 @@ from pathlib import Path
 import asyncpg
 from playwright.async_api import expect
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.browser.conftest import NewPage
 from tests.browser.harness import GATEWAY, Console, Process, clean_env
 from tests.browser.pages import log_in

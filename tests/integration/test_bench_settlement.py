@@ -18,9 +18,9 @@ import pytest
 from bench.settlement import settlement_benchmark
 from gateway.adapters.postgres import Pool
 from gateway.adapters.postgres.ledger import PostgresLedger
-from gateway.compose.settlement import open_ledger as compose_open_ledger
-from gateway.core.ledger import Ledger, PostedTransfer
+from gateway.core.ledger.port import Ledger, PostedTransfer
 from gateway.settings import Settings
+from gateway.wiring.settlement import open_ledger as wiring_open_ledger
 from tests.support.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def test_the_checks_hold_on_the_postgres_ledger(
             opened.append(LosingPostgresLedger)
             yield LosingPostgresLedger(pool)
             return
-        async with compose_open_ledger(settings, pool) as ledger:
+        async with wiring_open_ledger(settings, pool) as ledger:
             opened.append(type(ledger))
             yield ledger
 

@@ -133,7 +133,7 @@ def _within(name: str, package: str) -> bool:
 def layering(found: Iterable[Import], package: str) -> Iterator[str]:
     """The import rules between the package's rooms and towards the drivers."""
     core, adapters = f"{package}.core", f"{package}.adapters"
-    ingest, cli, compose = f"{package}.ingest", f"{package}.cli", f"{package}.compose"
+    ingest, cli, wiring = f"{package}.ingest", f"{package}.cli", f"{package}.wiring"
     for imp in found:
         where = f"{imp.importer}:{imp.line} imports {imp.target}"
         top = _top(imp.target)
@@ -149,10 +149,10 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
             yield f"only adapters import drivers: {where}"
         if top == HTTP_CLIENT and not (
             _within(imp.importer, adapters)
-            or _within(imp.importer, compose)
+            or _within(imp.importer, wiring)
             or imp.importer == f"{package}.client"
         ):
-            yield f"only adapters, compose and the client import httpx: {where}"
+            yield f"only adapters, the wiring and the client import httpx: {where}"
         if top == METRICS_LIBRARY and not _within(imp.importer, f"{package}.metrics"):
             yield f"only metrics imports {METRICS_LIBRARY}: {where}"
         if top == TRACING_LIBRARY and not _within(imp.importer, f"{package}.tracing"):
@@ -168,7 +168,7 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
         ):
             yield f"nothing imports cli: {where}"
         if _within(imp.importer, cli) and _within(imp.target, adapters):
-            # The CLI parses and prints; what a command opens, compose opens and closes.
+            # The CLI parses and prints; what a command opens, the wiring opens and closes.
             yield f"cli imports no adapters: {where}"
         if (top == "importlib" and imp.target not in DATA_ONLY_IMPORTLIB) or (
             imp.target == "builtins"

@@ -26,11 +26,11 @@ from starlette.applications import Starlette
 
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import Pool, create_pool, transaction
-from gateway.compose.console import LedgerBooks
 from gateway.console.app import build_app
 from gateway.console.token_admin import issue
 from gateway.console.web import ConsoleDeps
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
+from gateway.wiring.console import LedgerBooks
 
 #: The header a browser sends on a same-origin form post.
 SAME_ORIGIN = {"Sec-Fetch-Site": "same-origin"}
@@ -245,7 +245,7 @@ async def send_case(
 async def check_case(console: ConsoleHarness, case: Case, role: Role) -> httpx.Response:
     """Send `case` as `role` (by bearer token). Below the least role: 403, nothing
     changed, one more 'forbidden' audit row. At or above: anything but 403."""
-    from gateway.core.console_roles import CAPABILITIES
+    from gateway.core.console.roles import CAPABILITIES
 
     method, path, least, body = case
     before = await state_digest(console.pool)

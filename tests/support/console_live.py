@@ -31,10 +31,10 @@ from schemathesis.checks import CHECKS as REGISTERED_CHECKS
 from schemathesis.checks import is_check_class
 
 from gateway.adapters.postgres import Conn, Pool, create_pool, transaction
-from gateway.compose.console import LedgerBooks, uvicorn_options
 from gateway.console.app import build_app
 from gateway.console.web import ConsoleDeps
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
+from gateway.wiring.console import LedgerBooks, uvicorn_options
 from tests.support.console import console_settings
 from tests.support.services import create_database, drop_database, free_port, unique_name
 
@@ -64,7 +64,7 @@ class LiveConsole:
 
 def new_token() -> str:
     """A token in the console's format, for a console started with it (`token=`)."""
-    from gateway.core.console_access import TOKEN_BYTES, token_from_bytes
+    from gateway.core.console.access import TOKEN_BYTES, token_from_bytes
 
     return token_from_bytes(secrets.token_bytes(TOKEN_BYTES))
 
@@ -93,9 +93,9 @@ def serve_console(
     auth settings), else a new one."""
     import uvicorn
 
-    from gateway.adapters.postgres import console_access as token_store
+    from gateway.adapters.postgres.console import access as token_store
     from gateway.console.token_admin import issue
-    from gateway.core.console_access import sha256
+    from gateway.core.console.access import sha256
 
     ready: Future[tuple[LiveConsole, asyncio.Event]] = Future()
 

@@ -6,8 +6,8 @@ fake says something about the real thing:
 - `MemoryInbox` (`gateway.ingest.parts.Inbox`): idempotent by `(provider, event_id)`;
   can be told to fail (`fail_with`) or to stall until its caller's deadline (`stall`);
 - `StaticProbe` (`gateway.ingest.parts.Probe`): answers what it is told, never raises;
-- `MemoryLedger` (`gateway.core.ledger.Ledger`): decides every transfer with the same
-  rules as the PostgreSQL ledger (`gateway.core.ledger_rules`); the ledger contract
+- `MemoryLedger` (`gateway.core.ledger.port.Ledger`): decides every transfer with the same
+  rules as the PostgreSQL ledger (`gateway.core.ledger.rules`); the ledger contract
   suite (tests/integration/adapters/test_ledger_contract.py) runs against it too.
 """
 
@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from gateway.core.ledger import (
+from gateway.core.events.model import Event, Outcome
+from gateway.core.ledger.ids import settlement_ref
+from gateway.core.ledger.port import (
     ID_BURNING_RESULTS,
     AccountSpec,
     Balance,
@@ -26,15 +28,13 @@ from gateway.core.ledger import (
     TransferPhase,
     TransferResult,
 )
-from gateway.core.ledger_ids import settlement_ref
-from gateway.core.ledger_rules import (
+from gateway.core.ledger.rules import (
     AccountState,
     Resolved,
     TransferFields,
     apply_transfer,
     decide,
 )
-from gateway.core.model import Event, Outcome
 from gateway.errors import LedgerIdCollision, Overloaded, TransientError
 
 

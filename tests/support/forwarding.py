@@ -14,10 +14,10 @@ import httpx
 import orjson
 
 from gateway import settings as settings_mod
-from gateway.compose.forward import run_forward
-from gateway.core.forward_retry import NAMED_SCHEDULES
+from gateway.core.forward.retry import NAMED_SCHEDULES
 from gateway.forward.view import Counts, View
 from gateway.settings.forward import ForwardOptions, Output, Start
+from gateway.wiring.forward import run_forward
 from tests.support import vectors
 from tests.support.gateway import SECRETS
 

@@ -11,9 +11,9 @@ import httpx
 import uvicorn
 
 from gateway import settings as settings_mod
-from gateway.compose.ingest import create_app
 from gateway.edge import edge_options
 from gateway.ingest.parts import IngestParts
+from gateway.wiring.ingest import create_app
 from tests.support.services import REDIS_URL, free_port
 
 SECRETS = {

@@ -8,6 +8,9 @@ collide and a test may stop and restart its server without touching anyone else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import itertools
 import os
 import shutil
 import socket
@@ -25,16 +28,100 @@ import asyncpg
 import httpx
 
 ADMIN_DSN = os.environ.get("TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def xdist_worker_index() -> int | None:
+    """This pytest-xdist worker's number (`gw3` is 3), None outside a worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+
+
+def worker_redis_url(base: str) -> str:
+    """`base` with the Redis database of this xdist worker: worker N uses database N + 1
+    (Redis has 16: 0 stays the default of runs without workers, and of development), so
+    no worker ever reads a rate another one cached, whatever key prefix a test forgot."""
+    index = xdist_worker_index()
+    if index is None:
+        return base
+    head, slash, db = base.rpartition("/")
+    if not slash or "//" not in head or not db.isdigit():
+        head = base.rstrip("/")  # no database in the URL: Redis's default is 0
+    return f"{head}/{index % 15 + 1}"
+
+
+REDIS_URL = worker_redis_url(os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
 
 T = TypeVar("T")
 
+# Ports for test servers come from a block of this process's own, below the kernel's
+# ephemeral range. A port the kernel hands out for `bind(0)` and which is then closed
+# (to be passed to a server started later) may be handed to another worker or run in
+# between, and the ephemeral range is where every outgoing connection (to PostgreSQL,
+# NATS, Redis) takes its source port: so neither is used. A block is leased with an
+# advisory lock on a file (released when the process ends, however it ends), so no two
+# processes (xdist workers, concurrent runs, a benchmark beside the suite) share one.
+PORT_BLOCK_SIZE = 200
+PORT_FLOOR = 10_000
+_PORT_LOCK_DIR = Path(tempfile.gettempdir()) / "gateway-test-ports"
+_leased: list[tuple[range, int]] = []  # (ports, fd of the lock file held for the process)
+_next_port: list[itertools.cycle[int]] = []
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port of the kernel's ephemeral range (32768 where unreadable)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii")
+        return int(text.split()[0])
+    return 32768
+
+
+def _lease_block() -> range:
+    """Lock the first free block of ports (after those this process holds) for good."""
+    _PORT_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    top = _ephemeral_floor()
+    if top < PORT_FLOOR + 8 * PORT_BLOCK_SIZE:  # an ephemeral range reaching down low
+        top = 65_000  # then the leases alone keep processes apart
+    blocks = (top - PORT_FLOOR) // PORT_BLOCK_SIZE
+    held = {ports.start for ports, _ in _leased}
+    index = xdist_worker_index() or 0
+    for k in itertools.chain(range(index, blocks), range(index)):  # a worker's own first
+        start = PORT_FLOOR + k * PORT_BLOCK_SIZE
+        if start in held:
+            continue
+        fd = os.open(_PORT_LOCK_DIR / f"{start}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        os.set_inheritable(fd, False)
+        ports = range(start, start + PORT_BLOCK_SIZE)
+        _leased.append((ports, fd))
+        return ports
+    raise RuntimeError(f"every block of test ports from {PORT_FLOOR} to {top} is leased")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
 
 def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 nothing listens on, and which no other process of the
+    suite will be given: the next one of this process's leased block (see above) that
+    can be bound now. A block is walked round before a port comes again."""
+    if not _next_port:
+        _next_port.append(itertools.cycle(_lease_block()))
+    for _ in range(PORT_BLOCK_SIZE):
+        port = next(_next_port[0])
+        if _bindable(port):
+            return port
+    _next_port[0] = itertools.cycle(_lease_block())  # every port of the block is busy
+    return free_port()
 
 
 def dsn_for(database: str) -> str:

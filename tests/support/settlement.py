@@ -13,10 +13,10 @@ import asyncpg
 import pytest
 
 from gateway import settings as settings_mod
-from gateway.compose.settlement import settlement_parts
-from gateway.core.ledger_ids import merchant_account, merchant_account_id
+from gateway.core.ledger.ids import merchant_account, merchant_account_id
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
+from gateway.wiring.settlement import settlement_parts
 
 
 def ledger_section(backend: str) -> dict[str, Any]:

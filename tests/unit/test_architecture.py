@@ -43,12 +43,12 @@ GOOD = {
     "pkg/ingest/app.py": "from pkg.core import rules\nfrom pkg.adapters import store\n",
     "pkg/settlement/__init__.py": "",
     "pkg/settlement/worker.py": "from pkg.core import rules\n",
-    "pkg/compose/__init__.py": "",
-    "pkg/compose/run.py": "import httpx\nfrom pkg.ingest import app\n",
+    "pkg/wiring/__init__.py": "",
+    "pkg/wiring/run.py": "import httpx\nfrom pkg.ingest import app\n",
     "pkg/metrics/__init__.py": "from prometheus_client import Counter\n",
     "pkg/tracing/__init__.py": "def on():\n    from pkg.tracing import otel\n",
     "pkg/tracing/otel.py": "from opentelemetry import trace\n",
-    "pkg/cli/__init__.py": "from pkg.compose import run\n",
+    "pkg/cli/__init__.py": "from pkg.wiring import run\n",
     "pkg/__main__.py": "from pkg.cli import run\n",
     "pkg/console/__init__.py": "",
     "pkg/console/app.py": "from pkg.core import rules\nfrom pkg.dlq import plan\n",
@@ -77,8 +77,8 @@ BROKEN = [
     ),
     (
         "pkg/console/app.py",
-        "from pkg.compose import run\n",
-        "the console never loads pkg.ingest.app: pkg.console.app -> pkg.compose.run"
+        "from pkg.wiring import run\n",
+        "the console never loads pkg.ingest.app: pkg.console.app -> pkg.wiring.run"
         " -> pkg.ingest.app",
     ),
     ("pkg/core/rules.py", "import socket\n", "core does no I/O: pkg.core.rules:1 imports socket"),
@@ -100,7 +100,7 @@ BROKEN = [
     (
         "pkg/ingest/app.py",
         "import httpx\n",
-        "only adapters, compose and the client import httpx: pkg.ingest.app:1 imports httpx",
+        "only adapters, the wiring and the client import httpx: pkg.ingest.app:1 imports httpx",
     ),
     (
         "pkg/settlement/worker.py",
@@ -130,7 +130,7 @@ BROKEN = [
     ),
     (
         "pkg/cli/__init__.py",
-        "from pkg.compose import run\nfrom pkg.adapters import store\n",
+        "from pkg.wiring import run\nfrom pkg.adapters import store\n",
         "cli imports no adapters: pkg.cli:2 imports pkg.adapters.store",
     ),
     (
@@ -220,7 +220,7 @@ def test_the_serving_path_loads_no_settlement_redis_or_tigerbeetle() -> None:
         """
         import sys
         from gateway import cli
-        from gateway.compose.ingest import create_app
+        from gateway.wiring.ingest import create_app
         from gateway.settings import parse
         from tests.support.config_file import with_urls
         cli.build_parser().parse_args(["serve"])
@@ -250,7 +250,7 @@ def test_the_console_process_loads_no_ingest_settlement_or_replay() -> None:
         import sys
         from typing import Any, cast
         from gateway import cli
-        from gateway.compose import console as compose_console
+        from gateway.wiring import console as wiring_console
         from gateway.console.app import build_app
         from gateway.console.web import ConsoleDeps
         from gateway.settings import parse
@@ -270,5 +270,5 @@ def test_the_console_process_loads_no_ingest_settlement_or_replay() -> None:
         or m == "gateway.dlq.replay"
         or (m.startswith("gateway.dlq.") and m.endswith("_handler"))
     ]
-    assert "gateway.console.app" in loaded and "gateway.compose.console" in loaded
+    assert "gateway.console.app" in loaded and "gateway.wiring.console" in loaded
     assert unwanted == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.core.durability import (
+from gateway.core.health.durability import (
     Announcement,
     Durability,
     DurabilityReason,

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.compose.durability import DurabilityWatcher
-from gateway.core.durability import Durability, DurabilityReason, DurabilityState
+from gateway.core.health.durability import Durability, DurabilityReason, DurabilityState
 from gateway.errors import DatabaseError, DatabaseNotDurable, DatabaseUnavailable
 from gateway.metrics import Metrics
+from gateway.wiring.durability import DurabilityWatcher
 
 S = DurabilityState
 R = DurabilityReason
@@ -45,7 +45,7 @@ def said(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
 
 @pytest.fixture(autouse=True)
 def _capture(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="gateway.compose.durability")
+    caplog.set_level(logging.INFO, logger="gateway.wiring.durability")
 
 
 @pytest.mark.parametrize("reading", [AT_RISK, WAITING, HIDDEN])

@@ -429,7 +429,7 @@ def test_the_server_config_still_pickles_for_worker_processes() -> None:
 
     http = HttpSettings(max_header_bytes=8192, header_timeout_s=3.0, body_timeout_s=7.0)
     config = uvicorn.Config(
-        "gateway.compose.ingest:app_from_env", factory=True, **server_options(http)
+        "gateway.wiring.ingest:app_from_env", factory=True, **server_options(http)
     )
     copy = pickle.loads(pickle.dumps(config))  # noqa: S301 - our own object, just made
     assert copy.http.func is EdgeProtocol

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway import errors
-from gateway.core.disposition import dispose, failure_of
+from gateway.core.failures.disposition import dispose, failure_of
 from gateway.devtools.docs_reference import error_codes
 from gateway.dlq import replay
 from gateway.errors import ErrorClass, Family, GatewayError
@@ -104,7 +104,7 @@ def test_codes_in_sql_checks_are_members() -> None:
 def test_codes_in_alert_rules_are_members() -> None:
     """Alert rules, their tests and the alerting core match `error_class` on members."""
     sources = [*sorted((ROOT / "deploy").glob("prometheus*/**/*.yml"))]
-    sources.append(ROOT / "gateway" / "core" / "alerting.py")
+    sources.append(ROOT / "gateway" / "core" / "health" / "alerting.py")
     seen = []
     for path in sources:
         text = path.read_text()

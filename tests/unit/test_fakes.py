@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.core.model import Event, Outcome
+from gateway.core.events.model import Event, Outcome
 from gateway.errors import DatabaseUnavailable, Overloaded
 from tests.support.fakes import MemoryInbox, StaticProbe
 

@@ -13,7 +13,7 @@ import pytest
 from gateway import settings as settings_mod
 from gateway.adapters.currency import RateSource
 from gateway.core.currency import Rate, RateAction, RateDecision, RateOrigin
-from gateway.core.ledger import Ledger
+from gateway.core.ledger.port import Ledger
 from gateway.settlement.settler import Settler
 from tests.support.gateway import config
 

@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 from gateway import tracing
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.backfill import traced as backfill_traced
-from gateway.core.backfill import Window
-from gateway.core.model import Event
+from gateway.core.backfill.decisions import Window
+from gateway.core.events.model import Event
 from gateway.core.trace_context import keeps, parse_traceparent
 from gateway.ingest import traced
 from gateway.logs import JsonFormatter

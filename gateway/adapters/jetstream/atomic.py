@@ -5,12 +5,12 @@ message at a time, however pipelined, that capped the relay near 3,500 messages 
 second, while an atomic batch is stored (and synced) at once: 30,000 a second at 100 a
 batch, 94,000 at 1,000, on the same machine.
 
-A publish is cut into consecutive batches (`core.publish_batches.split`), sent one after
+A publish is cut into consecutive batches (`core.relay.batches.split`), sent one after
 another: each carries `Nats-Batch-Id`, its `Nats-Batch-Sequence`, and on its last
 message `Nats-Batch-Commit` with the one reply subject of the batch (the others need no
 reply), and the next is sent only once its commit reply says it was stored. So nothing
 lands ahead of a batch that failed, whoever else publishes to the stream meanwhile. The
-failed batch is then dealt with alone (`core.publish_batches.next_step`): sent again one
+failed batch is then dealt with alone (`core.relay.batches.next_step`): sent again one
 message at a time through the pipelined publisher when it holds an id the duplicate
 window has (10201) or a message the stream refuses on its own, split when over the
 server's message limit; and the rest goes on from there. A failure without a known
@@ -36,7 +36,7 @@ from gateway.adapters.jetstream.publish import (
 from gateway.adapters.jetstream.replies import Replies, read_reply
 from gateway.adapters.jetstream.wire import Encoded, Frames, encode
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.publish_batches import (
+from gateway.core.relay.batches import (
     MAX_BATCH_ID_CHARS,
     BatchLimits,
     Step,

@@ -29,9 +29,9 @@ from gateway.adapters.jetstream.atomic import AtomicPublisher
 from gateway.adapters.jetstream.publish import NATS_ERRORS, Answers, PipelinedPublisher
 from gateway.adapters.jetstream.replies import Replies
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.content import printable
-from gateway.core.model import Source
-from gateway.core.publish_batches import BatchLimits
+from gateway.core.bodies.content import printable
+from gateway.core.events.model import Source
+from gateway.core.relay.batches import BatchLimits
 from gateway.core.trace_context import HEADER as TRACEPARENT
 from gateway.errors import BrokerUnavailable, StreamMismatch
 from gateway.settings import NatsSettings
@@ -81,7 +81,7 @@ def message_headers(stored: StoredEvent) -> dict[str, str]:
     if event.traceparent is not None:  # tracing on: the publish span (flags 00: none)
         headers[TRACEPARENT] = event.traceparent
     # A keyed, numbered event: consumers apply each key's events in this order. The key
-    # is header-safe as recorded (`core.order_keys.bounded_key`: printable ASCII, no
+    # is header-safe as recorded (`core.ordering.keys.bounded_key`: printable ASCII, no
     # blank ends, at most 200 bytes).
     if event.key_seq is not None and event.order_key is not None:
         headers[ORDER_KEY_HEADER] = event.order_key

@@ -20,7 +20,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.jetstream.publish import NATS_ERRORS
-from gateway.core.model import Event
+from gateway.core.events.model import Event
 from gateway.errors import BrokerUnavailable
 from gateway.settings import SettlementSettings
 

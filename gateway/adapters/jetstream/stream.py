@@ -24,7 +24,7 @@ from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
 from gateway.adapters.jetstream.publish import NATS_ERRORS
-from gateway.core.stream import StreamShape, differences, upgrades, wanted_shape
+from gateway.core.relay.stream import StreamShape, differences, upgrades, wanted_shape
 from gateway.errors import BrokerUnavailable, StreamMismatch, StreamUpdateRefused
 from gateway.settings import NatsSettings
 

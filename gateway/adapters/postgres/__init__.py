@@ -20,7 +20,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from gateway.adapters.postgres import hosts
-from gateway.core.classify import sqlstate_is_transient
+from gateway.core.failures.classify import sqlstate_is_transient
 from gateway.errors import DatabaseError, DatabaseUnavailable, MigrationsMissing
 
 #: A source checkout's migrations: the repository's top-level `sql/`.

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import asyncpg
 
 from gateway.adapters.postgres import Pool, connection
-from gateway.core.ledger import AccountCode
-from gateway.core.ledger_accounts import AccountName
+from gateway.core.ledger.accounts import AccountName
+from gateway.core.ledger.port import AccountCode
 from gateway.errors import DatabaseError
 
 log = logging.getLogger(__name__)

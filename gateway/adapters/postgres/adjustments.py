@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.statements import Adjustment
+from gateway.core.finance.statements import Adjustment
 
 _INSERT = """
 INSERT INTO ledger_adjustments

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.alerting import AlertState, Notice, Reading
+from gateway.core.health.alerting import AlertState, Notice, Reading
 from gateway.errors import GatewayError
 
 #: (rule, key) -> (the state last notified, since when).

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.backfill import PageState, Tally, Window
+from gateway.core.backfill.decisions import PageState, Tally, Window
 
 # An unfinished run of the same provider and type filter that reaches back at least as
 # far as the new one (and started before the new one's since is out of it) is continued

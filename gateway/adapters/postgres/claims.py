@@ -1,4 +1,4 @@
-"""The `payment_claims` table: each payment's follow-ups, netted by `core.follow_ups`.
+"""The `payment_claims` table: each payment's follow-ups, netted by `core.settlement.follow_ups`.
 
 Read and written inside the caller's transaction, after `lock_payments` has taken each
 payment's advisory lock, so the claims read are all the claims there are until the
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.follow_ups import Claim
-from gateway.core.settlement import SettlementKind
+from gateway.core.settlement.follow_ups import Claim
+from gateway.core.settlement.instructions import SettlementKind
 
 # One lock space for payments: the text is hashed to the 64-bit key the lock takes.
 _LOCK = """

@@ -1,12 +1,12 @@
 """What PostgreSQL says about the durability of the gateway's commits: its session's
 `synchronous_commit`, `synchronous_standby_names` and the walsenders in
 `pg_stat_replication` (physical standbys and logical subscribers), read over one pooled
-connection and decided by `gateway.core.durability`."""
+connection and decided by `gateway.core.health.durability`."""
 
 from __future__ import annotations
 
 from gateway.adapters.postgres import Pool, connection
-from gateway.core.durability import Durability, StandbyRow, decide
+from gateway.core.health.durability import Durability, StandbyRow, decide
 
 # `current_setting` is `SHOW` as a value: the session's own `synchronous_commit` (a role
 # or database default, `ALTER ROLE ... SET synchronous_commit = off`, counts), and the

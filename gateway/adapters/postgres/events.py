@@ -9,8 +9,8 @@ import asyncpg
 import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.event_filters import EventFilter
-from gateway.core.event_rows import EventBrief, EventRow
+from gateway.core.events.filters import EventFilter
+from gateway.core.events.rows import EventBrief, EventRow
 
 # Whether the event reached the stream, by the outbox's one definition (sql/010).
 _BRIEF_COLUMNS = """id, provider, event_id, event_type, subject, source, received_at,

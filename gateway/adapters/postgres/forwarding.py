@@ -9,8 +9,8 @@ from typing import NamedTuple
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import record_failure
-from gateway.core.excerpt import capped
-from gateway.core.model import Event, Failure, forward_stage
+from gateway.core.events.model import Event, Failure, forward_stage
+from gateway.core.failures.excerpt import capped
 
 _FAILURES = """
 SELECT failures FROM forward_attempts WHERE destination = $1 AND provider = $2 AND event_id = $3

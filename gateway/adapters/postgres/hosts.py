@@ -46,7 +46,6 @@ from typing import Any
 import asyncpg
 from asyncpg.connect_utils import SessionAttribute
 
-from gateway.core.classify import sqlstate_is_transient
 from gateway.core.database_hosts import (
     DatabaseHost,
     DatabaseHosts,
@@ -59,6 +58,7 @@ from gateway.core.database_hosts import (
     tries_next_host,
     walk_budget_s,
 )
+from gateway.core.failures.classify import sqlstate_is_transient
 from gateway.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,10 @@
 """The embedded ledger: double-entry accounts and transfers in PostgreSQL.
 
-Same semantics and result codes as TigerBeetle (see `core.ledger`), so `make run` can
+Same semantics and result codes as TigerBeetle (see `core.ledger.port`), so `make run` can
 settle with no extra server and one contract suite covers both backends. A batch is one
 transaction: its accounts are locked with `SELECT ... FOR UPDATE` in id order (so two
 batches never wait on each other in a cycle), every transfer is checked against the
-locked balances (`core.ledger_rules`), the accepted ones are inserted with one statement,
+locked balances (`core.ledger.rules`), the accepted ones are inserted with one statement,
 and the balances are written back before the commit. A whole batch costs about as many
 round trips as a single transfer, which is what lets the worker post a fetch at a time.
 """
@@ -19,7 +19,8 @@ from typing import Any
 import asyncpg
 
 from gateway.adapters.postgres import Conn, Pool, connection, transaction, translate_errors
-from gateway.core.ledger import (
+from gateway.core.ledger.ids import settlement_ref
+from gateway.core.ledger.port import (
     ID_BURNING_RESULTS,
     AccountSpec,
     Balance,
@@ -29,8 +30,7 @@ from gateway.core.ledger import (
     TransferPhase,
     TransferResult,
 )
-from gateway.core.ledger_ids import settlement_ref
-from gateway.core.ledger_rules import (
+from gateway.core.ledger.rules import (
     AccountState,
     Resolved,
     TransferFields,

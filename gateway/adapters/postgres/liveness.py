@@ -1,6 +1,6 @@
 """Is the database answering, and what a stream worker does while it is not.
 
-`DatabaseWatch` runs the decisions of `gateway.core.step_aside` for one worker: it
+`DatabaseWatch` runs the decisions of `gateway.core.health.step_aside` for one worker: it
 tracks the work in hand (each task with the messages it holds), probes the database when
 that work is slow or a statement failed for want of it, and, when the probe goes
 unanswered, steps aside: fetching stops (`serving` is cleared), the work in hand is
@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from gateway.adapters.postgres import hosts
-from gateway.core.step_aside import Footing, Move, StepAsidePolicy, after_probe, probe_due
+from gateway.core.health.step_aside import Footing, Move, StepAsidePolicy, after_probe, probe_due
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import StoredEvent, stored_event
-from gateway.core.outbox import Cursor, Position, xip, xmax
+from gateway.core.relay.cursor import Cursor, Position, xip, xmax
 from gateway.errors import MigrationsMissing
 
 #: `pg_try_advisory_xact_lock` key of a sweep: one relay walks the cursor at a time.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.adapters.postgres.webhooks import StoredEvent, record_failure
-from gateway.core.model import Failure, Stage
+from gateway.core.events.model import Failure, Stage
 
 _PARK = """
 UPDATE processed_webhooks SET publish_parked_at = now()

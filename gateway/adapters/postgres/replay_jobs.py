@@ -2,7 +2,7 @@
 claimed and run by `gateway dlq run-jobs`; and the planner's read of the dead letters a
 job of a filter would replay (`plan_rows`).
 
-Every state change is a compare-and-set on the state `core.replay_jobs` allowed it from,
+Every state change is a compare-and-set on the state `core.replay.jobs` allowed it from,
 so an operator's pause and a runner's finish cannot both land. Times are the database's
 clock (`clock_timestamp()`): heartbeats from runners on several hosts are compared with
 one clock. Statements that change a job take the caller's connection, so the console
@@ -19,12 +19,12 @@ import asyncpg
 import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.adapters.postgres.dead_letter_pages import bounded
-from gateway.adapters.postgres.dead_letters import _LIST, _filtered, replay_order
-from gateway.core.dlq_filters import DlqFilter
-from gateway.core.dlq_model import RowBrief
-from gateway.core.excerpt import capped
-from gateway.core.replay_jobs import (
+from gateway.adapters.postgres.dead_letters.pages import bounded
+from gateway.adapters.postgres.dead_letters.rows import _LIST, _filtered, replay_order
+from gateway.core.dlq.filters import DlqFilter
+from gateway.core.dlq.model import RowBrief
+from gateway.core.failures.excerpt import capped
+from gateway.core.replay.jobs import (
     TRANSITIONS,
     ItemState,
     JobAction,
@@ -40,7 +40,7 @@ _JOB_COLUMNS = """id, kind, state, created_by, created_at, idempotency_key,
        request::text AS request, rate_per_s, max_attempts, ordered, total, runner,
        heartbeat_at, started_at, finished_at, error"""
 _ITEM_COLUMNS = "job_id, position, dlq_id, webhook_id, state, error_class, message, done_at"
-# A runnable job, as `core.replay_jobs.may_take` says: planned, or running under a runner
+# A runnable job, as `core.replay.jobs.may_take` says: planned, or running under a runner
 # whose heartbeat is older than $2 seconds.
 _CLAIM = """UPDATE replay_jobs SET state = 'running', runner = $1,
        heartbeat_at = clock_timestamp(), started_at = coalesce(started_at, clock_timestamp())
@@ -119,7 +119,7 @@ async def create_job(conn: Conn, new: NewJob) -> tuple[int, bool]:
 
 async def claim_job(conn: Conn, runner: str, stale_after_s: float) -> ReplayJob | None:
     """Take the oldest runnable job for `runner`: planned, or running under a runner whose
-    heartbeat is older than `stale_after_s` (`core.replay_jobs.may_take`); None if none.
+    heartbeat is older than `stale_after_s` (`core.replay.jobs.may_take`); None if none.
 
     SKIP LOCKED: two runners claiming at once take two different jobs.
     """

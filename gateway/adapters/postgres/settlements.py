@@ -9,7 +9,7 @@ from decimal import Decimal
 import asyncpg
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.settlement import SettlementInstruction, SettlementState
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementState
 
 # What every query returns, read by `_row`: ids and the rate as text, because asyncpg's
 # binary numeric codec cost more than the query.

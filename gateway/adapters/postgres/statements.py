@@ -1,5 +1,5 @@
 """Reading merchants' recorded movements (`settlements`) in keyset pages, for statements,
-transfer lists and exports (`core.statements`)."""
+transfer lists and exports (`core.finance.statements`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from decimal import Decimal
 import asyncpg
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.core.settlement import SettlementKind
-from gateway.core.statements import Filters, Movement
+from gateway.core.finance.statements import Filters, Movement
+from gateway.core.settlement.instructions import SettlementKind
 
 # Money in: captures, reversals, credit adjustments; reservations (authorisations and
 # voids) are not in the balance; everything else is money out

@@ -14,7 +14,7 @@ import asyncpg
 import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
-from gateway.adapters.postgres.key_numbers import (
+from gateway.adapters.postgres.ordering.key_numbers import (
     GROUP_ROWS,
     NUMBERING_ATTEMPTS,
     KeyedRow,
@@ -23,11 +23,8 @@ from gateway.adapters.postgres.key_numbers import (
     insert_numbered_whole,
     key_counts,
 )
-from gateway.adapters.postgres.key_numbers import (
-    key_lock_id as key_lock_id,  # re-exported: retention locks keys by it from here
-)
-from gateway.core.excerpt import DETAIL_MAX_CHARS, capped
-from gateway.core.model import Event, Failure, Stage
+from gateway.core.events.model import Event, Failure, Stage
+from gateway.core.failures.excerpt import DETAIL_MAX_CHARS, capped
 from gateway.errors import DatabaseUnavailable
 
 # One statement commits a whole group. The rows travel as one JSON document (bodies in

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from gateway.core.backfill import Window
-from gateway.core.model import Failure
+from gateway.core.backfill.decisions import Window
+from gateway.core.events.model import Failure
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The answer must have the listing's shape (an object with a `data` list, or GitHub's
 list): otherwise the page itself is `ProviderApiAnswerInvalid`. Each entry is then
-checked (`core.backfill_items`); one that fails is listed with its failure and its
+checked (`core.backfill.items`); one that fails is listed with its failure and its
 bytes, so it is recorded and parked rather than dropped.
 """
 
@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from gateway.adapters.provider_api import Listed
-from gateway.core.backfill_items import encode, entry_id, entry_type, not_object
-from gateway.core.content import body_digest_id
-from gateway.core.model import Failure
+from gateway.core.backfill.items import encode, entry_id, entry_type, not_object
+from gateway.core.bodies.content import body_digest_id
+from gateway.core.events.model import Failure
 from gateway.errors import ProviderApiAnswerInvalid
 
 #: Reads an entry's time: (when, None) or (None, why not).

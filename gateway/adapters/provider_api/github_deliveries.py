@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, urlparse
 from gateway.adapters.provider_api import Fetched, Listed, Page
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
-from gateway.core.backfill import Window, lower_headers
-from gateway.core.backfill_items import encode, entry_id, entry_type, iso_time, not_object
-from gateway.core.content import body_digest_id
+from gateway.core.backfill.decisions import Window, lower_headers
+from gateway.core.backfill.items import encode, entry_id, entry_type, iso_time, not_object
+from gateway.core.bodies.content import body_digest_id
 from gateway.errors import ProviderApiAnswerInvalid
 from gateway.settings.provider_api import ProviderApi
 

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Answer, Clock, call_api
-from gateway.core.backfill import DEFAULT_API_RETRY, ApiRetryPolicy
+from gateway.core.backfill.decisions import DEFAULT_API_RETRY, ApiRetryPolicy
 from gateway.errors import (
     ProviderApiAnswerInvalid,
     ProviderApiAnswerTooLarge,

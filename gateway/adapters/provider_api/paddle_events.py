@@ -20,8 +20,8 @@ from gateway.adapters.provider_api.entries import (
 )
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
-from gateway.core.backfill import Window
-from gateway.core.backfill_items import entry_id, iso_time
+from gateway.core.backfill.decisions import Window
+from gateway.core.backfill.items import entry_id, iso_time
 from gateway.settings.provider_api import ProviderApi
 
 PAGE_LIMIT = 200

@@ -1,4 +1,4 @@
-"""One API call with the backfill's retry rules (`core.backfill.next_wait_s`).
+"""One API call with the backfill's retry rules (`core.backfill.decisions.next_wait_s`).
 
 The clock, the sleep and the randomness are parameters, so tests drive the schedule
 without waiting; the adapters pass a call that answers (status, Retry-After, value).
@@ -16,7 +16,13 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from gateway.client import retry_after_s
-from gateway.core.backfill import DEFAULT_API_RETRY, ApiRetryPolicy, Verdict, next_wait_s, verdict
+from gateway.core.backfill.decisions import (
+    DEFAULT_API_RETRY,
+    ApiRetryPolicy,
+    Verdict,
+    next_wait_s,
+    verdict,
+)
 from gateway.errors import ProviderApiAuth, ProviderApiRefused, ProviderApiUnavailable
 
 log = logging.getLogger(__name__)

@@ -47,9 +47,9 @@ from gateway.adapters.provider_api import Fetched, Listed, Page
 from gateway.adapters.provider_api.entries import EntryShape, body_entries
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
-from gateway.core.backfill import Window
-from gateway.core.backfill_items import iso_time
-from gateway.core.content import has_control_chars
+from gateway.core.backfill.decisions import Window
+from gateway.core.backfill.items import iso_time
+from gateway.core.bodies.content import has_control_chars
 from gateway.errors import ProviderApiAnswerInvalid, ProviderApiRefused
 from gateway.settings.provider_api import ProviderApi
 

@@ -23,8 +23,8 @@ from gateway.adapters.provider_api.entries import (
 )
 from gateway.adapters.provider_api.http_json import ApiCalls
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
-from gateway.core.backfill import Window
-from gateway.core.backfill_items import unix_time
+from gateway.core.backfill.decisions import Window
+from gateway.core.backfill.items import unix_time
 from gateway.errors import BackfillUsageError
 from gateway.settings.provider_api import ProviderApi
 

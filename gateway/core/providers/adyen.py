@@ -10,7 +10,7 @@ Money (`instruction`, from the one item of a split body; `success` "false" moves
   `REFUNDED_REVERSED` (the refunded money came back): its reversal under the same key,
   the refund's reference (Adyen's Magento plugin looks its credit memo up by it; its
   commercetools one fails the refund of that reference on both codes), so it nets
-  against the refund (`core.follow_ups`) and two codes for one refund move it once.
+  against the refund (`core.settlement.follow_ups`) and two codes for one refund move it once.
   [unverified for REFUNDED_REVERSED: a reference of its own would net to nothing.]
 - `CHARGEBACK`: keyed by the dispute's `pspReference`, which every event of a dispute
   shares (docs.adyen.com/risk-management/disputes-api/dispute-notifications);
@@ -42,11 +42,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from gateway.core.fields import get_amount, get_currency, get_str
+from gateway.core.bodies.fields import get_amount, get_currency, get_str
 from gateway.core.money import ProviderUnits, from_provider_minor
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Answer, Batch, Movements, Provider
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.adyen_items import SCHEME, signed_body, split
 from gateway.core.signatures.base import SchemeParams, signing_secret
 from gateway.errors import FieldTypeInvalid, MissingField

@@ -19,8 +19,8 @@ from typing import Any
 from cryptography import x509
 
 from gateway.core.money import ProviderUnits
-from gateway.core.order_keys import KeyRule
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.ordering.keys import KeyRule
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.base import Headers, Scheme, SchemeParams
 
 #: A mapping: (event type, parsed body) to its money movement, or None when the event
@@ -42,7 +42,7 @@ SignBody = Callable[[SchemeParams, bytes], bytes]
 
 @dataclass(frozen=True)
 class Movements:
-    """Which of a provider's events move money, and how (`core.settlement`)."""
+    """Which of a provider's events move money, and how (`core.settlement.instructions`)."""
 
     instruction: Extract
     #: Each event type that can move money and the movements it can be (for the docs,
@@ -50,7 +50,7 @@ class Movements:
     #: given body (a failed authorisation, a refund still pending).
     types: Mapping[str, tuple[SettlementKind, ...]]
     #: Where its events name their merchant when `[providers.NAME] merchant` does not
-    #: say (`core.order_keys` rules: first match wins).
+    #: say (`core.ordering.keys` rules: first match wins).
     merchant: tuple[KeyRule, ...] = ()
 
 

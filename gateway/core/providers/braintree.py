@@ -36,17 +36,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.fields import (
+from gateway.core.bodies.fields import (
     get_currency,
     get_decimal_amount,
     get_object,
     get_str,
     optional_str,
 )
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Movements, Provider
 from gateway.core.providers.braintree_payload import document
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.base import SchemeParams, signing_secret
 from gateway.core.signatures.braintree import BraintreeScheme, signed_form
 

@@ -5,7 +5,7 @@ Pure. The shape follows the `braintree` library's own reader (`util/parser.py`),
 path here is the attribute path its `WebhookNotification` exposes: tag names with `_`
 for `-` (`amount-disputed` is `amount_disputed`), `type="array"` a list, `nil="true"`
 None, `type="boolean"` a bool; every other value stays the text Braintree wrote
-(amounts are decimal strings, read exactly by `core.fields.get_decimal_amount`).
+(amounts are decimal strings, read exactly by `core.bodies.fields.get_decimal_amount`).
 
 Braintree sends no event id (payment-providers.md, A3). The document carries one the
 gateway derives, `event_id`: the kind, the subject's id and the notification's
@@ -22,7 +22,7 @@ import re
 import xml.etree.ElementTree as ElementTree
 from typing import Any
 
-from gateway.core.forms import FormInvalid, form_fields
+from gateway.core.bodies.forms import FormInvalid, form_fields
 from gateway.errors import PayloadInvalid
 
 #: What `bt_payload` may hold: the SDK refuses anything else before its HMAC

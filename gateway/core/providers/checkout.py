@@ -30,7 +30,7 @@ an integer in Checkout.com's minor units of `data.currency` (`UNITS`).
   `dispute_lost`, `dispute_expired` and `dispute_accepted` leave it debited, the same
   chargeback told again; `dispute_won` and `dispute_canceled` credit it back ("your
   account has been credited back the disputed amount"), its reversal.
-  `core.follow_ups` nets the two under the dispute's id, so any arrival order ends in
+  `core.settlement.follow_ups` nets the two under the dispute's id, so any arrival order ends in
   the same balance (a reversal before its chargeback is recorded and the chargeback
   then moves nothing). `dispute_resolved` ("already refunded … no further financial
   implications", previous/risk-management/disputes/disputes-api) moves nothing.
@@ -50,7 +50,7 @@ chargeback); that every dispute event carries the same `amount`. Not modelled: t
 dispute fee (no field carries it), `dispute_arbitration_*` (a dispute debited again
 after a win is the same chargeback told again here, and moves nothing), and
 `payment_authorization_incremented` (a capture above the reservation releases it and
-moves at once, `core.two_phase`).
+moves at once, `core.settlement.two_phase`).
 
 The merchant is `data.metadata.merchant_id` of a payment event, else None (disputes
 carry no metadata; they take their payment's).
@@ -62,11 +62,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
+from gateway.core.bodies.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.money import ProviderUnits, from_provider_minor
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Movements, Provider
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams, SignedContent
 from gateway.core.signatures.hmac_generic import PresetHmacScheme
 from gateway.errors import FieldTypeInvalid

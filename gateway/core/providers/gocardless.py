@@ -17,7 +17,7 @@ the stream for whatever consumes them.
 
 from __future__ import annotations
 
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Batch, Provider
 from gateway.core.signatures.gocardless import SCHEME, split
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
+from gateway.core.bodies.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.providers.base import Movements
-from gateway.core.settlement import SettlementInstruction, SettlementKind, with_fee
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, with_fee
 
 _K = SettlementKind
 #: Each type's movement and the `data` field holding the movement's own id.

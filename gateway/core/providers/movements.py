@@ -4,7 +4,7 @@ Pure. A provider's `Movements` read an event's parsed body and return its
 `SettlementInstruction`, or None when the event moves no money; internal services
 (`service:NAME`) have theirs (`internal.SERVICE`); a provider without movements
 (GitHub, Shopify, Standard Webhooks senders, plain HMAC) never settles. The worker
-(`settlement.settler`) and the console (`core.event_settlement`) both ask
+(`settlement.settler`) and the console (`core.console.event_settlement`) both ask
 `instruction_of`, so what settles is decided in one place. docs/reference/movements.md
 lists each provider's event types, generated from `movement_types`.
 """
@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gateway.core.model import ParsedBody
-from gateway.core.order_keys import KeyRule, first_value
+from gateway.core.events.model import ParsedBody
+from gateway.core.ordering.keys import KeyRule, first_value
 from gateway.core.providers import PROVIDERS
 from gateway.core.providers.base import Movements
 from gateway.core.providers.internal import SERVICE
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.errors import FieldTypeInvalid, MissingField
 
 

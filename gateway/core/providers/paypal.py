@@ -32,7 +32,7 @@ A PayPal payment is keyed by its **capture** id: refunds name only their capture
   taking-back are keyed by the capture (`{capture}:taken-back`): the second of equal
   amount is a duplicate, one of another amount an id collision parked for an operator.
 - `PAYMENT.AUTHORIZATION.CREATED` / `.VOIDED` move nothing. The ledger's reservation
-  is keyed by its payment and posted by the capture of that key (`core.two_phase`), but
+  is keyed by its payment and posted by the capture of that key (`core.settlement.two_phase`), but
   PayPal's capture of an authorisation is refunded and disputed under the capture's
   own id, never the authorisation's: keyed by the authorisation, the refunds would
   follow an unknown payment; keyed apart, no capture would ever post the reservation.
@@ -46,11 +46,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.fields import get_currency, get_decimal_amount, get_object, get_str, optional_str
+from gateway.core.bodies.fields import (
+    get_currency,
+    get_decimal_amount,
+    get_object,
+    get_str,
+    optional_str,
+)
 from gateway.core.money import minor_exponent
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import CertificateSource, Movements, Provider
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.paypal import PayPalScheme
 from gateway.errors import FieldTypeInvalid, MissingField
 

@@ -19,7 +19,7 @@ transaction's numeric `id` is absent from the refund events.
   first would put a refund and its failure under two keys). A refund whose `dispute` names a
   dispute moves nothing here: the dispute's resolution moves that money (Paystack's
   Refund object has the field; its refund events do not show it). `refund.failed`: its
-  reversal, which `core.follow_ups` records and nets to nothing when the refund never
+  reversal, which `core.settlement.follow_ups` records and nets to nothing when the refund never
   processed (the usual case: it fails from pending), and which returns the money if a
   processed refund can fail later.
   `refund.pending`, `.processing` and `.needs-attention` move nothing.
@@ -64,7 +64,7 @@ from typing import Any
 
 import orjson
 
-from gateway.core.fields import (
+from gateway.core.bodies.fields import (
     get_amount,
     get_currency,
     get_digits_amount,
@@ -72,9 +72,9 @@ from gateway.core.fields import (
     get_str,
 )
 from gateway.core.money import ProviderUnits, from_provider_minor
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Movements, Provider
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.base import Algorithm, Encoding, FieldRef, SchemeParams, SignedContent
 from gateway.core.signatures.hmac_generic import PresetHmacScheme
 from gateway.errors import FieldTypeInvalid, MissingField

@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
+from gateway.core.bodies.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.money import ProviderUnits, from_provider_minor
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Movements, Provider
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.base import Encoding
 from gateway.core.signatures.body_hmac import BodyHmacScheme
 

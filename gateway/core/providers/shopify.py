@@ -4,7 +4,7 @@ here; they are ordered by their order."""
 
 from __future__ import annotations
 
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Provider
 from gateway.core.signatures.base import Encoding
 from gateway.core.signatures.body_hmac import BodyHmacScheme

@@ -15,14 +15,14 @@ the object decides:
   payment's creation only: `approved_money` "may change" on an update (a tip adjusted,
   a reauthorisation), and a second reservation of another amount under the payment's
   key would be refused as an id collision; a capture above what was reserved releases
-  it and moves at once (`core.two_phase`). A payment created `FAILED` (declined) or
+  it and moves at once (`core.settlement.two_phase`). A payment created `FAILED` (declined) or
   `PENDING` moved nothing; so does one updated to `APPROVED` or `PENDING`. A payment
   is updated many times once completed (its refunds, its fees): each is the same
   capture told again.
 - `refund.created` and `refund.updated` (`refund.status`): `COMPLETED`, a refund of its
   `amount_money` keyed by the refund's `id`, of its `payment_id`. `refund.updated`
   `FAILED` or `REJECTED`: its reversal (recorded and moving nothing when the refund
-  never completed: `core.follow_ups` nets both under the refund's id, whatever the
+  never completed: `core.settlement.follow_ups` nets both under the refund's id, whatever the
   order). `PENDING`, and a refund created failed, moved nothing.
 - `dispute.created`, `dispute.state.updated` and the deprecated `dispute.state.changed`
   (`dispute.state`): the ledger moves the disputed `amount_money` on the decision only,
@@ -65,11 +65,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
+from gateway.core.bodies.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.money import ProviderUnits, from_provider_minor
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Movements, Provider
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.base import Encoding, FieldRef, SchemeParams, SignedContent
 from gateway.core.signatures.hmac_generic import PresetHmacScheme
 from gateway.errors import FieldTypeInvalid, MissingField

@@ -30,7 +30,7 @@ Every movement but the capture and the payout names its payment by `payment_inte
 charge no longer lists its refunds, and even before, the list was cut at ten. Because the
 same refund may also arrive as a `refund.*` event, both are claims on one pool per
 payment, and what moves is what the pool is owed beyond what it holds
-(`core.follow_ups`): whichever arrives first moves the money, once.
+(`core.settlement.follow_ups`): whichever arrives first moves the money, once.
 
 Amounts are read with Stripe's minor units (MGA 0 decimals, ISK and UGX 2; ISO says 2,
 0, 0), which read as ISO would settle 100x wrong (`core.money`). A follow-up movement
@@ -43,11 +43,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from gateway.core.fields import get_amount, get_currency, get_object, get_str, optional_str
+from gateway.core.bodies.fields import get_amount, get_currency, get_object, get_str, optional_str
 from gateway.core.money import ProviderUnits, from_provider_minor
-from gateway.core.order_keys import parse_rules
+from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Movements, Provider
-from gateway.core.settlement import SettlementInstruction, SettlementKind, with_fee
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, with_fee
 from gateway.core.signatures.timestamped import TimestampedPairsScheme
 from gateway.errors import FieldTypeInvalid, MissingField
 

@@ -19,7 +19,7 @@ import hmac
 from collections.abc import Iterable
 from urllib.parse import urlencode
 
-from gateway.core.forms import FormInvalid, form_fields
+from gateway.core.bodies.forms import FormInvalid, form_fields
 from gateway.core.signatures.base import (
     FieldRef,
     Headers,

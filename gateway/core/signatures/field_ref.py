@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gateway.core.pointers import parse_pointer, resolve_pointer
+from gateway.core.bodies.pointers import parse_pointer, resolve_pointer
 
 
 @dataclass(frozen=True)

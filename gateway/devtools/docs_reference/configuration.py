@@ -1,5 +1,5 @@
 """The configuration reference (`docs/reference/configuration.md`), generated from the
-settings classes in `gateway.settings` (and `gateway.core.alerting.AlertSettings`).
+settings classes in `gateway.settings` (and `gateway.core.health.alerting.AlertSettings`).
 
 Every table of the file and every key in it, in the order `gateway.settings.config`
 lists the tables: its type, default, allowed values, the environment variables that

@@ -1,10 +1,11 @@
 """The error-code reference page, generated from `gateway.errors.ErrorClass`: each code's
 family and meaning come from the enum, what an operator does about it from
-`core.error_actions.ACTIONS`, so a new code without advice fails to render (and its test fails)."""
+`core.failures.actions.ACTIONS`, so a new code without advice fails to render (and its
+test fails)."""
 
 from __future__ import annotations
 
-from gateway.core.error_actions import ACTIONS
+from gateway.core.failures.actions import ACTIONS
 from gateway.devtools.docs_reference.text import code, generated_header, table
 from gateway.errors import ErrorClass, Family
 

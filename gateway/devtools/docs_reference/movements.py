@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.core.providers import PROVIDERS
 from gateway.core.providers.movements import movement_types
-from gateway.core.settlement import SettlementKind
+from gateway.core.settlement.instructions import SettlementKind
 from gateway.devtools.docs_reference.text import code, generated_header, table
 
 __all__ = ["render"]

@@ -4,7 +4,7 @@ each scheme's defaults as its module declares them."""
 from __future__ import annotations
 
 from gateway.core.money import minor_exponent
-from gateway.core.order_keys import KeyRule
+from gateway.core.ordering.keys import KeyRule
 from gateway.core.providers import PROVIDERS, Provider
 from gateway.core.signatures import SchemeParams
 from gateway.devtools.docs_reference.text import code, generated_header, table

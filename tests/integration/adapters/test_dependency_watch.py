@@ -12,8 +12,8 @@ import pytest
 
 from gateway.adapters.postgres import dependency_state as store
 from gateway.adapters.postgres import open_pool
-from gateway.core.dependencies import Dependency
-from gateway.core.model import Event
+from gateway.core.events.model import Event
+from gateway.core.health.dependencies import Dependency
 from gateway.dependency_watch import DependencyWatch
 from gateway.errors import DatabaseUnavailable
 from gateway.metrics import Metrics

@@ -17,9 +17,9 @@ from gateway.adapters.jetstream import broker as broker_mod
 from gateway.adapters.jetstream import stream, wire
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.model import Event
-from gateway.core.publish_batches import BatchLimits
-from gateway.core.stream import STREAM_SUBJECTS
+from gateway.core.events.model import Event
+from gateway.core.relay.batches import BatchLimits
+from gateway.core.relay.stream import STREAM_SUBJECTS
 from gateway.settings import NatsSettings
 from tests.support.services import stream_messages, unique_name, wait_until
 

@@ -25,7 +25,8 @@ import pytest
 from gateway.adapters.postgres import Conn, open_pool
 from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.adapters.tigerbeetle import BATCH_MAX, TigerBeetleLedger, open_tigerbeetle
-from gateway.core.ledger import (
+from gateway.core.ledger.ids import clearing_account, merchant_account, settlement_ref
+from gateway.core.ledger.port import (
     AccountCode,
     AccountSpec,
     Ledger,
@@ -36,8 +37,11 @@ from gateway.core.ledger import (
     interpret,
     verify_totals,
 )
-from gateway.core.ledger_ids import clearing_account, merchant_account, settlement_ref
-from gateway.core.settlement import SettlementInstruction, SettlementKind, build_transfer
+from gateway.core.settlement.instructions import (
+    SettlementInstruction,
+    SettlementKind,
+    build_transfer,
+)
 from gateway.errors import LedgerIdCollision, LedgerImbalance, LedgerUnavailable
 from tests.support.fakes import MemoryLedger
 from tests.support.services import free_port

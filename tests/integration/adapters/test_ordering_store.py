@@ -8,8 +8,9 @@ import asyncio
 import asyncpg
 import pytest
 
-from gateway.adapters.postgres import key_moves, ordering
-from gateway.adapters.postgres.key_moves import Advance
+from gateway.adapters.postgres.ordering import applied as ordering
+from gateway.adapters.postgres.ordering import key_moves
+from gateway.adapters.postgres.ordering.key_moves import Advance
 
 
 def step(seq: int, key: str = "pi_1", outcome: str = "applied") -> Advance:

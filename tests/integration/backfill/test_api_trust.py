@@ -18,9 +18,9 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.backfill.run import BackfillReport, backfill
-from gateway.compose.backfill import backfill_parts
-from gateway.core.backfill import Window
+from gateway.core.backfill.decisions import Window
 from gateway.errors import ProviderApiCertificate, ProviderApiRedirected
+from gateway.wiring.backfill import backfill_parts
 from tests.support.gateway import config
 from tests.support.provider_apis import (
     API_KEY,
@@ -98,7 +98,7 @@ async def test_the_test_flag_is_warned_about_at_start_up(
 ) -> None:
     async with running_apis() as apis:
         settings = stripe_settings(config(database_url, nats_url), **stand_in_keys(apis.url))
-        with caplog.at_level(logging.WARNING, logger="gateway.compose.backfill"):
+        with caplog.at_level(logging.WARNING, logger="gateway.wiring.backfill"):
             await run(settings)
     warned = [r for r in caplog.records if "insecure_api_url" in r.getMessage()]
     assert len(warned) == 1 and warned[0].levelno == logging.WARNING

@@ -16,10 +16,10 @@ import pytest
 from gateway import settings as settings_mod
 from gateway.adapters.provider_api import Fetched, Listed, Page
 from gateway.backfill.run import BackfillReport, backfill
-from gateway.compose.backfill import backfill_parts
-from gateway.core.backfill import Window, make_window
+from gateway.core.backfill.decisions import Window, make_window
 from gateway.errors import ProviderApiAuth, ProviderApiRefused
 from gateway.settlement.parts import SettlementParts
+from gateway.wiring.backfill import backfill_parts
 from tests.support import vectors
 from tests.support.deliveries import deliver
 from tests.support.gateway import SECRETS, config, running_server

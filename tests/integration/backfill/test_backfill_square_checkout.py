@@ -26,10 +26,10 @@ import pytest
 from gateway import settings as settings_mod
 from gateway.adapters.provider_api.square_events import SQUARE_VERSION
 from gateway.backfill.run import BackfillReport, backfill
-from gateway.compose.backfill import backfill_parts
-from gateway.core.backfill import Window, make_window
+from gateway.core.backfill.decisions import Window, make_window
 from gateway.errors import ConfigError, ProviderApiAuth, ProviderApiRefused
 from gateway.settings.provider_api import parse_provider_api
+from gateway.wiring.backfill import backfill_parts
 from tests.support.gateway import config, running_server
 from tests.support.provider_apis import (
     API_KEY,

@@ -17,9 +17,9 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.backfill.run import BackfillReport, backfill
-from gateway.compose.backfill import backfill_parts
-from gateway.core.backfill import Window
+from gateway.core.backfill.decisions import Window
 from gateway.errors import ProviderApiAnswerTooLarge, ProviderApiUnavailable
+from gateway.wiring.backfill import backfill_parts
 from tests.support.gateway import config
 from tests.support.provider_apis import (
     API_KEY,

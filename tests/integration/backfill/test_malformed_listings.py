@@ -17,10 +17,10 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.backfill.run import BackfillReport, backfill
-from gateway.compose.backfill import backfill_parts
-from gateway.core.backfill import Window
+from gateway.core.backfill.decisions import Window
 from gateway.errors import ProviderApiAnswerInvalid, ProviderApiUnavailable
 from gateway.metrics import Metrics
+from gateway.wiring.backfill import backfill_parts
 from tests.support import vectors
 from tests.support.gateway import SECRETS, config
 from tests.support.provider_apis import (

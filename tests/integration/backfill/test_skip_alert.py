@@ -12,7 +12,7 @@ import pytest
 
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.postgres import open_pool
-from gateway.core.alerting import AlertSettings
+from gateway.core.health.alerting import AlertSettings
 from gateway.dlq.alerts import DlqAlerts
 from gateway.metrics import Metrics
 from tests.support.receiver import Receiver

@@ -12,8 +12,8 @@ import asyncpg
 import httpx
 import pytest
 
-from gateway.core.console_access import sha256
-from gateway.core.console_roles import Role
+from gateway.core.console.access import sha256
+from gateway.core.console.roles import Role
 from tests.support.console import SAME_ORIGIN, ConsoleFactory, ConsoleHarness
 
 CSP = (

@@ -19,8 +19,8 @@ import asyncpg
 import httpx
 import pytest
 
-from gateway.core.console_access import sha256
-from gateway.core.console_roles import Role
+from gateway.core.console.access import sha256
+from gateway.core.console.roles import Role
 from tests.support.config_file import with_urls, write_toml
 from tests.support.console import ConsoleHarness
 from tests.support.services import free_port, wait_until

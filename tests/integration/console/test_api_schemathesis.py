@@ -31,9 +31,9 @@ import schemathesis
 from gateway.adapters.postgres import Conn
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.console.api_doc import document
-from gateway.core.console_roles import Role
-from gateway.core.ledger_ids import merchant_account
-from gateway.core.replay_jobs import JobKind, NewJob
+from gateway.core.console.roles import Role
+from gateway.core.ledger.ids import merchant_account
+from gateway.core.replay.jobs import JobKind, NewJob
 from tests.support.console import state_digest
 from tests.support.console_live import LiveConsole, checks, new_token, serve_console
 

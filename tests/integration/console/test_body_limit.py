@@ -15,9 +15,9 @@ import pytest
 from gateway.console.dead_letter_docs import MAX_NOTE_CHARS
 from gateway.console.dead_letters import BULK_MAX_ROWS
 from gateway.console.web import MAX_BODY_BYTES, REPLAY_BODY_BYTES
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from gateway.core.operator_input import MAX_ROW_ID
-from gateway.core.replay_requests import JOB_MAX_ROWS
+from gateway.core.replay.requests import JOB_MAX_ROWS
 from tests.support.console import SAME_ORIGIN, ConsoleHarness
 from tests.support.dead_letters import park
 

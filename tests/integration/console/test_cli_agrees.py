@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from gateway import cli
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.console import ConsoleHarness
 from tests.support.dead_letters import park
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from gateway.compose.console import uvicorn_options
+from gateway.wiring.console import uvicorn_options
 from tests.support.console import console_settings
 from tests.support.services import free_port
 
@@ -27,9 +27,9 @@ async def console(database_url: str) -> AsyncIterator[int]:
     import uvicorn
 
     from gateway.adapters.postgres import create_pool
-    from gateway.compose.console import LedgerBooks
     from gateway.console.app import build_app
     from gateway.console.web import ConsoleDeps
+    from gateway.wiring.console import LedgerBooks
 
     settings = console_settings(database_url, max_connections=3)
     http = replace(settings.http, header_timeout_s=HEADER_TIMEOUT_S, max_header_bytes=4096)

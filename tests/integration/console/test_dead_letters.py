@@ -15,9 +15,9 @@ import httpx
 import orjson
 import pytest
 
-from gateway.adapters.postgres import dead_letter_pages
+from gateway.adapters.postgres.dead_letters import pages as dead_letter_pages
 from gateway.console import dead_letter_export
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.console import ConsoleHarness
 from tests.support.dead_letters import park
 

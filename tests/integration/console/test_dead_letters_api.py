@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.console import ConsoleHarness
 from tests.support.dead_letters import park
 

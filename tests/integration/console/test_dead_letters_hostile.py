@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 from markupsafe import escape
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.console import ConsoleHarness
 from tests.support.dead_letters import STRIPE_HEADERS, park
 

@@ -11,8 +11,8 @@ import asyncpg
 import orjson
 import pytest
 
-from gateway.adapters.postgres.dead_letter_pages import count_query, list_page, page_query
-from gateway.core.dlq_filters import DlqFilter, build_filter
+from gateway.adapters.postgres.dead_letters.pages import count_query, list_page, page_query
+from gateway.core.dlq.filters import DlqFilter, build_filter
 from gateway.core.keyset import Keyset
 from gateway.errors import DlqUsageError
 

@@ -14,11 +14,11 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from gateway.adapters.postgres import console_events
-from gateway.adapters.postgres.console_audit_reads import audit_page, page_sql
-from gateway.adapters.postgres.console_events import search_events, search_sql
-from gateway.core.audit_search import parse_audit_search
-from gateway.core.event_search import parse_event_search
+from gateway.adapters.postgres.console import events as console_events
+from gateway.adapters.postgres.console.audit_reads import audit_page, page_sql
+from gateway.adapters.postgres.console.events import search_events, search_sql
+from gateway.core.console.audit_search import parse_audit_search
+from gateway.core.events.search import parse_event_search
 from gateway.errors import EventsUsageError
 from tests.support.services import create_database, drop_database, unique_name
 

@@ -9,7 +9,7 @@ from typing import Any
 from openapi_schema_validator import OAS31Validator
 
 from gateway.console.api_doc import merge, read_fragments
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.integration.console import test_audit_page, test_events_page, test_keys_page
 from tests.support.console import ConsoleHarness
 

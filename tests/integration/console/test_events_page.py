@@ -14,13 +14,13 @@ import orjson
 import pytest
 
 from gateway.adapters.postgres import Conn
-from gateway.adapters.postgres.console_events import search_events
+from gateway.adapters.postgres.console.events import search_events
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.console_roles import Role
-from gateway.core.event_search import parse_event_search
-from gateway.core.model import Event, Failure, Source
+from gateway.core.console.roles import Role
+from gateway.core.events.model import Event, Failure, Source
+from gateway.core.events.search import parse_event_search
 from gateway.core.providers.internal import instruction as from_internal
-from gateway.core.settlement import transfer_id
+from gateway.core.settlement.instructions import transfer_id
 from gateway.errors import ErrorClass
 from tests.support.console import ConsoleHarness
 

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.console import ConsoleHarness
 
 

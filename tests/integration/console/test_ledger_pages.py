@@ -23,12 +23,12 @@ import jsonschema_rs
 import pytest
 
 from gateway import settings as settings_mod
-from gateway.compose.settlement import settlement_parts
 from gateway.console.web import ConsoleDeps
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
+from gateway.wiring.settlement import settlement_parts
 from tests.integration.console.test_roles_ledger import balance, open_merchant
 from tests.integration.settlement.test_money_movements import Payment
 from tests.support.config_file import write_toml

@@ -15,10 +15,10 @@ import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
-from gateway.compose.console import LazyNats
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from gateway.settings import parse
 from gateway.settings.sections import NatsSettings
+from gateway.wiring.console import LazyNats
 from tests.support.console import ConsoleHarness
 from tests.support.openapi import check_answer
 from tests.support.services import NatsServer, free_port

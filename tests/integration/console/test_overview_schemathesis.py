@@ -15,7 +15,7 @@ import schemathesis
 
 from gateway.adapters.postgres import Conn
 from gateway.console.api_doc import document
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.console_live import LiveConsole, checks, serve_console
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ import pytest
 
 from gateway.console import replay_ops, replay_plans
 from gateway.console.replay_ops import encode_cursor
-from gateway.core.console_roles import Role
-from gateway.core.dlq_model import DlqRow
+from gateway.core.console.roles import Role
+from gateway.core.dlq.model import DlqRow
 from gateway.dlq import jobs as jobs_mod
 from gateway.dlq import replay as replay_mod
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
@@ -356,7 +356,7 @@ async def test_the_jobs_list_pages_by_cursor(console: ConsoleHarness) -> None:
 async def test_an_events_job_republishes_through_the_events_replay(
     console: ConsoleHarness, nats_url: str
 ) -> None:
-    from gateway.compose.schema import migrate_stream
+    from gateway.wiring.schema import migrate_stream
 
     settings = with_nats(console.settings, nats_url)
     await migrate_stream(settings)

@@ -18,8 +18,8 @@ import schemathesis
 from gateway.adapters.postgres import Conn
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.console.api_doc import document
-from gateway.core.console_roles import Role
-from gateway.core.replay_jobs import JobKind, NewJob
+from gateway.core.console.roles import Role
+from gateway.core.replay.jobs import JobKind, NewJob
 from tests.support.console_live import LiveConsole, checks, serve_console
 
 if TYPE_CHECKING:

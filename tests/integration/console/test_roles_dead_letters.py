@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.console_roles import CAPABILITIES, Role
+from gateway.core.console.roles import CAPABILITIES, Role
 from tests.support.console import Case, ConsoleHarness, check_case
 from tests.support.dead_letters import STRIPE_HEADERS, park
 

@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.console_roles import CAPABILITIES, Capability, Role
-from gateway.core.model import Event
+from gateway.core.console.roles import CAPABILITIES, Capability, Role
+from gateway.core.events.model import Event
 from gateway.core.providers.internal import instruction as from_internal
-from gateway.core.settlement import transfer_id
+from gateway.core.settlement.instructions import transfer_id
 from tests.integration.console.test_events_page import seed
 from tests.support.console import Case, ConsoleHarness, check_case
 

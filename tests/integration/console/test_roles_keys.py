@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.console_roles import CAPABILITIES, Role
+from gateway.core.console.roles import CAPABILITIES, Role
 from tests.integration.console.test_keys_page import held, seed
 from tests.support.console import Case, ConsoleHarness, check_case
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.adapters.postgres.account_names import PostgresAccountNames
-from gateway.core.console_roles import CAPABILITIES, Role
+from gateway.core.console.roles import CAPABILITIES, Role
 from gateway.settlement import ledger_ops
 from tests.support.console import Case, ConsoleHarness, check_case
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.console import Case, ConsoleHarness, check_case, state_digest
 
 CASES: list[Case] = [

@@ -8,8 +8,8 @@ import pytest
 
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.adapters.postgres import transaction
-from gateway.core.console_roles import CAPABILITIES, Role
-from gateway.core.replay_jobs import JobKind, NewJob
+from gateway.core.console.roles import CAPABILITIES, Role
+from gateway.core.replay.jobs import JobKind, NewJob
 from tests.support.console import Case, ConsoleHarness, check_case
 
 API = "/console/api/v1/replays"

@@ -17,7 +17,7 @@ import httpx
 import orjson
 from starlette.routing import Route
 
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.integration.console.test_roles_events import AMOUNT as BOOKED_AMOUNT
 from tests.integration.console.test_roles_events import IBAN as BOOKED_PAYMENT
 from tests.integration.console.test_roles_events import MERCHANT as BOOKED_MERCHANT

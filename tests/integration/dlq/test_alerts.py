@@ -20,7 +20,7 @@ import pytest
 
 from gateway.adapters.alert_webhook import AlertWebhook
 from gateway.adapters.postgres import open_pool
-from gateway.core.alerting import AlertSettings
+from gateway.core.health.alerting import AlertSettings
 from gateway.dlq.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
 from gateway.metrics import Metrics
 from gateway.settings import parse
@@ -344,7 +344,7 @@ async def test_bad_alert_config_stops_with_the_key_named(tmp_path: Path) -> None
 async def test_run_alerts_runs_until_cancelled(
     pool: asyncpg.Pool, db: asyncpg.Connection, receiver: Receiver, client: httpx.AsyncClient
 ) -> None:
-    """The coroutine compose.py starts sends alerts and stops cleanly when cancelled."""
+    """The coroutine the wiring starts sends alerts and stops cleanly when cancelled."""
     for i in range(11):
         await park(db, f"evt_{i}", datetime.now(UTC))
     doc = {"alerts": {"webhook_url": receiver.url, "interval_s": 0.05}}

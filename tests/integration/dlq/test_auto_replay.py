@@ -13,9 +13,9 @@ import asyncpg
 import pytest
 
 from gateway import settings as settings_mod
-from gateway.compose import ops
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from gateway.dlq.auto_replay import AutoReplayer, auto_replayer
+from gateway.wiring import ops
 from tests.integration.settlement.test_settlement import payment, post_stripe
 from tests.support.console import ConsoleHarness, console, console_factory
 from tests.support.gateway import config, running_server

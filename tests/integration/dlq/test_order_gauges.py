@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from gateway.adapters.postgres import open_pool, order_admin
-from gateway.core.alerting import AlertSettings
+from gateway.adapters.postgres import open_pool
+from gateway.adapters.postgres.ordering import admin as order_admin
+from gateway.core.health.alerting import AlertSettings
 from gateway.dlq.alerts import DlqAlerts
 from gateway.metrics import Metrics
 

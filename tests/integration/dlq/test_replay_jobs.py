@@ -23,17 +23,18 @@ import pytest
 
 from gateway import cli
 from gateway import settings as settings_mod
-from gateway.adapters.postgres import Conn, connection, dead_letters, transaction
+from gateway.adapters.postgres import Conn, connection, transaction
 from gateway.adapters.postgres import replay_jobs as store
+from gateway.adapters.postgres.dead_letters import rows as dead_letters
 from gateway.cli.common import LOG_LEVEL_ENV
-from gateway.compose import ops
-from gateway.core.dlq_model import DlqRow
-from gateway.core.replay_jobs import ItemState, JobAction, JobKind, JobState, NewJob
+from gateway.core.dlq.model import DlqRow
+from gateway.core.replay.jobs import ItemState, JobAction, JobKind, JobState, NewJob
 from gateway.dlq import jobs as jobs_mod
 from gateway.dlq import replay as replay_mod
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import DatabaseError, UnknownMerchant
+from gateway.wiring import ops
 from tests.support.config_file import with_urls, write_toml
 from tests.support.services import free_port
 

@@ -17,7 +17,7 @@ import pytest
 
 from gateway import cli
 from gateway.cli.common import LOG_LEVEL_ENV
-from gateway.core.dlq_model import DlqRow
+from gateway.core.dlq.model import DlqRow
 from gateway.dlq import replay as replay_mod
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS

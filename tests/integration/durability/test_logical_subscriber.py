@@ -14,10 +14,10 @@ import pytest
 
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.durability import read_durability
-from gateway.compose.durability import DurabilityWatcher
-from gateway.core.durability import DurabilityState
+from gateway.core.health.durability import DurabilityState
 from gateway.errors import DatabaseNotDurable
 from gateway.metrics import Metrics
+from gateway.wiring.durability import DurabilityWatcher
 from tests.support.pg_pair import PgCluster, PgPair
 from tests.support.services import wait_until
 

@@ -21,9 +21,9 @@ import pytest
 
 from gateway.adapters.postgres import migrate, open_pool
 from gateway.adapters.postgres.durability import read_durability
-from gateway.compose.durability import DurabilityWatcher
-from gateway.core.durability import DurabilityState
+from gateway.core.health.durability import DurabilityState
 from gateway.metrics import Metrics
+from gateway.wiring.durability import DurabilityWatcher
 from tests.support.config_file import write_toml
 from tests.support.gateway import config
 from tests.support.pg_pair import PgPair
@@ -110,7 +110,7 @@ async def test_the_watcher_logs_the_standby_leaving_and_coming_back(
     """Synchronous at start (info), waiting once the standby stops (one warning, however
     many readings), synchronous again once it streams (info); the gauges follow. Only the
     state is read while the standby is away: a commit would wait for it."""
-    caplog.set_level(logging.INFO, logger="gateway.compose.durability")
+    caplog.set_level(logging.INFO, logger="gateway.wiring.durability")
     metrics = Metrics()
     async with open_pool(sync_pair.primary_dsn, max_size=2) as pool:
         watcher = DurabilityWatcher(lambda: read_durability(pool), metrics, interval_s=0.1)

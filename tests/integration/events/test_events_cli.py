@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.model import Event, Failure, Source
+from gateway.core.events.model import Event, Failure, Source
 from gateway.errors import ErrorClass
 from tests.integration.dlq.test_dlq_cli import arun, toml
 from tests.support.deliveries import deliver

@@ -13,8 +13,8 @@ import pytest
 import standardwebhooks
 import stripe
 
-from gateway.core.forward_filters import ForwardFilter
-from gateway.core.forward_request import ResignAs, webhook_id
+from gateway.core.forward.filters import ForwardFilter
+from gateway.core.forward.request import ResignAs, webhook_id
 from tests.support.corpus import CORPUS, corpus_config, corpus_items, signed
 from tests.support.forward_target import Target, serving
 from tests.support.forwarding import FORWARD_SECRET, forwarding, options

@@ -14,8 +14,8 @@ import nats
 import orjson
 import pytest
 
-from gateway.core.forward_filters import ForwardFilter
-from gateway.core.forward_request import webhook_id
+from gateway.core.forward.filters import ForwardFilter
+from gateway.core.forward.request import webhook_id
 from tests.support.forward_target import Received, Target, always, serving
 from tests.support.forwarding import forwarding, options, post_stripe
 from tests.support.gateway import config, running_server

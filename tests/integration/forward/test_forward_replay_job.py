@@ -14,10 +14,10 @@ import standardwebhooks
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.adapters.postgres import transaction
-from gateway.compose import ops
-from gateway.core.forward_request import webhook_id
-from gateway.core.replay_jobs import JobKind, NewJob
+from gateway.core.forward.request import webhook_id
+from gateway.core.replay.jobs import JobKind, NewJob
 from gateway.dlq import jobs as jobs_mod
+from gateway.wiring import ops
 from tests.support.config_file import with_urls, write_toml
 from tests.support.forward_target import Received, Target, serving
 from tests.support.forwarding import FORWARD_SECRET

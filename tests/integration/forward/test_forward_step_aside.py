@@ -23,10 +23,10 @@ import pytest
 from chaos.proxy import FaultProxy
 from gateway import settings as settings_mod
 from gateway.adapters.jetstream.consumer import Delivery
-from gateway.compose import forward as compose_forward
-from gateway.core.forward_request import webhook_id
+from gateway.core.forward.request import webhook_id
 from gateway.forward.runner import Forwarder
 from gateway.settings.forward import ForwardOptions
+from gateway.wiring import forward as wiring_forward
 from tests.support.forward_target import Received, Target, serving
 from tests.support.forwarding import forwarding, options, post_stripe
 from tests.support.gateway import config, running_server
@@ -101,7 +101,7 @@ class RecordingForwarder(Forwarder):
 def recording_forwarders(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[RecordingForwarder]]:
     made: list[RecordingForwarder] = []
     monkeypatch.setattr(RecordingForwarder, "made", made)
-    monkeypatch.setattr(compose_forward, "Forwarder", RecordingForwarder)
+    monkeypatch.setattr(wiring_forward, "Forwarder", RecordingForwarder)
     yield made
 
 
@@ -168,12 +168,17 @@ async def test_a_forwarder_on_a_silent_database_hands_its_messages_to_the_health
                 await wait_until(all_delivered, timeout_s=45, interval_s=0.1)
                 assert proxy.blackhole
                 log = list(sick.seen.log)
-                assert healthy.counts.delivered == EVENTS
-                assert sick.counts.delivered == 0
-                # What the sick forwarder took it handed back at once, and acked nothing.
+                # An attempt already on the wire when the sick forwarder stepped aside
+                # may still be accepted (the target stopped refusing meanwhile) and
+                # acked: a loaded machine makes that window wide. It starts no other.
+                assert healthy.counts.delivered + sick.counts.delivered == EVENTS
+                assert sick.counts.delivered < EVENTS
+                # What else the sick forwarder took it handed back at once.
                 answers = sick.seen.answers()
-                assert answers, "the sick forwarder never handed its messages back"
-                assert set(answers) == {("nak", 0.0)}, answers
+                handed_back = [a for a in answers if a != ("ack",)]
+                assert handed_back, "the sick forwarder never handed its messages back"
+                assert set(handed_back) == {("nak", 0.0)}, answers
+                assert len(answers) - len(handed_back) == sick.counts.delivered, answers
                 assert len(answers) >= sick.seen.fetched
                 # It stopped fetching once it had handed them back.
                 first_back = log.index(("nak", 0.0))

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from gateway.adapters.http_target import EXCERPT_BYTES, HttpTarget
-from gateway.core.forward_retry import Answer
+from gateway.core.forward.retry import Answer
 from tests.support.services import free_port
 
 Reply = Callable[[asyncio.StreamWriter], Awaitable[None]]

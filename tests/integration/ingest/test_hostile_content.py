@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.model import webhook_event
+from gateway.core.events.model import webhook_event
 from gateway.core.signatures.base import FieldRef
 from tests.integration.dlq.test_dlq_cli import arun, toml
 from tests.support.deliveries import Delivery, deliver

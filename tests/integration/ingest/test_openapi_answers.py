@@ -140,6 +140,12 @@ async def _served_answers(server: RunningServer, proxy: FaultProxy, answers: Ans
         headers={"Content-Type": "application/json"},
     )  # fmt: skip
 
+    # A provider that refuses in its own code: GoCardless's 498 for a bad signature.
+    answers[(WEBHOOKS, "POST", 498, json)] = await _http(
+        server, "POST", "/webhooks/gocardless", content=b'{"events": []}',
+        headers={"Content-Type": "application/json", "Webhook-Signature": "00" * 32},
+    )  # fmt: skip
+
     answers[(EVENTS, "POST", 200, json)] = await _http(
         server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers()
     )
@@ -228,6 +234,7 @@ async def test_every_documented_answer_is_produced_and_matches_the_document(
             services=services,
         )
         doc["providers"]["adyen"] = {"scheme": "adyen", "secrets": [ADYEN_KEY]}
+        doc["providers"]["gocardless"] = {"scheme": "gocardless", "secrets": ["gc-oa-secret"]}
         async with running_server(doc) as server:
             await _served_answers(server, proxy, answers)
 

@@ -21,13 +21,13 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.adapters.postgres import open_pool
-from gateway.adapters.postgres.key_numbers import insert_numbered_whole
+from gateway.adapters.postgres.ordering.key_numbers import insert_numbered_whole
 from gateway.adapters.postgres.webhooks import _keyed_rows, _rows_json, insert_events, record_events
 from gateway.backfill.run import backfill
-from gateway.compose.backfill import backfill_parts
-from gateway.core.backfill import Window
-from gateway.core.model import Event, new_event
+from gateway.core.backfill.decisions import Window
+from gateway.core.events.model import Event, new_event
 from gateway.ingest.inbox import GroupCommitInbox
+from gateway.wiring.backfill import backfill_parts
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import BILLING_TOKEN, config, running_server

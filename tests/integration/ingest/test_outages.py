@@ -13,11 +13,11 @@ from gateway import settings as settings_mod
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import migrate, open_pool
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.compose.ingest import running_gateway
-from gateway.core.model import webhook_event
+from gateway.core.events.model import webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
+from gateway.wiring.ingest import running_gateway
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
 from tests.support.services import NatsServer, stream_messages, wait_until

@@ -24,7 +24,7 @@ from gateway import settings as settings_mod
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import migrate, open_pool
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.model import Event, webhook_event
+from gateway.core.events.model import Event, webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.errors import OutboxCursorAhead
 from gateway.ingest.relay import OutboxRelay

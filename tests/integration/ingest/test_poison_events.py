@@ -21,8 +21,8 @@ import pytest
 from gateway.adapters.jetstream.broker import JetStreamBroker, PublishResult
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
-from gateway.core.model import Event
-from gateway.core.publish_batches import BatchLimits
+from gateway.core.events.model import Event
+from gateway.core.relay.batches import BatchLimits
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
 from gateway.settings import HttpSettings, NatsSettings, OutboxSettings

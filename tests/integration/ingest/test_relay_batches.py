@@ -20,8 +20,8 @@ from nats.js.api import StreamConfig
 from gateway.adapters.jetstream.broker import JetStreamBroker, message_headers
 from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.webhooks import StoredEvent, insert_events
-from gateway.core.model import Event
-from gateway.core.stream import STREAM_SUBJECTS
+from gateway.core.events.model import Event
+from gateway.core.relay.stream import STREAM_SUBJECTS
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
 from gateway.settings import NatsSettings, OutboxSettings

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from gateway import cli
-from gateway.core.content import MAX_HEADERS_CHARS, NEVER_STORED
+from gateway.core.bodies.content import MAX_HEADERS_CHARS, NEVER_STORED
 from tests.support import vectors
 from tests.support.config_file import write_toml
 from tests.support.deliveries import Delivery, deliver

@@ -51,7 +51,7 @@ async def test_gateway_serve_loads_no_settlement_redis_or_tigerbeetle(
         serve.send_signal(signal.SIGTERM)
         _, log = serve.communicate(timeout=30)
     loaded = imported_modules(log)
-    assert {"gateway.ingest.app", "gateway.compose.ingest", "asyncpg", "nats"} <= loaded
+    assert {"gateway.ingest.app", "gateway.wiring.ingest", "asyncpg", "nats"} <= loaded
     unwanted = sorted(
         m
         for m in loaded

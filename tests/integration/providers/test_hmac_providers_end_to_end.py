@@ -21,7 +21,7 @@ import orjson
 import pytest
 from square.utils.webhooks_helper import verify_signature
 
-from gateway.core.ledger_ids import merchant_account_id
+from gateway.core.ledger.ids import merchant_account_id
 from gateway.settlement.parts import SettlementParts
 from tests.support.gateway import RunningServer, config, running_server
 from tests.support.services import wait_until

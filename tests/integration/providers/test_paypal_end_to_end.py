@@ -171,13 +171,15 @@ async def test_an_unreachable_certificate_host_is_a_503_and_nothing_is_stored(
     doc: dict[str, Any], database_url: str
 ) -> None:
     """The host is PayPal's (allowed) but nobody answers: PayPal must send it again."""
-    with socket.socket() as probe:  # a port nothing listens on
+    # A port bound and never listened on, held to the end: connections to it are refused,
+    # and no other test (another xdist worker's server) can be given it meanwhile.
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed = f"127.0.0.1:{probe.getsockname()[1]}"
-    doc["providers"]["paypal"]["cert_extra_hosts"].append(closed)
-    async with running_server(doc) as server:
-        url = f"https://{closed}/v1/notifications/certs/CERT-1"
-        answer = await post(server, capture("1.00"), url)
-        assert answer.status_code == 503, answer.text
-        assert answer.headers["retry-after"]
+        doc["providers"]["paypal"]["cert_extra_hosts"].append(closed)
+        async with running_server(doc) as server:
+            url = f"https://{closed}/v1/notifications/certs/CERT-1"
+            answer = await post(server, capture("1.00"), url)
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["retry-after"]
     assert await stored_ids(database_url, "paypal") == []

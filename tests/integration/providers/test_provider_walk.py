@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from gateway.cli import main as gateway_main
-from gateway.core.forward_request import ForwardedEvent, ResignAs, delivery_request
+from gateway.core.forward.request import ForwardedEvent, ResignAs, delivery_request
 from gateway.core.providers import PROVIDERS, get_scheme
 from gateway.core.signatures import SchemeParams
 from tests.support.config_file import write_toml

@@ -11,7 +11,7 @@ import pytest
 
 from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.model import Event
+from gateway.core.events.model import Event
 from gateway.core.retention import WEBHOOKS, Removed, RetentionReport
 from gateway.retention.passes import RetentionPass
 from gateway.settings import RetentionSettings

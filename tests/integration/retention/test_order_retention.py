@@ -13,8 +13,9 @@ import asyncpg
 import pytest
 
 from gateway.adapters.postgres import Pool, open_pool
-from gateway.adapters.postgres.webhooks import key_lock_id, record_events
-from gateway.core.model import Event
+from gateway.adapters.postgres.ordering.key_numbers import key_lock_id
+from gateway.adapters.postgres.webhooks import record_events
+from gateway.core.events.model import Event
 from gateway.core.retention import ORDER_APPLIED, ORDER_COUNTERS, ORDER_LOG, Removed
 from gateway.metrics import Metrics
 from gateway.retention.passes import RetentionPass

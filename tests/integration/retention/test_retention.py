@@ -22,7 +22,7 @@ from gateway.adapters.postgres import Pool, open_pool
 from gateway.adapters.postgres import retention as store
 from gateway.adapters.postgres.webhooks import insert_events, record_failure
 from gateway.cli.reconcile import _print as print_reconcile
-from gateway.core.model import Event, Failure, Stage
+from gateway.core.events.model import Event, Failure, Stage
 from gateway.core.retention import DEAD_LETTERS, WEBHOOKS, Removed, RetentionReport
 from gateway.errors import ErrorClass
 from gateway.metrics import Metrics

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.core.ledger import verify_totals
-from gateway.core.ledger_ids import merchant_account_id
-from gateway.core.model import Event
+from gateway.core.events.model import Event
+from gateway.core.ledger.ids import merchant_account_id
+from gateway.core.ledger.port import verify_totals
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome

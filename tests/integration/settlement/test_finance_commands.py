@@ -19,11 +19,11 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.adapters.postgres.account_names import PostgresAccountNames
-from gateway.compose.settlement import settlement_parts
 from gateway.settlement import ledger_ops
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
+from gateway.wiring.settlement import settlement_parts
 from tests.integration.settlement.test_money_movements import Payment
 from tests.support.config_file import write_toml
 from tests.support.gateway import config

@@ -25,9 +25,13 @@ from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.account_names import PostgresAccountNames
 from gateway.adapters.postgres.ledger import PostgresLedger
 from gateway.adapters.tigerbeetle import open_tigerbeetle
-from gateway.core.ledger import Ledger, TransferResult
-from gateway.core.ledger_accounts import clearing_name, merchant_name
-from gateway.core.settlement import SettlementInstruction, SettlementKind, build_transfer
+from gateway.core.ledger.accounts import clearing_name, merchant_name
+from gateway.core.ledger.port import Ledger, TransferResult
+from gateway.core.settlement.instructions import (
+    SettlementInstruction,
+    SettlementKind,
+    build_transfer,
+)
 from gateway.settlement import ledger_ops
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")

@@ -19,9 +19,13 @@ import pytest
 from gateway.adapters.postgres import Conn, open_pool
 from gateway.adapters.postgres import ledger as ledger_postgres
 from gateway.adapters.postgres.ledger import PostgresLedger
-from gateway.core.ledger import LedgerTransfer, TransferResult
-from gateway.core.ledger_ids import clearing_account, merchant_account
-from gateway.core.settlement import SettlementInstruction, SettlementKind, build_transfer
+from gateway.core.ledger.ids import clearing_account, merchant_account
+from gateway.core.ledger.port import LedgerTransfer, TransferResult
+from gateway.core.settlement.instructions import (
+    SettlementInstruction,
+    SettlementKind,
+    build_transfer,
+)
 
 RATE = Decimal("1.08")
 

@@ -23,15 +23,15 @@ import orjson
 import pytest
 
 from gateway import settings as settings_mod
-from gateway.compose.settlement import settlement_parts
-from gateway.core.ledger import verify_totals
-from gateway.core.ledger_ids import FX_OWNER, clearing_account_id
-from gateway.core.model import Event
-from gateway.core.settlement import SettlementInstruction, SettlementKind, fx_transfer
+from gateway.core.events.model import Event
+from gateway.core.ledger.ids import FX_OWNER, clearing_account_id
+from gateway.core.ledger.port import verify_totals
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, fx_transfer
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentNotSettled
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
+from gateway.wiring.settlement import settlement_parts
 from tests.support.gateway import config
 from tests.support.settlement import (
     ledger_section,

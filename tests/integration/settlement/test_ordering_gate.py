@@ -18,14 +18,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gateway import settings as settings_mod
-from gateway.compose.settlement import settlement_parts
-from gateway.core.ledger_ids import merchant_account
-from gateway.core.model import Event
-from gateway.settlement.ordered import FOLLOW_SHARE, OrderedGate
-from gateway.settlement.ordered_holding import WaitingRoom
-from gateway.settlement.ordered_round import RoundSettler
+from gateway.core.events.model import Event
+from gateway.core.ledger.ids import merchant_account
+from gateway.settlement.ordered.gate import FOLLOW_SHARE, OrderedGate
+from gateway.settlement.ordered.holding import WaitingRoom
+from gateway.settlement.ordered.round import RoundSettler
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
+from gateway.wiring.settlement import settlement_parts
 from tests.support.gateway import config
 from tests.support.ordered_stream import MemoryStream, Payment, Published
 from tests.support.ordering_property import violations

@@ -17,9 +17,9 @@ import pytest
 from gateway import cli
 from gateway import settings as settings_mod
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.compose.settlement import settlement_parts
-from gateway.core.model import Event
+from gateway.core.events.model import Event
 from gateway.settlement.worker import SettlementWorker
+from gateway.wiring.settlement import settlement_parts
 from tests.integration.settlement.test_ordering_gate import drain, open_merchants, settings_doc
 from tests.support.config_file import write_toml
 from tests.support.ordered_stream import MemoryStream, Payment, Published

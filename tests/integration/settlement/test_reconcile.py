@@ -17,10 +17,10 @@ import pytest
 
 from gateway import cli
 from gateway import settings as settings_mod
-from gateway.compose.settlement import run_reconcile
-from gateway.core.model import Event
+from gateway.core.events.model import Event
 from gateway.errors import BrokerUnavailable
 from gateway.settlement.reconcile import Verdict, verdict
+from gateway.wiring.settlement import run_reconcile
 from tests.support.deliveries import deliver
 from tests.support.gateway import RunningServer, config, running_server
 from tests.support.services import NatsServer, stream_messages, wait_until

@@ -11,9 +11,8 @@ import orjson
 import pytest
 
 from gateway import settings as settings_mod
-from gateway.compose.settlement import settlement_parts
-from gateway.core.ledger import LedgerTransfer, TransferResult, verify_totals
-from gateway.core.model import Event
+from gateway.core.events.model import Event
+from gateway.core.ledger.port import LedgerTransfer, TransferResult, verify_totals
 from gateway.errors import (
     InvalidAmount,
     LedgerIdCollision,
@@ -24,6 +23,7 @@ from gateway.errors import (
 from gateway.settlement.batch import Result, settle_batch
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
+from gateway.wiring.settlement import settlement_parts
 from tests.support.gateway import config
 from tests.support.settlement import fetch, merchant_balance, open_merchant, settlement_sections
 from tests.support.stub import Stub

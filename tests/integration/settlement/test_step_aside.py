@@ -24,9 +24,9 @@ import orjson
 from chaos.proxy import FaultProxy
 from gateway import settings as settings_mod
 from gateway.adapters.jetstream.consumer import Delivery
-from gateway.compose.settlement import settlement_parts
 from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
+from gateway.wiring.settlement import settlement_parts
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
 from tests.support.services import wait_until

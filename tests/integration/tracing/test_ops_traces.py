@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 
 from gateway import settings as settings_mod
-from gateway.compose.backfill import run_backfill
 from gateway.dlq.parts import StageHandlers
+from gateway.wiring.backfill import run_backfill
 from tests.integration.backfill.test_scheduled import serving
 from tests.integration.dlq.test_dlq_cli import handlers, park, replay_in_process
 from tests.support.config_file import write_toml

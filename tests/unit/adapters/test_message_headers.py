@@ -9,7 +9,7 @@ import pytest
 
 from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.model import webhook_event
+from gateway.core.events.model import webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.core.trace_context import TraceParent, parse_traceparent
 from gateway.settings.sections import HEADER_BUDGET_BYTES

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway.adapters.jetstream.broker import KEY_SEQ_HEADER, ORDER_KEY_HEADER, message_headers
-from gateway.adapters.postgres.key_numbers import KeyedRow, key_lock_id, repeats_before_new
+from gateway.adapters.postgres.ordering.key_numbers import KeyedRow, key_lock_id, repeats_before_new
 from gateway.adapters.postgres.webhooks import StoredEvent
-from gateway.core.model import Event, new_event
-from gateway.core.order_keys import MAX_KEY_BYTES
+from gateway.core.events.model import Event, new_event
+from gateway.core.ordering.keys import MAX_KEY_BYTES
 from gateway.core.trace_context import TraceParent
 from gateway.settings.sections import HEADER_BUDGET_BYTES
 

@@ -20,7 +20,8 @@ from tigerbeetle import bindings
 from tigerbeetle.lib import c_uint128
 
 from gateway.adapters.tigerbeetle import BATCH_MAX, TigerBeetleLedger, to_tb_transfer
-from gateway.core.ledger import (
+from gateway.core.ledger.ids import settlement_ref
+from gateway.core.ledger.port import (
     AccountCode,
     AccountSpec,
     Balance,
@@ -29,7 +30,6 @@ from gateway.core.ledger import (
     TransferCode,
     TransferResult,
 )
-from gateway.core.ledger_ids import settlement_ref
 from gateway.errors import LedgerIdCollision, LedgerRejected
 
 L = BATCH_MAX

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.backfill.parts import LISTED_MAX, BackfillReport
 from gateway.cli.backfill import _print
-from gateway.core.backfill import Window
+from gateway.core.backfill.decisions import Window
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

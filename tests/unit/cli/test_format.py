@@ -8,7 +8,7 @@ import pytest
 
 from gateway.cli.format import decode_payload, format_age, safe, table
 from gateway.cli.pages import dead_letter_page, dead_letter_row_doc
-from gateway.core.dlq_model import DlqRow
+from gateway.core.dlq.model import DlqRow
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway.console.overview import format_age, growth_chart
-from gateway.core.console_overview import Overview, Thresholds, fill_hours
+from gateway.core.console.overview import Overview, Thresholds, fill_hours
 
 NOW = datetime(2026, 12, 1, 14, 25, tzinfo=UTC)
 

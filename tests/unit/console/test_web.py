@@ -26,7 +26,7 @@ from gateway.console.web import (
     read_form,
     render,
 )
-from gateway.core.console_roles import Role
+from gateway.core.console.roles import Role
 from tests.support.console import console_settings
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

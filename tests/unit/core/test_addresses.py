@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.addresses import is_public
+from gateway.core.forward.addresses import is_public
 
 
 @pytest.mark.parametrize(

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from gateway.core.adjustment_form import (
+from gateway.core.finance.adjustment_form import (
     adjustment_line,
     adjustment_payment_id,
     parse_units,
     read_adjustment_form,
     read_adjustment_json,
 )
-from gateway.core.finance_input import FinanceUsageError
+from gateway.core.finance.input import FinanceUsageError
+from gateway.core.finance.statements import Adjustment
 from gateway.core.money import AMOUNT_MAX
-from gateway.core.statements import Adjustment
 
 FORM = {"merchant": "m_1", "amount": "-12.50", "currency": "USD", "reason": "dup", "id": "a-1",
         "note": ""}  # fmt: skip

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.audit_search import (
+from gateway.core.console.audit_search import (
     AUDIT_WINDOW_DEFAULT,
     AuditUsageError,
     like_prefix,

@@ -1,9 +1,9 @@
-"""What the audit trail keeps (`core.audit_values`): bounded texts and details, and one
+"""What the audit trail keeps (`core.console.audit_values`): bounded texts and details, and one
 row per address, action and minute of unauthenticated refusals."""
 
 from __future__ import annotations
 
-from gateway.core.audit_values import (
+from gateway.core.console.audit_values import (
     DETAIL_ITEMS_MAX,
     TEXT_MAX_CHARS,
     AnonymousSampler,

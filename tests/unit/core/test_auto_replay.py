@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.auto_replay import (
+from gateway.core.dlq.auto_replay import (
     DEFAULT_CLASSES,
     WAITS_ON,
     AutoReplayPolicy,
@@ -17,7 +17,7 @@ from gateway.core.auto_replay import (
     is_due,
     unknown_classes,
 )
-from gateway.core.dependencies import Dependency
+from gateway.core.health.dependencies import Dependency
 from gateway.errors import ErrorClass, Family
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)

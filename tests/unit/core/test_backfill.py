@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from gateway.core.backfill import (
+from gateway.core.backfill.decisions import (
     ApiRetryPolicy,
     Outcome,
     Tally,

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.backfill_items import (
+from gateway.core.backfill.items import (
     encode,
     entry_id,
     entry_type,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.console_access import (
+from gateway.core.console.access import (
     AuthKind,
     CsrfVerdict,
     LoginThrottle,

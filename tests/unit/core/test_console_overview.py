@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.alerting import AlertSettings
-from gateway.core.console_overview import (
+from gateway.core.console.overview import (
     HOURS,
     Overview,
     Thresholds,
@@ -20,6 +19,7 @@ from gateway.core.console_overview import (
     provider_names,
     to_json,
 )
+from gateway.core.health.alerting import AlertSettings
 
 NOW = datetime(2026, 12, 1, 14, 25, 30, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from gateway.core.currency import (
     ServiceAnswer,
     decide_rate,
 )
-from gateway.core.retry import CURRENCY
+from gateway.core.failures.retry import CURRENCY
 from gateway.errors import RateStale, RateUnavailable, TransientError, UnsupportedPair
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.core.alerting import AlertSettings, Observation, Rule, readings
-from gateway.core.console_outages import dependency_briefs
-from gateway.core.dependencies import Dependency, Health, Seen, blamed, worth_writing
+from gateway.core.console.outages import dependency_briefs
+from gateway.core.health.alerting import AlertSettings, Observation, Rule, readings
+from gateway.core.health.dependencies import Dependency, Health, Seen, blamed, worth_writing
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.disposition import Action, Policies, dispose
-from gateway.core.retry import RetryPolicy
+from gateway.core.failures.disposition import Action, Policies, dispose
+from gateway.core.failures.retry import RetryPolicy
 from gateway.errors import (
     DatabaseUnavailable,
     InsufficientFunds,

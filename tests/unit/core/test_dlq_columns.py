@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.core.dlq_columns import (
+from gateway.core.dlq.columns import (
     AMOUNT_BODY_MAX_BYTES,
     CRITICAL_CLASSES,
     Amount,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.event_filters import (
+from gateway.core.events.filters import (
     REPLAY_MARK,
     build_event_filter,
     check_replay_choice,

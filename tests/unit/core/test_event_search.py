@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.event_search import (
+from gateway.core.events.search import (
     CONTAINS_MAX_BYTES,
     WINDOW_DEFAULT,
     PublishState,

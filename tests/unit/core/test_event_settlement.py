@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from gateway.core.event_settlement import settlement_asked
-from gateway.core.model import Event
+from gateway.core.console.event_settlement import settlement_asked
+from gateway.core.events.model import Event
 from gateway.core.providers.movements import instruction_of
-from gateway.core.settlement import SettlementKind, transfer_id
+from gateway.core.settlement.instructions import SettlementKind, transfer_id
 from gateway.settlement.settler import instruction_for
 
 SCHEMES = {"stripe": "stripe", "github": "github"}

@@ -7,17 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.finance_input import (
+from gateway.core.finance.input import (
     FinanceUsageError,
     StatementAsk,
     parse_balances_query,
     parse_statement_query,
     parse_transfers_query,
 )
-from gateway.core.finance_view import encode_balance_cursor
+from gateway.core.finance.statements import Filters
+from gateway.core.finance.view import encode_balance_cursor
 from gateway.core.keyset import Keyset, encode_cursor
-from gateway.core.settlement import SettlementKind
-from gateway.core.statements import Filters
+from gateway.core.settlement.instructions import SettlementKind
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 CURSOR_412 = encode_cursor(Keyset(NOW, 412))

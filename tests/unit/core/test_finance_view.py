@@ -10,7 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.core.finance_view import (
+from gateway.core.finance.statements import Line, Movement, running
+from gateway.core.finance.view import (
     BalancesAsk,
     MerchantBalance,
     StatementPage,
@@ -25,9 +26,8 @@ from gateway.core.finance_view import (
     rate_text,
 )
 from gateway.core.keyset import BadCursor
-from gateway.core.ledger_accounts import AccountView
-from gateway.core.settlement import SettlementKind
-from gateway.core.statements import Line, Movement, running
+from gateway.core.ledger.accounts import AccountView
+from gateway.core.settlement.instructions import SettlementKind
 
 AT = datetime(2026, 12, 6, 9, 12, 3, tzinfo=UTC)
 _IDS = itertools.count(1000)
@@ -91,7 +91,7 @@ def test_merchants_below_zero_come_first_and_are_counted() -> None:
 def test_balances_page_by_key_and_filter() -> None:
     """Each account once across the pages; filters apply before the page is cut."""
     balances = merchant_balances(
-        # Account ids are 128-bit numbers (`core.ledger_ids`), past what JSON numbers hold.
+        # Account ids are 128-bit numbers (`core.ledger.ids`), past what JSON numbers hold.
         [view(f"m_{n}", 100 if n % 2 else 0, 50, account_id=2**127 + n) for n in range(7)]
     )
     seen, after = [], None

@@ -1,4 +1,4 @@
-"""Netting a payment's refunds, chargebacks and reversals (`core.follow_ups`): what each
+"""Netting a payment's refunds, chargebacks and reversals (`core.settlement.follow_ups`): what each
 claim moves, and that every arrival order ends in the same balance. Table-driven."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.core.follow_ups import (
+from gateway.core.ledger.ids import FX_OWNER, clearing_account_id
+from gateway.core.money import convert_minor
+from gateway.core.settlement.follow_ups import (
     Claim,
     Payment,
     Pool,
@@ -17,9 +19,7 @@ from gateway.core.follow_ups import (
     held,
     target,
 )
-from gateway.core.ledger_ids import FX_OWNER, clearing_account_id
-from gateway.core.money import convert_minor
-from gateway.core.settlement import SettlementInstruction, SettlementKind, fx_transfer
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, fx_transfer
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentMismatch
 
 K = SettlementKind

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.core.forward_filters import MAX_WHERE_BYTES, ForwardFilter, contains
+from gateway.core.forward.filters import MAX_WHERE_BYTES, ForwardFilter, contains
 
 BODY = (
     b'{"type":"charge.refunded","livemode":false,"data":{"object":{"currency":"eur",'

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.core.forward_request import (
+from gateway.core.forward.request import (
     ForwardedEvent,
     ResignAs,
     delivery_request,

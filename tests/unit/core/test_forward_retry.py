@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from gateway.core.forward_retry import (
+from gateway.core.forward.retry import (
     JITTER,
     NAMED_SCHEDULES,
     RETRY_AFTER_CAP_S,

@@ -12,7 +12,7 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from gateway.core.model import ParsedBody, lookup
+from gateway.core.events.model import ParsedBody, lookup
 from gateway.core.providers import get_scheme
 from gateway.core.signatures import (
     Algorithm,

@@ -1,4 +1,4 @@
-"""An internal event's ordering key (`core.model.service_event`): the `Ordering-Key`
+"""An internal event's ordering key (`core.events.model.service_event`): the `Ordering-Key`
 header, else the payment it names, else its subject, so one bad payment of a service
 holds only that payment's later events. Table-driven."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from gateway.core.model import ordered_subjects, service_event
+from gateway.core.events.model import ordered_subjects, service_event
 
 AT = datetime(2026, 12, 6, tzinfo=UTC)
 ORDERED = ordered_subjects(("events.>",))

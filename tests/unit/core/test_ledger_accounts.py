@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.ledger import AccountCode, Balance
-from gateway.core.ledger_accounts import (
+from gateway.core.ledger.accounts import (
     UNKNOWN_KIND,
     AccountName,
     clearing_name,
@@ -15,13 +14,14 @@ from gateway.core.ledger_accounts import (
     merchant_name,
     select,
 )
-from gateway.core.ledger_ids import (
+from gateway.core.ledger.ids import (
     clearing_account,
     clearing_account_id,
     ledger_number,
     merchant_account,
     merchant_account_id,
 )
+from gateway.core.ledger.port import AccountCode, Balance
 
 
 @pytest.mark.parametrize("code", ["USD", "EUR", "JPY", "KWD", "AAA", "ZZZ"])

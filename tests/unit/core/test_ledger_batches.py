@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gateway.core.ledger_batches import align_found, chunk_bounds, one_per_event
+from gateway.core.ledger.batches import align_found, chunk_bounds, one_per_event
 from gateway.errors import LedgerRejected
 
 L = 8189  # TigerBeetle's limit; any limit behaves alike

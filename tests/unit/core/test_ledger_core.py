@@ -14,7 +14,8 @@ from gateway.adapters.tigerbeetle import (
     to_tb_account,
     to_tb_transfer,
 )
-from gateway.core.ledger import (
+from gateway.core.ledger.ids import settlement_ref
+from gateway.core.ledger.port import (
     ID_BURNING_RESULTS,
     ID_MAX,
     AccountCode,
@@ -27,7 +28,6 @@ from gateway.core.ledger import (
     interpret,
     verify_totals,
 )
-from gateway.core.ledger_ids import settlement_ref
 from gateway.errors import (
     InsufficientFunds,
     LedgerIdAlreadyFailed,

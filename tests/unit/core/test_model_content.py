@@ -1,4 +1,4 @@
-"""The pure shaping rules for content a sender controls (`gateway.core.model`): a
+"""The pure shaping rules for content a sender controls (`gateway.core.events.model`): a
 verified webhook is never refused for its content, only recorded and parked with a
 precise error class; an internal publish with the same content is refused (400)."""
 
@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.core.content import header_policy, storable_headers
-from gateway.core.model import service_event, webhook_event
+from gateway.core.bodies.content import header_policy, storable_headers
+from gateway.core.events.model import service_event, webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.errors import BadRequest, EventIdMissing
 

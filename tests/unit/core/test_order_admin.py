@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.order_admin import (
+from gateway.core.ordering.admin import (
     HINT_IDS_MAX,
     Release,
     check_note,

@@ -13,14 +13,14 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.order_keys import (
+from gateway.core.bodies.pointers import parse_pointer
+from gateway.core.ordering.keys import (
     KeyRule,
     bounded_key,
     order_key_of,
     parse_rule,
     parse_rules,
 )
-from gateway.core.pointers import parse_pointer
 from gateway.core.providers import PROVIDERS
 
 CORPUS = Path(os.environ.get("GATEWAY_TEST_CORPUS", "/work/shared/corpus")) / "items.jsonl.gz"

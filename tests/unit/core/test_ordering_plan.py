@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from gateway.core.ordering import (
+from gateway.core.ordering.gate import (
     GAP_MAX_DELIVERIES,
     Decision,
     Keyed,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.outbox import EMPTY_SNAPSHOT, Cursor, advance, holding_the_cursor, xip, xmax
+from gateway.core.relay.cursor import EMPTY_SNAPSHOT, Cursor, advance, holding_the_cursor, xip, xmax
 from gateway.errors import OutboxCursorAhead
 
 DONE = "100:105:101"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.publish_batches import (
+from gateway.core.relay.batches import (
     BatchLimits,
     Step,
     Verdict,

@@ -1,4 +1,4 @@
-"""`/readyz`'s answer from each probed dependency (`core.readiness`): 200 only when
+"""`/readyz`'s answer from each probed dependency (`core.health.readiness`): 200 only when
 every one answered, else 503 with one code per dependency that did not, in order, and
 nothing but the codes and booleans."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.readiness import UNREACHABLE, Dependency, NotReady, liveness, readiness
+from gateway.core.health.readiness import UNREACHABLE, Dependency, NotReady, liveness, readiness
 
 D = Dependency
 

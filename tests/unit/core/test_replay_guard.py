@@ -12,7 +12,7 @@ import pytest
 
 from gateway import settings
 from gateway.cli.format import REDACTED, shown_headers
-from gateway.core.content import (
+from gateway.core.bodies.content import (
     MAX_HEADER_VALUE_CHARS,
     MAX_HEADERS_CHARS,
     NEVER_STORED,
@@ -20,7 +20,7 @@ from gateway.core.content import (
     header_policy,
     storable_headers,
 )
-from gateway.core.model import Event, Outcome, webhook_event
+from gateway.core.events.model import Event, Outcome, webhook_event
 from gateway.core.providers import PROVIDERS, get_scheme
 from gateway.core.signatures import FieldRef, SchemeParams
 from gateway.core.type_patterns import type_allowed, type_patterns

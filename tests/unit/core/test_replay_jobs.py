@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.replay_jobs import (
+from gateway.core.replay.jobs import (
     CONFIRM_ABOVE_ROWS,
     ItemState,
     JobAction,

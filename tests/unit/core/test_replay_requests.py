@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gateway.core.replay_jobs import JobKind
-from gateway.core.replay_requests import PlanAsk, ask_from_json, ask_from_params
+from gateway.core.replay.jobs import JobKind
+from gateway.core.replay.requests import PlanAsk, ask_from_json, ask_from_params
 from gateway.errors import UsageError
 
 # (form fields, what was asked)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.core.retry import (
+from gateway.core.failures.retry import (
     CONSUMER_DEFAULT,
     CURRENCY,
     LEDGER,

@@ -9,8 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.ledger import ID_MAX, AccountCode, TransferCode
-from gateway.core.ledger_ids import (
+from gateway.core.ledger.ids import (
     clearing_account,
     clearing_account_id,
     ledger_number,
@@ -18,11 +17,12 @@ from gateway.core.ledger_ids import (
     merchant_account_id,
     settlement_ref,
 )
+from gateway.core.ledger.port import ID_MAX, AccountCode, TransferCode
 from gateway.core.money import convert_minor, minor_exponent, quantize_rate
 from gateway.core.providers.internal import instruction as from_internal
 from gateway.core.providers.movements import instruction_of
 from gateway.core.providers.stripe import instruction as from_stripe
-from gateway.core.settlement import (
+from gateway.core.settlement.instructions import (
     SettlementInstruction,
     SettlementKind,
     build_transfer,

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.core.content import header_policy
-from gateway.core.model import Event, Failure, new_event, ordered_subjects, webhook_event
-from gateway.core.order_keys import KeyRule, parse_rules
+from gateway.core.bodies.content import header_policy
+from gateway.core.events.model import Event, Failure, new_event, ordered_subjects, webhook_event
+from gateway.core.events.shaper import webhook_shaper
+from gateway.core.ordering.keys import KeyRule, parse_rules
 from gateway.core.providers.braintree import BRAINTREE
 from gateway.core.signatures.base import FieldRef, HmacKey
 from gateway.core.signatures.braintree import signed_form
-from gateway.core.webhook_shaper import webhook_shaper
 from gateway.errors import ErrorClass
 from tests.unit.core.test_model_content import WEBHOOK_CASES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.step_aside import Footing, Move, StepAsidePolicy, after_probe, probe_due
+from gateway.core.health.step_aside import Footing, Move, StepAsidePolicy, after_probe, probe_due
 
 POLICY = StepAsidePolicy(suspect_after_s=1.0, probe_timeout_s=1.5, probe_every_s=1.0)
 

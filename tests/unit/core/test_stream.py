@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.stream import (
+from gateway.core.relay.stream import (
     STREAM_SUBJECTS,
     StreamShape,
     differences,

@@ -1,12 +1,12 @@
 """What an authorisation, a capture and a void of one payment do, given what the
-payment recorded (`core.two_phase`), table-driven."""
+payment recorded (`core.settlement.two_phase`), table-driven."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.core.settlement import SettlementState
-from gateway.core.two_phase import (
+from gateway.core.settlement.instructions import SettlementState
+from gateway.core.settlement.two_phase import (
     Phases,
     Step,
     authorisation_step,

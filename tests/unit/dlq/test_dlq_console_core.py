@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.core.dead_letter_view import (
+from gateway.core.dlq.filters import build_filter, filter_from_query, filter_query
+from gateway.core.dlq.pages import DlqPage, decode_cursor, encode_cursor, page_rows
+from gateway.core.dlq.view import (
     MASKED,
     PayloadForm,
     masked_headers,
@@ -16,10 +18,8 @@ from gateway.core.dead_letter_view import (
     secret_header,
     trace_id,
 )
-from gateway.core.dlq_filters import build_filter, filter_from_query, filter_query
-from gateway.core.dlq_pages import DlqPage, decode_cursor, encode_cursor, page_rows
+from gateway.core.failures.runbook import runbook_entry
 from gateway.core.keyset import Keyset
-from gateway.core.runbook import runbook_entry
 from gateway.errors import DlqUsageError
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

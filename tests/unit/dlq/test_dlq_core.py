@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from gateway.core.alerting import (
+from gateway.core.dlq.filters import DlqFilter, ReplayOptions, build_filter, check_replay_flags
+from gateway.core.dlq.model import RowBrief
+from gateway.core.health.alerting import (
     AlertSettings,
     AlertState,
     Observation,
@@ -19,8 +21,6 @@ from gateway.core.alerting import (
     readings,
     transition,
 )
-from gateway.core.dlq_filters import DlqFilter, ReplayOptions, build_filter, check_replay_flags
-from gateway.core.dlq_model import RowBrief
 from gateway.dlq.plan import RowOutcome, plan
 from gateway.dlq.progress import Progress
 from gateway.dlq.replay import failure_of

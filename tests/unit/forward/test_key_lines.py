@@ -7,8 +7,8 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from gateway.core.forward_request import ForwardedEvent
-from gateway.core.forward_retry import Decision, Verdict
+from gateway.core.forward.request import ForwardedEvent
+from gateway.core.forward.retry import Decision, Verdict
 from gateway.forward.key_lines import BEHIND_S, KeyLines, Waiting
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.core.dlq_model import DlqRow
+from gateway.core.dlq.model import DlqRow
 from gateway.dlq.forward_handler import forward_handlers
 from gateway.errors import ErrorClass, ForwardAttemptsExhausted, StreamMessageUnreadable
 from gateway.forward.unreadable import (

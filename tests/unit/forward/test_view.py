@@ -8,7 +8,7 @@ from datetime import datetime
 
 import orjson
 
-from gateway.core.forward_retry import Verdict
+from gateway.core.forward.retry import Verdict
 from gateway.forward.view import AttemptSeen, Counts, View, attempt_line, summary_line
 from gateway.settings.forward import Output
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -28,10 +27,11 @@ NOT_READ = {"state": "unknown", "synchronous_standbys": 0, "reason": "not_read"}
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port of this worker's own (`tests.support.services.free_port`): a port bound
+    to 0 and closed could be handed to another xdist worker before the admin binds it."""
+    from tests.support import services
+
+    return services.free_port()
 
 
 def with_admin(port: int) -> Settings:

@@ -18,8 +18,8 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 from starlette.routing import Route
 
 from gateway import errors
-from gateway.core.content import has_control_chars
-from gateway.core.model import service_event
+from gateway.core.bodies.content import has_control_chars
+from gateway.core.events.model import service_event
 from gateway.core.providers import PROVIDERS
 from gateway.core.signatures import SchemeParams
 from gateway.ingest.app import GatewayApp

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.core.model import Event, Outcome, webhook_event
+from gateway.core.events.model import Event, Outcome, webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.errors import DatabaseUnavailable
 from gateway.ingest.remembered_keys import RecordedKeys, RememberingInbox, key_of

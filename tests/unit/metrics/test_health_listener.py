@@ -13,10 +13,10 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from gateway.compose.health import Health
 from gateway.console.probes import Probes
-from gateway.core.readiness import Dependency
+from gateway.core.health.readiness import Dependency
 from gateway.metrics import ListenAddress, Metrics, metrics_listener
+from gateway.wiring.health import Health
 from tests.support.services import free_port
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway import settings
-from gateway.core.auto_replay import DEFAULT_CLASSES
+from gateway.core.dlq.auto_replay import DEFAULT_CLASSES
 from gateway.errors import ConfigError
 from gateway.settings.dlq import DlqSettings
 from tests.support.config_file import with_urls

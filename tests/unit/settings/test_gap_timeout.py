@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway import settings
-from gateway.core.retry import CONSUMER_DEFAULT, RetryPolicy
+from gateway.core.failures.retry import CONSUMER_DEFAULT, RetryPolicy
 from gateway.errors import ConfigError
 from tests.unit.settings.test_settings import ENV, GOOD
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway import settings
-from gateway.core.alerting import AlertSettings
+from gateway.core.health.alerting import AlertSettings
 from gateway.errors import ConfigError
 from tests.unit.settings.test_settings import ENV, GOOD
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from gateway.adapters.postgres.settlements import SettlementRow
-from gateway.core.ledger import TransferResult
-from gateway.core.model import Event
-from gateway.core.settlement import (
+from gateway.core.events.model import Event
+from gateway.core.ledger.port import TransferResult
+from gateway.core.settlement.instructions import (
     SettlementInstruction,
     SettlementKind,
     SettlementState,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.core.model import Event
-from gateway.core.ordering import Keyed
+from gateway.core.events.model import Event
+from gateway.core.ordering.gate import Keyed
 from gateway.metrics import Metrics
-from gateway.settlement.ordered_answers import KeyAnswers
+from gateway.settlement.ordered.answers import KeyAnswers
 
 
 class PutBack:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gateway.core.model import Event
-from gateway.core.ordering import Keyed
+from gateway.core.events.model import Event
+from gateway.core.ordering.gate import Keyed
 from gateway.metrics import Metrics
-from gateway.settlement.ordered_holding import WaitingRoom
+from gateway.settlement.ordered.holding import WaitingRoom
 
 
 @dataclass

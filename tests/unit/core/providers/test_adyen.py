@@ -25,11 +25,11 @@ from Adyen.util import (  # type: ignore[import-untyped]  # dev lock only: Adyen
     is_valid_hmac_notification,
 )
 
-from gateway.core.follow_ups import Claim, Payment, decide
 from gateway.core.money import minor_exponent
 from gateway.core.providers import adyen
 from gateway.core.providers.adyen import instruction
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.follow_ups import Claim, Payment, decide
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures import adyen_items
 from gateway.core.signatures.adyen_items import SCHEME, item_signature, signed_body, split
 from gateway.core.signatures.base import SchemeParams
@@ -533,7 +533,7 @@ def test_each_units_row_is_an_exception_to_iso() -> None:
     }  # fmt: skip
 
 
-# --- the keys net as the ledger expects (`core.follow_ups`) --------------------------
+# --- the keys net as the ledger expects (`core.settlement.follow_ups`) --------------------------
 
 
 def moved(*events: tuple[str, str]) -> int:

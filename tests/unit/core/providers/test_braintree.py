@@ -14,11 +14,11 @@ from urllib.parse import parse_qs, urlencode
 import braintree  # type: ignore[import-untyped]  # dev lock only: Braintree's own library
 import pytest
 
-from gateway.core.fields import get_decimal_amount
+from gateway.core.bodies.fields import get_decimal_amount
 from gateway.core.providers import PROVIDERS
 from gateway.core.providers.braintree import BRAINTREE, instruction
 from gateway.core.providers.braintree_payload import document
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.base import ParamProblem, SchemeParams
 from gateway.core.signatures.braintree import signed_form
 from gateway.errors import (

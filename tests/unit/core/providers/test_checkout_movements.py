@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.follow_ups import Claim, Payment, Pool, decide, held
 from gateway.core.providers import checkout as mapping
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.follow_ups import Claim, Payment, Pool, decide, held
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField, ProviderAmountInvalid
 from tests.support.corpus import CORPUS, corpus_items
 

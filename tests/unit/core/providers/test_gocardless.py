@@ -19,12 +19,12 @@ import pytest
 from gocardless_pro import webhooks  # type: ignore[import-untyped]  # dev lock only
 from gocardless_pro.errors import InvalidSignatureError  # type: ignore[import-untyped]
 
-from gateway.core.model import webhook_event
+from gateway.core.events.model import webhook_event
+from gateway.core.events.shaper import webhook_shaper
 from gateway.core.providers import get_provider
 from gateway.core.providers.gocardless import ITEM_BYTES_MAX, ITEMS_MAX
 from gateway.core.signatures import SchemeParams
 from gateway.core.signatures.gocardless import SCHEME, split
-from gateway.core.webhook_shaper import webhook_shaper
 from gateway.errors import (
     BatchTooLarge,
     SignatureMalformed,

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.core.providers import get_provider
 from gateway.core.providers.paypal import PAYPAL, instruction
-from gateway.core.settlement import SettlementKind
+from gateway.core.settlement.instructions import SettlementKind
 from gateway.core.signatures import SchemeParams
 from gateway.core.signatures.base import ParamProblem
 from gateway.core.signatures.paypal import PayPalScheme, crc32_decimal, signed_message
@@ -113,13 +113,15 @@ def test_an_answer_that_is_not_pem_certificates_is_refused() -> None:
 
 
 def _verify(headers: dict[str, str], body: bytes = BODY, cert: Any = None, **kw: Any) -> None:
-    now_s = kw.get("now_s", dt.datetime.now(dt.UTC).timestamp())
+    # The cases are signed when the module is collected: they are judged at that time,
+    # however long the run takes to reach them.
+    now_s = kw.get("now_s", NOW.timestamp())
     lowered = {k.lower(): v for k, v in headers.items()}
     PayPalScheme().keyed_verifier(PARAMS)(lowered, body, now_s, cert or KEYS.cert)
 
 
 def _headers(**changes: str) -> dict[str, str]:
-    headers = KEYS.sign(BODY, URL)
+    headers = KEYS.sign(BODY, URL, when=NOW)
     headers.update(changes)
     return headers
 
@@ -128,7 +130,8 @@ def _headers(**changes: str) -> dict[str, str]:
     ("case", "headers", "body", "error"),
     [
         ("tampered body", _headers(), BODY.replace(b"WH-1", b"WH-2"), SignatureMismatch),
-        ("wrong webhook id", KEYS.sign(BODY, URL, webhook_id="OTHER"), BODY, SignatureMismatch),
+        ("wrong webhook id", KEYS.sign(BODY, URL, webhook_id="OTHER", when=NOW), BODY,
+         SignatureMismatch),
         ("another transmission id", _headers(**{"PAYPAL-TRANSMISSION-ID": "x"}), BODY,
          SignatureMismatch),
         ("stale", KEYS.sign(BODY, URL, when=NOW - dt.timedelta(hours=1)), BODY,

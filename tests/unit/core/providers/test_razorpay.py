@@ -21,7 +21,7 @@ import razorpay  # type: ignore[import-untyped]  # dev lock only: Razorpay's own
 from gateway.core.providers import get_scheme
 from gateway.core.providers import razorpay as mapping
 from gateway.core.providers.movements import instruction_of
-from gateway.core.settlement import SettlementKind
+from gateway.core.settlement.instructions import SettlementKind
 from gateway.core.signatures import SchemeParams
 from gateway.errors import FieldTypeInvalid, MissingField, SignatureMalformed, SignatureMismatch
 

@@ -24,9 +24,9 @@ from square.types.payout_sent_event import PayoutSentEvent
 from square.types.refund_created_event import RefundCreatedEvent
 from square.types.refund_updated_event import RefundUpdatedEvent
 
-from gateway.core.follow_ups import Claim, Payment, Pool, decide, held
 from gateway.core.providers import square as mapping
-from gateway.core.settlement import SettlementInstruction, SettlementKind
+from gateway.core.settlement.follow_ups import Claim, Payment, Pool, decide, held
+from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.errors import FieldTypeInvalid, InvalidAmount, MissingField
 
 K = SettlementKind

@@ -1,9 +1,0 @@
-"""The composition root, one module per process: every pool, broker, ledger, Redis and
-HTTP client is opened and closed here, in one order, and nowhere else.
-
-- `compose.ingest`: `gateway serve` and `gateway relay`;
-- `compose.settlement`: `gateway settle`, `gateway reconcile`, and the parts that replay
-  settlement rows from the DLQ;
-- `compose.ops`: the operator commands (`dlq`, `ledger`);
-- `compose.signals`: running a long-lived process until SIGINT/SIGTERM.
-"""
