@@ -231,6 +231,10 @@ class Forwarder:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for waiting in self._lines.take_all():
             await _answer(waiting.delivery.nak())
+        # What the server sent after the last fetch returned waits in the subscription
+        # (`DurablePullConsumer.delivered`): offered again now, not after `ack_wait`.
+        for delivery in self._consumer.delivered():
+            await _answer(delivery.nak())
 
     async def _attempt(self, waiting: Waiting) -> Decision:
         """One attempt of one event, recorded and answered on the stream."""

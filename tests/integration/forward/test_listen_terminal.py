@@ -102,7 +102,9 @@ async def test_listen_keeps_logs_off_its_screen_and_resolves_its_dead_letters_at
     session = unique_name("listen")
     async with running_server(doc) as server, serving(Target(always(400))) as target:
         command = (
-            f"{GATEWAY} listen --config {path} --to {target.url} --park-on-4xx; "
+            # Nothing asks for logs: not even a GATEWAY_LOG_LEVEL the tmux server kept.
+            f"env -u GATEWAY_LOG_LEVEL {GATEWAY} listen --config {path} --to {target.url} "
+            "--park-on-4xx; "
             "echo EXITED $?; sleep 30"
         )
         tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "50", command)

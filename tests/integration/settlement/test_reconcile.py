@@ -265,5 +265,13 @@ async def test_a_refund_that_netted_to_nothing_counts_as_settled(
         await post(server, "evt_c", orjson.dumps(
             {"id": "evt_c", "type": "charge.refunded", "data": {"object": charge}}))  # fmt: skip
         await wait_until(lambda: scalar(database_url, "SELECT count(*) - 1 FROM payment_claims"))
+
+        # The claim is written before the event is marked done: wait for the event's end
+        # (under load the two can be seconds apart), which is what reconcile reads.
+        async def all_three_ended() -> bool:
+            found = await run_reconcile(settings, older_than_s=0, dry_run=True)
+            return found.settled == 3
+
+        await wait_until(all_three_ended)
     dry = await run_reconcile(settings, older_than_s=0, dry_run=True)
     assert (dry.scanned, dry.settled, dry.events) == (3, 3, [])
