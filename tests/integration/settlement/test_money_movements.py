@@ -27,6 +27,7 @@ from gateway.core.events.model import Event
 from gateway.core.ledger.ids import FX_OWNER, clearing_account_id
 from gateway.core.ledger.port import verify_totals
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, fx_transfer
+from gateway.core.signatures.braintree import signed_form
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentNotSettled
 from gateway.settlement.batch import settle_batch
 from gateway.settlement.parts import SettlementParts
@@ -41,6 +42,9 @@ from tests.support.settlement import (
 )
 from tests.support.stub import Stub
 
+#: The Braintree key pair its notifications are signed with (the settler verifies nothing).
+BRAINTREE_KEYS = "money_public:money_private"
+
 
 @pytest.fixture(params=["postgres", "tigerbeetle"])
 async def parts(
@@ -53,6 +57,8 @@ async def parts(
         doc["providers"][scheme] = {"scheme": scheme, "secrets": ["00ff00ff00ff00ff"]}
     doc["providers"]["square"] = {"scheme": "square", "secrets": ["sq"],
                                   "notification_url": "https://gateway.example/sq"}  # fmt: skip
+    doc["providers"]["braintree"] = {"scheme": "braintree", "secrets": [BRAINTREE_KEYS]}
+    doc["providers"]["paypal"] = {"scheme": "paypal", "webhook_id": "WH-MONEY"}
     async with settlement_parts(settings_mod.parse(doc, env={})) as p:
         await p.settler.open_clearing_accounts()
         yield p
@@ -182,6 +188,52 @@ class Payment:
                     "refund_amount": amount, "currency": "USD",
                     "transaction": {"reference": self.pi}}  # fmt: skip
         return self._event("paystack", event_type, {"event": event_type, "data": data})
+
+    def braintree(self, kind: str, subject: str) -> Event:
+        """A Braintree notification (the signed form it posts) about `subject`'s XML."""
+        self._n += 1
+        xml = (
+            f'<notification><timestamp type="datetime">2026-12-06T00:00:{self._n:02d}Z'
+            f"</timestamp><kind>{kind}</kind><subject>{subject}</subject></notification>"
+        )
+        body = signed_form(xml.encode(), BRAINTREE_KEYS)
+        subject_name = f"webhooks.braintree.{kind}"
+        return Event("braintree", f"{kind}:{self.tag}:{self._n}", kind, subject_name, {}, body,
+                     datetime.now(UTC))  # fmt: skip
+
+    def braintree_txn(self, amount: str, own: str = "") -> Event:
+        """`transaction_settled`: the sale itself, or a credit `own` refunding it."""
+        txn_id, kind = (f"{own}_{self.tag}", "credit") if own else (self.pi, "sale")
+        refunded = f"<refunded-transaction-id>{self.pi}</refunded-transaction-id>" if own else ""
+        return self.braintree("transaction_settled", (
+            f"<transaction><id>{txn_id}</id><type>{kind}</type><amount>{amount}</amount>"
+            f"<currency-iso-code>USD</currency-iso-code><merchant-account-id>{self.merchant}"
+            f"</merchant-account-id>{refunded}</transaction>"))  # fmt: skip
+
+    def braintree_dispute(self, kind: str, amount: str, own: str) -> Event:
+        """`dispute_opened` / `dispute_won` of a chargeback `own` of this payment."""
+        return self.braintree(kind, (
+            f"<dispute><id>{own}_{self.tag}</id><kind>chargeback</kind>"
+            f"<amount-disputed>{amount}</amount-disputed><currency-iso-code>USD"
+            f"</currency-iso-code><merchant-account-id>{self.merchant}</merchant-account-id>"
+            f"<transaction><id>{self.pi}</id></transaction></dispute>"))  # fmt: skip
+
+    def paypal(self, event_type: str, amount: str, own: str = "") -> Event:
+        """A PayPal event: the capture, or a refund `own` of it, or its reversal."""
+        resource: dict[str, Any] = {
+            "id": self.pi,
+            "amount": {"currency_code": "USD", "value": amount},
+            "payee": {"merchant_id": self.merchant},
+        }
+        if own:
+            up = f"https://api.paypal.com/v2/payments/captures/{self.pi}"
+            resource = {
+                **resource,
+                "id": f"{own}_{self.tag}",
+                "links": [{"rel": "up", "href": up, "method": "GET"}],
+            }
+        return self._event("paypal", event_type, {"event_type": event_type,
+                           "resource_type": "capture", "resource": resource})  # fmt: skip
 
     def paddle(self, event_type: str, data: dict[str, Any]) -> Event:
         return self._event("paddle", event_type, {"event_type": event_type, "data": data})
@@ -321,6 +373,16 @@ SCENARIOS: dict[str, tuple[Scenario, int]] = {
                    p.paystack("refund.processed", 5_000, "RF2"),
                    p.paystack("refund.failed", 5_000, "RF2"),
                    p.paystack("charge.dispute.resolve", 20_000, "9")], 20_000),
+    "Braintree: settled, two credits, a chargeback opened then won": (
+        lambda p: [p.braintree_txn("500.00"), p.braintree_txn("100.00", "r1"),
+                   p.braintree_txn("50.00", "r2"),
+                   p.braintree_dispute("dispute_opened", "200.00", "d1"),
+                   p.braintree_dispute("dispute_won", "200.00", "d1")], 35_000),
+    "PayPal: captured, two refunds, reversed": (
+        lambda p: [p.paypal("PAYMENT.CAPTURE.COMPLETED", "500.00"),
+                   p.paypal("PAYMENT.CAPTURE.REFUNDED", "100.00", "r1"),
+                   p.paypal("PAYMENT.CAPTURE.REFUNDED", "50.00", "r2"),
+                   p.paypal("PAYMENT.CAPTURE.REVERSED", "200.00", "rv")], 15_000),
     "Paddle: a payment and its approved refund": (
         lambda p: [p.paddle("transaction.completed", {
                        "id": p.pi, "currency_code": "USD",
