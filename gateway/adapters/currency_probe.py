@@ -3,11 +3,12 @@ replays the rows parked while the service was away."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
+
+from gateway.adapters.http_probe import http_answers
 
 
 async def currency_answers(
@@ -20,13 +21,9 @@ async def currency_answers(
     parked rows met. The pair is the settlement currency with itself, so the probe asks
     for no particular pair a payment needs.
     """
-    url = f"{base_url.rstrip('/')}/rates/{currency}/{currency}"
-    try:
-        async with asyncio.timeout(timeout_s):
-            response = await http.get(url, timeout=timeout_s)
-    except (TimeoutError, httpx.HTTPError):
-        return False
-    return response.status_code < httpx.codes.INTERNAL_SERVER_ERROR
+    return await http_answers(
+        http, f"{base_url.rstrip('/')}/rates/{currency}/{currency}", timeout_s=timeout_s
+    )
 
 
 @contextlib.asynccontextmanager

@@ -37,7 +37,7 @@ import httpx
 from cryptography import x509
 from cryptography.utils import CryptographyDeprecationWarning
 
-from gateway.adapters.provider_api.http_json import _certificate_refused
+from gateway.adapters.http_answers import certificate_refused, read_capped
 from gateway.core.signatures.paypal_chain import load_chain, trusted_leaf
 from gateway.errors import SigningCertificateRefused, SigningCertificateUnavailable
 
@@ -133,13 +133,13 @@ class CertificateStore:
                         )
                     if status != 200:
                         raise SigningCertificateRefused(f"the certificate host answered {status}")
-                    return await _read_capped(response)
+                    return await read_capped(response, ANSWER_BYTES_MAX, _too_large)
         except TimeoutError:
             raise SigningCertificateUnavailable(
                 f"no certificate within {FETCH_TIMEOUT_S:g} s"
             ) from None
         except httpx.TransportError as exc:
-            if _certificate_refused(exc):
+            if certificate_refused(exc):
                 raise SigningCertificateRefused(
                     "the certificate host's TLS certificate is not trusted"
                 ) from exc
@@ -148,18 +148,10 @@ class CertificateStore:
             ) from exc
 
 
-async def _read_capped(response: httpx.Response) -> bytes:
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > ANSWER_BYTES_MAX:
-        raise SigningCertificateRefused(f"the certificate answer declares {declared} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > ANSWER_BYTES_MAX:
-            raise SigningCertificateRefused(f"the certificate answer passed {ANSWER_BYTES_MAX} B")
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _too_large(declared: int | None) -> SigningCertificateRefused:
+    if declared is not None:
+        return SigningCertificateRefused(f"the certificate answer declares {declared} bytes")
+    return SigningCertificateRefused(f"the certificate answer passed {ANSWER_BYTES_MAX} B")
 
 
 def tls_context(extra_ca_file: str) -> ssl.SSLContext:

@@ -9,20 +9,12 @@ console's public port.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.core.health.readiness import liveness
+from gateway.core.health.readiness import Readiness, liveness
 
 PROBE_PATHS = frozenset({"/livez", "/readyz"})
-
-
-class Readiness(Protocol):
-    """What `/readyz` asks (`wiring.health.Health`)."""
-
-    async def ready(self) -> tuple[int, dict[str, object]]: ...
 
 
 class Probes:

@@ -18,16 +18,13 @@ forwarder notices the silence at its next failure, redelivery or read of the hel
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer
+from gateway.adapters.jetstream.consumer import Delivery, DurablePullConsumer, nak_at_once
 from gateway.adapters.postgres import Pool
 from gateway.adapters.postgres.liveness import DatabaseWatch, answers
 from gateway.forward.key_lines import KeyLines
-
-log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -68,7 +65,7 @@ class StepAside:
         held = [] if holding is None else [holding]
         if not self.serving():
             work.close()
-            await _nak_at_once(held)
+            await nak_at_once(held)
             raise asyncio.CancelledError
         task = asyncio.ensure_future(work)
         self.watch.track(task, held)
@@ -79,20 +76,14 @@ class StepAside:
         last pull request brought after its fetch returned, back to the stream at once;
         the pooled connections (to the silent server) replaced before their next use."""
         waiting = [w.delivery for w in self._lines.take_all()]
-        await _nak_at_once(held + waiting + self._consumer.delivered())
+        await nak_at_once(held + waiting + self._consumer.delivered())
         await self._pool.expire_connections()
 
     async def hand_back_stranded(self) -> None:
         """While aside: what reached the forwarder after it stepped aside (a pull
         request still open, a key's events an attempt under way left waiting)."""
         stranded = [w.delivery for w in self._lines.take_all()] + self._consumer.delivered()
-        await _nak_at_once(stranded)
+        await nak_at_once(stranded)
 
     async def _probe(self) -> bool:
         return await answers(self._database_url, self.watch.policy.probe_timeout_s)
-
-
-async def _nak_at_once(messages: list[Delivery]) -> None:
-    results = await asyncio.gather(*(m.nak(0.0) for m in messages), return_exceptions=True)
-    if any(isinstance(r, Exception) for r in results):  # redelivered after ack_wait
-        log.warning("could not hand a message back; it is redelivered after ack_wait")

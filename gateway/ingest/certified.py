@@ -17,13 +17,10 @@ from typing import Protocol
 from cryptography import x509
 
 from gateway.core.events.model import Event
+from gateway.core.events.shaper import WebhookShaper
 from gateway.core.providers.base import CertificateSource
 from gateway.core.signatures.base import Headers, SchemeParams
 from gateway.errors import SigningCertificateUnavailable
-
-#: Shapes a verified request into its event (`core.events.shaper`): (headers, body,
-#: received_at, replay digest).
-ShapeEvent = Callable[[Headers, bytes, datetime, "bytes | None"], Event]
 
 
 class CertificateFetcher(Protocol):
@@ -43,7 +40,7 @@ class NeedsCertificate:
         provider: str,
         source: CertificateSource,
         params: SchemeParams,
-        shape_event: ShapeEvent,
+        shape_event: WebhookShaper,
         replay_digest: Callable[[SchemeParams, Headers, bytes], bytes | None],
     ) -> None:
         self.provider = provider

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import orjson
 
-from gateway.core.health.readiness import liveness
+from gateway.core.health.readiness import Readiness, liveness
 from gateway.errors import ConfigError
 
 #: The Prometheus text exposition's content type.
@@ -33,12 +33,6 @@ class Rendered(Protocol):
     """What the listener serves as the metrics (`Metrics`, or a stand-in for it)."""
 
     def render(self) -> str: ...
-
-
-class Readiness(Protocol):
-    """What `/readyz` asks (`wiring.health.Health`): status and a JSON body."""
-
-    async def ready(self) -> tuple[int, dict[str, object]]: ...
 
 
 async def serve_plain_http(

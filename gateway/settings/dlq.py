@@ -14,10 +14,18 @@ from gateway.core.dlq.auto_replay import (
 )
 from gateway.errors import ConfigError
 
-#: The bounds of `[dlq]`'s whole numbers: (key, low, high).
-BOUNDS = (
+#: The bounds of `[dlq]`'s numbers: (key, low, high). The reader has already refused a
+#: value that is not positive and finite. A round holds its lock and a pooled connection
+#: from its first row to its last, so its pace and its probes' deadline are bounded too:
+#: at the smallest rate one might write by mistake (1e-9/s) its second row would wait
+#: decades, and no other process could run a round meanwhile.
+BOUNDS: tuple[tuple[str, float, float], ...] = (
     ("auto_replay_max", 1, 100),
     ("auto_replay_per_round", 1, 10_000),
+    ("auto_replay_rate_per_s", 0.1, 1_000),
+    ("auto_replay_interval_s", 0, 86_400),
+    ("auto_replay_backoff_s", 0, 86_400),
+    ("auto_replay_probe_timeout_s", 0.1, 60),
 )
 
 
@@ -45,13 +53,17 @@ class DlqSettings:
     auto_replay_per_round: int = 100
     #: Rows per second a round re-drives at most, so a dependency that just came back
     #: is not flooded by its backlog.
+    #: allowed: 0.1 to 1000
     auto_replay_rate_per_s: float = 5.0
     #: Seconds between rounds (the first one this long after `run-jobs` starts).
+    #: allowed: up to 86400
     auto_replay_interval_s: float = 30.0
     #: Seconds a row waits after its first automatic replay failed before the next one,
     #: doubling with each further one.
+    #: allowed: up to 86400
     auto_replay_backoff_s: float = 60.0
     #: The deadline of one probe of a dependency before its rows are tried.
+    #: allowed: 0.1 to 60
     auto_replay_probe_timeout_s: float = 2.0
 
     @property
@@ -73,7 +85,7 @@ def parse_dlq(
     for key, low, high in BOUNDS:
         value = getattr(dlq, key)
         if not low <= value <= high:
-            raise ConfigError(f"dlq.{key}", f"must be {low} to {high}, got {value}")
+            raise ConfigError(f"dlq.{key}", f"must be {low:g} to {high:g}, got {value:g}")
     unknown = unknown_classes(dlq.auto_replay_classes)
     if unknown:
         allowed = ", ".join(WAITS_ON)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway import tracing
-from gateway.adapters.jetstream.consumer import Delivery, event_from_message
+from gateway.adapters.jetstream.consumer import Delivery, event_from_message, nak_at_once
 from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres.liveness import DatabaseWatch, answers
 from gateway.adapters.postgres.webhooks import record_failure
@@ -151,9 +151,7 @@ class SettlementWorker:
     async def _hand_back(self, messages: list[Delivery]) -> None:
         """Stepping aside: every message in hand back to the stream without delay, and
         the pooled connections (to the silent server) replaced before their next use."""
-        results = await asyncio.gather(*(m.nak(0.0) for m in messages), return_exceptions=True)
-        if any(isinstance(r, Exception) for r in results):  # redelivered after ack_wait
-            log.warning("could not hand a message back; it is redelivered after ack_wait")
+        await nak_at_once(messages)
         await self.put_back()
         await self.parts.pool.expire_connections()
 

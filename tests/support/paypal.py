@@ -1,7 +1,7 @@
 """A stand-in for PayPal's certificate host: a test CA of our own, PayPal-like signing
 certificates it issues (valid, expired, and one from a CA nobody trusts), and a local
 HTTPS server that serves them, with the misbehaviours a certificate host can have
-(a redirect, a huge answer, a 500).
+(a redirect, a huge answer, one that declares itself huge, one trickled, a 500).
 
 The server's own TLS certificate comes from the same CA, so a gateway configured with
 `cert_extra_ca_file` (the CA's PEM) and `cert_extra_hosts` (`127.0.0.1:PORT`) trusts
@@ -16,6 +16,7 @@ import datetime as dt
 import http.server
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address
@@ -35,6 +36,10 @@ EXPIRED_PATH = "/v1/notifications/certs/CERT-expired"
 FORGED_PATH = "/v1/notifications/certs/CERT-forged"
 REDIRECT_PATH = "/v1/notifications/certs/CERT-redirect"
 HUGE_PATH = "/v1/notifications/certs/CERT-huge"
+#: Declares a megabyte, sends the valid certificate, and closes.
+DECLARED_HUGE_PATH = "/v1/notifications/certs/CERT-declared-huge"
+#: A byte every 50 ms for 3 s: each read is quick, the whole answer is not.
+TRICKLE_PATH = "/v1/notifications/certs/CERT-trickle"
 BROKEN_PATH = "/v1/notifications/certs/CERT-broken"
 #: Every path under this answers the valid certificate (for the cache's bounds).
 ANY_VALID_PREFIX = "/v1/notifications/certs/CERT-any-"
@@ -209,6 +214,22 @@ def cert_host(keys: PayPalKeys, tmp: Path) -> Iterator[CertHost]:
                 self.end_headers()
                 with contextlib.suppress(OSError):
                     self.wfile.write(b"A" * (1 << 20))
+                return
+            if self.path == DECLARED_HUGE_PATH:
+                self.send_response(200)
+                self.send_header("Content-Length", str(1 << 20))
+                self.end_headers()
+                self.wfile.write(pem(keys.cert))
+                self.close_connection = True
+                return
+            if self.path == TRICKLE_PATH:
+                self.send_response(200)
+                self.end_headers()
+                with contextlib.suppress(OSError):
+                    for _ in range(60):
+                        self.wfile.write(b"-")
+                        self.wfile.flush()
+                        time.sleep(0.05)
                 return
             body = answers.get(self.path)
             if self.path.startswith(ANY_VALID_PREFIX):  # any number of URLs, one certificate

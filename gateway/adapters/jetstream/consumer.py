@@ -7,9 +7,11 @@ become `BrokerUnavailable` here; a fetch that times out is an empty batch.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import nats.errors
@@ -23,6 +25,8 @@ from gateway.adapters.jetstream.publish import NATS_ERRORS
 from gateway.core.events.model import Event
 from gateway.errors import BrokerUnavailable
 from gateway.settings import SettlementSettings
+
+log = logging.getLogger(__name__)
 
 _NO_HEADERS: Mapping[str, str] = {}
 #: Tokens of a JetStream reply subject without domain and account hash.
@@ -150,6 +154,15 @@ class Delivery:
             await self._msg.term()
         except NATS_ERRORS as exc:
             raise BrokerUnavailable(f"term not sent: {type(exc).__name__}") from exc
+
+
+async def nak_at_once(messages: Sequence[Delivery]) -> None:
+    """Every message back to the stream for redelivery at once (`nak` without delay),
+    all together: what a worker stepping aside holds, for a healthy worker to take. One
+    that cannot be handed back is redelivered after `ack_wait` all the same."""
+    results = await asyncio.gather(*(m.nak(0.0) for m in messages), return_exceptions=True)
+    if any(isinstance(r, Exception) for r in results):
+        log.warning("could not hand a message back; it is redelivered after ack_wait")
 
 
 def _reply_counts(msg: Msg) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.adapters.postgres import Conn, translate_errors
+from gateway.core.health.dependencies import Dependency
 
 # `since` moves only when the state changes; an observation older than the row's (two
 # processes' writes crossing) changes nothing.
@@ -136,10 +137,17 @@ async def prune_retries(conn: Conn, before: datetime) -> None:
 
 
 async def dependency_states(conn: Conn) -> list[DependencyRow]:
+    """The rows of the dependencies this gateway knows (`Dependency`), at most one each.
+
+    Read every 10 s by each open overview and every evaluation by the alerts: a row of
+    any other name (a newer gateway's, or written by hand) is neither shown nor alerted
+    on, and however many there are, none is read.
+    """
     with translate_errors():
         rows = await conn.fetch(
             "SELECT dependency, state, since, checked_at, checked_by, error_class "
-            "FROM dependency_state ORDER BY dependency"
+            "FROM dependency_state WHERE dependency = ANY($1::text[]) ORDER BY dependency",
+            [d.value for d in Dependency],
         )
     return [DependencyRow(**dict(r)) for r in rows]
 

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
+from gateway.adapters.http_answers import certificate_refused, read_capped
 from gateway.adapters.provider_api.retrying import REAL_CLOCK, Answer, Clock, call_api
 from gateway.core.backfill.decisions import DEFAULT_API_RETRY, ApiRetryPolicy
 from gateway.errors import (
@@ -44,35 +44,18 @@ from gateway.settings.provider_api import ApiLimits, ProviderApi
 Params = Sequence[tuple[str, str]]
 
 
-def _certificate_refused(exc: BaseException) -> bool:
-    """True when a transport error was caused by a certificate the client refused."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
-
-
-async def _read_capped(response: httpx.Response, cap: int, what: str) -> bytes:
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise ProviderApiAnswerTooLarge(
-            f"{what}: the answer declares {int(declared)} bytes, more than "
-            f"api_max_answer_bytes ({cap}); not read"
-        )
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > cap:
-            raise ProviderApiAnswerTooLarge(
-                f"{what}: the answer passed api_max_answer_bytes ({cap}); reading stopped there"
+def _too_large(what: str, cap: int) -> Callable[[int | None], ProviderApiAnswerTooLarge]:
+    def error(declared: int | None) -> ProviderApiAnswerTooLarge:
+        if declared is not None:
+            return ProviderApiAnswerTooLarge(
+                f"{what}: the answer declares {declared} bytes, more than "
+                f"api_max_answer_bytes ({cap}); not read"
             )
-        chunks.append(chunk)
-    return b"".join(chunks)
+        return ProviderApiAnswerTooLarge(
+            f"{what}: the answer passed api_max_answer_bytes ({cap}); reading stopped there"
+        )
+
+    return error
 
 
 async def get_json(
@@ -117,14 +100,15 @@ async def request_json(
                 retry_after = response.headers.get("retry-after")
                 if not 200 <= status < 300:
                     return Answer(status, retry_after, detail=response.reason_phrase)
-                content = await _read_capped(response, limits.max_answer_bytes, what)
+                cap = limits.max_answer_bytes
+                content = await read_capped(response, cap, _too_large(what, cap))
                 headers = response.headers
     except TimeoutError:
         return Answer(
             None, detail=f"no complete answer within api_timeout_s ({limits.timeout_s:g} s)"
         )
     except httpx.TransportError as exc:
-        if _certificate_refused(exc):
+        if certificate_refused(exc):
             raise ProviderApiCertificate(
                 f"{what}: the API's TLS certificate is not trusted; backfill talks to the "
                 "provider over verified TLS only"

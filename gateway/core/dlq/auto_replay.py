@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import MappingProxyType
 
 from gateway.core.health.dependencies import Dependency
@@ -87,8 +87,11 @@ def is_due(row: Candidate, policy: AutoReplayPolicy, now: datetime) -> bool:
         return False
     if row.auto_replays == 0 or row.last_auto_replay_at is None:
         return True
-    wait_s = policy.backoff_s * 2 ** (row.auto_replays - 1)
-    return now >= row.last_auto_replay_at + timedelta(seconds=wait_s)
+    wait_s = policy.backoff_s * 2.0 ** (row.auto_replays - 1)
+    # Compared in seconds, not as a `timedelta`: with `auto_replay_max` up to 100 the wait
+    # reaches 60 s * 2**98, past what a `timedelta` holds (OverflowError stopped every
+    # round from its 42nd replay of a row on); a float holds it, as no wait at all.
+    return (now - row.last_auto_replay_at).total_seconds() >= wait_s
 
 
 def due(

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from typing import Protocol
 
 # The dependencies are the overview's and `gateway_dependency_up`'s: one list, one
 # spelling, in `/readyz`'s body as in the dependency table.
 from gateway.core.health.dependencies import Dependency
 
-__all__ = ["UNREACHABLE", "Dependency", "NotReady", "liveness", "readiness"]
+__all__ = ["UNREACHABLE", "Dependency", "NotReady", "Readiness", "liveness", "readiness"]
 
 
 class NotReady(enum.StrEnum):
@@ -30,6 +31,13 @@ class NotReady(enum.StrEnum):
     NATS_UNREACHABLE = "nats_unreachable"
     LEDGER_UNREACHABLE = "ledger_unreachable"
     CURRENCY_SERVICE_UNREACHABLE = "currency_service_unreachable"
+
+
+class Readiness(Protocol):
+    """What `/readyz` asks, on the plain listener and on the console's port alike
+    (`wiring.health.Health`): its status and JSON body."""
+
+    async def ready(self) -> tuple[int, dict[str, object]]: ...
 
 
 #: The code said when a dependency does not answer its probe.

@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from cryptography import x509
-
 from gateway.core.money import ProviderUnits
 from gateway.core.ordering.keys import KeyRule
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
-from gateway.core.signatures.base import Headers, Scheme, SchemeParams
+from gateway.core.signatures.base import CertifiedVerifier, Headers, Scheme, SchemeParams
 
 #: A mapping: (event type, parsed body) to its money movement, or None when the event
 #: moves no money; raises the permanent errors of a body it cannot read.
@@ -32,9 +30,6 @@ Extract = Callable[[str, Any], "SettlementInstruction | None"]
 Decode = Callable[[bytes], Any]
 #: A batch's splitter: the request body to one body per item, or `BatchTooLarge`.
 Split = Callable[[bytes], "tuple[bytes, ...]"]
-#: Verification with the certificate the request points to: (headers, body, now_s,
-#: certificate), the certificate already trusted by its chain.
-CertifiedVerifier = Callable[[Headers, bytes, float, x509.Certificate], None]
 #: A scheme that signs inside the body (Adyen): (params, body) to the body signed with
 #: `params.secrets[0]`.
 SignBody = Callable[[SchemeParams, bytes], bytes]

@@ -32,6 +32,7 @@ PAYLOAD_CHARS = re.compile(rb"[A-Za-z0-9+=/\n]*")
 DEPTH_MAX = 16
 #: More elements than any notification carries (a disbursement lists its transactions).
 ELEMENTS_MAX = 20_000
+_DOCTYPE = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
 def payload_of(body: bytes) -> bytes:
@@ -54,15 +55,24 @@ def document(body: bytes) -> dict[str, Any]:
     `event_id`; `PayloadInvalid` for a body that is not a Braintree notification."""
     try:
         xml = base64.b64decode(payload_of(body).replace(b"\n", b""), validate=True)
+        text = xml.decode("utf-8")
     except binascii.Error:
         raise PayloadInvalid("bt_payload is not base64") from None
+    except UnicodeDecodeError:
+        raise PayloadInvalid("bt_payload's XML is not UTF-8") from None
+    # The check below must read what expat reads. Given bytes, expat follows the XML's
+    # own encoding (UTF-16, whose `<!DOCTYPE` the check cannot see); given text, it
+    # reads UTF-8, except that it still takes text whose markup alternates with NULs
+    # for UTF-16. XML allows no NUL, and Braintree's XML is UTF-8.
+    if "\x00" in text:
+        raise PayloadInvalid("bt_payload's XML holds a NUL")
     # Braintree's XML declares no document type; one that does could define entities.
-    if re.search(rb"<!(?:DOCTYPE|ENTITY)", xml, re.IGNORECASE):
+    if _DOCTYPE.search(text):
         raise PayloadInvalid("bt_payload's XML declares a document type")
     try:
         # Safe here: a document type (and so any entity) was refused above, and the
         # standard library's parser resolves no external resource.
-        root = ElementTree.fromstring(xml)  # noqa: S314
+        root = ElementTree.fromstring(text)  # noqa: S314
     except ElementTree.ParseError as exc:
         raise PayloadInvalid(f"bt_payload is not XML: {exc}") from None
     if root.tag != "notification":

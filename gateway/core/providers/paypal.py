@@ -156,7 +156,9 @@ def up_capture(resource: Mapping[str, Any]) -> str:
     one."""
     links = resource.get("links")
     for link in links if isinstance(links, list) else ():
-        href = link.get("href") if isinstance(link, Mapping) else None
+        if not isinstance(link, Mapping):
+            continue
+        href = link.get("href")
         if link.get("rel") == "up" and isinstance(href, str) and _CAPTURE_PATH in href:
             capture = href.split(_CAPTURE_PATH, 1)[1].split("/", 1)[0].split("?", 1)[0]
             if capture:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from cryptography import x509
+
 # The protocol speaks of where ids and types are: `FieldRef` is part of its vocabulary.
 from gateway.core.signatures.field_ref import FieldRef as FieldRef
 from gateway.errors import SignatureMalformed, SignatureMissing, TimestampOutOfWindow
@@ -20,6 +22,9 @@ from gateway.errors import SignatureMalformed, SignatureMissing, TimestampOutOfW
 Headers = Mapping[str, str]
 #: One provider's verification, prepared once (`Scheme.verifier`): (headers, body, now_s).
 Verifier = Callable[[Headers, bytes, float], None]
+#: The same for a scheme that signs with a certificate the request points to (PayPal):
+#: (headers, body, now_s, certificate), the certificate already trusted by its chain.
+CertifiedVerifier = Callable[[Headers, bytes, float, x509.Certificate], None]
 
 
 class Encoding(enum.StrEnum):

@@ -98,12 +98,19 @@ class BraintreeScheme:
             raw = payload.encode("utf-8")
             found = False
             for public, hmac_key in keys:
-                for candidate in offered.get(public, ()):
-                    if len(candidate) != _SHA1_HEX_CHARS:
-                        continue  # can never match; compared anyway below, in constant time
-                    for message in (raw, raw + b"\n"):
-                        expected = signature_of(hmac_key, message)
-                        found |= hmac.compare_digest(expected, candidate)
+                # Only hex of the right length can match (and `compare_digest` refuses
+                # non-ASCII text): the others are skipped, which reveals no secret.
+                candidates = [
+                    c for c in offered.get(public, ()) if len(c) == _SHA1_HEX_CHARS and c.isascii()
+                ]
+                if not candidates:
+                    continue
+                # Two HMACs per key whatever the number of pairs offered for it: the
+                # payload may be a whole body long.
+                expected = (signature_of(hmac_key, raw), signature_of(hmac_key, raw + b"\n"))
+                for candidate in candidates:
+                    for one in expected:
+                        found |= hmac.compare_digest(one, candidate)
             if not found:
                 raise SignatureMismatch("no configured key pair matches bt_signature")
 

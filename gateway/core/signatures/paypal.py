@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 from cryptography import x509
@@ -35,6 +34,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from gateway.core.signatures.base import (
+    CertifiedVerifier,
     FieldRef,
     Headers,
     ParamProblem,
@@ -63,9 +63,6 @@ _ID_REF = FieldRef("json", "id")
 _TYPE_REF = FieldRef("json", "event_type")
 #: A base64 RSA signature longer than a 8192-bit key's cannot be PayPal's.
 _SIG_CHARS_MAX = 1400
-
-#: Verification once the certificate is known: (headers, body, now_s, certificate).
-KeyedVerifier = Callable[[Headers, bytes, float, x509.Certificate], None]
 
 
 def crc32_decimal(body: bytes) -> str:
@@ -126,7 +123,7 @@ class PayPalScheme:
         """The certificate URL the request names, if PayPal's; raises otherwise."""
         return check_cert_url(require_header(headers, CERT_URL), extra_hosts(params))
 
-    def keyed_verifier(self, params: SchemeParams) -> KeyedVerifier:
+    def keyed_verifier(self, params: SchemeParams) -> CertifiedVerifier:
         """`verify` given the request's certificate, already trusted by its chain."""
         webhook_id = webhook_id_of(params)
         tolerance_s = params.tolerance_s

@@ -97,3 +97,20 @@ async def test_a_failed_flush_keeps_what_it_held(database_url: str) -> None:
             counts = await store.retries_by_class(conn, T0 - timedelta(days=1))
     assert [(s.dependency, s.state) for s in states] == [("ledger", "down")]
     assert [(c.error_class, c.events) for c in counts] == [("LEDGER_UNAVAILABLE", 1)]
+
+
+async def test_rows_of_unknown_dependencies_are_not_read(pool: asyncpg.Pool) -> None:
+    """The overview (every 10 s) and the alerts read the known dependencies' rows only:
+    a flood of rows written under other names (by hand, or forged) is neither read nor
+    alerted on, nor shown."""
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO dependency_state (dependency, state, since, checked_at, checked_by)"
+            " SELECT 'forged-' || n, 'down', $1, $1, 'x' FROM generate_series(1, 5000) AS n",
+            T0,
+        )
+        await store.write_states(
+            conn, [store.StateChange(Dependency.LEDGER, "down", T0, "LEDGER_UNAVAILABLE")], "s"
+        )
+        rows = await store.dependency_states(conn)
+    assert [(r.dependency, r.state) for r in rows] == [("ledger", "down")]

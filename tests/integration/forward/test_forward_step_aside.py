@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
 from chaos.proxy import FaultProxy
 from gateway import settings as settings_mod
-from gateway.adapters.jetstream.consumer import Delivery
 from gateway.core.forward.request import webhook_id
 from gateway.forward.runner import Forwarder
 from gateway.settings.forward import ForwardOptions
@@ -31,45 +29,11 @@ from tests.support.forward_target import Received, Target, serving
 from tests.support.forwarding import forwarding, options, post_stripe
 from tests.support.gateway import config, running_server
 from tests.support.services import wait_until
+from tests.support.stepping_aside import recording, through
 
 EVENTS = 12
 #: Long enough that nothing comes back by a retry or redelivery while the test waits.
 SLOW_S = 60.0
-
-
-def through(url: str, proxy: FaultProxy) -> str:
-    """`url` with its host and port replaced by the proxy's."""
-    parts = urlsplit(url)
-    user = parts.netloc.rpartition("@")[0]
-    netloc = f"{user}@{proxy.listen}" if user else proxy.listen
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-@dataclass
-class Seen:
-    """What one forwarder did on the stream, in order: ("fetch",) as each fetch starts,
-    ("ack",) and ("nak", delay_s) as it answers."""
-
-    log: list[tuple[Any, ...]] = field(default_factory=list)
-    fetched: int = 0
-
-    def answers(self) -> list[tuple[Any, ...]]:
-        return [entry for entry in self.log if entry[0] != "fetch"]
-
-
-class Recorded(Delivery):
-    """A delivery whose answers are written down."""
-
-    __slots__ = ("seen",)
-    seen: Seen
-
-    async def ack(self) -> None:
-        self.seen.log.append(("ack",))
-        await super().ack()
-
-    async def nak(self, delay_s: float | None = None) -> None:
-        self.seen.log.append(("nak", delay_s or 0.0))
-        await super().nak(delay_s)
 
 
 class RecordingForwarder(Forwarder):
@@ -80,20 +44,7 @@ class RecordingForwarder(Forwarder):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.seen = seen = Seen()
-        fetch_ = self._consumer.fetch
-
-        async def fetch_recorded(batch_size: int, timeout_s: float) -> list[Delivery]:
-            seen.log.append(("fetch",))
-            out: list[Delivery] = []
-            for d in await fetch_(batch_size, timeout_s):
-                r = Recorded(d._msg)
-                r.seen = seen
-                out.append(r)
-            seen.fetched += len(out)
-            return out
-
-        self._consumer.fetch = fetch_recorded  # type: ignore[method-assign]
+        self.seen = recording(self._consumer)
         RecordingForwarder.made.append(self)
 
 

@@ -15,22 +15,20 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import orjson
 
 from chaos.proxy import FaultProxy
 from gateway import settings as settings_mod
-from gateway.adapters.jetstream.consumer import Delivery
-from gateway.settlement.parts import SettlementParts
 from gateway.settlement.worker import SettlementWorker
 from gateway.wiring.settlement import settlement_parts
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
 from tests.support.services import wait_until
 from tests.support.settlement import fetch, merchant_balance, open_merchant, settlement_sections
+from tests.support.stepping_aside import Seen, recording, through
 from tests.support.stub import Stub
 
 PAYMENTS = 20
@@ -39,62 +37,10 @@ AMOUNT_MINOR = 250
 SLOW_S = 60.0
 
 
-def through(url: str, proxy: FaultProxy) -> str:
-    """`url` with its host and port replaced by the proxy's."""
-    parts = urlsplit(url)
-    user = parts.netloc.rpartition("@")[0]
-    netloc = f"{user}@{proxy.listen}" if user else proxy.listen
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-@dataclass
-class Seen:
-    """What one worker did on the stream, in order: ("fetch",) as each fetch starts,
-    ("ack",) and ("nak", delay_s) as it answers."""
-
-    log: list[tuple[Any, ...]] = field(default_factory=list)
-    fetched: int = 0
-
-
-class Recorded(Delivery):
-    """A delivery whose answers are written down."""
-
-    __slots__ = ("seen",)
-    seen: Seen
-
-    async def ack(self) -> None:
-        self.seen.log.append(("ack",))
-        await super().ack()
-
-    async def nak(self, delay_s: float | None = None) -> None:
-        self.seen.log.append(("nak", delay_s or 0.0))
-        await super().nak(delay_s)
-
-
-def recording(parts: SettlementParts) -> Seen:
-    """Record the fetches and answers of the worker built on `parts`."""
-    seen = Seen()
-    consumer = parts.consumer
-    fetch_ = consumer.fetch
-
-    async def fetch_recorded(batch_size: int, timeout_s: float) -> list[Delivery]:
-        seen.log.append(("fetch",))
-        out: list[Delivery] = []
-        for d in await fetch_(batch_size, timeout_s):
-            r = Recorded(d._msg)
-            r.seen = seen
-            out.append(r)
-        seen.fetched += len(out)
-        return out
-
-    consumer.fetch = fetch_recorded  # type: ignore[method-assign]
-    return seen
-
-
 @contextlib.asynccontextmanager
 async def worker(doc: dict[str, Any]) -> AsyncIterator[tuple[SettlementWorker, Seen]]:
     async with settlement_parts(settings_mod.parse(doc, env={})) as parts:
-        seen = recording(parts)
+        seen = recording(parts.consumer)
         w = SettlementWorker(parts)
         started = asyncio.Event()
         stop = asyncio.Event()

@@ -101,3 +101,14 @@ def test_unknown_classes_names_those_that_cannot_be_re_driven() -> None:
         "UNKNOWN_MERCHANT",
         "rate_stale",
     ]
+
+
+def test_a_row_at_the_highest_cap_waits_without_overflowing() -> None:
+    """`auto_replay_max` allows 100 replays: the 99th's doubled backoff (60 s * 2**98)
+    is past what a `timedelta` holds, and must read as "not yet", not stop the round."""
+    policy = AutoReplayPolicy(
+        classes=frozenset(DEFAULT_CLASSES), max_per_row=100, per_round=100, backoff_s=60.0
+    )
+    far_along = row(n=99, ago_s=86_400.0 * 365)
+    assert is_due(far_along, policy, NOW) is False
+    assert due([far_along, row(id_=2)], EVERY, policy, NOW) == [row(id_=2)]

@@ -63,6 +63,11 @@ def test_configured_values_are_read() -> None:
         ({"auto_replay_per_round": 20_000}, "dlq.auto_replay_per_round", "1 to 10000"),
         ({"auto_replay_rate_per_s": 0}, "dlq.auto_replay_rate_per_s", "positive"),
         ({"auto_replay_interval_s": -1}, "dlq.auto_replay_interval_s", "positive"),
+        # A round holds its lock and a connection throughout: its pace and probes are bounded.
+        ({"auto_replay_rate_per_s": 1e-9}, "dlq.auto_replay_rate_per_s", "0.1 to 1000"),
+        ({"auto_replay_interval_s": 1e12}, "dlq.auto_replay_interval_s", "0 to 86400"),
+        ({"auto_replay_backoff_s": 1e300}, "dlq.auto_replay_backoff_s", "0 to 86400"),
+        ({"auto_replay_probe_timeout_s": 3600}, "dlq.auto_replay_probe_timeout_s", "0.1 to 60"),
         ({"auto_replay": "yes"}, "dlq.auto_replay", "bool"),
         ({"auto_replay_maximum": 3}, "dlq.auto_replay_maximum", "did you mean"),
     ],

@@ -17,10 +17,11 @@ import pytest
 from gateway.core.bodies.fields import get_decimal_amount
 from gateway.core.providers import PROVIDERS
 from gateway.core.providers.braintree import BRAINTREE, instruction
-from gateway.core.providers.braintree_payload import document
+from gateway.core.providers.braintree_payload import ELEMENTS_MAX, document
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
+from gateway.core.signatures import braintree as braintree_scheme
 from gateway.core.signatures.base import ParamProblem, SchemeParams
-from gateway.core.signatures.braintree import signed_form
+from gateway.core.signatures.braintree import PAIRS_MAX, signed_form
 from gateway.errors import (
     FieldTypeInvalid,
     PayloadInvalid,
@@ -134,11 +135,34 @@ def test_a_payload_whose_final_newline_was_lost_verifies_as_the_library_allows()
         (b"&".join([b"f%d=1" % i for i in range(40)]), SignatureMalformed),
         (b"bt_signature=" + b"%26".join([b"p%7Cs"] * 17) + b"&bt_payload=x", SignatureMalformed),
         (b"bt_signature=nopipe&bt_payload=abcd", SignatureMismatch),
+        # Text `hmac.compare_digest` refuses: never compared, so a mismatch, not a crash.
+        (urlencode({"bt_signature": f"{PUBLIC}|{'é' * 40}", "bt_payload": "x"}).encode(),
+         SignatureMismatch),
     ],
-)
+)  # fmt: skip
 def test_bad_forms_are_refused(body: bytes, error: type[Exception]) -> None:
     with pytest.raises(error):
         verify(body)
+
+
+def test_many_pairs_for_one_key_cost_two_hmacs_of_the_payload(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The payload may be a whole body long: what it is signed with under one key is
+    worked out once, however many signatures a form offers for that key."""
+    computed: list[bytes] = []
+    real = braintree_scheme.signature_of
+
+    def counted(hmac_key: bytes, payload: bytes) -> str:
+        computed.append(payload)
+        return real(hmac_key, payload)
+
+    monkeypatch.setattr(braintree_scheme, "signature_of", counted)
+    offered = "&".join([f"{PUBLIC}|{'0' * 40}"] * PAIRS_MAX)
+    body = urlencode({"bt_signature": offered, "bt_payload": "A" * 100_000}).encode()
+    with pytest.raises(SignatureMismatch):
+        verify(body)
+    assert len(computed) == 2  # the payload, and the payload with a newline
 
 
 @pytest.mark.parametrize("secret", ["no-colon", ":private", "public:", "a|b:c"])
@@ -186,6 +210,9 @@ def test_the_derived_id_is_kind_subject_and_timestamp() -> None:
     assert doc["event_id"] == f"dispute_won:dsp_7:{doc['timestamp']}"
 
 
+_ENTITY = '<!DOCTYPE n [<!ENTITY a "b">]><notification><kind>&a;</kind></notification>'
+
+
 @pytest.mark.parametrize(
     ("xml", "problem"),
     [
@@ -193,12 +220,23 @@ def test_the_derived_id_is_kind_subject_and_timestamp() -> None:
         (b"<other/>", "not a notification"),
         (b'<!DOCTYPE n [<!ENTITY a "b">]><notification>&a;</notification>', "document type"),
         (b"<notification>" + b"<a>" * 20 + b"</a>" * 20 + b"</notification>", "deeper"),
+        (b"<notification>" + b"<a/>" * ELEMENTS_MAX + b"</notification>", "elements"),
+        # Entities in UTF-16, which a check of the bytes cannot read but expat does:
+        # with a byte-order mark, and without one (expat knows it by `<` and a NUL).
+        (_ENTITY.encode("utf-16"), "not UTF-8"),
+        (_ENTITY.encode("utf-16-le"), "NUL"),
     ],
-)
+)  # fmt: skip
 def test_a_payload_that_is_not_a_notification_is_payload_invalid(xml: bytes, problem: str) -> None:
     body = urlencode({"bt_signature": "p|s", "bt_payload": base64.encodebytes(xml)}).encode()
     with pytest.raises(PayloadInvalid, match=problem):
         document(body)
+
+
+def test_a_payload_in_utf8_is_read_as_utf8_whatever_it_declares() -> None:
+    xml = '<?xml version="1.0" encoding="ISO-8859-1"?><notification><kind>café</kind>'
+    body = urlencode({"bt_payload": base64.encodebytes((xml + "</notification>").encode())})
+    assert document(body.encode())["kind"] == "café"
 
 
 def test_a_payload_outside_base64_is_payload_invalid() -> None:

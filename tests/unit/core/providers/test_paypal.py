@@ -18,7 +18,12 @@ from gateway.core.settlement.instructions import SettlementKind
 from gateway.core.signatures import SchemeParams
 from gateway.core.signatures.base import ParamProblem
 from gateway.core.signatures.paypal import PayPalScheme, crc32_decimal, signed_message
-from gateway.core.signatures.paypal_chain import check_cert_url, load_chain, trusted_leaf
+from gateway.core.signatures.paypal_chain import (
+    CHAIN_CERTS_MAX,
+    check_cert_url,
+    load_chain,
+    trusted_leaf,
+)
 from gateway.errors import (
     ConfigError,
     FieldTypeInvalid,
@@ -67,6 +72,8 @@ def test_the_signed_message_is_four_fields_joined_by_bars() -> None:
         ("https://127.0.0.1:8443/v1/notifications/certs/C", (), False),  # not by default
         ("https://127.0.0.1:8443/v1/notifications/certs/C", ("127.0.0.1:8443",), True),
         (" " + URL, (), False),
+        (URL + "0" * 512, (), False),  # longer than any URL PayPal sends
+        (URL + "é", (), False),
     ],
 )
 def test_only_paypal_certificate_urls_are_fetched(
@@ -109,6 +116,8 @@ def test_the_chain_must_reach_a_trust_anchor_and_be_valid_now(
 def test_an_answer_that_is_not_pem_certificates_is_refused() -> None:
     with pytest.raises(SigningCertificateRefused):
         load_chain(b"<html>not a certificate</html>")
+    with pytest.raises(SigningCertificateRefused):  # more than a leaf and intermediates
+        load_chain(pem(KEYS.cert) * (CHAIN_CERTS_MAX + 1))
     assert load_chain(pem(KEYS.cert) + pem(KEYS.ca.cert))[0] == KEYS.cert
 
 
@@ -139,6 +148,8 @@ def _headers(**changes: str) -> dict[str, str]:
         ("SHA1withRSA", _headers(**{"PAYPAL-AUTH-ALGO": "SHA1withRSA"}), BODY,
          SignatureMalformed),
         ("not base64", _headers(**{"PAYPAL-TRANSMISSION-SIG": "%%%"}), BODY, SignatureMalformed),
+        ("longer than any RSA signature", _headers(**{"PAYPAL-TRANSMISSION-SIG": "AAAA" * 351}),
+         BODY, SignatureMalformed),
         ("no zone", _headers(**{"PAYPAL-TRANSMISSION-TIME": "2026-12-06T10:00:00"}), BODY,
          SignatureMalformed),
     ],
@@ -296,9 +307,14 @@ def test_amounts_finer_than_paypal_writes_are_refused_never_rounded(
         instruction("PAYMENT.CAPTURE.COMPLETED", _amount(value, currency))
 
 
-def test_a_refund_without_its_capture_link_is_a_missing_field() -> None:
+@pytest.mark.parametrize("links", [lambda ls: [ls[0]], lambda ls: ["up", [ls[1]], None, ls[0]]])
+def test_a_refund_without_its_capture_link_is_a_missing_field(
+    links: Callable[[list[Any]], list[Any]],
+) -> None:
+    """Without its `up` link, or with links that are not objects (a signed body can
+    still hold anything), the refund names no capture: a permanent error."""
     doc: dict[str, Any] = orjson.loads(orjson.dumps(REFUND))
-    doc["resource"]["links"] = [doc["resource"]["links"][0]]
+    doc["resource"]["links"] = links(doc["resource"]["links"])
     with pytest.raises(MissingField):
         instruction("PAYMENT.CAPTURE.REFUNDED", doc)
 
