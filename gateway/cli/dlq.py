@@ -213,7 +213,9 @@ async def run_once_body(settings: Settings, args: argparse.Namespace, _: DlqFilt
 def _filters(p: argparse.ArgumentParser, *, states: bool) -> None:
     each = "(repeatable)"
     p.add_argument(
-        "--stage", action="append", help=f"ingest, publish, settlement or forward:NAME {each}"
+        "--stage",
+        action="append",
+        help=f"ingest, publish, settlement, confirm or forward:NAME {each}",
     )
     p.add_argument("--error-class", action="append", help=f"e.g. EVENT_TYPE_MISSING {each}")
     p.add_argument("--provider", action="append", help=f"provider name {each}")

@@ -143,7 +143,9 @@ def _filters(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--event-id", action="append", metavar="ID", help=f"a provider's event id {each}"
     )
-    p.add_argument("--source", choices=("live", "backfill"), help="how the events arrived")
+    p.add_argument(
+        "--source", choices=("live", "backfill", "confirmed"), help="how the events arrived"
+    )
 
 
 ABOUT = """Accepted events are the rows of the idempotency gate (processed_webhooks): every

@@ -1,4 +1,5 @@
-"""The long-running processes and their set-up: `migrate`, `serve`, `relay`, `settle`."""
+"""The long-running processes and their set-up: `migrate`, `serve`, `relay`, `settle`,
+`confirm`."""
 
 from __future__ import annotations
 
@@ -149,6 +150,19 @@ def cmd_settle(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_confirm(args: argparse.Namespace) -> int:
+    from gateway.settings.secrets import secrets_under
+    from gateway.wiring.confirm import confirm_metrics_address, confirms, run_confirm
+    from gateway.wiring.signals import run_until_signalled
+
+    # The API keys of the providers it confirms, and no other secret.
+    names = [name for name, p in load_settings(args).providers.items() if confirms(p.scheme)]
+    settings = load_settings(args, secrets_under(*(f"providers.{n}.api_key_env" for n in names)))
+    listen = metrics_address(args, confirm_metrics_address(settings))
+    run_until_signalled(lambda: run_confirm(settings, listen))
+    return 0
+
+
 #: Each worker holds its own database pool and NATS connection.
 MAX_WORKERS = 64
 WORKERS = Number(1, MAX_WORKERS)
@@ -172,7 +186,7 @@ def add_metrics_flags(parser: argparse.ArgumentParser, host_key: str, port_key: 
 
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
-    """Mount `migrate`, `serve`, `relay` and `settle`."""
+    """Mount `migrate`, `serve`, `relay`, `settle` and `confirm`."""
 
     def command(
         name: str, summary: str, about: str, examples: tuple[str, ...]
@@ -250,3 +264,22 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     )
     add_metrics_flags(settle, "settlement.metrics_host", "settlement.metrics_port")
     settle.set_defaults(func=cmd_settle)
+    confirm = command(
+        "confirm",
+        "Fetch what webhooks only name (Mollie classic) and record the events found.",
+        """Run the confirm stage until stopped: for each recorded webhook that only names
+        an object (a Mollie classic id=tr_...), fetch the object from the provider's
+        API ([providers.NAME] api_key_env, api_url), record the changes it holds as
+        events of their own (a change already seen is a duplicate), and publish them
+        through the outbox. Paced per provider by [confirm] rate_per_s and concurrency;
+        transient answers are tried again, then parked at stage 'confirm' (replay with
+        'gateway dlq replay'). Pending fetches wait in the database: any number may run,
+        and a restart resumes them. Serves /metrics on [confirm]
+        metrics_host:metrics_port (0 = off).""",
+        (
+            "gateway confirm --config gateway.toml",
+            "gateway confirm --config gateway.toml --metrics-port 9105",
+        ),
+    )
+    add_metrics_flags(confirm, "confirm.metrics_host", "confirm.metrics_port")
+    confirm.set_defaults(func=cmd_confirm)

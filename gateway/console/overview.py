@@ -1,7 +1,8 @@
 """The overview: dead letters (by stage, recent additions, net growth per hour against
 the burst alert's threshold, the oldest open row), the outbox, the settlement
-consumer's backlog, held keys, the merchants below zero in the ledger, each sender's
-newest event (a silent one stands out) and the replay jobs still running.
+consumer's backlog, the webhooks awaiting their confirm fetch by provider, held keys, the
+merchants below zero in the ledger, each sender's newest event (a silent one stands out)
+and the replay jobs still running.
 
 GET /console/ is the page; htmx polls GET /console/overview/partial every 10 s while
 the tab is visible and swaps the figures in; with JavaScript off the page has a
@@ -24,6 +25,7 @@ from starlette.routing import BaseRoute, Route
 from gateway.adapters.jetstream.consumer_info import ConsumerBacklog, consumer_backlog
 from gateway.adapters.postgres import Conn, Pool, connection
 from gateway.adapters.postgres import dependency_state as outages
+from gateway.adapters.postgres.confirmations import pending_stats
 from gateway.adapters.postgres.console import stats
 from gateway.console.charts import Bar, Chart, Threshold, bar_chart
 from gateway.console.ledger_reads import negative_merchants
@@ -35,12 +37,14 @@ from gateway.core.console.outages import (
     dependency_briefs,
 )
 from gateway.core.console.overview import (
+    ConfirmBacklog,
     JobBrief,
     OldestOpen,
     Overview,
     ProviderLast,
     Thresholds,
     UnmappedBrief,
+    confirm_backlog,
     provider_names,
     to_json,
 )
@@ -65,6 +69,7 @@ class _Rest:
     unmapped: tuple[UnmappedBrief, ...]
     dependencies: tuple[DependencyBrief, ...]
     retrying: tuple[RetryBrief, ...]
+    confirm: tuple[ConfirmBacklog, ...]
 
 
 async def _on_own_connection(pool: Pool, read: Callable[[Conn], Awaitable[T]]) -> T:
@@ -113,6 +118,7 @@ async def gather(console: ConsoleDeps) -> Overview:
             await stats.live_jobs(conn),
             await stats.unmapped_types(conn, now),
             *await _outages(conn, now),
+            confirm_backlog(await pending_stats(conn)),
         )
 
     pool = console.pool
@@ -153,6 +159,7 @@ async def gather(console: ConsoleDeps) -> Overview:
         unmapped=more.unmapped,
         dependencies=more.dependencies,
         retrying=more.retrying,
+        confirm_pending=more.confirm,
     )
 
 
@@ -224,6 +231,18 @@ def context(view: Overview) -> dict[str, Any]:
         "hold_age": format_age(view.oldest_hold_s) if view.held_keys else None,
         "hold_over": view.oldest_hold_s is not None and view.oldest_hold_s > t.hold_max_s,
         "silent_after": format_age(t.silent_after_s),
+        "confirm_pending": [
+            {
+                "provider": c.provider,
+                "pending": f"{c.pending:,}",
+                "webhooks": "webhook" if c.pending == 1 else "webhooks",
+                "oldest": format_age(c.oldest_s),
+                "late": view.confirm_late(c),
+            }
+            for c in view.confirm_pending
+        ],
+        "confirm_late": any(view.confirm_late(c) for c in view.confirm_pending),
+        "confirm_limit": format_age(t.confirm_backlog_max_s),
         "dependencies": [
             {
                 "name": d.dependency.value,

@@ -13,6 +13,7 @@ import logging
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, transaction
+from gateway.adapters.postgres.confirmations import rearm
 from gateway.adapters.postgres.dead_letters.rows import OutboxState, queue_for_outbox
 from gateway.adapters.postgres.ordering.key_numbers import lock_keys, number_row
 from gateway.adapters.postgres.webhooks import StoredEvent
@@ -91,6 +92,15 @@ class IngestReplay:
                     "send it again with one, or resolve this row once handled by hand"
                 )
             raise StillInvalid(failure.error_class, message)
+        if get_provider(provider.scheme).confirmation is not None:
+            # A webhook that only names an object is never published itself: its fetch
+            # is owed, as when it arrived (`gateway confirm`).
+            async with transaction(self._pool) as conn:
+                if not await rearm(conn, row.provider, row.event_id):
+                    raise EventNotRecorded(
+                        f"no processed_webhooks row for {row.provider}/{row.event_id}"
+                    )
+            return
         key_seq = None
         async with transaction(self._pool) as conn:
             # A keyed event is numbered as a new one would be: under its key's lock, taken

@@ -18,7 +18,7 @@ from gateway.errors import ErrorClass
 #: The stages a replay can run again: the keys of `gateway.dlq.replay.STAGE_HANDLERS`
 #: (a test holds them equal), named here so a planner (the console's) can plan without
 #: loading the handlers and the settlement side they import.
-REPLAYABLE_STAGES: tuple[str, ...] = ("ingest", "publish", "settlement")
+REPLAYABLE_STAGES: tuple[str, ...] = ("ingest", "publish", "settlement", "confirm")
 
 
 class RowOutcome(enum.StrEnum):

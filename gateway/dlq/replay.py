@@ -31,6 +31,7 @@ from gateway.core.dlq.model import DlqRow, RowBrief
 from gateway.core.events.model import Failure, Stage
 from gateway.core.failures import disposition
 from gateway.core.operator_input import pace_delay_s
+from gateway.dlq.confirm_handler import confirm_handler
 from gateway.dlq.forward_handler import forward_handlers
 from gateway.dlq.ingest_handler import ingest_handler
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
@@ -49,6 +50,7 @@ STAGE_HANDLERS: StageHandlers = MappingProxyType(
         Stage.INGEST.value: ingest_handler,
         Stage.PUBLISH.value: publish_handler,
         Stage.SETTLEMENT.value: settlement_handler,
+        Stage.CONFIRM.value: confirm_handler,
     }
 )
 

@@ -61,6 +61,7 @@ from gateway.errors.outbound import (
 )
 from gateway.errors.pipeline import (
     BrokerUnavailable,
+    ConfirmationMismatch,
     DatabaseError,
     DatabaseUnavailable,
     Overloaded,
@@ -140,6 +141,7 @@ __all__ = [
     "BrokerUnavailable",
     "ClientGone",
     "ConfigError",
+    "ConfirmationMismatch",
     "DatabaseError",
     "DatabaseNotDurable",
     "DatabaseUnavailable",

@@ -159,6 +159,16 @@ class ErrorClass(enum.StrEnum):
     BACKFILL_ITEM_TIME_INVALID = _permanent("Backfill: an entry's time is missing or unreadable.")
     BACKFILL_ITEM_UNENCODABLE = _permanent("Backfill: an entry cannot be serialised as sent.")
     BACKFILL_ITEM_TOO_LARGE = _permanent("Backfill: an entry's body exceeds `http.max_body_bytes`.")
+    CONFIRMATION_MISMATCH = _permanent(
+        "Confirm: the provider's API answered about another object than the webhook named."
+    )
+    CONFIRMATION_REFUSED = _permanent(
+        "Confirm: the provider's API refused the fetch (4xx, a redirect, an untrusted "
+        "certificate, an answer too large or not JSON)."
+    )
+    CONFIRMATION_ATTEMPTS_EXHAUSTED = _permanent(
+        "Confirm: the provider's API failed every attempt of `[confirm]`'s schedule."
+    )
     ORDER_PREDECESSOR_MISSING = _permanent(
         "An earlier event of its key never came within `ordering.gap_timeout_s`; the key is held."
     )

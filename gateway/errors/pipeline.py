@@ -18,6 +18,13 @@ class PayloadNotJson(PayloadInvalid):
     error_class = ErrorClass.PAYLOAD_NOT_JSON
 
 
+class ConfirmationMismatch(PayloadInvalid):
+    """The provider's API answered about another object than the webhook named (another
+    id): what it answered is not this event's confirmation."""
+
+    error_class = ErrorClass.CONFIRMATION_MISMATCH
+
+
 class DatabaseError(GatewayError):
     """PostgreSQL refused a statement for a reason retrying will not fix."""
 

@@ -236,6 +236,34 @@ class Metrics:
             reg,
         )
 
+        self.confirm_fetches_total = Counter(
+            "gateway_confirm_fetches_total",
+            "Fetches of the confirm stage, by provider and outcome (confirmed, not_found, "
+            "retry, parked).",
+            ("outcome", "provider"),
+            reg,
+        )
+        self.confirm_fetch_seconds = Histogram(
+            "gateway_confirm_fetch_seconds",
+            "Time a provider's API took to answer one confirm fetch.",
+            ("provider",),
+            reg,
+        )
+        self.confirm_pending = Gauge(
+            "gateway_confirm_pending",
+            "Webhooks whose confirm fetch is still owed, as last read.",
+            ("provider",),
+            reg,
+            _GAUGE_MODE,
+        )
+        self.confirm_oldest_pending_seconds = Gauge(
+            "gateway_confirm_oldest_pending_seconds",
+            "Age of the oldest webhook whose confirm fetch is still owed (0: none).",
+            ("provider",),
+            reg,
+            _GAUGE_MODE,
+        )
+
         self.forward_attempts_total = Counter(
             "gateway_forward_attempts_total",
             "Attempts to deliver an event to a forwarding destination, by destination and "

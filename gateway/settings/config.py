@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.core.health.alerting import AlertSettings
 from gateway.errors import ConfigError
+from gateway.settings.confirm import ConfirmSettings, parse_confirm
 from gateway.settings.console import ConsoleSettings
 from gateway.settings.database import DatabaseSettings
 from gateway.settings.dlq import DlqSettings, parse_dlq
@@ -88,6 +89,7 @@ SECTIONS = (
     "console",
     "forward",
     "dlq",
+    "confirm",
 )
 
 
@@ -127,6 +129,7 @@ class Settings:
     #: `[forward.NAME]`: the destinations `gateway forward --name NAME` runs.
     forward: Mapping[str, ForwardOptions] = field(default_factory=dict)
     dlq: DlqSettings = field(default_factory=DlqSettings)
+    confirm: ConfirmSettings = field(default_factory=ConfirmSettings)
 
     __repr__ = redacted_repr  # connection URLs may carry passwords
 
@@ -340,6 +343,7 @@ def parse(
         database=database,
         forward=parse_forward(data, env, secrets),
         dlq=parse_dlq(data, _read),
+        confirm=parse_confirm(data, _read),
     )
 
 

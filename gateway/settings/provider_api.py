@@ -1,4 +1,5 @@
-"""A provider's API credentials and where to reach it, for `gateway backfill`: the keys
+"""A provider's API credentials and where to reach it, for `gateway backfill` and the
+confirm stage (`gateway confirm`, which fetches what a Mollie classic webhook names): the keys
 `api_key_env`, `api_url`, `repo`/`org` and `hook_id` (GitHub), the trust keys
 (`api_hosts`, `insecure_api_url`), the bounds of a pass (`api_max_*`, `api_timeout_s`,
 `api_page_attempts`), and the optional `[providers.NAME.backfill]` schedule, read from
@@ -36,6 +37,7 @@ DEFAULT_API_URLS: Mapping[str, str] = {
     "github": "https://api.github.com",
     "paddle": "https://api.paddle.com",
     "square": "https://connect.squareup.com",
+    "mollie": "https://api.mollie.com",
 }
 #: The hosts each scheme's API may be reached at unless `api_hosts` says otherwise.
 DEFAULT_API_HOSTS: Mapping[str, tuple[str, ...]] = {
@@ -43,6 +45,7 @@ DEFAULT_API_HOSTS: Mapping[str, tuple[str, ...]] = {
     "github": ("api.github.com",),
     "paddle": ("api.paddle.com", "sandbox-api.paddle.com"),
     "square": ("connect.squareup.com", "connect.squareupsandbox.com"),
+    "mollie": ("api.mollie.com",),
 }
 #: The provider keys read here (senders.PROVIDER_KEYS lists them with the rest).
 API_KEYS = (
@@ -166,7 +169,8 @@ def parse_provider_api(
     if scheme not in DEFAULT_API_URLS:
         raise ConfigError(
             f"{path}{given[0]}",
-            f"backfill reads the APIs of {', '.join(DEFAULT_API_URLS)} scheme providers only",
+            "backfill and the confirm stage read the APIs of "
+            f"{', '.join(DEFAULT_API_URLS)} scheme providers only",
         )
     var = read_value(data, "api_key_env", path, str, None)
     if not var:

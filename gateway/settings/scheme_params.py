@@ -30,6 +30,10 @@ from gateway.settings.values import env_name_shown, read_value, require_positive
 _E = TypeVar("_E", bound=enum.StrEnum)
 
 
+#: The schemes whose webhooks need no secret of the provider's.
+_UNSECRETED = frozenset({"paypal", "mollie"})
+
+
 def scheme_params(
     scheme: str,
     data: Mapping[str, Any],
@@ -40,7 +44,8 @@ def scheme_params(
     """The provider's verification parameters; ConfigError naming the key otherwise.
     A `secret_env` outside `scope` is not read (`gateway.settings.secrets`)."""
     # PayPal signs with its certificate: a secret there is only what `gateway sign` uses.
-    secrets = _secret_list(data, path, env, scope, required=scheme != "paypal")
+    # Mollie's classic webhooks are not signed: each is confirmed by a fetch instead.
+    secrets = _secret_list(data, path, env, scope, required=scheme not in _UNSECRETED)
     tolerance_s = read_value(data, "tolerance_s", path, int, 300)
     require_positive(tolerance_s, f"{path}tolerance_s")
     signed_text = read_value(data, "signed", path, str, None)

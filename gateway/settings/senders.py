@@ -261,13 +261,20 @@ def parse_provider(
             f"{path}scheme", f"unknown scheme {scheme!r} (one of {', '.join(SCHEME_NAMES)})"
         )
     params = scheme_params(scheme, data, path, env, scope)
+    api = parse_provider_api(scheme, data, path, env, scope)
+    if api is None and get_provider(scheme).confirmation is not None:
+        raise ConfigError(
+            f"{path}api_key_env",
+            f"is required: a {scheme} provider's webhooks only name a payment, which the "
+            "gateway fetches from the provider's API with this key (`gateway confirm`)",
+        )
     return ProviderSettings(
         name=name,
         scheme=scheme,
         params=params,
         headers=_header_policy(scheme, params, data, path),
         event_types=_event_types(data, path),
-        api=parse_provider_api(scheme, data, path, env, scope),
+        api=api,
         order_key=_order_key(scheme, data, path),
         on_poison=_on_poison(data, path),
         merchant=_merchant(data, path),

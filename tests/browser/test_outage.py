@@ -1,8 +1,10 @@
 """The overview during a dependency outage, in a real browser (issue 42 #12): with the
 currency-service stopped, a real `gateway settle` retries a EUR payment; the operator's
 overview shows it in retry under RATE_UNAVAILABLE and the currency-service down with
-since when. The service is started again: the payment settles and the overview shows
-the service up and nothing in retry."""
+since when. Meanwhile Mollie's API is down too: a webhook waits 15 min for its confirm
+fetch, and the overview says so, flagged. The service is started again: the payment
+settles and the overview shows the service up and nothing in retry; the fetch done, the
+confirm backlog is gone from the page."""
 
 from __future__ import annotations
 
@@ -29,6 +31,19 @@ async def _value(dsn: str, sql: str) -> object:
         return await conn.fetchval(sql)
     finally:
         await conn.close()
+
+
+# A Mollie webhook recorded 15 min ago whose fetch from Mollie's API is still owed.
+_OWED_FETCH = """
+WITH w AS (
+    INSERT INTO processed_webhooks (provider, event_id, body, received_at)
+    VALUES ('mollie', 'tr_outage', 'id=tr_outage', now() - interval '15 minutes')
+    RETURNING id
+)
+INSERT INTO confirmations (webhook_id, provider, created_at, pending_since)
+SELECT id, 'mollie', now() - interval '15 minutes', now() - interval '15 minutes' FROM w
+RETURNING webhook_id
+"""
 
 
 async def test_the_overview_shows_an_outage_and_its_retries_before_rows_park(
@@ -65,9 +80,16 @@ async def test_the_overview_shows_an_outage_and_its_retries_before_rows_park(
             )
             await wait_until(lambda: _value(database_url, in_retry), timeout_s=30)
 
+            await _value(database_url, _OWED_FETCH)
+
             page, _ = await new_page()
             await log_in(page, console, Role.OPERATOR)
             await page.goto(console.url("/console/"))
+            owed = page.locator("#confirm-pending")
+            await expect(owed).to_have_class("highlighted")  # past the alert's 10 min
+            await expect(owed.locator('li[data-provider="mollie"]')).to_have_text(
+                "mollie — 1 webhook, oldest 15 min over 10 min: the confirm backlog alert fires"
+            )
             currency = page.locator('#dependencies tr[data-dependency="currency-service"]')
             await expect(currency).to_have_attribute("data-state", "down")
             await expect(currency.locator(".state")).to_contain_text("down")
@@ -88,7 +110,9 @@ async def test_the_overview_shows_an_outage_and_its_retries_before_rows_park(
             await wait_until(lambda: _value(database_url, up), timeout_s=10)
             gone = "SELECT count(*) = 0 FROM settlement_retries"
             await wait_until(lambda: _value(database_url, gone), timeout_s=10)
+            await _value(database_url, "UPDATE confirmations SET state = 'confirmed'")
             await page.reload()
+            await expect(owed).to_have_count(0)
             await expect(currency).to_have_attribute("data-state", "up")
             await expect(page.locator("#in-retry-total")).to_have_text("0")
             await expect(page.locator("#in-retry")).to_contain_text("No event is being retried.")

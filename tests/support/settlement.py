@@ -51,9 +51,12 @@ def settlement_sections(
 
 
 @contextlib.asynccontextmanager
-async def running_worker(doc: dict[str, Any]) -> AsyncIterator[SettlementParts]:
-    """The worker consuming in the background until the block ends."""
-    settings = settings_mod.parse(doc, env={})
+async def running_worker(
+    doc: dict[str, Any], env: dict[str, str] | None = None
+) -> AsyncIterator[SettlementParts]:
+    """The worker consuming in the background until the block ends (`env`: the
+    environment the config's `*_env` keys name)."""
+    settings = settings_mod.parse(doc, env=env or {})
     async with settlement_parts(settings) as parts:
         stop = asyncio.Event()
         task = asyncio.create_task(SettlementWorker(parts).run(stop))

@@ -32,11 +32,17 @@ PAYLOADS = "payloads"
 # will be published) and the payload watermark never passes one. Kept in one place: it
 # is the outbox's definition (sql/010), not retention's.
 _IN_OUTBOX = "outbox_holds({p})"
-# A dead letter still needing its event: open, or resolved within the payload horizon.
-_HELD = (
+# A fetch still owed for the event (the request's body names what to fetch).
+_CONFIRMING = (
+    "EXISTS (SELECT 1 FROM confirmations c WHERE c.webhook_id = {p}.id AND c.state = 'pending')"
+)
+# A dead letter still needing its event: open, or resolved within the payload horizon;
+# or a fetch still owed.
+_DEAD_LETTER_HOLDS = (
     "EXISTS (SELECT 1 FROM dlq_webhooks d WHERE d.webhook_id = {p}.id"
     " AND (NOT d.is_resolved OR d.resolved_at >= {cutoff}))"
 )
+_HELD = f"({_DEAD_LETTER_HOLDS} OR {_CONFIRMING})"
 
 # One batch of the payload pass: the next `$3` rows by id from the watermark `$1`, each
 # with whether it stops the walk (still in the outbox) and whether it is wanted (a body
@@ -122,7 +128,7 @@ RETURNING d.id
 # never one an open dead letter references; neither stops the walk.
 _KEY_SCAN = f"""
 SELECT s.id, s.received_at, false AS blocks,
-       NOT {_IN_OUTBOX.format(p="s")} AND NOT EXISTS (
+       NOT {_IN_OUTBOX.format(p="s")} AND NOT {_CONFIRMING.format(p="s")} AND NOT EXISTS (
            SELECT 1 FROM dlq_webhooks d WHERE d.webhook_id = s.id AND NOT d.is_resolved
        ) AS wanted
 FROM processed_webhooks s
@@ -141,7 +147,7 @@ _DELETE_KEYS = f"""
 DELETE FROM processed_webhooks p
 WHERE p.id IN (SELECT id FROM processed_webhooks
                WHERE id = ANY($1::bigint[]) FOR UPDATE SKIP LOCKED)
-  AND NOT {_IN_OUTBOX.format(p="p")}
+  AND NOT {_IN_OUTBOX.format(p="p")} AND NOT {_CONFIRMING.format(p="p")}
   AND NOT EXISTS (SELECT 1 FROM dlq_webhooks d WHERE d.webhook_id = p.id)
 RETURNING p.id
 """  # noqa: S608 - only constants are interpolated

@@ -14,6 +14,7 @@ import asyncpg
 import orjson
 
 from gateway.adapters.postgres import Conn, translate_errors
+from gateway.adapters.postgres.confirmations import owe_fetches
 from gateway.adapters.postgres.ordering.key_numbers import (
     GROUP_ROWS,
     NUMBERING_ATTEMPTS,
@@ -109,7 +110,7 @@ async def record_events(conn: Conn, events: Sequence[Event]) -> dict[tuple[str, 
         return await _record_numbered(conn, events)
     rows_json = _rows_json(events, ())
     with translate_errors():
-        if all(e.failure is None for e in events):
+        if all(e.failure is None and not e.awaits_confirmation for e in events):
             # One statement is atomic on its own: no BEGIN/COMMIT round trips.
             rows = await conn.fetch(_INSERT_EVENTS, rows_json)
             return {(r["provider"], r["event_id"]): Recorded(int(r["id"]), None) for r in rows}
@@ -152,7 +153,7 @@ async def _record_numbered(conn: Conn, events: Sequence[Event]) -> dict[tuple[st
     gap (`key_numbers.repeats_before_new`)."""
     keyed_rows = _keyed_rows(events)
     rows_json = _rows_json(events, keyed_rows)
-    valid = all(e.failure is None for e in events)
+    valid = all(e.failure is None and not e.awaits_confirmation for e in events)
     if valid and not conn.is_in_transaction() and WHOLE_STATEMENTS.worth_trying():
         whole = await insert_numbered_whole(conn, rows_json, keyed_rows)
         if whole is not None:
@@ -222,12 +223,16 @@ def _recorded(rows: Sequence[asyncpg.Record]) -> dict[tuple[str, str], Recorded]
 async def _with_dead_letters(
     conn: Conn, events: Sequence[Event], rows: Sequence[asyncpg.Record]
 ) -> dict[tuple[str, str], Recorded]:
-    """The rows inserted; the new invalid events' dead letters written beside them."""
+    """The rows inserted; the new invalid events' dead letters written beside them, and
+    the fetches owed for the events awaiting confirmation (`confirmations`)."""
     inserted = _recorded(rows)
     for event in events:
         key = (event.provider, event.event_id)
         if event.failure is not None and key in inserted:
             await _upsert_dlq(conn, inserted[key].webhook_id, Stage.INGEST, event, event.failure)
+    if any(e.awaits_confirmation for e in events):
+        ids = {key: row.webhook_id for key, row in inserted.items()}
+        await owe_fetches(conn, events, ids)
     return inserted
 
 

@@ -87,6 +87,33 @@ async def request_json(
     a redirect, a refused certificate, an answer too large or not JSON. `query`, when
     given, is the request's JSON body (httpx writes it compact, `content-type:
     application/json`)."""
+    answer = await request_bytes(client, method, url, limits, what, params=params, query=query)
+    if answer.value is None:
+        return Answer(answer.status, answer.retry_after, detail=answer.detail)
+    content, headers = answer.value
+    return Answer(answer.status, answer.retry_after, (parse_json(content, what), headers))
+
+
+def parse_json(content: bytes, what: str) -> Any:
+    """An answer's document; `ProviderApiAnswerInvalid` when it is not JSON."""
+    try:
+        return json.loads(content)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the limit
+        raise ProviderApiAnswerInvalid(f"{what}: the answer is not JSON") from None
+
+
+async def request_bytes(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    limits: ApiLimits,
+    what: str,
+    *,
+    params: Params = (),
+    query: Any = None,
+) -> Answer[tuple[bytes, httpx.Headers]]:
+    """`request_json` before the parse: a 2xx answer's bytes as received (decoded from
+    any content encoding, at most `api_max_answer_bytes`)."""
     try:
         async with asyncio.timeout(limits.timeout_s):
             async with client.stream(method, url, params=list(params), json=query) as response:
@@ -95,7 +122,8 @@ async def request_json(
                     target = urlsplit(response.headers.get("location", "")).netloc or "nowhere"
                     raise ProviderApiRedirected(
                         f"{what}: the API answered {status}, a redirect to {target!r}; "
-                        "backfill follows no redirect, so the API key stays with api_url's host"
+                        "the gateway follows no redirect, so the API key stays with "
+                        "api_url's host"
                     )
                 retry_after = response.headers.get("retry-after")
                 if not 200 <= status < 300:
@@ -110,15 +138,11 @@ async def request_json(
     except httpx.TransportError as exc:
         if certificate_refused(exc):
             raise ProviderApiCertificate(
-                f"{what}: the API's TLS certificate is not trusted; backfill talks to the "
-                "provider over verified TLS only"
+                f"{what}: the API's TLS certificate is not trusted; the gateway talks to "
+                "the provider over verified TLS only"
             ) from exc
         return Answer(None, detail=type(exc).__name__)
-    try:
-        doc = json.loads(content)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the limit
-        raise ProviderApiAnswerInvalid(f"{what}: the answer is not JSON") from None
-    return Answer(status, retry_after, (doc, headers))
+    return Answer(status, retry_after, (content, headers))
 
 
 def open_client(api: ProviderApi, headers: Mapping[str, str]) -> httpx.AsyncClient:

@@ -19,10 +19,12 @@ from gateway.core.health.alerting import AlertSettings
 HOURS = 24
 #: A provider with no event for longer than this stands out on the page.
 SILENT_AFTER_S = 86_400.0
-# The two thresholds below are the Prometheus rules' own (deploy/prometheus/alerts.yml:
-# GatewayOutboxLag, GatewayOrderKeyHeldTooLong); no setting carries them.
+# The thresholds below are the Prometheus rules' own (deploy/prometheus/alerts.yml:
+# GatewayOutboxLag, GatewayOrderKeyHeldTooLong, GatewayConfirmBacklog); no setting
+# carries them.
 OUTBOX_LAG_MAX_S = 300.0
 HOLD_MAX_S = 900.0
+CONFIRM_BACKLOG_MAX_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Thresholds:
     outbox_lag_max_s: float = OUTBOX_LAG_MAX_S
     hold_max_s: float = HOLD_MAX_S
     silent_after_s: float = SILENT_AFTER_S
+    confirm_backlog_max_s: float = CONFIRM_BACKLOG_MAX_S
 
     @classmethod
     def from_alerts(cls, alerts: AlertSettings) -> Thresholds:
@@ -93,6 +96,17 @@ class UnmappedBrief:
 
 
 @dataclass(frozen=True)
+class ConfirmBacklog:
+    """A provider's recorded webhooks still waiting for their fetch from its API (the
+    confirm stage's `pending` rows), and the oldest one's age: while the API is down
+    they are recorded but neither published nor parked."""
+
+    provider: str
+    pending: int
+    oldest_s: float
+
+
+@dataclass(frozen=True)
 class JobBrief:
     """A replay job still to finish (planned or running) and its items' counts."""
 
@@ -139,6 +153,12 @@ class Overview:
     #: retry by class: an outage shows here before any row parks.
     dependencies: tuple[DependencyBrief, ...] = ()
     retrying: tuple[RetryBrief, ...] = ()
+    #: The providers with a confirm fetch owed, by name (`confirm_backlog`).
+    confirm_pending: tuple[ConfirmBacklog, ...] = ()
+
+    def confirm_late(self, backlog: ConfirmBacklog) -> bool:
+        """The provider's oldest owed fetch is older than the backlog alert allows."""
+        return backlog.oldest_s > self.thresholds.confirm_backlog_max_s
 
     @property
     def retrying_total(self) -> int:
@@ -206,6 +226,16 @@ def provider_names(providers: Sequence[str], services: Sequence[str]) -> list[st
     return sorted(providers) + [f"service:{name}" for name in sorted(services)]
 
 
+def confirm_backlog(stats: Mapping[str, tuple[int, float]]) -> tuple[ConfirmBacklog, ...]:
+    """The confirm stage's `pending_stats` (provider: count, oldest age) as the overview
+    lists them: by provider name, those with nothing owed left out, no age negative."""
+    return tuple(
+        ConfirmBacklog(provider, pending, max(0.0, oldest_s))
+        for provider, (pending, oldest_s) in sorted(stats.items())
+        if pending > 0
+    )
+
+
 def _time(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
@@ -245,6 +275,7 @@ def to_json(view: Overview) -> dict[str, Any]:
             "outbox_lag_max_s": t.outbox_lag_max_s,
             "hold_max_s": t.hold_max_s,
             "silent_after_s": t.silent_after_s,
+            "confirm_backlog_max_s": t.confirm_backlog_max_s,
         },
         "outbox": {"pending": view.outbox_pending, "lag_s": view.outbox_lag_s},
         "settlement": {"pending": view.settlement_pending, "note": view.settlement_note},
@@ -254,6 +285,10 @@ def to_json(view: Overview) -> dict[str, Any]:
             "note": view.ledger_note,
         },
         "held_keys": {"count": view.held_keys, "oldest_hold_s": view.oldest_hold_s},
+        "confirm_pending": [
+            {"provider": c.provider, "pending": c.pending, "oldest_s": c.oldest_s}
+            for c in view.confirm_pending
+        ],
         "providers": [
             {
                 "provider": p.provider,

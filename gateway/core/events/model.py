@@ -53,6 +53,7 @@ class Source(enum.StrEnum):
 
     LIVE = "live"  # POST /webhooks/{provider} or POST /v1/events
     BACKFILL = "backfill"  # fetched from the provider's API by `gateway backfill`
+    CONFIRMED = "confirmed"  # found by `gateway confirm` in the API's answer to a webhook
 
 
 class Stage(enum.StrEnum):
@@ -61,6 +62,7 @@ class Stage(enum.StrEnum):
     INGEST = "ingest"
     PUBLISH = "publish"
     SETTLEMENT = "settlement"
+    CONFIRM = "confirm"  # the fetch that confirms a webhook naming an object (`gateway confirm`)
 
 
 #: A forwarding destination's stage is this and its name (`forward:billing`).
@@ -118,6 +120,9 @@ class Event:
     # has a key and no number yet.
     order_key: str | None = None
     key_seq: int | None = None
+    # The request only names an object (`Provider.confirmation`): recorded unpublished,
+    # with a fetch owed by the confirm stage (a repeat asks for the fetch again).
+    awaits_confirmation: bool = False
 
     @property
     def msg_id(self) -> str:
@@ -167,6 +172,7 @@ def new_event(
         traceparent=traceparent,
         order_key=order_key,
         key_seq=None,
+        awaits_confirmation=False,
     )
     return event
 

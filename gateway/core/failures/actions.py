@@ -93,6 +93,12 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         E.PROVIDER_API_CERTIFICATE: "Fix `api_url`'s host or the machine's CA certificates.",
         E.PROVIDER_API_ANSWER_TOO_LARGE: "Raise `api_max_answer_bytes`, or narrow the window.",
         E.PROVIDER_API_ANSWER_INVALID: "Check `api_url` points at the provider's event listing.",
+        E.CONFIRMATION_MISMATCH: "Check `api_url` reaches the provider's own API, then "
+        "`gateway dlq replay --stage confirm`.",
+        E.CONFIRMATION_REFUSED: "Check `api_key_env`, `api_url` and the message, then "
+        "`gateway dlq replay --stage confirm`.",
+        E.CONFIRMATION_ATTEMPTS_EXHAUSTED: "Once the provider's API answers, "
+        "`gateway dlq replay --all --stage confirm`.",
         E.BACKFILL_PAGE_SKIPPED: "Fix the page's error (logged), then `gateway backfill` "
         "over the skipped window.",
         E.BACKFILL_ITEM_NOT_OBJECT: _LISTING,

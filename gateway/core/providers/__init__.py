@@ -21,6 +21,7 @@ from gateway.core.providers.checkout import CHECKOUT
 from gateway.core.providers.github import GITHUB
 from gateway.core.providers.gocardless import GOCARDLESS
 from gateway.core.providers.hmac import HMAC
+from gateway.core.providers.mollie import MOLLIE
 from gateway.core.providers.paddle import PADDLE
 from gateway.core.providers.paypal import PAYPAL
 from gateway.core.providers.paystack import PAYSTACK
@@ -62,6 +63,7 @@ PROVIDERS: Mapping[str, Provider] = MappingProxyType(
             BRAINTREE,
             GOCARDLESS,
             PAYPAL,
+            MOLLIE,
             HMAC,
         )
     }

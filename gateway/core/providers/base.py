@@ -88,6 +88,37 @@ class CertificateSource:
 
 
 @dataclass(frozen=True)
+class Confirmed:
+    """One event a confirmation found in the provider's answer: recorded through the
+    idempotency gate under its own id (so a change already seen is a duplicate),
+    published, settled and forwarded like any other event of the provider."""
+
+    event_id: str
+    event_type: str
+    #: A JSON object: what settlement (`Movements.instruction`) and forwarding read.
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """A provider whose webhook only names an object (Mollie's classic `id=tr_…`): the
+    gateway records the request, answers it, and then fetches the object from the
+    provider's API (the `confirm` stage, `gateway confirm`); only what that answer
+    holds is published. The request itself is never published."""
+
+    #: (the recorded request's document) to the API path to GET, query included
+    #: (`/v2/payments/tr_x?embed=refunds,chargebacks`); `PayloadInvalid` when it names
+    #: nothing that may be fetched.
+    locate: Callable[[Any], str]
+    #: (the recorded request's document, the API's answer parsed) to the events the
+    #: answer confirms, in the order they happened; `ConfirmationMismatch` when the
+    #: answer is about another object, `PayloadInvalid` when it cannot be read.
+    confirmed: Callable[[Any, Any], tuple[Confirmed, ...]]
+    #: (API key) to the headers that carry it.
+    auth: Callable[[str], Mapping[str, str]]
+
+
+@dataclass(frozen=True)
 class Provider:
     """One sender's scheme and everything else the gateway knows about it."""
 
@@ -122,3 +153,6 @@ class Provider:
     #: Where its signing certificate comes from, for a scheme whose `verifier` cannot
     #: verify alone (`CertificateSource`); None for the others.
     certificate: CertificateSource | None = None
+    #: How its webhooks are confirmed by a fetch from its API (`Confirmation`); None:
+    #: its webhooks carry the event itself.
+    confirmation: Confirmation | None = None

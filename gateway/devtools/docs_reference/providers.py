@@ -38,6 +38,8 @@ def _rules(rules: tuple[KeyRule, ...]) -> str:
 def _headers(p: Provider) -> str:
     if p.name == "hmac":
         return "configured"
+    if p.confirmation is not None:  # Mollie's classic: unsigned, confirmed by a fetch
+        return "none: confirmed by a fetch from its API"
     names = p.scheme.signature_headers(_PARAMS)
     return ", ".join(code(n) for n in names) or "in the body"
 

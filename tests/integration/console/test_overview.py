@@ -290,6 +290,9 @@ async def test_an_empty_database_shows_zeros_and_no_chart_bars_over_the_line(
     assert "No replay job is running." in r.text
     assert "over-threshold" not in r.text
     assert figure(r.text, "outbox-lag") == "none owed"
+    assert "confirm-pending" not in r.text and "Awaiting confirmation" not in r.text
+    api = await console.client(Role.VIEWER).get("/console/api/v1/stats/overview")
+    assert api.json()["confirm_pending"] == []
 
 
 async def test_a_burst_is_flagged_against_the_alert_threshold(console: ConsoleHarness) -> None:
@@ -443,3 +446,82 @@ async def test_the_event_types_that_moved_no_money_are_named(console: ConsoleHar
     doc = (await viewer.get("/console/api/v1/openapi.json")).json()
     path = "/console/api/v1/stats/overview"
     check_answer(doc, path, "get", api.status_code, api.headers, api.content)
+
+
+async def owed_fetches(
+    console: ConsoleHarness, provider: str, state: str, created: list[datetime]
+) -> None:
+    """Webhooks recorded unpublished, as the confirm stage records them, each with its
+    fetch in `state` since the given time."""
+    ids = await console.fetch(
+        "INSERT INTO processed_webhooks (provider, event_id, body, received_at)"
+        " SELECT $1, gen_random_uuid()::text, '{}', t FROM unnest($2::timestamptz[]) AS t"
+        " RETURNING id, received_at",
+        provider,
+        created,
+    )
+    await console.fetchval(
+        "INSERT INTO confirmations (webhook_id, provider, state, created_at, pending_since)"
+        " SELECT w, $2, $3, t, t FROM unnest($1::bigint[], $4::timestamptz[]) AS r(w, t)",
+        [r["id"] for r in ids],
+        provider,
+        state,
+        [r["received_at"] for r in ids],
+    )
+
+
+def text_of(html: str, ident: str) -> str:
+    """An element's text as read: tags left out, spaces collapsed."""
+    found = re.search(rf'<(\w+) id="{ident}"[^>]*>(.*?)</\1>', html, re.S)
+    assert found, f"no element #{ident} on the page"
+    return " ".join(re.sub(r"<[^>]+>", " ", found.group(2)).split())
+
+
+async def test_the_webhooks_awaiting_their_confirm_fetch_are_counted_by_provider(
+    console: ConsoleHarness,
+) -> None:
+    """A provider's API down for a while: its pending fetches are counted with the oldest
+    one's age, flagged past the backlog alert's 10 min; confirmed, not-found and parked
+    fetches are not counted (nor do their older rows make the oldest older)."""
+    clock = await configure(console)
+    ago = clock.ago
+    await owed_fetches(console, "mollie", "pending", [ago(minutes=12)] + [ago(minutes=1)] * 999)
+    await owed_fetches(console, "mollie", "confirmed", [ago(hours=2)] * 5)
+    await owed_fetches(console, "mollie", "not_found", [ago(hours=3)])
+    await owed_fetches(console, "mollie", "parked", [ago(hours=4)])
+    await owed_fetches(console, "paypal", "pending", [ago(minutes=3)])
+    await owed_fetches(console, "adyen", "confirmed", [ago(minutes=30)])
+    viewer = console.client(Role.VIEWER)
+
+    html = (await viewer.get("/console/")).text
+    assert 'id="confirm-pending" class="highlighted"' in html  # mollie's is past 10 min
+    shown = text_of(html, "confirm-pending")
+    assert shown.startswith(
+        "mollie — 1,000 webhooks, oldest 12 min over 10 min: the confirm backlog alert fires"
+        " paypal — 1 webhook, oldest 3 min recorded,"
+    ), shown
+    assert "adyen" not in shown
+    # The partial htmx swaps in says the same.
+    partial = (await viewer.get("/console/overview/partial")).text
+    assert text_of(partial, "confirm-pending") == shown
+
+    api = await viewer.get("/console/api/v1/stats/overview")
+    answered = await db_now(console)
+    assert api.status_code == 200
+    doc = api.json()
+    pending = doc["confirm_pending"]
+    assert [(c["provider"], c["pending"]) for c in pending] == [("mollie", 1000), ("paypal", 1)]
+    # Ages by the database's clock, which ran on from t0 until the answer.
+    ran_s = (answered - clock.t0).total_seconds()
+    assert 720 <= pending[0]["oldest_s"] <= 720 + ran_s
+    assert 180 <= pending[1]["oldest_s"] <= 180 + ran_s
+    assert doc["thresholds"]["confirm_backlog_max_s"] == 600
+    assert doc["outbox"]["pending"] == 0  # recorded without a subject: nothing to publish
+    spec = (await viewer.get("/console/api/v1/openapi.json")).json()
+    path = "/console/api/v1/stats/overview"
+    check_answer(spec, path, "get", api.status_code, api.headers, api.content)
+
+    # The API answers again: nothing owed is nothing shown.
+    await console.fetchval("UPDATE confirmations SET state = 'confirmed'")
+    assert (await viewer.get("/console/api/v1/stats/overview")).json()["confirm_pending"] == []
+    assert "Awaiting confirmation" not in (await viewer.get("/console/")).text

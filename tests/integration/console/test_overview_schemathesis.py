@@ -2,7 +2,8 @@
 generated from the console's OpenAPI document (the `overview` operation), with a fixed
 seed, and every answer checked: no 5xx, a documented status, content type and headers,
 and a body the documented schema accepts. The database holds a dead letter, an event,
-a held key and a live job, so every part of the answer has something in it.
+a held key, a live job and a fetch owed by the confirm stage, so every part of the
+answer has something in it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ VALUES ('stripe', 'pi_1', 0, 1, 1, 'SCHEMA_INVALID', now());
 INSERT INTO replay_jobs (kind, state, created_by, request, total)
 VALUES ('dlq', 'running', 'console:fuzz', '{}', 1);
 INSERT INTO replay_job_items (job_id, position, dlq_id) VALUES (1, 0, 1);
+INSERT INTO processed_webhooks (provider, event_id, body) VALUES ('mollie', 'tr_1', 'id=tr_1');
+INSERT INTO confirmations (webhook_id, provider)
+SELECT id, provider FROM processed_webhooks WHERE event_id = 'tr_1';
 """
 
 

@@ -54,7 +54,7 @@ def test_rules_file_is_valid() -> None:
     """`promtool check rules` accepts every rule."""
     result = promtool("check", "rules", "alerts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 15 rules found" in result.stdout
+    assert "SUCCESS: 16 rules found" in result.stdout
 
 
 @needs_promtool
@@ -75,6 +75,7 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
         "GatewayDlqRowUnresolved",
         "GatewayRetryStorm",
         "GatewayOutboxLag",
+        "GatewayConfirmBacklog",
         "GatewayLedgerCritical",
         "GatewayMerchantNegative",
         "GatewayBackfillRecoveredEvents",

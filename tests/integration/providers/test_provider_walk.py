@@ -4,13 +4,18 @@ A provider added to the registry without a sample here fails by name; one whose
 pieces do not fit (a scheme `gateway sign --provider` cannot sign, an id the gateway
 cannot read, a capture its movements cannot settle, an event the forwarder cannot
 deliver) fails at that step, naming the provider.
+
+A provider whose webhooks are confirmed (`Provider.confirmation`: Mollie) walks one
+step more: its webhook is recorded and never published, the confirm stage fetches what
+it names from a stand-in of the provider's API, and the event that answer holds is the
+one published, settled and forwarded.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +29,10 @@ from gateway.core.forward.request import ForwardedEvent, ResignAs, delivery_requ
 from gateway.core.providers import PROVIDERS, get_scheme
 from gateway.core.signatures import SchemeParams
 from tests.support.config_file import write_toml
-from tests.support.gateway import config, running_server
+from tests.support.confirming import QUICK, confirming, serving
+from tests.support.gateway import config
+from tests.support.mollie_api import API_KEY as MOLLIE_API_KEY
+from tests.support.mollie_api import running_mollie_api, stand_in_keys
 from tests.support.paypal import WEBHOOK_ID as PAYPAL_WEBHOOK_ID
 from tests.support.paypal import PayPalKeys, cert_host, key_pem
 from tests.support.services import stream_messages, wait_until
@@ -39,6 +47,9 @@ from tests.support.stub import Stub
 
 ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 FORWARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+MOLLIE_KEY_ENV = "MOLLIE_WALK_KEY"
+#: The environment the config's `*_env` keys name.
+ENV = {MOLLIE_KEY_ENV: MOLLIE_API_KEY}
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,15 @@ class Sample:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The body as sent, for a provider whose body is not JSON (`body` is then unused).
     raw: bytes | None = None
+    #: A confirmed provider's: the (id, type) of the event the confirm stage records
+    #: from its API's answer, the one published, settled and forwarded; the webhook
+    #: itself (`event_id`, `event_type`) is recorded only.
+    confirmed: tuple[str, str] | None = None
+
+    @property
+    def published(self) -> tuple[str, str]:
+        """The (id, type) of the event that reaches the stream."""
+        return self.confirmed or (self.event_id, self.event_type)
 
 
 def m(name: str) -> str:
@@ -164,6 +184,11 @@ SAMPLES: dict[str, Sample] = {
         {"meta": {"id": "walk-1", "type": "thing.done"}},
         "walk-1", "thing.done",
     ),
+    # Unsigned: the form names a payment, which the stand-in API answers paid (the walk).
+    "mollie": Sample(
+        {"api_key_env": MOLLIE_KEY_ENV}, {}, "tr_walk", "payment.webhook", m("mollie"),
+        raw=b"id=tr_walk", confirmed=("tr_walk:paid", "payment.paid"),
+    ),
 }  # fmt: skip
 
 
@@ -172,6 +197,9 @@ def test_every_registered_provider_has_a_walk() -> None:
     assert set(SAMPLES) == set(PROVIDERS), "providers without a walk: " + ", ".join(
         sorted(set(PROVIDERS) - set(SAMPLES))
     )
+    for name, sample in SAMPLES.items():
+        confirms = PROVIDERS[name].confirmation is not None
+        assert (sample.confirmed is not None) == confirms, f"{name}: confirmed is for {confirms}"
 
 
 def sign(name: str, config_path: Path, body_path: Path) -> tuple[dict[str, str], bytes]:
@@ -200,6 +228,14 @@ def paypal_walk(tmp_path: Path) -> Iterator[dict[str, Any]]:
         }
 
 
+@pytest.fixture
+async def mollie_walk() -> AsyncIterator[dict[str, Any]]:
+    """Mollie's API stood in by a local one, where the walk's payment is paid."""
+    async with running_mollie_api() as api:
+        api.pay("tr_walk", "10.00", "USD", metadata={"merchant_id": m("mollie")})
+        yield stand_in_keys(api.url, MOLLIE_KEY_ENV)
+
+
 async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
     database_url: str,
     nats_url: str,
@@ -207,13 +243,20 @@ async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
     redis_url: str,
     tmp_path: Path,
     paypal_walk: dict[str, Any],
+    mollie_walk: dict[str, Any],
 ) -> None:
     doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
     doc["providers"] = {name: {"scheme": name, **s.settings} for name, s in SAMPLES.items()}
     doc["providers"]["paypal"].update(paypal_walk)
+    doc["providers"]["mollie"].update(mollie_walk)
+    doc["confirm"] = QUICK
     config_path = write_toml(tmp_path / "gateway.toml", doc)
     settling = {name: s for name, s in SAMPLES.items() if PROVIDERS[name].movements}
-    async with running_server(doc) as server, running_worker(doc) as parts:
+    async with (
+        serving(doc, ENV) as server,
+        running_worker(doc, ENV) as parts,
+        confirming(doc, ENV),
+    ):
         for s in settling.values():
             assert s.merchant is not None
             await open_merchant(parts, s.merchant)
@@ -226,17 +269,22 @@ async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
                 headers={"Content-Type": "application/json", **headers},
             )  # fmt: skip
             assert answer.status_code == 200, f"{name}: {answer.status_code} {answer.text}"
-        rows = await fetch(database_url, "SELECT provider, event_id, event_type, subject"
-                           " FROM processed_webhooks")  # fmt: skip
-        recorded = {r["provider"]: (r["event_id"], r["event_type"]) for r in rows}
-        assert recorded == {n: (s.event_id, s.event_type) for n, s in SAMPLES.items()}
 
         async def all_settled() -> bool:
             sql = "SELECT count(*) AS n FROM settlements WHERE state = 'settled'"
             found = await fetch(database_url, sql)
             return int(found[0]["n"]) >= len(settling)
 
-        await wait_until(all_settled)
+        await wait_until(all_settled)  # a confirmed provider's event is recorded by now
+        rows = await fetch(database_url, "SELECT provider, event_id, event_type, subject"
+                           " FROM processed_webhooks")  # fmt: skip
+        # (provider, id, type, published): a confirmed provider's webhook is not.
+        recorded = {(r["provider"], r["event_id"], r["event_type"], r["subject"] is not None)
+                    for r in rows}  # fmt: skip
+        expected = {(n, *s.published, True) for n, s in SAMPLES.items()}
+        expected |= {(n, s.event_id, s.event_type, False) for n, s in SAMPLES.items()
+                     if s.confirmed is not None}  # fmt: skip
+        assert recorded == expected
         for name, s in settling.items():
             assert await merchant_balance(parts, str(s.merchant)) == 1000, name
         assert await fetch(database_url, "SELECT event_id FROM dlq_webhooks") == []
@@ -244,9 +292,9 @@ async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
     messages = await stream_messages(nats_url)
     published = {msg[1]["Nats-Msg-Id"]: msg[2] for msg in messages}
     for name, sample in SAMPLES.items():
-        stored = published[f"{name}:{sample.event_id}"]
-        event = ForwardedEvent(name, sample.event_id, sample.event_type,
-                               "2026-12-06T00:00:00Z", stored)  # fmt: skip
+        event_id, event_type = sample.published
+        stored = published[f"{name}:{event_id}"]
+        event = ForwardedEvent(name, event_id, event_type, "2026-12-06T00:00:00Z", stored)
         resign = ResignAs(name) if name in {r.value for r in ResignAs} else ResignAs.STANDARD
         secrets = tuple(SAMPLES[name].settings["secrets"]) if resign.value == name else (
             FORWARD_SECRET,)  # fmt: skip

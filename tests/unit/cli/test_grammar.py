@@ -19,6 +19,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("serve",),
     ("relay",),
     ("settle",),
+    ("confirm",),
     ("sign", "stripe", "--secret", "s", "--body", "-"),
     ("currency-stub",),
     ("reconcile",),

@@ -1,5 +1,6 @@
 """The overview's pure decisions: which hours the chart has, which provider is silent,
-how the burst threshold reads as an hourly rate, how merchants below zero are counted."""
+how the burst threshold reads as an hourly rate, how merchants below zero are counted,
+how the confirm stage's backlog is listed and when it is late."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 
 from gateway.core.console.overview import (
     HOURS,
+    ConfirmBacklog,
     Overview,
     Thresholds,
     age_s,
+    confirm_backlog,
     fill_hours,
     hour_starts,
     provider_last,
@@ -108,3 +111,43 @@ def test_merchants_below_zero_are_counted_or_said_unknown(
     assert to_json(view)["ledger"] == {
         "negative_merchants": answered, "negative_total": total, "note": note,
     }  # fmt: skip
+
+
+def _bare(confirm_pending: tuple[ConfirmBacklog, ...] = ()) -> Overview:
+    return Overview(
+        at=NOW, thresholds=Thresholds(10, 300, 3600), open_by_stage=(), added_5m=0,
+        added_1h=0, added_24h=0, hours=(), oldest_open=None, outbox_pending=0,
+        outbox_lag_s=0.0, held_keys=0, oldest_hold_s=None, providers=(), jobs=(),
+        settlement_pending=None, confirm_pending=confirm_pending,
+    )  # fmt: skip
+
+
+def test_the_confirm_backlog_is_listed_by_provider_with_nothing_owed_left_out() -> None:
+    """`pending_stats` answers in no order; the overview lists by name, never an age
+    below zero, and a provider with no pending fetch not at all."""
+    stats = {"paypal": (1, 30.0), "mollie": (1000, 720.5), "adyen": (0, 0.0), "x": (2, -1.0)}
+    assert confirm_backlog(stats) == (
+        ConfirmBacklog("mollie", 1000, 720.5),
+        ConfirmBacklog("paypal", 1, 30.0),
+        ConfirmBacklog("x", 2, 0.0),
+    )
+    assert confirm_backlog({}) == ()
+
+
+@pytest.mark.parametrize(
+    ("oldest_s", "late"),
+    [(0.0, False), (599.0, False), (600.0, False), (600.5, True), (7200.0, True)],
+)
+def test_a_confirm_backlog_is_late_past_the_alerts_ten_minutes(oldest_s: float, late: bool) -> None:
+    """GatewayConfirmBacklog's limit: 600 s, as the outbox lag's, strictly above."""
+    backlog = ConfirmBacklog("mollie", 3, oldest_s)
+    assert _bare((backlog,)).confirm_late(backlog) is late
+
+
+def test_the_confirm_backlog_is_always_in_the_json() -> None:
+    assert to_json(_bare())["confirm_pending"] == []
+    view = _bare((ConfirmBacklog("mollie", 1000, 720.0),))
+    assert to_json(view)["confirm_pending"] == [
+        {"provider": "mollie", "pending": 1000, "oldest_s": 720.0}
+    ]
+    assert to_json(view)["thresholds"]["confirm_backlog_max_s"] == 600.0

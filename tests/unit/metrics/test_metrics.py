@@ -52,6 +52,10 @@ CONTRACT = {
     "gateway_forward_attempts_total": ("counter", ("destination", "outcome")),
     "gateway_forward_latency_seconds": ("histogram", ("destination",)),
     "gateway_forward_lag": ("gauge", ("destination",)),
+    "gateway_confirm_fetches_total": ("counter", ("outcome", "provider")),
+    "gateway_confirm_fetch_seconds": ("histogram", ("provider",)),
+    "gateway_confirm_pending": ("gauge", ("provider",)),
+    "gateway_confirm_oldest_pending_seconds": ("gauge", ("provider",)),
     "gateway_forward_oldest_undelivered_seconds": ("gauge", ("destination",)),
 }
 

@@ -1,0 +1,234 @@
+"""`gateway confirm`'s loop: claim due fetches, fetch each from its provider's API
+(paced per provider), and settle each in one transaction.
+
+Nothing waits in memory: a claim takes at most one round's worth of fetches for a lease,
+and everything else stays in `confirmations`, so an API down for hours leaves its
+webhooks waiting in PostgreSQL and a restart resumes them. A fetch that fails, or a
+database that fails while a fetch is settled, never stops the loop: the row's lease runs
+out and the fetch is tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from gateway.adapters.postgres import Pool
+from gateway.adapters.postgres.confirmations import (
+    Claim,
+    claim_due,
+    mark_fetched,
+    mark_parked,
+    pending_stats,
+    retry_later,
+)
+from gateway.adapters.postgres.webhooks import record_events, record_failure
+from gateway.adapters.provider_api.http_json import open_client, parse_json, request_bytes
+from gateway.confirm.pacing import Pace
+from gateway.core.confirm.decisions import ConfirmState, Verdict, decide
+from gateway.core.confirm.events import Shaping, confirmed_events
+from gateway.core.events.model import Event, Failure, Stage
+from gateway.core.providers.base import Confirmation, Decode
+from gateway.errors import ErrorClass, GatewayError, PayloadInvalid, ProviderApiRefused
+from gateway.metrics import Metrics
+from gateway.settings.confirm import ConfirmSettings
+from gateway.settings.provider_api import ProviderApi
+
+log = logging.getLogger(__name__)
+
+#: Seconds between readings of the pending fetches for the gauges.
+GAUGE_INTERVAL_S = 5.0
+
+
+@dataclass(frozen=True)
+class ConfirmSource:
+    """One configured provider whose webhooks are confirmed, and its API."""
+
+    confirmation: Confirmation
+    api: ProviderApi
+    shaping: Shaping  # `shaping.provider` is the configured name
+    document: Decode | None = None  # how its request's body is read; None: JSON
+
+
+class ConfirmWorker:
+    """Fetches owed by the given providers' webhooks, until cancelled."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        sources: Sequence[ConfirmSource],
+        settings: ConfirmSettings,
+        metrics: Metrics,
+        *,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._pool = pool
+        self._sources: Mapping[str, ConfirmSource] = {s.shaping.provider: s for s in sources}
+        self._settings = settings
+        self._metrics = metrics
+        self._rand = rand
+        self._clients = {
+            name: open_client(s.api, s.confirmation.auth(s.api.key))
+            for name, s in self._sources.items()
+        }
+        self._paces = {
+            name: Pace(settings.rate_per_s, settings.concurrency) for name in self._sources
+        }
+        # One claim is at most what the providers' paces start within half a lease, so
+        # no claimed fetch outlives its lease waiting for its turn.
+        per_lease = int(settings.rate_per_s * settings.lease_s / 2) * len(self._sources)
+        self._claim_max = max(1, min(settings.batch, per_lease))
+
+    async def run(self) -> None:
+        gauges = asyncio.create_task(self._watch_gauges())
+        try:
+            while True:
+                try:
+                    claimed = await self.round()
+                except GatewayError as exc:  # the database is away: try again shortly
+                    log.warning("confirm: cannot claim fetches", extra={"error": str(exc)})
+                    claimed = 0
+                if not claimed:
+                    await asyncio.sleep(self._settings.poll_s)
+        finally:
+            gauges.cancel()
+            for client in self._clients.values():
+                await client.aclose()
+
+    async def round(self) -> int:
+        """Claim due fetches and settle each; how many were claimed."""
+        async with self._pool.acquire() as conn:
+            claims = await claim_due(
+                conn, list(self._sources), self._claim_max, self._settings.lease_s
+            )
+        await asyncio.gather(*(self._settle_safely(c) for c in claims))
+        return len(claims)
+
+    async def _settle_safely(self, claim: Claim) -> None:
+        try:
+            await self._settle(claim)
+        except Exception as exc:
+            # The row stays claimed until its lease ends, then it is tried again.
+            log.warning(
+                "confirm: fetch not settled; tried again when its lease ends",
+                extra={"provider": claim.provider, "event_id": claim.event_id,
+                       "error_type": type(exc).__name__, "error": str(exc)[:200]},
+            )  # fmt: skip
+
+    async def _settle(self, claim: Claim) -> None:
+        source = self._sources[claim.provider]
+        try:
+            doc = _read(source.document, claim.body)
+            path = source.confirmation.locate(doc)
+        except PayloadInvalid as exc:
+            await self._park(claim, Failure(exc.error_class, str(exc)), None)
+            return
+        if not path.startswith("/") or path.startswith("//"):  # never another host
+            problem = f"the fetch path {path[:80]!r} is not a path"
+            failure = Failure(ErrorClass.GATEWAY_ERROR, problem)
+            await self._park(claim, failure, None)
+            return
+        what = f"{claim.provider} confirm {claim.event_id}"
+        try:
+            async with self._paces[claim.provider].slot():
+                started = time.monotonic()
+                try:
+                    # The query travels as params: httpx would drop one left in the URL.
+                    parts = urlsplit(path)
+                    answer = await request_bytes(
+                        self._clients[claim.provider], "GET", source.api.url + parts.path,
+                        source.api.limits, what, params=parse_qsl(parts.query),
+                    )  # fmt: skip
+                finally:
+                    self._metrics.confirm_fetch_seconds.observe(
+                        time.monotonic() - started, provider=claim.provider
+                    )
+        except ProviderApiRefused as exc:  # a redirect, a refused certificate, too large
+            failure = Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc))
+            await self._park(claim, failure, None)
+            return
+        decision = decide(self._settings.policy, answer.status, claim.attempts, self._rand())
+        said = f"{answer.status or 'no answer'} {answer.detail}".strip()
+        if decision.verdict is Verdict.READ and answer.value is not None:
+            await self._confirm(source, claim, doc, answer.value[0])
+        elif decision.verdict is Verdict.NOT_FOUND:
+            async with self._pool.acquire() as conn:
+                await mark_fetched(conn, claim, ConfirmState.NOT_FOUND, None)
+            self._count("not_found", claim)
+        elif decision.verdict is Verdict.RETRY:
+            async with self._pool.acquire() as conn:
+                await retry_later(conn, claim, decision.delay_s, f"the API answered {said}")
+            self._count("retry", claim)
+        else:
+            error_class = decision.error_class or ErrorClass.CONFIRMATION_REFUSED
+            message = f"the API answered {said} on try {claim.attempts}"
+            await self._park(claim, Failure(error_class, message), None)
+
+    async def _confirm(self, source: ConfirmSource, claim: Claim, doc: Any, content: bytes) -> None:
+        """Record the events the answer holds, and the answer beside the request."""
+        try:
+            items = source.confirmation.confirmed(doc, parse_json(content, "the answer"))
+        except ProviderApiRefused as exc:  # not JSON
+            await self._park(claim, Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc)), content)
+            return
+        except PayloadInvalid as exc:  # includes ConfirmationMismatch
+            await self._park(claim, Failure(exc.error_class, str(exc)), content)
+            return
+        events = confirmed_events(source.shaping, items, datetime.now(UTC))
+        async with self._pool.acquire() as conn, conn.transaction():
+            if events:
+                await record_events(conn, events)
+            await mark_fetched(conn, claim, ConfirmState.CONFIRMED, content)
+        self._count("confirmed", claim)
+
+    async def _park(self, claim: Claim, failure: Failure, answer: bytes | None) -> None:
+        """A dead letter at stage `confirm`, and the fetch parked, in one transaction."""
+        event = Event(claim.provider, claim.event_id, claim.event_type, None, claim.headers,
+                      claim.body, claim.received_at)  # fmt: skip
+        async with self._pool.acquire() as conn, conn.transaction():
+            # One attempt of the dead letter's own, whatever the fetches it took (the
+            # message says how many): a replay is never skipped for `--max-attempts`.
+            await record_failure(conn, claim.webhook_id, Stage.CONFIRM, event, failure)
+            await mark_parked(conn, claim, f"{failure.error_class}: {failure.message}", answer)
+        self._metrics.dlq_total.inc(stage=Stage.CONFIRM, error_class=failure.error_class)
+        self._count("parked", claim)
+        log.warning(
+            "confirm: fetch parked",
+            extra={"provider": claim.provider, "event_id": claim.event_id,
+                   "error_class": str(failure.error_class), "attempts": claim.attempts},
+        )  # fmt: skip
+
+    def _count(self, outcome: str, claim: Claim) -> None:
+        self._metrics.confirm_fetches_total.inc(outcome=outcome, provider=claim.provider)
+
+    async def _watch_gauges(self) -> None:
+        while True:
+            try:
+                async with self._pool.acquire() as conn:
+                    stats = await pending_stats(conn)
+                for name in self._sources:
+                    pending, oldest_s = stats.get(name, (0, 0.0))
+                    self._metrics.confirm_pending.set(pending, provider=name)
+                    self._metrics.confirm_oldest_pending_seconds.set(oldest_s, provider=name)
+            except GatewayError as exc:
+                log.warning("confirm: cannot read the pending fetches", extra={"error": str(exc)})
+            await asyncio.sleep(GAUGE_INTERVAL_S)
+
+
+def _read(document: Decode | None, body: bytes) -> Any:
+    """The recorded request's document, as the provider reads its body."""
+    if document is not None:
+        return document(body)
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise PayloadInvalid("the recorded request is not JSON") from exc

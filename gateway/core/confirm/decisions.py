@@ -1,0 +1,99 @@
+"""What one fetch's answer means, and when the next try is due. Pure: the caller brings
+the attempt count and the random draw.
+
+A fetch confirms a webhook that only names an object (Mollie's classic `id=tr_…`). Its
+answer is one of:
+- 2xx: read (`events.confirmed_events`), then recorded;
+- 404 or 410: the API knows no such object (a mistyped or forged id; an unsigned
+  webhook can be sent by anyone): nothing to publish, no dead letter, counted;
+- a timeout, a transport error, 429, 5xx, 401 or 403: transient (an API that is down,
+  busy, or a key being rotated), tried again after a doubling delay, parked after
+  `max_attempts` tries;
+- any other answer (another 4xx): the API refuses this fetch for good: parked.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from gateway.errors import ErrorClass
+
+#: Answers tried again: the API is away, busy, or refuses a key being rotated.
+TRANSIENT_STATUSES = frozenset({401, 403, 408, 425, 429})
+#: Answers that say no such object exists.
+NOT_FOUND_STATUSES = frozenset({404, 410})
+#: The jitter band, as a fraction of the delay added or subtracted.
+JITTER = 0.2
+
+
+class ConfirmState(enum.StrEnum):
+    """A fetch's state, as stored in `confirmations.state`."""
+
+    PENDING = "pending"
+    CONFIRMED = "confirmed"
+    NOT_FOUND = "not_found"
+    PARKED = "parked"
+
+
+class Verdict(enum.StrEnum):
+    """What an answer's status leads to."""
+
+    READ = "read"
+    NOT_FOUND = "not_found"
+    RETRY = "retry"
+    PARK = "park"
+
+
+@dataclass(frozen=True)
+class ConfirmPolicy:
+    """Tries of one fetch, and the delays between them."""
+
+    max_attempts: int = 40
+    first_delay_s: float = 1.0
+    max_delay_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict, with its delay (`RETRY`) or its dead letter's class (`PARK`)."""
+
+    verdict: Verdict
+    delay_s: float = 0.0
+    error_class: ErrorClass | None = None
+
+
+def verdict_of(status: int | None) -> Verdict:
+    """The verdict of an answer's status; None: no answer (timeout, transport)."""
+    if status is None or status >= 500 or status in TRANSIENT_STATUSES:
+        return Verdict.RETRY
+    if 200 <= status < 300:
+        return Verdict.READ
+    if status in NOT_FOUND_STATUSES:
+        return Verdict.NOT_FOUND
+    return Verdict.PARK
+
+
+def delay_s(policy: ConfirmPolicy, attempts: int, draw: float) -> float:
+    """The delay after `attempts` tries (1-based): `first_delay_s` doubling up to
+    `max_delay_s`, with ±20 % jitter picked by `draw` (uniform in [0, 1))."""
+    if attempts < 1:
+        raise ValueError(f"attempts counts tries and starts at 1, got {attempts}")
+    if not 0.0 <= draw < 1.0:
+        raise ValueError(f"draw must be in [0, 1), got {draw}")
+    # The exponent is capped before it is used, so a large count cannot overflow.
+    doubled = policy.first_delay_s * 2.0 ** min(attempts - 1, 64)
+    base = min(doubled, policy.max_delay_s)
+    return base * (1.0 + JITTER * (2.0 * draw - 1.0))
+
+
+def decide(policy: ConfirmPolicy, status: int | None, attempts: int, draw: float) -> Decision:
+    """What to do with a fetch's answer after `attempts` tries, this one included."""
+    verdict = verdict_of(status)
+    if verdict is Verdict.RETRY:
+        if attempts >= policy.max_attempts:
+            return Decision(Verdict.PARK, error_class=ErrorClass.CONFIRMATION_ATTEMPTS_EXHAUSTED)
+        return Decision(Verdict.RETRY, delay_s(policy, attempts, draw))
+    if verdict is Verdict.PARK:
+        return Decision(Verdict.PARK, error_class=ErrorClass.CONFIRMATION_REFUSED)
+    return Decision(verdict)
