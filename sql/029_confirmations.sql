@@ -7,8 +7,7 @@ CREATE TABLE IF NOT EXISTS confirmations (
     webhook_id  bigint PRIMARY KEY REFERENCES processed_webhooks (id) ON DELETE CASCADE,
     provider    text        NOT NULL,
     -- pending: a fetch is owed; confirmed: the answer's events are recorded;
-    -- not_found: the API knows no such object (a forged or mistyped id);
-    -- parked: a dead letter at stage 'confirm' says why.
+    -- parked: a dead letter at stage 'confirm' says why (a 404 among them).
     state       text        NOT NULL DEFAULT 'pending',
     attempts    integer     NOT NULL DEFAULT 0,
     -- When the next fetch is due; while a worker fetches, the end of its lease.
@@ -24,7 +23,7 @@ CREATE TABLE IF NOT EXISTS confirmations (
     answer      bytea,          -- the API's last answer, byte for byte
     last_error  text,
     CONSTRAINT confirmations_state_check
-        CHECK (state IN ('pending', 'confirmed', 'not_found', 'parked'))
+        CHECK (state IN ('pending', 'confirmed', 'parked'))
 );
 
 -- The worker claims due rows of its providers; the gauges count the pending ones.

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from gateway.adapters.postgres import Pool
+from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres.confirmations import (
     Claim,
     claim_due,
@@ -38,7 +38,7 @@ from gateway.core.confirm.decisions import ConfirmState, Verdict, decide
 from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.events.model import Event, Failure, Stage
 from gateway.core.providers.base import Confirmation, Decode
-from gateway.errors import ErrorClass, GatewayError, PayloadInvalid, ProviderApiRefused
+from gateway.errors import ErrorClass, PayloadInvalid, ProviderApiRefused
 from gateway.metrics import Metrics
 from gateway.settings.confirm import ConfirmSettings
 from gateway.settings.provider_api import ProviderApi
@@ -83,10 +83,12 @@ class ConfirmWorker:
         self._paces = {
             name: Pace(settings.rate_per_s, settings.concurrency) for name in self._sources
         }
-        # One claim is at most what the providers' paces start within half a lease, so
+        # One claim is at most what the providers' paces start within half a lease, and
+        # twice what their slots hold at once (a round waits for its slowest fetch), so
         # no claimed fetch outlives its lease waiting for its turn.
-        per_lease = int(settings.rate_per_s * settings.lease_s / 2) * len(self._sources)
-        self._claim_max = max(1, min(settings.batch, per_lease))
+        per_lease = int(settings.rate_per_s * settings.lease_s / 2)
+        per_round = min(settings.batch, per_lease, 2 * settings.concurrency)
+        self._claim_max = max(1, per_round * len(self._sources))
 
     async def run(self) -> None:
         gauges = asyncio.create_task(self._watch_gauges())
@@ -94,8 +96,8 @@ class ConfirmWorker:
             while True:
                 try:
                     claimed = await self.round()
-                except GatewayError as exc:  # the database is away: try again shortly
-                    log.warning("confirm: cannot claim fetches", extra={"error": str(exc)})
+                except Exception as exc:  # the database is away: the loop waits, never stops
+                    log.warning("confirm: cannot claim fetches", extra=_problem(exc))
                     claimed = 0
                 if not claimed:
                     await asyncio.sleep(self._settings.poll_s)
@@ -106,7 +108,7 @@ class ConfirmWorker:
 
     async def round(self) -> int:
         """Claim due fetches and settle each; how many were claimed."""
-        async with self._pool.acquire() as conn:
+        async with connection(self._pool) as conn:
             claims = await claim_due(
                 conn, list(self._sources), self._claim_max, self._settings.lease_s
             )
@@ -160,12 +162,8 @@ class ConfirmWorker:
         said = f"{answer.status or 'no answer'} {answer.detail}".strip()
         if decision.verdict is Verdict.READ and answer.value is not None:
             await self._confirm(source, claim, doc, answer.value[0])
-        elif decision.verdict is Verdict.NOT_FOUND:
-            async with self._pool.acquire() as conn:
-                await mark_fetched(conn, claim, ConfirmState.NOT_FOUND, None)
-            self._count("not_found", claim)
         elif decision.verdict is Verdict.RETRY:
-            async with self._pool.acquire() as conn:
+            async with connection(self._pool) as conn:
                 await retry_later(conn, claim, decision.delay_s, f"the API answered {said}")
             self._count("retry", claim)
         else:
@@ -184,7 +182,11 @@ class ConfirmWorker:
             await self._park(claim, Failure(exc.error_class, str(exc)), content)
             return
         events = confirmed_events(source.shaping, items, datetime.now(UTC))
-        async with self._pool.acquire() as conn, conn.transaction():
+        # Recorded in a transaction of their own, as the ingest path records (a keyed
+        # event's number is taken under its key's lock, before anything is written);
+        # then the fetch marked. A process that stops in between leaves the fetch due
+        # again at its lease's end, and the gate makes the second recording a no-op.
+        async with connection(self._pool) as conn:
             if events:
                 await record_events(conn, events)
             await mark_fetched(conn, claim, ConfirmState.CONFIRMED, content)
@@ -194,11 +196,13 @@ class ConfirmWorker:
         """A dead letter at stage `confirm`, and the fetch parked, in one transaction."""
         event = Event(claim.provider, claim.event_id, claim.event_type, None, claim.headers,
                       claim.body, claim.received_at)  # fmt: skip
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with transaction(self._pool) as conn:
+            error = f"{failure.error_class}: {failure.message}"
+            if not await mark_parked(conn, claim, error, answer):
+                return  # claimed again since: the process holding it now decides
             # One attempt of the dead letter's own, whatever the fetches it took (the
             # message says how many): a replay is never skipped for `--max-attempts`.
             await record_failure(conn, claim.webhook_id, Stage.CONFIRM, event, failure)
-            await mark_parked(conn, claim, f"{failure.error_class}: {failure.message}", answer)
         self._metrics.dlq_total.inc(stage=Stage.CONFIRM, error_class=failure.error_class)
         self._count("parked", claim)
         log.warning(
@@ -213,14 +217,14 @@ class ConfirmWorker:
     async def _watch_gauges(self) -> None:
         while True:
             try:
-                async with self._pool.acquire() as conn:
+                async with connection(self._pool) as conn:
                     stats = await pending_stats(conn)
                 for name in self._sources:
                     pending, oldest_s = stats.get(name, (0, 0.0))
                     self._metrics.confirm_pending.set(pending, provider=name)
                     self._metrics.confirm_oldest_pending_seconds.set(oldest_s, provider=name)
-            except GatewayError as exc:
-                log.warning("confirm: cannot read the pending fetches", extra={"error": str(exc)})
+            except Exception as exc:  # the gauges wait for the next reading
+                log.warning("confirm: cannot read the pending fetches", extra=_problem(exc))
             await asyncio.sleep(GAUGE_INTERVAL_S)
 
 
@@ -232,3 +236,8 @@ def _read(document: Decode | None, body: bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise PayloadInvalid("the recorded request is not JSON") from exc
+
+
+def _problem(exc: BaseException) -> dict[str, str]:
+    """A failure as a log line's fields: its type and the start of its message."""
+    return {"error_type": type(exc).__name__, "error": str(exc)[:200]}

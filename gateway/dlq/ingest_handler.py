@@ -13,14 +13,16 @@ import logging
 
 from gateway.adapters.jetstream.broker import JetStreamBroker
 from gateway.adapters.postgres import Pool, transaction
-from gateway.adapters.postgres.confirmations import rearm
+from gateway.adapters.postgres.confirmations import rearm, recorded_as
 from gateway.adapters.postgres.dead_letters.rows import OutboxState, queue_for_outbox
 from gateway.adapters.postgres.ordering.key_numbers import lock_keys, number_row
 from gateway.adapters.postgres.webhooks import StoredEvent
 from gateway.core.bodies.content import DIGEST_ID_PREFIX
+from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.dlq.model import DlqRow
-from gateway.core.events.model import Failure, webhook_event
+from gateway.core.events.model import Event, Failure, Source, webhook_event
 from gateway.core.providers import get_provider, get_scheme
+from gateway.core.providers.base import Confirmed
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import (
     ErrorClass,
@@ -33,7 +35,7 @@ from gateway.errors import (
 from gateway.ingest.endpoints import ordered_subject
 from gateway.ingest.relay import publish_now
 from gateway.metrics import Metrics
-from gateway.settings import Settings
+from gateway.settings import ProviderSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,27 @@ class IngestReplay:
         provider = self._settings.providers.get(row.provider)
         if provider is None:
             raise ProviderNotConfigured(f"provider {row.provider!r} is not configured")
+        if get_provider(provider.scheme).confirmation is not None:
+            found = await self._confirmed(provider, row)
+            if found is None:
+                return
+            event = found
+        else:
+            event = self._webhook(provider, row)
+        if event.failure is not None or event.event_type is None or event.subject is None:
+            failure = event.failure or Failure(ErrorClass.PAYLOAD_INVALID, "no subject")
+            message = failure.message
+            if failure.error_class == ErrorClass.EVENT_ID_INVALID:
+                # The id its body digest stands in for can only come from the provider.
+                message += (
+                    "; an event without a usable id stays parked: have the provider "
+                    "send it again with one, or resolve this row once handled by hand"
+                )
+            raise StillInvalid(failure.error_class, message)
+        await self._queue(row, event, event.event_type, event.subject)
+
+    def _webhook(self, provider: ProviderSettings, row: DlqRow) -> Event:
+        """The webhook shaped again with the provider's current configuration."""
         scheme = get_scheme(provider.scheme)
         # The signature is deliberately not verified again: it was verified when the
         # request arrived (an unverified request is never stored), and its signed
@@ -82,25 +105,29 @@ class IngestReplay:
                 f"the current configuration reads event id {event.event_id!r}, "
                 f"but the event was recorded as {row.event_id!r}{_digest_note(row.event_id)}"
             )
-        if event.failure is not None or event.event_type is None or event.subject is None:
-            failure = event.failure or Failure(ErrorClass.PAYLOAD_INVALID, "no subject")
-            message = failure.message
-            if failure.error_class == ErrorClass.EVENT_ID_INVALID:
-                # The id its body digest stands in for can only come from the provider.
-                message += (
-                    "; an event without a usable id stays parked: have the provider "
-                    "send it again with one, or resolve this row once handled by hand"
+        return event
+
+    async def _confirmed(self, provider: ProviderSettings, row: DlqRow) -> Event | None:
+        """A row of a provider whose webhooks are confirmed by a fetch. Its webhook is
+        never published itself: its fetch is owed again, as when it arrived (None). An
+        event its fetch found is shaped again as the confirm stage shapes one."""
+        async with transaction(self._pool) as conn:
+            recorded = await recorded_as(conn, row.provider, row.event_id)
+            if recorded is None:
+                raise EventNotRecorded(
+                    f"no processed_webhooks row for {row.provider}/{row.event_id}"
                 )
-            raise StillInvalid(failure.error_class, message)
-        if get_provider(provider.scheme).confirmation is not None:
-            # A webhook that only names an object is never published itself: its fetch
-            # is owed, as when it arrived (`gateway confirm`).
-            async with transaction(self._pool) as conn:
-                if not await rearm(conn, row.provider, row.event_id):
-                    raise EventNotRecorded(
-                        f"no processed_webhooks row for {row.provider}/{row.event_id}"
-                    )
-            return
+            source, event_type = recorded
+            if source != Source.CONFIRMED:
+                await rearm(conn, row.provider, row.event_id)
+                return None
+        shaping = Shaping(provider.name, provider.event_types, provider.order_key, self._ordered)
+        item = Confirmed(row.event_id, event_type or "", row.payload)
+        (event,) = confirmed_events(shaping, [item], row.received_at)
+        return event
+
+    async def _queue(self, row: DlqRow, event: Event, event_type: str, subject: str) -> None:
+        """Give the recorded row its type and subject, so the outbox publishes it."""
         key_seq = None
         async with transaction(self._pool) as conn:
             # A keyed event is numbered as a new one would be: under its key's lock, taken
@@ -108,7 +135,7 @@ class IngestReplay:
             if event.order_key is not None:
                 await lock_keys(conn, [(event.provider, event.order_key)])
             state, webhook_id, received_at = await queue_for_outbox(
-                conn, row.provider, row.event_id, event.event_type, event.subject
+                conn, row.provider, row.event_id, event_type, subject
             )
             if state is OutboxState.QUEUED and webhook_id is not None and event.order_key:
                 key_seq = await number_row(conn, webhook_id, event.provider, event.order_key)

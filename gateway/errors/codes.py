@@ -166,6 +166,10 @@ class ErrorClass(enum.StrEnum):
         "Confirm: the provider's API refused the fetch (4xx, a redirect, an untrusted "
         "certificate, an answer too large or not JSON)."
     )
+    CONFIRMATION_NOT_FOUND = _permanent(
+        "Confirm: the provider's API knows no such object (a forged or mistyped id, or an "
+        "API key of another account or mode)."
+    )
     CONFIRMATION_ATTEMPTS_EXHAUSTED = _permanent(
         "Confirm: the provider's API failed every attempt of `[confirm]`'s schedule."
     )

@@ -238,8 +238,7 @@ class Metrics:
 
         self.confirm_fetches_total = Counter(
             "gateway_confirm_fetches_total",
-            "Fetches of the confirm stage, by provider and outcome (confirmed, not_found, "
-            "retry, parked).",
+            "Fetches of the confirm stage, by provider and outcome (confirmed, retry, parked).",
             ("outcome", "provider"),
             reg,
         )

@@ -45,8 +45,8 @@ class ConfirmSettings:
     batch: int = 100
     #: Seconds a claimed fetch is the claimer's; past it (the process died), another
     #: process may take it.
-    #: allowed: 5 to 3600
-    lease_s: float = 60.0
+    #: allowed: 5 to 3600, and more than each confirmed provider's `api_timeout_s`
+    lease_s: float = 300.0
     #: Seconds between looks at the database while nothing is due.
     #: allowed: 0.05 to 60
     poll_s: float = 0.5

@@ -29,6 +29,13 @@ def confirm_sources(settings: Settings) -> list[ConfirmSource]:
             continue
         if provider.api is None or not provider.api.key:  # not read: a wiring mistake
             raise ConfigError(f"providers.{name}.api_key_env", "was not read")
+        if settings.confirm.lease_s <= provider.api.limits.timeout_s:
+            # A fetch outliving its lease would be claimed and made again meanwhile.
+            raise ConfigError(
+                "confirm.lease_s",
+                f"must exceed providers.{name}.api_timeout_s "
+                f"({provider.api.limits.timeout_s:g} s), got {settings.confirm.lease_s:g}",
+            )
         shaping = Shaping(name, provider.event_types, provider.order_key, ordered)
         sources.append(ConfirmSource(entry.confirmation, provider.api, shaping, entry.document))
     return sources

@@ -16,7 +16,7 @@ from gateway.wiring.confirm import confirm_sources
 from tests.support.gateway import RunningServer
 
 #: Quick tries for tests: a transient answer is tried again within a second.
-QUICK = {"first_delay_s": 0.1, "max_delay_s": 0.4, "poll_s": 0.05, "lease_s": 5.0}
+QUICK = {"first_delay_s": 0.1, "max_delay_s": 0.4, "poll_s": 0.05, "lease_s": 90.0}
 
 
 @contextlib.asynccontextmanager

@@ -60,25 +60,32 @@ RETURNING c.webhook_id, c.provider, c.attempts, c.armed_at, p.event_id, p.event_
           p.body, p.headers::text AS headers, p.received_at
 """
 
-# A confirmed fetch: pending again if a webhook asked for a fetch after this one was
-# claimed (its answer may predate the change that webhook announced).
+# Each statement that ends a claim is fenced by it: still pending, and not claimed
+# again since (`attempts` counts claims), so a process whose lease ran out while its
+# fetch was slow cannot overwrite what the process that took the row over decided.
+
+# A confirmed fetch: pending again, from its first try, if a webhook asked for a fetch
+# after this one was claimed (its answer may predate the change that webhook announced).
 _CONFIRMED = """
 UPDATE confirmations
 SET state = CASE WHEN armed_at > $2 THEN 'pending' ELSE $3::text END,
+    attempts = CASE WHEN armed_at > $2 THEN 0 ELSE attempts END,
+    pending_since = CASE WHEN armed_at > $2 THEN now() ELSE pending_since END,
     due_at = now(), fetched_at = now(), answer = $4, last_error = NULL
-WHERE webhook_id = $1
+WHERE webhook_id = $1 AND state = 'pending' AND attempts = $5
 """
 
 _RETRY = """
 UPDATE confirmations
 SET due_at = now() + make_interval(secs => $2), last_error = $3
-WHERE webhook_id = $1 AND state = 'pending'
+WHERE webhook_id = $1 AND state = 'pending' AND attempts = $4
 """
 
 _PARKED = """
 UPDATE confirmations
 SET state = 'parked', fetched_at = now(), answer = coalesce($3, answer), last_error = $2
-WHERE webhook_id = $1
+WHERE webhook_id = $1 AND state = 'pending' AND attempts = $4
+RETURNING webhook_id
 """
 
 # A replayed dead letter (`confirm`, or an `ingest` one now valid): its fetch owed
@@ -90,6 +97,10 @@ ON CONFLICT (webhook_id) DO UPDATE
 SET state = 'pending', attempts = 0, due_at = now(), armed_at = clock_timestamp(),
     pending_since = now(), last_error = NULL
 RETURNING webhook_id
+"""
+
+_RECORDED_AS = """
+SELECT source, event_type FROM processed_webhooks WHERE provider = $1 AND event_id = $2
 """
 
 _STATS = """
@@ -158,17 +169,21 @@ async def claim_due(
 async def mark_fetched(conn: Conn, claim: Claim, state: ConfirmState, answer: bytes | None) -> None:
     """`claim`'s fetch ended `state` (confirmed or not found), with the answer's bytes."""
     with translate_errors():
-        await conn.execute(_CONFIRMED, claim.webhook_id, claim.armed_at, str(state), answer)
+        await conn.execute(
+            _CONFIRMED, claim.webhook_id, claim.armed_at, str(state), answer, claim.attempts
+        )
 
 
 async def retry_later(conn: Conn, claim: Claim, delay_s: float, error: str) -> None:
     with translate_errors():
-        await conn.execute(_RETRY, claim.webhook_id, delay_s, error)
+        await conn.execute(_RETRY, claim.webhook_id, delay_s, error, claim.attempts)
 
 
-async def mark_parked(conn: Conn, claim: Claim, error: str, answer: bytes | None) -> None:
+async def mark_parked(conn: Conn, claim: Claim, error: str, answer: bytes | None) -> bool:
+    """Park `claim`'s fetch; False when the claim is no longer this process's."""
     with translate_errors():
-        await conn.execute(_PARKED, claim.webhook_id, error, answer)
+        row = await conn.fetchval(_PARKED, claim.webhook_id, error, answer, claim.attempts)
+    return row is not None
 
 
 async def rearm(conn: Conn, provider: str, event_id: str) -> bool:
@@ -183,3 +198,11 @@ async def pending_stats(conn: Conn) -> dict[str, tuple[int, float]]:
     with translate_errors():
         rows = await conn.fetch(_STATS)
     return {r["provider"]: (int(r["pending"]), float(r["oldest_s"])) for r in rows}
+
+
+async def recorded_as(conn: Conn, provider: str, event_id: str) -> tuple[str, str | None] | None:
+    """How the event's row came to be (`source`) and its type; None when none is
+    recorded. A replay tells a provider's webhook from the events its fetch found."""
+    with translate_errors():
+        row = await conn.fetchrow(_RECORDED_AS, provider, event_id)
+    return None if row is None else (row["source"], row["event_type"])

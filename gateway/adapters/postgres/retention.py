@@ -32,10 +32,10 @@ PAYLOADS = "payloads"
 # will be published) and the payload watermark never passes one. Kept in one place: it
 # is the outbox's definition (sql/010), not retention's.
 _IN_OUTBOX = "outbox_holds({p})"
-# A fetch still owed for the event (the request's body names what to fetch).
-_CONFIRMING = (
-    "EXISTS (SELECT 1 FROM confirmations c WHERE c.webhook_id = {p}.id AND c.state = 'pending')"
-)
+# A webhook whose fetch was ever owed: its body names what a later repeat fetches again
+# (a chargeback months after the payment), and its row makes that repeat a repeat. Such
+# a body is a few bytes (`id=tr_…`), so it is kept as long as the row.
+_CONFIRMING = "EXISTS (SELECT 1 FROM confirmations c WHERE c.webhook_id = {p}.id)"
 # A dead letter still needing its event: open, or resolved within the payload horizon;
 # or a fetch still owed.
 _DEAD_LETTER_HOLDS = (

@@ -142,6 +142,8 @@ async def request_bytes(
                 "the provider over verified TLS only"
             ) from exc
         return Answer(None, detail=type(exc).__name__)
+    except httpx.HTTPError as exc:  # an answer that cannot be decoded: as good as none
+        return Answer(None, detail=type(exc).__name__)
     return Answer(status, retry_after, (content, headers))
 
 

@@ -4,8 +4,10 @@ the attempt count and the random draw.
 A fetch confirms a webhook that only names an object (Mollie's classic `id=tr_…`). Its
 answer is one of:
 - 2xx: read (`events.confirmed_events`), then recorded;
-- 404 or 410: the API knows no such object (a mistyped or forged id; an unsigned
-  webhook can be sent by anyone): nothing to publish, no dead letter, counted;
+- 404 or 410: the API knows no such object: a forged or mistyped id (an unsigned
+  webhook can be sent by anyone), or an API key of another account or mode, which would
+  lose every genuine payment's events if it went unseen. Parked at once
+  (`CONFIRMATION_NOT_FOUND`), so a person sees it and replays it once the key is right;
 - a timeout, a transport error, 429, 5xx, 401 or 403: transient (an API that is down,
   busy, or a key being rotated), tried again after a doubling delay, parked after
   `max_attempts` tries;
@@ -32,7 +34,6 @@ class ConfirmState(enum.StrEnum):
 
     PENDING = "pending"
     CONFIRMED = "confirmed"
-    NOT_FOUND = "not_found"
     PARKED = "parked"
 
 
@@ -96,4 +97,6 @@ def decide(policy: ConfirmPolicy, status: int | None, attempts: int, draw: float
         return Decision(Verdict.RETRY, delay_s(policy, attempts, draw))
     if verdict is Verdict.PARK:
         return Decision(Verdict.PARK, error_class=ErrorClass.CONFIRMATION_REFUSED)
+    if verdict is Verdict.NOT_FOUND:
+        return Decision(Verdict.PARK, error_class=ErrorClass.CONFIRMATION_NOT_FOUND)
     return Decision(verdict)

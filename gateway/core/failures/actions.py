@@ -97,6 +97,8 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         "`gateway dlq replay --stage confirm`.",
         E.CONFIRMATION_REFUSED: "Check `api_key_env`, `api_url` and the message, then "
         "`gateway dlq replay --stage confirm`.",
+        E.CONFIRMATION_NOT_FOUND: "A forged id: resolve the row. Else check the key in "
+        "`api_key_env` is the account's, live or test as the payments are, then replay.",
         E.CONFIRMATION_ATTEMPTS_EXHAUSTED: "Once the provider's API answers, "
         "`gateway dlq replay --all --stage confirm`.",
         E.BACKFILL_PAGE_SKIPPED: "Fix the page's error (logged), then `gateway backfill` "

@@ -238,15 +238,26 @@ async def test_a_wrong_answer_is_parked_and_a_replay_confirms_it_once_mended(
     assert published == ["tr_wrong:paid"]
 
 
-async def test_a_forged_id_fetches_nothing_and_parks_nothing(
-    doc: dict[str, Any], database_url: str, api: MollieApi
+async def test_an_unknown_id_is_parked_where_a_person_sees_it_and_replayed_once_found(
+    doc: dict[str, Any], database_url: str, api: MollieApi, tmp_path: Path
 ) -> None:
-    async with serving(doc, ENV) as server, confirming(doc, ENV) as metrics:
-        assert await webhook(server, "tr_forged") == (200, "accepted")
-        await wait_until(lambda: _states_are(database_url, {"tr_forged": "not_found"}))
-        assert metrics.confirm_fetches_total.get(outcome="not_found", provider="mollie") == 1
+    """A 404: a forged id, or the key of another account or mode, which would drop every
+    genuine payment's events unseen; parked, and replayed once the payment is found."""
+    async with serving(doc, ENV) as server, confirming(doc, ENV):
+        assert await webhook(server, "tr_unknown") == (200, "accepted")
+        await wait_until(lambda: _states_are(database_url, {"tr_unknown": "parked"}))
+        assert await dead_letters(database_url) == [
+            ("tr_unknown", "confirm", "CONFIRMATION_NOT_FOUND")
+        ]
+        assert [r for r in await recorded(database_url) if r[1] is not None] == []
+
+        api.pay("tr_unknown", "10.00", "EUR", metadata={"merchant_id": MERCHANT})  # found now
+        replayed = await gateway_cli(tmp_path, doc, "dlq", "replay", "--all", "--stage", "confirm")
+        assert replayed.returncode == 0, replayed.stderr
+        await wait_until(lambda: _states_are(database_url, {"tr_unknown": "confirmed"}))
     assert await dead_letters(database_url) == []
-    assert [r for r in await recorded(database_url) if r[1] is not None] == []
+    published = [r[0] for r in await recorded(database_url) if r[1] is not None]
+    assert published == ["tr_unknown:paid"]
 
 
 async def test_a_body_that_names_no_payment_is_refused_as_a_webhook_and_parked(
@@ -321,7 +332,7 @@ async def test_a_webhook_parked_at_ingest_is_replayed_into_a_fetch_never_publish
 
 
 async def test_event_types_narrow_the_confirmed_events_not_the_webhook(
-    doc: dict[str, Any], database_url: str, api: MollieApi
+    doc: dict[str, Any], database_url: str, api: MollieApi, tmp_path: Path
 ) -> None:
     """`event_types` keeps only the confirmed events it names: the others are recorded
     and parked as any event off the list is; the webhook itself is never refused."""
@@ -339,3 +350,14 @@ async def test_event_types_narrow_the_confirmed_events_not_the_webhook(
     assert await dead_letters(database_url) == [
         ("tr_narrow:refund:re_narrow", "ingest", "EVENT_TYPE_NOT_ALLOWED")
     ]
+
+    # Widened, the parked event is replayed as the event its fetch found: published.
+    del doc["providers"]["mollie"]["event_types"]
+    replayed = await gateway_cli(tmp_path, doc, "dlq", "replay", "--all", "--stage", "ingest")
+    assert replayed.returncode == 0, replayed.stderr
+    assert await dead_letters(database_url) == []
+    assert (await recorded(database_url))[2] == (
+        "tr_narrow:refund:re_narrow",
+        "webhooks.mollie.refund.refunded",
+        "confirmed",
+    )

@@ -481,13 +481,13 @@ async def test_the_webhooks_awaiting_their_confirm_fetch_are_counted_by_provider
     console: ConsoleHarness,
 ) -> None:
     """A provider's API down for a while: its pending fetches are counted with the oldest
-    one's age, flagged past the backlog alert's 10 min; confirmed, not-found and parked
+    one's age, flagged past the backlog alert's 10 min; confirmed and parked
     fetches are not counted (nor do their older rows make the oldest older)."""
     clock = await configure(console)
     ago = clock.ago
     await owed_fetches(console, "mollie", "pending", [ago(minutes=12)] + [ago(minutes=1)] * 999)
     await owed_fetches(console, "mollie", "confirmed", [ago(hours=2)] * 5)
-    await owed_fetches(console, "mollie", "not_found", [ago(hours=3)])
+    await owed_fetches(console, "mollie", "parked", [ago(hours=2, minutes=30)])
     await owed_fetches(console, "mollie", "parked", [ago(hours=4)])
     await owed_fetches(console, "paypal", "pending", [ago(minutes=3)])
     await owed_fetches(console, "adyen", "confirmed", [ago(minutes=30)])

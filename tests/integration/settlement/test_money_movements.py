@@ -1,6 +1,7 @@
 """Every money movement on a real ledger: refunds (one by one, as a running total, both),
 failed refunds, chargebacks and their reversals, a merchant taken below zero, a converted
-payment refunded whole after the rate moved, Paddle and internal events. Each scenario
+payment refunded whole after the rate moved, Paddle and internal events, and Mollie's
+confirmed changes (read from its answers by the real `mollie_answer`). Each scenario
 runs in its natural order and in shuffled orders of arrival, on PostgreSQL and on
 TigerBeetle (when `TIGERBEETLE_ADDRESS` names a server), and ends in the same balance.
 
@@ -12,6 +13,7 @@ each later one, as its retries would.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -23,9 +25,12 @@ import orjson
 import pytest
 
 from gateway import settings as settings_mod
+from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.events.model import Event
 from gateway.core.ledger.ids import FX_OWNER, clearing_account_id
 from gateway.core.ledger.port import verify_totals
+from gateway.core.providers import mollie
+from gateway.core.providers.mollie_answer import confirmed
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, fx_transfer
 from gateway.core.signatures.braintree import signed_form
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentNotSettled
@@ -34,6 +39,7 @@ from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
 from gateway.wiring.settlement import settlement_parts
 from tests.support.gateway import config
+from tests.support.mollie_api import MollieApi
 from tests.support.settlement import (
     ledger_section,
     merchant_balance,
@@ -44,6 +50,20 @@ from tests.support.stub import Stub
 
 #: The Braintree key pair its notifications are signed with (the settler verifies nothing).
 BRAINTREE_KEYS = "money_public:money_private"
+#: The `mollie` provider's keys: its API is never called here (the answers are built
+#: below), but the settings want one to parse.
+MOLLIE_ENV = {"MOLLIE_KEY": "test_x"}
+MOLLIE_PROVIDER = {"scheme": "mollie", "api_key_env": "MOLLIE_KEY", "api_url": "http://127.0.0.1:9",
+                   "insecure_api_url": True, "api_hosts": ["127.0.0.1"]}  # fmt: skip
+#: How the confirm stage shapes the `mollie` provider's events (its default order key).
+MOLLIE_SHAPING = Shaping("mollie", order_rules=mollie.MOLLIE.order_keys, ordered=lambda _: True)
+
+
+@functools.cache
+def mollie_payments() -> MollieApi:
+    """Mollie's payments, answered in the stand-in's shapes (never served here: only its
+    answer builder is used). One for the module: each `Payment` has ids of its own."""
+    return MollieApi()
 
 
 @pytest.fixture(params=["postgres", "tigerbeetle"])
@@ -59,7 +79,8 @@ async def parts(
                                   "notification_url": "https://gateway.example/sq"}  # fmt: skip
     doc["providers"]["braintree"] = {"scheme": "braintree", "secrets": [BRAINTREE_KEYS]}
     doc["providers"]["paypal"] = {"scheme": "paypal", "webhook_id": "WH-MONEY"}
-    async with settlement_parts(settings_mod.parse(doc, env={})) as p:
+    doc["providers"]["mollie"] = MOLLIE_PROVIDER
+    async with settlement_parts(settings_mod.parse(doc, env=MOLLIE_ENV)) as p:
         await p.settler.open_clearing_accounts()
         yield p
 
@@ -71,7 +92,9 @@ class Payment:
         self.tag = uuid.uuid4().hex[:10]
         self.merchant = f"m_{self.tag}"
         self.pi = f"pi_{self.tag}"
+        self.tr = f"tr_{self.tag}"  # Mollie's: tr_ and letters or digits only
         self._n = 0
+        self._mollie_told: set[str] = set()
 
     def _event(self, provider: str, event_type: str, doc: dict[str, Any]) -> Event:
         self._n += 1
@@ -235,6 +258,38 @@ class Payment:
         return self._event("paypal", event_type, {"event_type": event_type,
                            "resource_type": "capture", "resource": resource})  # fmt: skip
 
+    def mollie_pay(self, status: str = "paid", value: str = "100.00") -> list[Event]:
+        """Mollie's payment created, or moved to `status`, and the events it adds."""
+        metadata = {"merchant_id": self.merchant}
+        mollie_payments().pay(self.tr, value, "USD", status, metadata=metadata)
+        return self.mollie_confirmed()
+
+    def mollie_refund(self, own: str, value: str, status: str = "refunded") -> list[Event]:
+        """A refund `own` of the Mollie payment, or its move to `status`, and the events
+        it adds."""
+        mollie_payments().refund(self.tr, f"re_{own}{self.tag}", value, status)
+        return self.mollie_confirmed()
+
+    def mollie_chargeback(self, own: str, value: str, reversal: bool = False) -> list[Event]:
+        """A chargeback `own` of the Mollie payment, or its reversal, and the events it
+        adds."""
+        mollie_payments().chargeback(self.tr, f"chb_{own}{self.tag}", value, reversal)
+        return self.mollie_confirmed()
+
+    def mollie_confirmed(self, again: bool = False) -> list[Event]:
+        """What the confirm stage records when Mollie's webhook names the payment: the
+        events of the changes its answer holds now that no earlier answer held (an answer
+        names every earlier change again, and the gate takes each id once), or, `again`,
+        every one of them, as a repeat."""
+        webhook = mollie.document(f"id={self.tr}".encode())
+        answer = orjson.loads(orjson.dumps(mollie_payments().payment_doc(self.tr)))  # as sent
+        items = confirmed(webhook, answer)
+        events = confirmed_events(MOLLIE_SHAPING, items, datetime.now(UTC))
+        if not again:
+            events = [e for e in events if e.event_id not in self._mollie_told]
+            self._mollie_told.update(e.event_id for e in events)
+        return events
+
     def paddle(self, event_type: str, data: dict[str, Any]) -> Event:
         return self._event("paddle", event_type, {"event_type": event_type, "data": data})
 
@@ -396,6 +451,23 @@ SCENARIOS: dict[str, tuple[Scenario, int]] = {
                        "id": f"adj_{p.tag}", "action": "refund", "status": "approved",
                        "currency_code": "USD", "transaction_id": p.pi,
                        "totals": {"total": "10887"}})], 65215 - 10887),
+    # Mollie: each change is a webhook naming the payment, the payment fetched, and the
+    # events of the changes its answer adds; here they arrive in any order.
+    "Mollie: paid, two refunds, a chargeback of the rest": (
+        lambda p: [*p.mollie_pay(), *p.mollie_refund("1", "20.00"),
+                   *p.mollie_refund("2", "30.00"), *p.mollie_chargeback("1", "50.00")], 0),
+    "Mollie: paid, a chargeback and its reversal": (
+        lambda p: [*p.mollie_pay(), *p.mollie_chargeback("1", "100.00"),
+                   *p.mollie_chargeback("1", "100.00", reversal=True)], 10_000),
+    "Mollie: authorised, then paid (the reservation posted)": (
+        lambda p: [*p.mollie_pay("authorized"), *p.mollie_pay("paid")], 10_000),
+    "Mollie: authorised, then canceled (the reservation voided)": (
+        lambda p: [*p.mollie_pay("authorized"), *p.mollie_pay("canceled")], 0),
+    "Mollie: a refund processing, then failed": (
+        lambda p: [*p.mollie_pay(), *p.mollie_refund("1", "20.00", "processing"),
+                   *p.mollie_refund("1", "20.00", "failed")], 10_000),
+    "Mollie: a refund first seen failed (the refund and its reversal, both)": (
+        lambda p: [*p.mollie_pay(), *p.mollie_refund("1", "20.00", "failed")], 10_000),
 }  # fmt: skip
 
 
@@ -503,6 +575,29 @@ async def test_a_batch_with_a_payment_and_its_refunds_nets_them_in_order(
     again = await settle_batch(parts.settler, [(e, 2) for e in batch])
     assert again == [S.DUPLICATE] * 5
     assert await merchant_balance(parts, p.merchant) == 2000
+
+
+async def test_a_mollie_answer_confirmed_again_moves_nothing_more(
+    parts: SettlementParts,
+) -> None:
+    """Every change of a Mollie payment's final answer confirmed and settled a second
+    time (a replay, or a confirmation recorded twice): each a duplicate, nothing moved."""
+    p = Payment()
+    await open_merchant(parts, p.merchant)
+    told = [*p.mollie_pay("authorized"), *p.mollie_pay("paid"),
+            *p.mollie_refund("1", "20.00", "processing"), *p.mollie_refund("1", "20.00"),
+            *p.mollie_refund("2", "30.00", "failed"), *p.mollie_chargeback("1", "50.00"),
+            *p.mollie_chargeback("1", "50.00", reversal=True)]  # fmt: skip
+    assert [e.event_type for e in told] == [
+        "payment.authorized", "payment.paid", "refund.refunded", "refund.refunded",
+        "refund.failed", "chargeback.received", "chargeback.reversed"]  # fmt: skip
+    assert all(isinstance(e, SettleOutcome) for e in await settle_in_order(parts, told))
+    assert await merchant_balance(parts, p.merchant) == 8_000  # 100.00 - 20.00
+    again = p.mollie_confirmed(again=True)
+    assert [e.event_id for e in again] == [e.event_id for e in told]
+    assert await settle_in_order(parts, again) == [S.DUPLICATE] * len(told)
+    assert await merchant_balance(parts, p.merchant) == 8_000
+    verify_totals(await parts.ledger.check())
 
 
 @pytest.fixture(params=["postgres", "tigerbeetle"])

@@ -115,8 +115,9 @@ def test_a_huge_attempt_count_does_not_overflow() -> None:
     [
         (200, 1, Decision(Verdict.READ)),
         (200, 5, Decision(Verdict.READ)),  # an answer read on the last try is read
-        (404, 1, Decision(Verdict.NOT_FOUND)),
-        (410, 5, Decision(Verdict.NOT_FOUND)),  # not found is no failure: no dead letter
+        # Parked at once: a forged id, or a key of another account that must be seen.
+        (404, 1, Decision(Verdict.PARK, error_class=ErrorClass.CONFIRMATION_NOT_FOUND)),
+        (410, 5, Decision(Verdict.PARK, error_class=ErrorClass.CONFIRMATION_NOT_FOUND)),
         (503, 1, Decision(Verdict.RETRY, delay_s=2.0)),
         (None, 3, Decision(Verdict.RETRY, delay_s=8.0)),
         (429, 4, Decision(Verdict.RETRY, delay_s=16.0)),

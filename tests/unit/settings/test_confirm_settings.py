@@ -26,7 +26,7 @@ def test_defaults() -> None:
         rate_per_s=20.0,
         concurrency=8,
         batch=100,
-        lease_s=60.0,
+        lease_s=300.0,
         poll_s=0.5,
         max_attempts=40,
         first_delay_s=1.0,
