@@ -26,6 +26,8 @@ CREATE TABLE IF NOT EXISTS confirmations (
         CHECK (state IN ('pending', 'confirmed', 'parked'))
 );
 
--- The worker claims due rows of its providers; the gauges count the pending ones.
+-- The worker claims the earliest due rows, read in order along this index (a leading
+-- provider column would make every claim sort all the due rows: after an outage,
+-- hundreds of thousands); the gauges count the pending ones.
 CREATE INDEX IF NOT EXISTS confirmations_due_idx
-    ON confirmations (provider, due_at) WHERE state = 'pending';
+    ON confirmations (due_at) WHERE state = 'pending';

@@ -37,6 +37,7 @@ from gateway.confirm.pacing import Pace
 from gateway.core.confirm.decisions import ConfirmState, Verdict, decide
 from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.events.model import Event, Failure, Stage
+from gateway.core.forward.retry import retry_after_s
 from gateway.core.providers.base import Confirmation, Decode
 from gateway.errors import ErrorClass, PayloadInvalid, ProviderApiRefused
 from gateway.metrics import Metrics
@@ -92,28 +93,41 @@ class ConfirmWorker:
 
     async def run(self) -> None:
         gauges = asyncio.create_task(self._watch_gauges())
+        # Fetches run as a pipeline: a slot freed by one that ended is claimed again at
+        # once, so one slow answer holds its own slot, never the whole stage.
+        running: set[asyncio.Task[None]] = set()
         try:
             while True:
                 try:
-                    claimed = await self.round()
+                    claims = await self._claim(self._claim_max - len(running))
                 except Exception as exc:  # the database is away: the loop waits, never stops
                     log.warning("confirm: cannot claim fetches", extra=_problem(exc))
-                    claimed = 0
-                if not claimed:
-                    await asyncio.sleep(self._settings.poll_s)
+                    claims = []
+                running |= {asyncio.create_task(self._settle_safely(c)) for c in claims}
+                if len(running) < self._claim_max and not claims:
+                    # Nothing due: look again after `poll_s`, or as soon as a fetch ends.
+                    if running:
+                        _, running = await asyncio.wait(
+                            running, timeout=self._settings.poll_s,
+                            return_when=asyncio.FIRST_COMPLETED,
+                        )  # fmt: skip
+                    else:
+                        await asyncio.sleep(self._settings.poll_s)
+                elif len(running) >= self._claim_max:
+                    _, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
         finally:
             gauges.cancel()
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
             for client in self._clients.values():
                 await client.aclose()
 
-    async def round(self) -> int:
-        """Claim due fetches and settle each; how many were claimed."""
+    async def _claim(self, limit: int) -> list[Claim]:
+        if limit <= 0:
+            return []
         async with connection(self._pool) as conn:
-            claims = await claim_due(
-                conn, list(self._sources), self._claim_max, self._settings.lease_s
-            )
-        await asyncio.gather(*(self._settle_safely(c) for c in claims))
-        return len(claims)
+            return await claim_due(conn, list(self._sources), limit, self._settings.lease_s)
 
     async def _settle_safely(self, claim: Claim) -> None:
         try:
@@ -163,8 +177,11 @@ class ConfirmWorker:
         if decision.verdict is Verdict.READ and answer.value is not None:
             await self._confirm(source, claim, doc, answer.value[0])
         elif decision.verdict is Verdict.RETRY:
+            # A `Retry-After` (a 429's, a 503's) is waited out, up to the longest delay.
+            asked_s = retry_after_s(answer.retry_after, time.time()) or 0.0
+            wait_s = max(decision.delay_s, min(asked_s, self._settings.max_delay_s))
             async with connection(self._pool) as conn:
-                await retry_later(conn, claim, decision.delay_s, f"the API answered {said}")
+                await retry_later(conn, claim, wait_s, f"the API answered {said}")
             self._count("retry", claim)
         else:
             error_class = decision.error_class or ErrorClass.CONFIRMATION_REFUSED

@@ -22,6 +22,7 @@ The document is parsed by the standard library: orjson would read an integer wid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -127,6 +128,7 @@ async def request_bytes(
                     )
                 retry_after = response.headers.get("retry-after")
                 if not 200 <= status < 300:
+                    await _drain(response)
                     return Answer(status, retry_after, detail=response.reason_phrase)
                 cap = limits.max_answer_bytes
                 content = await read_capped(response, cap, _too_large(what, cap))
@@ -145,6 +147,22 @@ async def request_bytes(
     except httpx.HTTPError as exc:  # an answer that cannot be decoded: as good as none
         return Answer(None, detail=type(exc).__name__)
     return Answer(status, retry_after, (content, headers))
+
+
+#: The most bytes of a refusal read (and dropped) so its connection can be used again.
+DRAIN_BYTES_MAX = 65_536
+
+
+async def _drain(response: httpx.Response) -> None:
+    """Read a refusal's short body so the connection goes back to the pool (a 429 or
+    503 each costing a new TLS handshake would add to an outage); a longer one is left,
+    and its connection closed."""
+
+    def too_long(_: int | None) -> ProviderApiAnswerTooLarge:
+        return ProviderApiAnswerTooLarge("a refusal's body is too long to read")
+
+    with contextlib.suppress(ProviderApiAnswerTooLarge):
+        await read_capped(response, DRAIN_BYTES_MAX, too_long)
 
 
 def open_client(api: ProviderApi, headers: Mapping[str, str]) -> httpx.AsyncClient:

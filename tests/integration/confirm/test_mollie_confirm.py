@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -31,7 +32,13 @@ from tests.support.config_file import write_toml
 from tests.support.confirming import QUICK, confirming, serving
 from tests.support.dead_letters import park
 from tests.support.gateway import RunningServer, config
-from tests.support.mollie_api import API_KEY, MollieApi, running_mollie_api, stand_in_keys
+from tests.support.mollie_api import (
+    API_KEY,
+    MollieApi,
+    running_mollie_api,
+    slow,
+    stand_in_keys,
+)
 from tests.support.services import wait_until
 from tests.support.settlement import (
     fetch,
@@ -361,3 +368,45 @@ async def test_event_types_narrow_the_confirmed_events_not_the_webhook(
         "webhooks.mollie.refund.refunded",
         "confirmed",
     )
+
+
+async def test_a_slow_answer_holds_its_own_slot_not_the_stage(
+    doc: dict[str, Any], database_url: str, api: MollieApi
+) -> None:
+    """One payment's answer trickles for 6 s: the 30 others are confirmed meanwhile."""
+    doc["confirm"]["concurrency"] = 2
+    ids = [f"tr_quick{n}" for n in range(30)]
+    for payment_id in [*ids, "tr_slow"]:
+        api.pay(payment_id, "10.00", "EUR", metadata={"merchant_id": MERCHANT})
+    api.answer_with("tr_slow", slow(bytes(api.payment_response("tr_slow").body), 0.6))
+    async with serving(doc, ENV) as server, confirming(doc, ENV):
+        assert await webhook(server, "tr_slow") == (200, "accepted")
+        for payment_id in ids:
+            assert await webhook(server, payment_id) == (200, "accepted")
+        every = dict.fromkeys([*ids, "tr_slow"], "confirmed")
+        await wait_until(lambda: _states_are(database_url, every), 30.0)
+    rows = await fetch(
+        database_url,
+        "SELECT p.event_id, c.fetched_at FROM confirmations c"
+        " JOIN processed_webhooks p ON p.id = c.webhook_id",
+    )
+    fetched = {r["event_id"]: r["fetched_at"] for r in rows}
+    # Every quick one ended before the slow one: none waited behind it.
+    assert max(fetched[p] for p in ids) < fetched["tr_slow"]
+
+
+async def test_a_retry_after_is_waited_out(
+    doc: dict[str, Any], database_url: str, api: MollieApi
+) -> None:
+    """A 429 asking for 2 s: the next try waits 2 s, not the schedule's 0.1 s."""
+    doc["confirm"]["max_delay_s"] = 5.0
+    api.pay("tr_busy", "10.00", "EUR", metadata={"merchant_id": MERCHANT})
+    api.fail_next(1, status=429, retry_after=2)
+    async with serving(doc, ENV) as server, confirming(doc, ENV):
+        assert await webhook(server, "tr_busy") == (200, "accepted")
+        await wait_until(lambda: _more(api, 0))
+        first = time.monotonic()
+        await wait_until(lambda: _states_are(database_url, {"tr_busy": "confirmed"}))
+        waited_s = time.monotonic() - first
+    assert waited_s >= 1.5, waited_s  # the asked-for wait, less the claim's own delay
+    assert len(api.requests) == 2
