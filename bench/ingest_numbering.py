@@ -93,7 +93,7 @@ async def _one_pass(
     conn: asyncpg.Connection, pid: int, recorded: list[Event], share: float
 ) -> float:
     """µs of the backend's CPU per event to record `recorded` in groups."""
-    await conn.execute("TRUNCATE processed_webhooks, order_counters, dlq_webhooks")
+    await conn.execute("TRUNCATE processed_webhooks, order_counters, dlq_webhooks, confirmations")
     if share:  # recorded before, not counted: the groups then hold repeats
         rand = random.Random(1)
         await insert_events(conn, [e for e in recorded if rand.random() < share])
