@@ -5,10 +5,13 @@ deadline; a call that misses it is `LedgerUnavailable` with an unknown outcome, 
 caller retries with the same ids (TigerBeetle answers `exists` for what did land).
 
 Requests: TigerBeetle takes at most `BATCH_MAX` events per request (one 1 MiB message),
-and the client refuses more (`TooMuchDataError`). Every call here sends up to that many
-per request, one request after the other for more (`core.ledger.batches`); since 0.17
-`create_*` answers with one result per event, in order, and `lookup_*` with the records
-found, matched back to the ids asked for.
+and the client refuses more (`TooMuchDataError`). A cluster started with a smaller
+request limit (`--limit-request`, or `--development`: 32 KiB, 255 events) takes fewer,
+and the client refuses a larger batch before sending anything: the ledger then halves
+its batch until the cluster takes it and keeps that size. Every call here sends up to
+that many per request, one request after the other for more (`core.ledger.batches`);
+since 0.17 `create_*` answers with one result per event, in order, and `lookup_*` with
+the records found, matched back to the ids asked for.
 
 User data on each transfer:
 - `user_data_128`: `core.ledger.ids.settlement_ref(settlement_id)`, a 128-bit hash;
@@ -21,14 +24,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
 
 import tigerbeetle as tb
 from tigerbeetle.client import InitError
 
-from gateway.core.ledger.batches import align_found, chunk_bounds, one_per_event
+from gateway.core.ledger.batches import align_found, one_per_event
 from gateway.core.ledger.ids import settlement_ref
 from gateway.core.ledger.port import (
     RATE_DECIMALS,
@@ -55,6 +58,7 @@ BATCH_MAX = 8189
 #: Accounts per `query_accounts` page; under `BATCH_MAX`, as the contract suite ran it.
 _QUERY_LIMIT = 8000
 T = TypeVar("T")
+E = TypeVar("E")
 
 _S = tb.CreateTransferStatus
 _DIFFERENT_PENDING = TransferResult.PENDING_TRANSFER_HAS_DIFFERENT_FIELDS
@@ -148,12 +152,18 @@ def to_tb_transfer(t: LedgerTransfer) -> tb.Transfer:
     )
 
 
+class _OverLimit(Exception):
+    """The client refused a batch as over the cluster's request limit; nothing was sent."""
+
+
 class TigerBeetleLedger:
     """The `Ledger` port on a TigerBeetle cluster; every call bounded by `timeout_s`."""
 
     def __init__(self, client: tb.ClientAsync, *, timeout_s: float = 5.0) -> None:
         self._client = client
         self._timeout_s = timeout_s
+        #: Events per request: `BATCH_MAX` until the cluster's own limit proves smaller.
+        self.batch_max = BATCH_MAX
 
     async def _call(self, what: str, call: Awaitable[T]) -> T:
         try:
@@ -172,29 +182,68 @@ class TigerBeetleLedger:
         except (tb.TooMuchDataError, tb.IntegerOverflowError) as exc:
             raise LedgerRejected(f"TigerBeetle {what}: {type(exc).__name__}") from exc
 
+    async def _batched(
+        self,
+        what: str,
+        events: Sequence[E],
+        send: Callable[[Sequence[E]], Awaitable[list[Any]]],
+        answer: Callable[[Sequence[E], list[Any]], list[T]],
+    ) -> list[T]:
+        """`send` each run of up to `batch_max` events, one request after the other;
+        `answer` turns each request's reply into one item per event.
+
+        The client refuses a batch over the cluster's request limit before sending it
+        (`TooMuchDataError`), so nothing of a refused batch landed: the same events go
+        again in halves, and later calls start at the size the cluster took.
+        """
+        out: list[T] = []
+        start = 0
+        while start < len(events):
+            chunk = events[start : start + self.batch_max]
+            try:
+                reply = await self._call(what, self._guard_size(send(chunk)))
+            except _OverLimit as exc:
+                if len(chunk) == 1:
+                    raise LedgerRejected(f"TigerBeetle {what}: TooMuchDataError") from exc
+                self.batch_max = len(chunk) // 2
+                log.warning(
+                    "TigerBeetle refused %d events in one request; sending %d per request",
+                    len(chunk),
+                    self.batch_max,
+                )
+                continue
+            out.extend(answer(chunk, reply))
+            start += len(chunk)
+        return out
+
+    @staticmethod
+    async def _guard_size(call: Awaitable[list[Any]]) -> list[Any]:
+        try:
+            return await call
+        except tb.TooMuchDataError as exc:
+            raise _OverLimit from exc
+
     async def ensure_accounts(self, accounts: Sequence[AccountSpec]) -> None:
         """Create missing accounts; an existing id with other fields is a collision."""
-        for start, stop in chunk_bounds(len(accounts), BATCH_MAX):
-            batch = accounts[start:stop]
-            results = await self._call(
-                "create_accounts", self._client.create_accounts([to_tb_account(a) for a in batch])
-            )
-            checked = one_per_event("TigerBeetle create_accounts", len(batch), results)
-            for spec, result in zip(batch, checked, strict=True):
-                if result.status in _ACCOUNT_OK:
-                    continue
-                if result.status is _A.EXISTS_WITH_DIFFERENT_FLAGS and await self._limited_merchant(
-                    spec
-                ):
-                    continue
-                if result.status in _ACCOUNT_COLLISIONS:
-                    raise LedgerIdCollision(
-                        f"account {spec.id:#034x} exists with different fields "
-                        f"({result.status.name.lower()})"
-                    )
-                raise LedgerRejected(
-                    f"account {spec.id:#034x} refused: {result.status.name.lower()}"
+        statuses = await self._batched(
+            "create_accounts",
+            accounts,
+            lambda batch: self._client.create_accounts([to_tb_account(a) for a in batch]),
+            lambda batch, reply: one_per_event("TigerBeetle create_accounts", len(batch), reply),
+        )
+        for spec, result in zip(accounts, statuses, strict=True):
+            if result.status in _ACCOUNT_OK:
+                continue
+            if result.status is _A.EXISTS_WITH_DIFFERENT_FLAGS and await self._limited_merchant(
+                spec
+            ):
+                continue
+            if result.status in _ACCOUNT_COLLISIONS:
+                raise LedgerIdCollision(
+                    f"account {spec.id:#034x} exists with different fields "
+                    f"({result.status.name.lower()})"
                 )
+            raise LedgerRejected(f"account {spec.id:#034x} refused: {result.status.name.lower()}")
 
     async def _limited_merchant(self, spec: AccountSpec) -> bool:
         """Whether `spec`'s id is a merchant account opened with the debit limit that
@@ -207,19 +256,19 @@ class TigerBeetleLedger:
         return len(found) == 1 and found[0].flags == tb.AccountFlags.DEBITS_MUST_NOT_EXCEED_CREDITS
 
     async def post(self, transfers: Sequence[LedgerTransfer]) -> list[TransferResult]:
-        """Post up to `BATCH_MAX` transfers per request; one result per transfer, in order.
+        """Post up to `batch_max` transfers per request; one result per transfer, in order.
 
         More than that goes as consecutive requests, each atomic on its own: should a
         later one fail, the earlier ones stay posted, and the caller's retry with the
         same ids finds them `EXISTS`.
         """
-        out: list[TransferResult] = []
-        for start, stop in chunk_bounds(len(transfers), BATCH_MAX):
-            batch = [to_tb_transfer(t) for t in transfers[start:stop]]
-            results = await self._call("create_transfers", self._client.create_transfers(batch))
-            checked = one_per_event("TigerBeetle create_transfers", len(batch), results)
-            out.extend(map_transfer_status(r.status) for r in checked)
-        return out
+        results = await self._batched(
+            "create_transfers",
+            transfers,
+            lambda batch: self._client.create_transfers([to_tb_transfer(t) for t in batch]),
+            lambda batch, reply: one_per_event("TigerBeetle create_transfers", len(batch), reply),
+        )
+        return [map_transfer_status(r.status) for r in results]
 
     async def balance(self, account_id: int) -> Balance | None:
         """The account's posted totals, or None if it does not exist."""
@@ -237,13 +286,13 @@ class TigerBeetleLedger:
 
     async def _lookup(self, operation: str, ids: Sequence[int]) -> list[Any]:
         """The client's `operation` (`lookup_accounts` or `lookup_transfers`) over `ids`,
-        a request per `BATCH_MAX`; each answer at its id's position, None where none."""
-        out: list[Any] = []
-        for start, stop in chunk_bounds(len(ids), BATCH_MAX):
-            chunk = list(ids[start:stop])
-            found = await self._call(operation, getattr(self._client, operation)(chunk))
-            out.extend(align_found(f"TigerBeetle {operation}", chunk, found, lambda x: x.id))
-        return out
+        a request per `batch_max`; each answer at its id's position, None where none."""
+        return await self._batched(
+            operation,
+            ids,
+            lambda chunk: getattr(self._client, operation)(list(chunk)),
+            lambda chunk, found: align_found(f"TigerBeetle {operation}", chunk, found, _id_of),
+        )
 
     async def balances(self) -> list[Balance]:
         """Every account's posted totals, in creation order (paged by timestamp)."""
@@ -274,6 +323,10 @@ class TigerBeetleLedger:
             debits_posted=sum(b.debits_posted for b in all_balances),
             credits_posted=sum(b.credits_posted for b in all_balances),
         )
+
+
+def _id_of(record: Any) -> int:
+    return int(record.id)
 
 
 def balance_of(account: tb.Account) -> Balance:

@@ -1,5 +1,4 @@
-"""Ledger requests cut to a backend's per-request limit, and the answers put back in the
-caller's order.
+"""A ledger backend's answers put back in the caller's order.
 
 A backend takes at most so many events per request (TigerBeetle: one message). A caller
 may hand over more; it is sent in consecutive chunks, each one request, and the
@@ -20,15 +19,6 @@ from typing import TypeVar
 from gateway.errors import LedgerRejected
 
 T = TypeVar("T")
-
-
-def chunk_bounds(count: int, limit: int) -> list[tuple[int, int]]:
-    """`[start, stop)` ranges that cover `0..count` in order, each at most `limit` long."""
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit}")
-    if count < 0:
-        raise ValueError(f"count must not be negative, got {count}")
-    return [(start, min(start + limit, count)) for start in range(0, count, limit)]
 
 
 def one_per_event(what: str, sent: int, results: Sequence[T]) -> list[T]:

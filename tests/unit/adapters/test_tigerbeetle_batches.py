@@ -42,10 +42,14 @@ _RESULT_BY_REMAINDER = {0: R.CREATED, 1: R.EXISTS, 2: R.EXCEEDS_CREDITS}
 class FakeClient:
     """Answers like TigerBeetle 0.17 (one result per event), from what it is sent."""
 
-    def __init__(self, *, sparse: bool = False, stored: dict[int, Any] | None = None) -> None:
+    def __init__(
+        self, *, sparse: bool = False, stored: dict[int, Any] | None = None, limit: int = L
+    ) -> None:
         self.calls: list[tuple[str, int]] = []
+        self.refused: list[tuple[str, int]] = []
         self.sparse = sparse
         self.stored = stored or {}
+        self.limit = limit
 
     async def create_transfers(self, transfers: list[tb.Transfer]) -> list[Any]:
         self._check("create_transfers", transfers)
@@ -74,7 +78,8 @@ class FakeClient:
         return [self.stored[i] for i in reversed(ids) if i in self.stored]
 
     def _check(self, what: str, events: list[Any]) -> None:
-        if len(events) > L:
+        if len(events) > self.limit:
+            self.refused.append((what, len(events)))
             raise tb.TooMuchDataError()
         self.calls.append((what, len(events)))
 
@@ -164,6 +169,32 @@ async def test_lookup_transfers_reads_settlement_and_rate_back() -> None:
         rate_at_payment=Decimal("1.08"),
     )  # fmt: skip
     assert found == [None, expected]
+
+
+# --- a cluster with a smaller request limit ---------------------------------------------
+
+
+async def test_a_cluster_with_a_smaller_request_limit_gets_halves_until_it_takes_them() -> None:
+    """`--development` (32 KiB) takes 255 transfers a request: the ledger halves a refused
+    batch (nothing of it was sent) until the cluster takes it, every result in place,
+    and the next call starts at the size that was taken."""
+    client = FakeClient(limit=255)
+    ledger = _ledger(client)
+    count = L + 1
+    results = await ledger.post([_transfer(i) for i in range(1, count + 1)])
+    assert results == [_RESULT_BY_REMAINDER[i % 3] for i in range(1, count + 1)]
+    assert client.refused == [("create_transfers", n) for n in (L, 4094, 2047, 1023, 511)]
+    assert ledger.batch_max == 255
+    assert client.calls == [("create_transfers", 255)] * 32 + [("create_transfers", 30)]
+    client.refused.clear()
+    await ledger.lookup_balances(list(range(1, 300)))
+    assert client.refused == []
+    assert client.calls[-2:] == [("lookup_accounts", 255), ("lookup_accounts", 44)]
+
+
+async def test_a_single_event_over_the_limit_is_refused() -> None:
+    with pytest.raises(LedgerRejected, match="create_transfers: TooMuchDataError"):
+        await _ledger(FakeClient(limit=0)).post([_transfer(1)])
 
 
 # --- the installed client's own limit (echo mode) --------------------------------------

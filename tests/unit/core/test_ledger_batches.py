@@ -1,4 +1,4 @@
-"""Ledger requests cut to a per-request limit, answers put back in the caller's order."""
+"""Ledger answers put back in the caller's order, or refused when they cannot be."""
 
 from __future__ import annotations
 
@@ -6,39 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from gateway.core.ledger.batches import align_found, chunk_bounds, one_per_event
+from gateway.core.ledger.batches import align_found, one_per_event
 from gateway.errors import LedgerRejected
-
-L = 8189  # TigerBeetle's limit; any limit behaves alike
-
-
-@pytest.mark.parametrize(
-    ("count", "limit", "expected"),
-    [
-        (0, L, []),
-        (1, L, [(0, 1)]),
-        (L - 1, L, [(0, L - 1)]),
-        (L, L, [(0, L)]),
-        (L + 1, L, [(0, L), (L, L + 1)]),
-        (2 * L - 1, L, [(0, L), (L, 2 * L - 1)]),
-        (2 * L, L, [(0, L), (L, 2 * L)]),
-        (2 * L + 1, L, [(0, L), (L, 2 * L), (2 * L, 2 * L + 1)]),
-        (5, 1, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]),
-    ],
-)
-def test_chunks_cover_the_input_in_order_within_the_limit(
-    count: int, limit: int, expected: list[tuple[int, int]]
-) -> None:
-    bounds = chunk_bounds(count, limit)
-    assert bounds == expected
-    assert all(0 < stop - start <= limit for start, stop in bounds)
-    assert [i for start, stop in bounds for i in range(start, stop)] == list(range(count))
-
-
-@pytest.mark.parametrize(("count", "limit"), [(1, 0), (1, -1), (-1, L)])
-def test_chunks_refuse_nonsense(count: int, limit: int) -> None:
-    with pytest.raises(ValueError):
-        chunk_bounds(count, limit)
 
 
 @pytest.mark.parametrize(
