@@ -20,7 +20,7 @@ class Pace:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        if rate_per_s <= 0 or concurrency < 1:
+        if not rate_per_s > 0 or concurrency < 1:  # `not >`: a NaN rate is refused too
             raise ValueError("a pace needs a positive rate and at least one slot")
         self._gap_s = 1.0 / rate_per_s
         self._slots = asyncio.Semaphore(concurrency)

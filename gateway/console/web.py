@@ -21,6 +21,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from gateway.adapters.http_answers import read_stream_capped
 from gateway.adapters.postgres import Pool, transaction
 from gateway.adapters.postgres.console.audit import record, record_for
 from gateway.console import display
@@ -310,16 +311,9 @@ async def read_body(request: Request) -> bytes:
     here (and `body_limit.CountedBody` counts them again, for any read that would not)."""
     max_bytes = body_cap(request.method, request.url.path)
     declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
-        raise too_large(max_bytes)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise too_large(max_bytes)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return await read_stream_capped(
+        declared, request.stream(), max_bytes, lambda _: too_large(max_bytes)
+    )
 
 
 async def read_form(request: Request) -> FormData:

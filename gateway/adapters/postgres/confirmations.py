@@ -3,9 +3,9 @@
 A webhook that only names an object is recorded unpublished with its fetch owed here, in
 the same transaction (`owe_fetches`, called by `webhooks.record_events`). `gateway
 confirm` claims due fetches for a lease (`claim_due`), fetches without holding a
-transaction, and settles each in one transaction: the events the answer holds recorded
-through the gate with the fetch marked confirmed (`confirm`), or the next try scheduled
-(`retry`), or a dead letter written (`park`).
+transaction, and settles each: the events the answer holds recorded through the gate,
+then the fetch marked confirmed (`mark_fetched`), or the next try scheduled
+(`retry_later`), or the fetch parked beside its dead letter (`mark_parked`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from gateway.core.events.model import Event
 # New requests owe a fetch; a repeat of one asks for another (the object may have
 # changed since: Mollie sends the same `id` on every change), unless its fetch is parked,
 # which waits for a person's replay. A repeat during a fetch moves `armed_at` past the
-# claim's, so `confirm` leaves the row pending for one more fetch.
+# claim's, so `mark_fetched` leaves the row pending for one more fetch.
 _OWE = """
 INSERT INTO confirmations (webhook_id, provider)
 SELECT * FROM unnest($1::bigint[], $2::text[])
@@ -167,7 +167,8 @@ async def claim_due(
 
 
 async def mark_fetched(conn: Conn, claim: Claim, state: ConfirmState, answer: bytes | None) -> None:
-    """`claim`'s fetch ended `state` (confirmed or not found), with the answer's bytes."""
+    """`claim`'s fetch ended `state` (confirmed), with the answer's bytes; pending again
+    when a webhook asked for another fetch meanwhile."""
     with translate_errors():
         await conn.execute(
             _CONFIRMED, claim.webhook_id, claim.armed_at, str(state), answer, claim.attempts

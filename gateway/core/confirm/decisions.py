@@ -19,14 +19,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from gateway.core.forward.retry import jittered_s
 from gateway.errors import ErrorClass
 
 #: Answers tried again: the API is away, busy, or refuses a key being rotated.
 TRANSIENT_STATUSES = frozenset({401, 403, 408, 425, 429})
 #: Answers that say no such object exists.
 NOT_FOUND_STATUSES = frozenset({404, 410})
-#: The jitter band, as a fraction of the delay added or subtracted.
-JITTER = 0.2
 
 
 class ConfirmState(enum.StrEnum):
@@ -77,15 +76,13 @@ def verdict_of(status: int | None) -> Verdict:
 
 def delay_s(policy: ConfirmPolicy, attempts: int, draw: float) -> float:
     """The delay after `attempts` tries (1-based): `first_delay_s` doubling up to
-    `max_delay_s`, with ±20 % jitter picked by `draw` (uniform in [0, 1))."""
+    `max_delay_s`, with ±20 % jitter picked by `draw` (uniform in [0, 1)), as every
+    delay of `gateway forward` gets (`jittered_s`)."""
     if attempts < 1:
         raise ValueError(f"attempts counts tries and starts at 1, got {attempts}")
-    if not 0.0 <= draw < 1.0:
-        raise ValueError(f"draw must be in [0, 1), got {draw}")
     # The exponent is capped before it is used, so a large count cannot overflow.
     doubled = policy.first_delay_s * 2.0 ** min(attempts - 1, 64)
-    base = min(doubled, policy.max_delay_s)
-    return base * (1.0 + JITTER * (2.0 * draw - 1.0))
+    return jittered_s(min(doubled, policy.max_delay_s), draw)
 
 
 def decide(policy: ConfirmPolicy, status: int | None, attempts: int, draw: float) -> Decision:

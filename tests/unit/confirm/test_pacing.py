@@ -133,7 +133,7 @@ async def test_a_failed_request_gives_its_slot_back() -> None:
 
 @pytest.mark.parametrize(
     ("rate_per_s", "concurrency"),
-    [(0.0, 1), (-1.0, 1), (1.0, 0), (1.0, -3)],
+    [(0.0, 1), (-1.0, 1), (float("nan"), 1), (1.0, 0), (1.0, -3)],
 )
 def test_invalid_arguments_raise(rate_per_s: float, concurrency: int) -> None:
     """A pace needs a positive rate and at least one slot."""
