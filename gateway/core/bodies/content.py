@@ -74,6 +74,7 @@ NEVER_STORED = frozenset(
         "x-paystack-signature",
         "hmacsignature",
         "paypal-transmission-sig",
+        "x-mollie-signature",
     }
 )
 #: Stored for every sender: what describes the request, not the sender's credentials.
