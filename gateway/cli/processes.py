@@ -152,11 +152,12 @@ def cmd_settle(args: argparse.Namespace) -> int:
 
 def cmd_confirm(args: argparse.Namespace) -> int:
     from gateway.settings.secrets import secrets_under
-    from gateway.wiring.confirm import confirm_metrics_address, confirms, run_confirm
+    from gateway.wiring.confirm import confirm_metrics_address, run_confirm
     from gateway.wiring.signals import run_until_signalled
 
     # The API keys of the providers it confirms, and no other secret.
-    names = [name for name, p in load_settings(args).providers.items() if confirms(p.scheme)]
+    providers = load_settings(args).providers.items()
+    names = [name for name, p in providers if p.confirmation is not None]
     settings = load_settings(args, secrets_under(*(f"providers.{n}.api_key_env" for n in names)))
     listen = metrics_address(args, confirm_metrics_address(settings))
     run_until_signalled(lambda: run_confirm(settings, listen))

@@ -145,6 +145,8 @@ class ConfirmWorker:
         try:
             doc = _read(source.document, claim.body)
             path = source.confirmation.locate(doc)
+            extra = source.confirmation.headers
+            headers = None if extra is None else extra(doc)
         except PayloadInvalid as exc:
             await self._park(claim, Failure(exc.error_class, str(exc)), None)
             return
@@ -163,6 +165,7 @@ class ConfirmWorker:
                     answer = await request_bytes(
                         self._clients[claim.provider], "GET", source.api.url + parts.path,
                         source.api.limits, what, params=parse_qsl(parts.query),
+                        headers=headers,
                     )  # fmt: skip
                 finally:
                     self._metrics.confirm_fetch_seconds.observe(

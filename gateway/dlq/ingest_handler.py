@@ -22,7 +22,7 @@ from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.dlq.model import DlqRow
 from gateway.core.events.model import Event, Failure, Source, webhook_event
 from gateway.core.providers import get_provider, get_scheme
-from gateway.core.providers.base import Confirmed
+from gateway.core.providers.base import Confirmation, Confirmed, Decode
 from gateway.dlq.parts import ReplayContext, StageHandler
 from gateway.errors import (
     ErrorClass,
@@ -61,13 +61,14 @@ class IngestReplay:
         provider = self._settings.providers.get(row.provider)
         if provider is None:
             raise ProviderNotConfigured(f"provider {row.provider!r} is not configured")
-        if get_provider(provider.scheme).confirmation is not None:
-            found = await self._confirmed(provider, row)
+        entry = get_provider(provider.scheme)
+        if provider.confirmation is not None:
+            found = await self._confirmed(provider, provider.confirmation, entry.document, row)
             if found is None:
                 return
             event = found
         else:
-            event = self._webhook(provider, row)
+            event = self._webhook(provider, entry.document, row)
         if event.failure is not None or event.event_type is None or event.subject is None:
             failure = event.failure or Failure(ErrorClass.PAYLOAD_INVALID, "no subject")
             message = failure.message
@@ -80,8 +81,9 @@ class IngestReplay:
             raise StillInvalid(failure.error_class, message)
         await self._queue(row, event, event.event_type, event.subject)
 
-    def _webhook(self, provider: ProviderSettings, row: DlqRow) -> Event:
-        """The webhook shaped again with the provider's current configuration."""
+    def _webhook(self, provider: ProviderSettings, decode: Decode | None, row: DlqRow) -> Event:
+        """The webhook shaped again with the provider's current configuration (`decode`:
+        how its body is read, `Provider.document`)."""
         scheme = get_scheme(provider.scheme)
         # The signature is deliberately not verified again: it was verified when the
         # request arrived (an unverified request is never stored), and its signed
@@ -97,7 +99,7 @@ class IngestReplay:
             event_types=provider.event_types,
             order_rules=provider.order_key,
             ordered=self._ordered,
-            decode=get_provider(provider.scheme).document,
+            decode=decode,
         )
         if event.event_id != row.event_id:
             # Recording it under another id would bypass the idempotency gate.
@@ -107,10 +109,18 @@ class IngestReplay:
             )
         return event
 
-    async def _confirmed(self, provider: ProviderSettings, row: DlqRow) -> Event | None:
-        """A row of a provider whose webhooks are confirmed by a fetch. Its webhook is
-        never published itself: its fetch is owed again, as when it arrived (None). An
-        event its fetch found is shaped again as the confirm stage shapes one."""
+    async def _confirmed(
+        self,
+        provider: ProviderSettings,
+        confirmation: Confirmation,
+        decode: Decode | None,
+        row: DlqRow,
+    ) -> Event | None:
+        """A row of a provider whose webhooks are confirmed by a fetch. A webhook whose
+        type owes a fetch is never published itself: its fetch is owed again, as when it
+        arrived (None); one of another type (GoCardless's mandates) is shaped again as
+        any webhook. An event its fetch found is shaped again as the confirm stage
+        shapes one."""
         async with transaction(self._pool) as conn:
             recorded = await recorded_as(conn, row.provider, row.event_id)
             if recorded is None:
@@ -119,6 +129,9 @@ class IngestReplay:
                 )
             source, event_type = recorded
             if source != Source.CONFIRMED:
+                webhook = self._webhook(provider, decode, row)
+                if not confirmation.owed(webhook.event_type):
+                    return webhook
                 await rearm(conn, row.provider, row.event_id)
                 return None
         shaping = Shaping(provider.name, provider.event_types, provider.order_key, self._ordered)

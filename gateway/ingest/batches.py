@@ -27,9 +27,10 @@ from datetime import UTC, datetime
 import orjson
 from starlette.types import Send
 
-from gateway.core.events.model import Event, Failure, Outcome
+from gateway.core.events.model import Event, Failure, Outcome, awaiting_fetch
 from gateway.core.events.shaper import WebhookShaper
 from gateway.core.providers import Provider
+from gateway.core.providers.base import Confirmation
 from gateway.core.signatures.base import Headers, Scheme, SchemeParams
 from gateway.errors import SignatureError
 from gateway.ingest.parts import IngestParts
@@ -53,10 +54,16 @@ def batch_shaper(
     provider: Provider,
     params: SchemeParams,
     shape_event: WebhookShaper,
+    confirmation: Confirmation | None = None,
 ) -> Callable[[Headers, bytes], Batched]:
     """Split, verify each item, shape each verified one; or, for a request signed whole,
-    verify it, split it, shape each item (built once per provider)."""
+    verify it, split it, shape each item (built once per provider). With a
+    `confirmation`, an item whose type it owes a fetch waits for it (GoCardless's
+    payments, refunds and payouts: the amount is on the object)."""
     scheme: Scheme = provider.scheme
+    if confirmation is not None:
+        shape_event = _awaiting(shape_event, confirmation.owed)
+
     verify = scheme.verifier(params)
     split = provider.batch.split if provider.batch is not None else _whole
     whole = provider.batch is not None and provider.batch.signed_whole
@@ -89,6 +96,13 @@ def batch_shaper(
         if not events:
             raise refused[0]
         return Batched(tuple(events), tuple(refused), answered)
+
+    return shape
+
+
+def _awaiting(shape_event: WebhookShaper, owed: Callable[[str | None], bool]) -> WebhookShaper:
+    def shape(headers: Headers, body: bytes, received_at: datetime, digest: bytes | None) -> Event:
+        return awaiting_fetch(shape_event(headers, body, received_at, digest), owed)
 
     return shape
 

@@ -19,7 +19,6 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,12 +31,14 @@ from gateway.core.events.model import (
     Failure,
     OrderedSubject,
     Outcome,
+    awaiting_fetch,
     ordered_subjects,
     service_event,
 )
 from gateway.core.events.shaper import WebhookShaper
 from gateway.core.failures.classify import sqlstate_is_bad_content
 from gateway.core.providers import get_provider, get_scheme
+from gateway.core.providers.base import Confirmation
 from gateway.core.signatures import require_headers
 from gateway.core.signatures.base import Verifier
 from gateway.errors import (
@@ -141,27 +142,32 @@ def webhook_shaper(provider: ProviderSettings, ordered: OrderedSubject | None = 
     entry = get_provider(provider.scheme)
     scheme = entry.scheme
     params = provider.params
-    confirmed = entry.confirmation is not None
+    confirmation = provider.confirmation
     shape_event = fast_shape.webhook_shaper(
         provider.name,
         scheme.id_ref(params),
         scheme.type_ref(params),
         header_policy=provider.headers,
         # A webhook that only names an object has the scheme's one type: `event_types`
-        # is for the events its confirmation finds (`core.confirm.events`).
-        event_types=None if confirmed else provider.event_types,
+        # is for the events its confirmation finds (`core.confirm.events`), unless
+        # those keep their webhook's type.
+        event_types=(
+            None
+            if confirmation is not None and not confirmation.keeps_types
+            else provider.event_types
+        ),
         order_rules=provider.order_key,
         ordered=ordered,
         decode=entry.document,
     )
     if entry.batch is not None or entry.answer.body is not None:
-        return batch_shaper(entry, params, shape_event)
+        return batch_shaper(entry, params, shape_event, confirmation)
     if entry.certificate is not None:  # PayPal: verified once its certificate is fetched
         return NeedsCertificate(
             provider.name, entry.certificate, params, shape_event, scheme.replay_digest
         )
-    if confirmed:  # Mollie classic: a fetch confirms it, later
-        return _awaiting_confirmation(scheme.verifier(params), shape_event)
+    if confirmation is not None:  # Mollie classic: a fetch confirms it, later
+        return _awaiting_confirmation(scheme.verifier(params), shape_event, confirmation)
     verify = scheme.verifier(params)
     # Hashed only for schemes whose signature leaves the id unsigned (`replay_digest` is
     # None for the others).
@@ -175,18 +181,18 @@ def webhook_shaper(provider: ProviderSettings, ordered: OrderedSubject | None = 
     return shape
 
 
-def _awaiting_confirmation(verify: Verifier, shape_event: WebhookShaper) -> Shaper:
+def _awaiting_confirmation(
+    verify: Verifier, shape_event: WebhookShaper, confirmation: Confirmation
+) -> Shaper:
     """The shaper of a provider whose webhook only names an object: the request is
     recorded but never published itself; the confirm stage fetches the object and
     records the events its answer holds (`gateway.confirm`). A request that cannot be
     read is parked as any other."""
+    owed = confirmation.owed
 
     def shape(headers: Headers, body: bytes) -> Event:
         verify(headers, body, time.time())
-        event = shape_event(headers, body, datetime.now(UTC), None)
-        if event.failure is not None:
-            return event
-        return replace(event, subject=None, order_key=None, awaits_confirmation=True)
+        return awaiting_fetch(shape_event(headers, body, datetime.now(UTC), None), owed)
 
     return shape
 

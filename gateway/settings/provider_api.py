@@ -34,18 +34,22 @@ from gateway.settings.values import (
 #: `api_url` instead.
 DEFAULT_API_URLS: Mapping[str, str] = {
     "stripe": "https://api.stripe.com",
+    "stripe_thin": "https://api.stripe.com",
     "github": "https://api.github.com",
     "paddle": "https://api.paddle.com",
     "square": "https://connect.squareup.com",
     "mollie": "https://api.mollie.com",
+    "gocardless": "https://api.gocardless.com",
 }
 #: The hosts each scheme's API may be reached at unless `api_hosts` says otherwise.
 DEFAULT_API_HOSTS: Mapping[str, tuple[str, ...]] = {
     "stripe": ("api.stripe.com",),
+    "stripe_thin": ("api.stripe.com",),
     "github": ("api.github.com",),
     "paddle": ("api.paddle.com", "sandbox-api.paddle.com"),
     "square": ("connect.squareup.com", "connect.squareupsandbox.com"),
     "mollie": ("api.mollie.com",),
+    "gocardless": ("api.gocardless.com", "api-sandbox.gocardless.com"),
 }
 #: The provider keys read here (senders.PROVIDER_KEYS lists them with the rest).
 API_KEYS = (

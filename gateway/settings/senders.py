@@ -20,6 +20,7 @@ from gateway.core.bodies.content import (
 from gateway.core.ordering.keys import KeyRule, parse_rules
 from gateway.core.providers import SCHEME_NAMES as SCHEME_NAMES
 from gateway.core.providers import get_provider, get_scheme
+from gateway.core.providers.base import Confirmation
 from gateway.core.signatures.base import (
     SchemeParams,
 )
@@ -226,6 +227,16 @@ class ProviderSettings:
     #: `count` or `park` its events that move no money (`settlement.unmapped`).
     unmapped: str = "count"
 
+    @property
+    def confirmation(self) -> Confirmation | None:
+        """How its webhooks are confirmed by a fetch (`gateway confirm`); None when they
+        are taken as they come: a scheme without one, or one whose confirmation is
+        `optional` and no API key is configured."""
+        found = get_provider(self.scheme).confirmation
+        if found is None or (found.optional and self.api is None):
+            return None
+        return found
+
 
 @dataclass(frozen=True)
 class ServiceSettings:
@@ -262,7 +273,8 @@ def parse_provider(
         )
     params = scheme_params(scheme, data, path, env, scope)
     api = parse_provider_api(scheme, data, path, env, scope)
-    if api is None and get_provider(scheme).confirmation is not None:
+    confirmation = get_provider(scheme).confirmation
+    if api is None and confirmation is not None and not confirmation.optional:
         raise ConfigError(
             f"{path}api_key_env",
             f"is required: a {scheme} provider's webhooks only name a payment, which the "

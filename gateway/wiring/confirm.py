@@ -14,18 +14,13 @@ from gateway.metrics import ListenAddress, Metrics, metrics_listener
 from gateway.settings import Settings
 
 
-def confirms(scheme: str) -> bool:
-    """Whether a provider of `scheme` has its webhooks confirmed by a fetch."""
-    return get_provider(scheme).confirmation is not None
-
-
 def confirm_sources(settings: Settings) -> list[ConfirmSource]:
     """The configured providers whose webhooks are confirmed by a fetch."""
     ordered = ordered_subject(settings)
     sources = []
     for name, provider in settings.providers.items():
-        entry = get_provider(provider.scheme)
-        if entry.confirmation is None:
+        confirmation = provider.confirmation
+        if confirmation is None:
             continue
         if provider.api is None or not provider.api.key:  # not read: a wiring mistake
             raise ConfigError(f"providers.{name}.api_key_env", "was not read")
@@ -37,7 +32,8 @@ def confirm_sources(settings: Settings) -> list[ConfirmSource]:
                 f"({provider.api.limits.timeout_s:g} s), got {settings.confirm.lease_s:g}",
             )
         shaping = Shaping(name, provider.event_types, provider.order_key, ordered)
-        sources.append(ConfirmSource(entry.confirmation, provider.api, shaping, entry.document))
+        document = get_provider(provider.scheme).document
+        sources.append(ConfirmSource(confirmation, provider.api, shaping, document))
     return sources
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from gateway import settings as settings_mod
@@ -13,6 +17,7 @@ from gateway.adapters.postgres import open_pool
 from gateway.confirm.worker import ConfirmWorker
 from gateway.metrics import Metrics
 from gateway.wiring.confirm import confirm_sources
+from tests.support.config_file import write_toml
 from tests.support.gateway import RunningServer
 
 #: Quick tries for tests: a transient answer is tried again within a second.
@@ -45,3 +50,17 @@ async def confirming(doc: Mapping[str, Any], env: Mapping[str, str]) -> AsyncIte
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def run_gateway(
+    tmp_path: Path, doc: Mapping[str, Any], env: Mapping[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`gateway ARGS --config FILE` in a subprocess, with `env`'s variables set (the API
+    keys the config names)."""
+    path = write_toml(tmp_path / "gateway.toml", dict(doc))
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    command = [str(Path(sys.executable).parent / "gateway"), *args, "--config", str(path)]
+    return await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, timeout=120,
+        env=inherited | dict(env),
+    )  # fmt: skip

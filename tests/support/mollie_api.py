@@ -299,13 +299,5 @@ def slow(body: bytes, delay_s: float, chunks: int = 10) -> Callable[[], Response
 async def running_mollie_api(**kwargs: Any) -> AsyncIterator[MollieApi]:
     """A stand-in serving in this event loop until the block ends."""
     api = MollieApi(**kwargs)
-    task = asyncio.create_task(api.server.serve())
-    while not api.server.started:
-        if task.done():  # it could not bind: say why
-            task.result()
-        await asyncio.sleep(0.01)
-    try:
+    async with provider_apis.serving(api.server):
         yield api
-    finally:
-        api.server.should_exit = True
-        await task

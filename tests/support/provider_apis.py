@@ -389,13 +389,22 @@ def square_event(
 @contextlib.asynccontextmanager
 async def running_apis(**kwargs: Any) -> AsyncIterator[ProviderApis]:
     apis = ProviderApis(**kwargs)
-    task = asyncio.create_task(apis.server.serve())
-    while not apis.server.started:
+    async with serving(apis.server):
+        yield apis
+
+
+@contextlib.asynccontextmanager
+async def serving(server: uvicorn.Server) -> AsyncIterator[None]:
+    """A stand-in's server, serving in this event loop until the block ends."""
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():  # it could not bind: say why
+            task.result()
         await asyncio.sleep(0.01)
     try:
-        yield apis
+        yield
     finally:
-        apis.server.should_exit = True
+        server.should_exit = True
         await task
 
 

@@ -62,33 +62,25 @@ def _too_large(what: str, cap: int) -> Callable[[int | None], ProviderApiAnswerT
 async def get_json(
     client: httpx.AsyncClient, url: str, params: Params, limits: ApiLimits, what: str
 ) -> Answer[tuple[Any, httpx.Headers]]:
-    """A GET of `url` with `params`: `request_json`."""
-    return await request_json(client, "GET", url, limits, what, params=params)
+    """A GET of `url` with `params`, its answer parsed (`json_answer`)."""
+    answer = await request_bytes(client, "GET", url, limits, what, params=params)
+    return json_answer(answer, what)
 
 
 async def post_json(
     client: httpx.AsyncClient, url: str, query: Any, limits: ApiLimits, what: str
 ) -> Answer[tuple[Any, httpx.Headers]]:
-    """A POST of `query` as a JSON body to `url`: `request_json`."""
-    return await request_json(client, "POST", url, limits, what, query=query)
+    """A POST of `query` as a JSON body to `url` (httpx writes it compact,
+    `content-type: application/json`), its answer parsed (`json_answer`)."""
+    answer = await request_bytes(client, "POST", url, limits, what, query=query)
+    return json_answer(answer, what)
 
 
-async def request_json(
-    client: httpx.AsyncClient,
-    method: str,
-    url: str,
-    limits: ApiLimits,
-    what: str,
-    *,
-    params: Params = (),
-    query: Any = None,
+def json_answer(
+    answer: Answer[tuple[bytes, httpx.Headers]], what: str
 ) -> Answer[tuple[Any, httpx.Headers]]:
-    """(status, Retry-After, (document, response headers)); no answer in time or a
-    transport error is status None (retried like a 5xx). Raises what no retry can mend:
-    a redirect, a refused certificate, an answer too large or not JSON. `query`, when
-    given, is the request's JSON body (httpx writes it compact, `content-type:
-    application/json`)."""
-    answer = await request_bytes(client, method, url, limits, what, params=params, query=query)
+    """`answer` with a 2xx answer's bytes parsed; `ProviderApiAnswerInvalid` when they
+    are not JSON."""
     if answer.value is None:
         return Answer(answer.status, answer.retry_after, detail=answer.detail)
     content, headers = answer.value
@@ -112,12 +104,19 @@ async def request_bytes(
     *,
     params: Params = (),
     query: Any = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Answer[tuple[bytes, httpx.Headers]]:
-    """`request_json` before the parse: a 2xx answer's bytes as received (decoded from
-    any content encoding, at most `api_max_answer_bytes`)."""
+    """(status, Retry-After, (a 2xx answer's bytes as received, response headers)): the
+    bytes decoded from any content encoding, at most `api_max_answer_bytes`. No answer
+    in time, a transport error, or an answer that cannot be decoded is status None
+    (retried like a 5xx). Raises what no retry can mend: a redirect, a refused
+    certificate, an answer too large. `query`, when given, is the request's JSON body;
+    `headers` are sent besides the client's own."""
     try:
         async with asyncio.timeout(limits.timeout_s):
-            async with client.stream(method, url, params=list(params), json=query) as response:
+            async with client.stream(
+                method, url, params=list(params), json=query, headers=headers
+            ) as response:
                 status = response.status_code
                 if 300 <= status < 400:
                     target = urlsplit(response.headers.get("location", "")).netloc or "nowhere"
@@ -157,12 +156,12 @@ async def _drain(response: httpx.Response) -> None:
     """Read a refusal's short body so the connection goes back to the pool (a 429 or
     503 each costing a new TLS handshake would add to an outage); a longer one is left,
     and its connection closed."""
+    with contextlib.suppress(_RefusalTooLong):
+        await read_capped(response, DRAIN_BYTES_MAX, _RefusalTooLong)
 
-    def too_long(_: int | None) -> ProviderApiAnswerTooLarge:
-        return ProviderApiAnswerTooLarge("a refusal's body is too long to read")
 
-    with contextlib.suppress(ProviderApiAnswerTooLarge):
-        await read_capped(response, DRAIN_BYTES_MAX, too_long)
+class _RefusalTooLong(Exception):
+    """A refusal's body past `DRAIN_BYTES_MAX`: left unread."""
 
 
 def open_client(api: ProviderApi, headers: Mapping[str, str]) -> httpx.AsyncClient:

@@ -7,7 +7,7 @@ import enum
 import functools
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -178,6 +178,15 @@ def new_event(
 
 
 _object_new = object.__new__
+
+
+def awaiting_fetch(event: Event, owed: Callable[[str | None], bool]) -> Event:
+    """`event` recorded to wait for the confirm stage's fetch, when `owed` says its type
+    needs one: no subject and no key, so it is never published itself. A failed event
+    is parked as it is."""
+    if event.failure is not None or not owed(event.event_type):
+        return event
+    return replace(event, subject=None, order_key=None, awaits_confirmation=True)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from gateway.core.providers.github import GITHUB
 from gateway.core.providers.gocardless import GOCARDLESS
 from gateway.core.providers.hmac import HMAC
 from gateway.core.providers.mollie import MOLLIE
+from gateway.core.providers.mollie_events import MOLLIE_EVENTS
 from gateway.core.providers.paddle import PADDLE
 from gateway.core.providers.paypal import PAYPAL
 from gateway.core.providers.paystack import PAYSTACK
@@ -30,6 +31,7 @@ from gateway.core.providers.shopify import SHOPIFY
 from gateway.core.providers.square import SQUARE
 from gateway.core.providers.standard import STANDARD
 from gateway.core.providers.stripe import STRIPE
+from gateway.core.providers.stripe_thin import STRIPE_THIN
 from gateway.core.signatures.base import Scheme
 
 __all__ = [
@@ -51,6 +53,7 @@ PROVIDERS: Mapping[str, Provider] = MappingProxyType(
         p.name: p
         for p in (
             STRIPE,
+            STRIPE_THIN,
             STANDARD,
             GITHUB,
             SHOPIFY,
@@ -64,6 +67,7 @@ PROVIDERS: Mapping[str, Provider] = MappingProxyType(
             GOCARDLESS,
             PAYPAL,
             MOLLIE,
+            MOLLIE_EVENTS,
             HMAC,
         )
     }

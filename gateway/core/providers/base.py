@@ -116,6 +116,23 @@ class Confirmation:
     confirmed: Callable[[Any, Any], tuple[Confirmed, ...]]
     #: (API key) to the headers that carry it.
     auth: Callable[[str], Mapping[str, str]]
+    #: (a webhook event's type) to whether its fetch is owed: an event of another type
+    #: is published as it came (GoCardless's mandate events name no money). None: all.
+    awaits: Callable[[str], bool] | None = None
+    #: Whether a provider without an API key (`api_key_env`) takes its webhooks as they
+    #: come, unconfirmed (GoCardless: published, never settled), rather than refusing
+    #: the configuration (Mollie: a classic webhook says nothing by itself).
+    optional: bool = False
+    #: (the recorded request's document) to headers its fetch sends besides `auth`'s
+    #: (Stripe's `Stripe-Context` for a connected account). None: none.
+    headers: Callable[[Any], Mapping[str, str]] | None = None
+    #: Whether the confirmed events keep their webhook's type (GoCardless:
+    #: `payments.confirmed` either way), so `event_types` filters the webhooks too.
+    keeps_types: bool = False
+
+    def owed(self, event_type: str | None) -> bool:
+        """Whether a webhook event of `event_type` waits for its fetch."""
+        return self.awaits is None or (event_type is not None and self.awaits(event_type))
 
 
 @dataclass(frozen=True)

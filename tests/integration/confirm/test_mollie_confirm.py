@@ -29,7 +29,7 @@ from starlette.responses import Response
 
 from tests.integration.providers.test_hmac_providers_end_to_end import ended, settled
 from tests.support.config_file import write_toml
-from tests.support.confirming import QUICK, confirming, serving
+from tests.support.confirming import QUICK, confirming, run_gateway, serving
 from tests.support.dead_letters import park
 from tests.support.gateway import RunningServer, config
 from tests.support.mollie_api import (
@@ -281,12 +281,7 @@ async def test_a_body_that_names_no_payment_is_refused_as_a_webhook_and_parked(
 
 async def gateway_cli(tmp_path: Path, doc: dict[str, Any], *args: str) -> Any:
     """`gateway ARGS --config FILE` in a subprocess, with the API key's variable set."""
-    path = write_toml(tmp_path / "gateway.toml", doc)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")} | ENV
-    command = [GATEWAY, *args, "--config", str(path)]
-    return await asyncio.to_thread(
-        subprocess.run, command, capture_output=True, text=True, timeout=120, env=env
-    )
+    return await run_gateway(tmp_path, doc, ENV, *args)
 
 
 async def test_the_gateway_confirm_process_confirms_and_stops_on_sigterm(

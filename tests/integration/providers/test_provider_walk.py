@@ -5,10 +5,10 @@ pieces do not fit (a scheme `gateway sign --provider` cannot sign, an id the gat
 cannot read, a capture its movements cannot settle, an event the forwarder cannot
 deliver) fails at that step, naming the provider.
 
-A provider whose webhooks are confirmed (`Provider.confirmation`: Mollie) walks one
-step more: its webhook is recorded and never published, the confirm stage fetches what
-it names from a stand-in of the provider's API, and the event that answer holds is the
-one published, settled and forwarded.
+A provider whose webhooks are confirmed (`Provider.confirmation`: Mollie, GoCardless's
+amounts, Stripe's thin events) walks one step more: its webhook is recorded and never
+published, the confirm stage fetches what it names from a stand-in of the provider's
+API, and the event that answer holds is the one published, settled and forwarded.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from gateway.core.signatures import SchemeParams
 from tests.support.config_file import write_toml
 from tests.support.confirming import QUICK, confirming, serving
 from tests.support.gateway import config
+from tests.support.gocardless_api import API_KEY as GOCARDLESS_API_KEY
+from tests.support.gocardless_api import running_gocardless_api
 from tests.support.mollie_api import API_KEY as MOLLIE_API_KEY
 from tests.support.mollie_api import running_mollie_api, stand_in_keys
 from tests.support.paypal import WEBHOOK_ID as PAYPAL_WEBHOOK_ID
@@ -43,13 +45,18 @@ from tests.support.settlement import (
     running_worker,
     settlement_sections,
 )
+from tests.support.stripe_objects import API_KEY as STRIPE_API_KEY
+from tests.support.stripe_objects import running_stripe_objects
 from tests.support.stub import Stub
 
 ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 FORWARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 MOLLIE_KEY_ENV = "MOLLIE_WALK_KEY"
+GOCARDLESS_KEY_ENV = "GOCARDLESS_WALK_KEY"
+STRIPE_KEY_ENV = "STRIPE_THIN_WALK_KEY"
 #: The environment the config's `*_env` keys name.
-ENV = {MOLLIE_KEY_ENV: MOLLIE_API_KEY}
+ENV = {MOLLIE_KEY_ENV: MOLLIE_API_KEY, GOCARDLESS_KEY_ENV: GOCARDLESS_API_KEY,
+       STRIPE_KEY_ENV: STRIPE_API_KEY}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,17 @@ SAMPLES: dict[str, Sample] = {
          "data": {"object": {"id": "pi_walk", "amount_received": 1000, "currency": "usd",
                              "metadata": {"merchant_id": m("stripe")}}}},
         "evt_walk", "payment_intent.succeeded", m("stripe"),
+    ),
+    # A thin notification: its payment intent is fetched from the stand-in API (the walk).
+    "stripe_thin": Sample(
+        {"secrets": ["whsec_walk_thin"], "api_key_env": STRIPE_KEY_ENV},
+        {"id": "evt_walk_thin", "object": "v2.core.event",
+         "type": "v1.payment_intent.succeeded", "created": "2026-12-06T00:00:00.000Z",
+         "livemode": False, "context": None,
+         "related_object": {"id": "pi_walk_thin", "type": "payment_intent",
+                            "url": "/v1/payment_intents/pi_walk_thin"}},
+        "evt_walk_thin", "v1.payment_intent.succeeded", m("stripe_thin"),
+        confirmed=("evt_walk_thin:confirmed", "payment_intent.succeeded"),
     ),
     "paddle": Sample(
         {"secrets": ["pdl_walk"]},
@@ -148,12 +166,14 @@ SAMPLES: dict[str, Sample] = {
              b"</notification>"),
     ),
     # GoCardless's events carry no amount: recorded, published and forwarded, not settled.
+    # Its payment's amount is fetched from the stand-in API (the walk).
     "gocardless": Sample(
-        {"secrets": ["gc_walk"]},
+        {"secrets": ["gc_walk"], "api_key_env": GOCARDLESS_KEY_ENV},
         {"events": [{"id": "EV0WALK0000001", "resource_type": "payments",
                      "action": "confirmed", "links": {"payment": "PM0WALK0000001"}}],
          "meta": {"webhook_id": "WB0WALK0000001"}},
-        "EV0WALK0000001", "payments.confirmed",
+        "EV0WALK0000001", "payments.confirmed", m("gocardless"),
+        confirmed=("EV0WALK0000001:confirmed", "payments.confirmed"),
     ),
     # Signed with the test CA's key; the stand-in certificate host is added in the walk.
     "paypal": Sample(
@@ -189,6 +209,14 @@ SAMPLES: dict[str, Sample] = {
         {"api_key_env": MOLLIE_KEY_ENV}, {}, "tr_walk", "payment.webhook", m("mollie"),
         raw=b"id=tr_walk", confirmed=("tr_walk:paid", "payment.paid"),
     ),
+    # Mollie's next-gen webhooks: signed, recorded, published and forwarded, never settled
+    # (the classic `mollie` provider settles Mollie's payments).
+    "mollie_events": Sample(
+        {"secrets": ["mollie_walk"]},
+        {"resource": "event", "id": "event_walk", "type": "payment-link.paid",
+         "entityId": "pl_walk", "createdAt": "2026-12-06T00:00:00.0Z", "_links": {}},
+        "event_walk", "payment-link.paid",
+    ),
 }  # fmt: skip
 
 
@@ -200,6 +228,8 @@ def test_every_registered_provider_has_a_walk() -> None:
     for name, sample in SAMPLES.items():
         confirms = PROVIDERS[name].confirmation is not None
         assert (sample.confirmed is not None) == confirms, f"{name}: confirmed is for {confirms}"
+        if confirms:  # walked with an API, so the confirm stage fetches
+            assert "api_key_env" in sample.settings, name
 
 
 def sign(name: str, config_path: Path, body_path: Path) -> tuple[dict[str, str], bytes]:
@@ -236,6 +266,25 @@ async def mollie_walk() -> AsyncIterator[dict[str, Any]]:
         yield stand_in_keys(api.url, MOLLIE_KEY_ENV)
 
 
+@pytest.fixture
+async def gocardless_walk() -> AsyncIterator[dict[str, Any]]:
+    """GoCardless's API stood in by a local one, where the walk's payment is."""
+    async with running_gocardless_api() as api:
+        api.payment("PM0WALK0000001", 1000, "USD", m("gocardless"))
+        yield stand_in_keys(api.url, GOCARDLESS_KEY_ENV)
+
+
+@pytest.fixture
+async def stripe_thin_walk() -> AsyncIterator[dict[str, Any]]:
+    """Stripe's object API stood in by a local one, where the walk's intent is."""
+    async with running_stripe_objects() as api:
+        api.put("payment_intents", {
+            "id": "pi_walk_thin", "object": "payment_intent", "amount_received": 1000,
+            "currency": "usd", "metadata": {"merchant_id": m("stripe_thin")},
+        })  # fmt: skip
+        yield stand_in_keys(api.url, STRIPE_KEY_ENV)
+
+
 async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
     database_url: str,
     nats_url: str,
@@ -244,11 +293,15 @@ async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
     tmp_path: Path,
     paypal_walk: dict[str, Any],
     mollie_walk: dict[str, Any],
+    gocardless_walk: dict[str, Any],
+    stripe_thin_walk: dict[str, Any],
 ) -> None:
     doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
     doc["providers"] = {name: {"scheme": name, **s.settings} for name, s in SAMPLES.items()}
     doc["providers"]["paypal"].update(paypal_walk)
     doc["providers"]["mollie"].update(mollie_walk)
+    doc["providers"]["gocardless"].update(gocardless_walk)
+    doc["providers"]["stripe_thin"].update(stripe_thin_walk)
     doc["confirm"] = QUICK
     config_path = write_toml(tmp_path / "gateway.toml", doc)
     settling = {name: s for name, s in SAMPLES.items() if PROVIDERS[name].movements}

@@ -36,6 +36,10 @@ DIFFERS_FROM_ISO = [
     pytest.param("stripe", "ISK", 100, 1, id="stripe-ISK-one-krona"),
     pytest.param("stripe", "UGX", 500, 5, id="stripe-UGX-two-decimals-5-shillings"),
     pytest.param("stripe", "UGX", 1_000_000, 10_000, id="stripe-UGX-10000-shillings"),
+    # Thin events settle from the same objects, read with the same units.
+    pytest.param("stripe_thin", "MGA", 1, 100, id="stripe_thin-MGA-one-ariary"),
+    pytest.param("stripe_thin", "ISK", 100, 1, id="stripe_thin-ISK-one-krona"),
+    pytest.param("stripe_thin", "UGX", 500, 5, id="stripe_thin-UGX-5-shillings"),
     # Adyen's currency table (docs.adyen.com/development-resources/currency-codes).
     pytest.param("adyen", "CLP", 100_000, 1_000, id="adyen-CLP-two-decimals-1000-pesos"),
     pytest.param("adyen", "ISK", 50_000, 500, id="adyen-ISK-two-decimals-500-kronur"),

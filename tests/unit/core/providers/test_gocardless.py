@@ -23,6 +23,7 @@ from gateway.core.events.model import webhook_event
 from gateway.core.events.shaper import webhook_shaper
 from gateway.core.providers import get_provider
 from gateway.core.providers.gocardless import ITEM_BYTES_MAX, ITEMS_MAX
+from gateway.core.providers.gocardless_answer import AWAITED
 from gateway.core.signatures import SchemeParams
 from gateway.core.signatures.gocardless import SCHEME, split
 from gateway.errors import (
@@ -157,12 +158,16 @@ def test_the_scheme_reads_its_id_from_the_signed_body_and_keeps_no_header() -> N
     assert SCHEME.stored_headers(PARAMS) == ()
 
 
-def test_the_provider_declares_a_whole_signed_batch_answered_498_and_no_movements() -> None:
-    """Its events carry no amount: recorded and published, never settled."""
+def test_the_provider_declares_a_whole_signed_batch_answered_498_and_an_optional_fetch() -> None:
+    """Its events carry no amount: those that move money are confirmed by a fetch when an
+    API key is configured (`optional`), and keep their type when confirmed."""
     assert PROVIDER.batch is not None and PROVIDER.batch.signed_whole
     assert (PROVIDER.batch.items_max, PROVIDER.batch.item_bytes_max) == (ITEMS_MAX, ITEM_BYTES_MAX)
     assert PROVIDER.refused_status == 498
-    assert PROVIDER.movements is None
+    confirmation = PROVIDER.confirmation
+    assert confirmation is not None and confirmation.optional and confirmation.keeps_types
+    assert PROVIDER.movements is not None
+    assert set(PROVIDER.movements.types) == {t for t in AWAITED if confirmation.owed(t)}
 
 
 # --- the split ------------------------------------------------------------------------
