@@ -34,10 +34,9 @@ from gateway.adapters.postgres.confirmations import (
 from gateway.adapters.postgres.webhooks import record_events, record_failure
 from gateway.adapters.provider_api.http_json import open_client, parse_json, request_bytes
 from gateway.confirm.pacing import Pace
-from gateway.core.confirm.decisions import ConfirmState, Verdict, decide
+from gateway.core.confirm.decisions import ConfirmState, Verdict, decide, wait_s
 from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.events.model import Event, Failure, Stage
-from gateway.core.forward.retry import retry_after_s
 from gateway.core.providers.base import Confirmation, Decode
 from gateway.errors import ErrorClass, PayloadInvalid, ProviderApiRefused
 from gateway.metrics import Metrics
@@ -180,12 +179,11 @@ class ConfirmWorker:
         if decision.verdict is Verdict.READ and answer.value is not None:
             await self._confirm(source, claim, doc, answer.value[0])
         elif decision.verdict is Verdict.RETRY:
-            # A `Retry-After` (a 429's, a 503's) is waited out, up to the longest delay.
-            asked_s = retry_after_s(answer.retry_after, time.time()) or 0.0
-            wait_s = max(decision.delay_s, min(asked_s, self._settings.max_delay_s))
+            policy = self._settings.policy
+            delay = wait_s(policy, decision.delay_s, answer.retry_after, time.time())
             async with connection(self._pool) as conn:
-                await retry_later(conn, claim, wait_s, f"the API answered {said}")
-            self._count("retry", claim)
+                if await retry_later(conn, claim, delay, f"the API answered {said}"):
+                    self._count("retry", claim)
         else:
             error_class = decision.error_class or ErrorClass.CONFIRMATION_REFUSED
             message = f"the API answered {said} on try {claim.attempts}"
@@ -194,7 +192,8 @@ class ConfirmWorker:
     async def _confirm(self, source: ConfirmSource, claim: Claim, doc: Any, content: bytes) -> None:
         """Record the events the answer holds, and the answer beside the request."""
         try:
-            items = source.confirmation.confirmed(doc, parse_json(content, "the answer"))
+            what = f"{claim.provider} confirm {claim.event_id}"
+            items = source.confirmation.confirmed(doc, parse_json(content, what))
         except ProviderApiRefused as exc:  # not JSON
             await self._park(claim, Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc)), content)
             return
@@ -209,8 +208,9 @@ class ConfirmWorker:
         async with connection(self._pool) as conn:
             if events:
                 await record_events(conn, events)
-            await mark_fetched(conn, claim, ConfirmState.CONFIRMED, content)
-        self._count("confirmed", claim)
+            fetched = await mark_fetched(conn, claim, ConfirmState.CONFIRMED, content)
+        if fetched:  # else claimed again since: counted by the process holding it now
+            self._count("confirmed", claim)
 
     async def _park(self, claim: Claim, failure: Failure, answer: bytes | None) -> None:
         """A dead letter at stage `confirm`, and the fetch parked, in one transaction."""

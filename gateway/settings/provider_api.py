@@ -79,11 +79,12 @@ API_KEYS = (
     #: call's retries.
     #: allowed: > 0
     "api_max_pass_s",
-    #: Bytes one API answer may have, decoded; a larger answer is a failed call.
-    #: allowed: > 0
+    #: Bytes one API answer may have, decoded; a larger answer is a failed call. Up to
+    #: `concurrency` of them are held at once per confirmed provider.
+    #: allowed: > 0, at most 268435456 (256 MiB)
     "api_max_answer_bytes",
     #: One answer's deadline, from the request to its last byte.
-    #: allowed: > 0
+    #: allowed: > 0, at most 3600
     "api_timeout_s",
     #: Passes in a row that may fail on one page before it is skipped (and alerted on).
     #: allowed: > 0
@@ -125,6 +126,11 @@ class BackfillSchedule:
 
     interval_s: float
     window_s: float
+
+
+#: The largest `api_max_answer_bytes` and `api_timeout_s` accepted.
+MAX_ANSWER_BYTES_MAX = 256 * 1024 * 1024
+TIMEOUT_S_MAX = 3600
 
 
 @dataclass(frozen=True)
@@ -268,6 +274,12 @@ def _limits(data: Mapping[str, Any], path: str) -> ApiLimits:
         ("api_page_attempts", limits.page_attempts),
     ):
         require_positive(value, f"{path}{name}")
+    for name, value, most in (
+        ("api_max_answer_bytes", limits.max_answer_bytes, MAX_ANSWER_BYTES_MAX),
+        ("api_timeout_s", limits.timeout_s, TIMEOUT_S_MAX),
+    ):
+        if value > most:  # a typo's extra zeros would hold that much in memory, or wait
+            raise ConfigError(f"{path}{name}", f"must be at most {most}, got {value}")
     return limits
 
 

@@ -166,18 +166,28 @@ async def claim_due(
     ]
 
 
-async def mark_fetched(conn: Conn, claim: Claim, state: ConfirmState, answer: bytes | None) -> None:
+async def mark_fetched(conn: Conn, claim: Claim, state: ConfirmState, answer: bytes | None) -> bool:
     """`claim`'s fetch ended `state` (confirmed), with the answer's bytes; pending again
-    when a webhook asked for another fetch meanwhile."""
+    when a webhook asked for another fetch meanwhile. False when the claim is no longer
+    this process's (its lease ended and another took it over)."""
     with translate_errors():
-        await conn.execute(
+        status = await conn.execute(
             _CONFIRMED, claim.webhook_id, claim.armed_at, str(state), answer, claim.attempts
         )
+    return _updated_one(status)
 
 
-async def retry_later(conn: Conn, claim: Claim, delay_s: float, error: str) -> None:
+async def retry_later(conn: Conn, claim: Claim, delay_s: float, error: str) -> bool:
+    """`claim`'s fetch tried again in `delay_s`; False when the claim is no longer this
+    process's."""
     with translate_errors():
-        await conn.execute(_RETRY, claim.webhook_id, delay_s, error, claim.attempts)
+        status = await conn.execute(_RETRY, claim.webhook_id, delay_s, error, claim.attempts)
+    return _updated_one(status)
+
+
+def _updated_one(status: str) -> bool:
+    """Whether an `UPDATE` changed its row (asyncpg's status text, `UPDATE 1`)."""
+    return status == "UPDATE 1"
 
 
 async def mark_parked(conn: Conn, claim: Claim, error: str, answer: bytes | None) -> bool:

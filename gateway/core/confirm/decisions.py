@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from gateway.core.forward.retry import jittered_s
+from gateway.core.forward.retry import jittered_s, retry_after_s
 from gateway.errors import ErrorClass
 
 #: Answers tried again: the API is away, busy, or refuses a key being rotated.
@@ -97,3 +97,10 @@ def decide(policy: ConfirmPolicy, status: int | None, attempts: int, draw: float
     if verdict is Verdict.NOT_FOUND:
         return Decision(Verdict.PARK, error_class=ErrorClass.CONFIRMATION_NOT_FOUND)
     return Decision(verdict)
+
+
+def wait_s(policy: ConfirmPolicy, delay: float, retry_after: str | None, now_s: float) -> float:
+    """How long a retried fetch waits: its `delay` (`decide`'s), or longer when the API
+    asked for longer with a `Retry-After` (a 429's, a 503's), up to `max_delay_s`."""
+    asked_s = retry_after_s(retry_after, now_s) or 0.0
+    return max(delay, min(asked_s, policy.max_delay_s))

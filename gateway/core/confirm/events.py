@@ -63,8 +63,9 @@ def _event(shaping: Shaping, item: Confirmed, received_at: datetime) -> Event:
         doc = orjson.loads(item.body)
     except orjson.JSONDecodeError:
         doc = None
-    event_id, failure = item.event_id, _failure(shaping, item, doc)
-    if _id_problem(event_id) is not None:  # kept under its digest, as a webhook is
+    id_problem = _id_problem(item.event_id)
+    event_id, failure = item.event_id, _failure(shaping, item, doc, id_problem)
+    if id_problem is not None:  # kept under its digest, as a webhook is
         event_id = body_digest_id(item.body)
     subject = None if failure is not None else webhook_subject(shaping.provider, item.event_type)
     order_key = None
@@ -91,11 +92,12 @@ def _id_problem(event_id: str) -> str | None:
     return event_id_problem(text) if text == event_id else "the event id is blank or padded"
 
 
-def _failure(shaping: Shaping, item: Confirmed, doc: object) -> Failure | None:
+def _failure(
+    shaping: Shaping, item: Confirmed, doc: object, id_problem: str | None
+) -> Failure | None:
     """Why the item goes no further than its row, or None."""
-    problem = _id_problem(item.event_id)
-    if problem is not None:
-        return Failure(ErrorClass.EVENT_ID_INVALID, problem)
+    if id_problem is not None:
+        return Failure(ErrorClass.EVENT_ID_INVALID, id_problem)
     if type(doc) is not dict:
         return Failure(ErrorClass.PAYLOAD_NOT_OBJECT, "the confirmed body is not a JSON object")
     failure = type_failure(as_text(item.event_type))

@@ -14,6 +14,7 @@ from gateway.core.confirm.decisions import (
     decide,
     delay_s,
     verdict_of,
+    wait_s,
 )
 from gateway.errors import ErrorClass
 
@@ -148,3 +149,23 @@ def test_a_retry_carries_the_jittered_delay() -> None:
     decision = decide(POLICY, 500, 2, 0.0)
     assert decision.verdict is Verdict.RETRY and decision.error_class is None
     assert decision.delay_s == pytest.approx(4.0 * 0.8)
+
+
+@pytest.mark.parametrize(
+    ("delay", "retry_after", "expected"),
+    [
+        (2.0, None, 2.0),  # no header: the schedule's delay
+        (2.0, "1", 2.0),  # asked for less: the schedule's delay
+        (2.0, "30", 30.0),  # asked for more: waited out
+        (2.0, "86400", 300.0),  # asked for a day: up to max_delay_s
+        (2.0, "Thu, 01 Jan 2100 00:00:00 GMT", 300.0),  # a date far ahead: the same
+        (2.0, "Thu, 01 Jan 1970 00:00:00 GMT", 2.0),  # a date past: the schedule's
+        (2.0, "soon", 2.0),  # unreadable: the schedule's
+        (2.0, "-5", 2.0),  # not delta seconds: the schedule's
+    ],
+)
+def test_a_retry_after_is_waited_out_up_to_the_longest_delay(
+    delay: float, retry_after: str | None, expected: float
+) -> None:
+    policy = ConfirmPolicy(max_delay_s=300.0)
+    assert wait_s(policy, delay, retry_after, now_s=1_765_000_000.0) == expected

@@ -58,6 +58,8 @@ def test_paddle_sandbox_is_allowed_by_default() -> None:
         ({"api_max_pass_s": float("inf")}, "api_max_pass_s", "positive"),
         ({"api_max_answer_bytes": -1}, "api_max_answer_bytes", "positive"),
         ({"api_timeout_s": 0}, "api_timeout_s", "positive"),
+        ({"api_max_answer_bytes": 2**28 + 1}, "api_max_answer_bytes", "at most 268435456"),
+        ({"api_timeout_s": 3600.5}, "api_timeout_s", "at most 3600"),
         ({"api_page_attempts": True}, "api_page_attempts", "must be int"),
     ],
 )
@@ -67,6 +69,11 @@ def test_refusals_name_the_key(keys: dict[str, Any], key: str, says: str) -> Non
         parse(**keys)
     assert refused.value.key == f"providers.stripe.{key}"
     assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_largest_answer_and_the_longest_deadline_are_taken() -> None:
+    api = parse(api_max_answer_bytes=2**28, api_timeout_s=3600)
+    assert (api.limits.max_answer_bytes, api.limits.timeout_s) == (2**28, 3600.0)
 
 
 def test_a_test_api_needs_both_the_flag_and_its_host() -> None:
