@@ -1,7 +1,8 @@
 """Every money movement on a real ledger: refunds (one by one, as a running total, both),
 failed refunds, chargebacks and their reversals, a merchant taken below zero, a converted
-payment refunded whole after the rate moved, Paddle and internal events, and Mollie's
-confirmed changes (read from its answers by the real `mollie_answer`). Each scenario
+payment refunded whole after the rate moved, Paddle and internal events, and the
+confirmed events of Mollie, GoCardless and Stripe's thin events (read from their API's
+answers by the real provider modules). Each scenario
 runs in its natural order and in shuffled orders of arrival, on PostgreSQL and on
 TigerBeetle (when `TIGERBEETLE_ADDRESS` names a server), and ends in the same balance.
 
@@ -29,7 +30,8 @@ from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.events.model import Event
 from gateway.core.ledger.ids import FX_OWNER, clearing_account_id
 from gateway.core.ledger.port import verify_totals
-from gateway.core.providers import mollie
+from gateway.core.providers import gocardless_answer, mollie, stripe_thin
+from gateway.core.providers.gocardless import GOCARDLESS
 from gateway.core.providers.mollie_answer import confirmed
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, fx_transfer
 from gateway.core.signatures.braintree import signed_form
@@ -57,6 +59,10 @@ MOLLIE_PROVIDER = {"scheme": "mollie", "api_key_env": "MOLLIE_KEY", "api_url": "
                    "insecure_api_url": True, "api_hosts": ["127.0.0.1"]}  # fmt: skip
 #: How the confirm stage shapes the `mollie` provider's events (its default order key).
 MOLLIE_SHAPING = Shaping("mollie", order_rules=mollie.MOLLIE.order_keys, ordered=lambda _: True)
+GOCARDLESS_SHAPING = Shaping("gocardless", order_rules=GOCARDLESS.order_keys,
+                             ordered=lambda _: True)  # fmt: skip
+THIN_SHAPING = Shaping("stripe_thin", order_rules=stripe_thin.STRIPE_THIN.order_keys,
+                       ordered=lambda _: True)  # fmt: skip
 
 
 @functools.cache
@@ -80,6 +86,9 @@ async def parts(
     doc["providers"]["braintree"] = {"scheme": "braintree", "secrets": [BRAINTREE_KEYS]}
     doc["providers"]["paypal"] = {"scheme": "paypal", "webhook_id": "WH-MONEY"}
     doc["providers"]["mollie"] = MOLLIE_PROVIDER
+    doc["providers"]["gocardless"] = {"scheme": "gocardless", "secrets": ["gc_money"]}
+    doc["providers"]["stripe_thin"] = {**MOLLIE_PROVIDER, "scheme": "stripe_thin",
+                                       "secrets": ["whsec_money_thin"]}  # fmt: skip
     async with settlement_parts(settings_mod.parse(doc, env=MOLLIE_ENV)) as p:
         await p.settler.open_clearing_accounts()
         yield p
@@ -290,6 +299,34 @@ class Payment:
             self._mollie_told.update(e.event_id for e in events)
         return events
 
+    def gocardless(self, resource: str, action: str, obj: dict[str, Any]) -> list[Event]:
+        """A GoCardless event naming `obj`, confirmed by the answer `{resource: obj}`."""
+        self._n += 1
+        singular = resource.removesuffix("s")
+        webhook = {"events": [{"id": f"EV{self.tag.upper()}{self._n}", "resource_type": resource,
+                               "action": action, "links": {singular: obj["id"]}}]}  # fmt: skip
+        items = gocardless_answer.confirmed(webhook, {resource: obj})
+        return confirmed_events(GOCARDLESS_SHAPING, items, datetime.now(UTC))
+
+    def gc_payment(self, action: str, amount: int = 10_000) -> list[Event]:
+        return self.gocardless("payments", action, {
+            "id": f"PM{self.tag.upper()}", "amount": amount, "currency": "USD",
+            "metadata": {"merchant_id": self.merchant}})  # fmt: skip
+
+    def gc_refund(self, own: str, action: str, amount: int) -> list[Event]:
+        return self.gocardless("refunds", action, {
+            "id": f"RF{self.tag.upper()}{own}", "amount": amount, "currency": "USD",
+            "links": {"payment": f"PM{self.tag.upper()}"}})  # fmt: skip
+
+    def thin(self, event_type: str, resource: str, obj: dict[str, Any]) -> list[Event]:
+        """A thin notification naming `obj`, confirmed by fetching it."""
+        self._n += 1
+        notification = {"id": f"evt_{self.tag}_{self._n}", "type": f"v1.{event_type}",
+                        "related_object": {"id": obj["id"], "type": obj["object"],
+                                           "url": f"/v1/{resource}/{obj['id']}"}}  # fmt: skip
+        items = stripe_thin.confirmed(notification, obj)
+        return confirmed_events(THIN_SHAPING, items, datetime.now(UTC))
+
     def paddle(self, event_type: str, data: dict[str, Any]) -> Event:
         return self._event("paddle", event_type, {"event_type": event_type, "data": data})
 
@@ -468,6 +505,26 @@ SCENARIOS: dict[str, tuple[Scenario, int]] = {
                    *p.mollie_refund("1", "20.00", "failed")], 10_000),
     "Mollie: a refund first seen failed (the refund and its reversal, both)": (
         lambda p: [*p.mollie_pay(), *p.mollie_refund("1", "20.00", "failed")], 10_000),
+    # GoCardless: each event confirmed with the object its API answers.
+    "GoCardless: confirmed, two refunds, one failed and its funds returned": (
+        lambda p: [*p.gc_payment("confirmed"), *p.gc_refund("1", "created", 2_000),
+                   *p.gc_refund("2", "created", 3_000), *p.gc_refund("2", "failed", 3_000),
+                   *p.gc_refund("2", "funds_returned", 3_000)], 8_000),
+    "GoCardless: confirmed, charged back, the chargeback cancelled": (
+        lambda p: [*p.gc_payment("confirmed"), *p.gc_payment("charged_back"),
+                   *p.gc_payment("chargeback_cancelled")], 10_000),
+    # Stripe's thin events: each related object fetched and settled as a snapshot.
+    "Stripe thin: captured, refunded, disputed": (
+        lambda p: [*p.thin("payment_intent.succeeded", "payment_intents", {
+                       "id": p.pi, "object": "payment_intent", "amount_received": 10_000,
+                       "currency": "usd", "metadata": {"merchant_id": p.merchant}}),
+                   *p.thin("refund.created", "refunds", {
+                       "id": f"re_{p.tag}", "object": "refund", "amount": 2_500,
+                       "currency": "usd", "payment_intent": p.pi, "status": "succeeded"}),
+                   *p.thin("charge.dispute.funds_withdrawn", "disputes", {
+                       "id": f"du_{p.tag}", "object": "dispute", "amount": 7_500,
+                       "currency": "usd", "payment_intent": p.pi,
+                       "balance_transactions": []})], 0),
 }  # fmt: skip
 
 
