@@ -103,17 +103,7 @@ class ConfirmWorker:
                     log.warning("confirm: cannot claim fetches", extra=_problem(exc))
                     claims = []
                 running |= {asyncio.create_task(self._settle_safely(c)) for c in claims}
-                if len(running) < self._claim_max and not claims:
-                    # Nothing due: look again after `poll_s`, or as soon as a fetch ends.
-                    if running:
-                        _, running = await asyncio.wait(
-                            running, timeout=self._settings.poll_s,
-                            return_when=asyncio.FIRST_COMPLETED,
-                        )  # fmt: skip
-                    else:
-                        await asyncio.sleep(self._settings.poll_s)
-                elif len(running) >= self._claim_max:
-                    _, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                running = await self._wait_for_room(running, idle=not claims)
         finally:
             gauges.cancel()
             for task in running:
@@ -121,6 +111,24 @@ class ConfirmWorker:
             await asyncio.gather(*running, return_exceptions=True)
             for client in self._clients.values():
                 await client.aclose()
+
+    async def _wait_for_room(
+        self, running: set[asyncio.Task[None]], *, idle: bool
+    ) -> set[asyncio.Task[None]]:
+        """The fetches still running once there is room to claim more: at once while
+        slots are free and fetches were due; with every slot taken, until one ends;
+        with nothing due (`idle`), after `poll_s` or as soon as a fetch ends."""
+        full = len(running) >= self._claim_max
+        if not full and not idle:
+            return running
+        if not running:
+            await asyncio.sleep(self._settings.poll_s)
+            return running
+        timeout = None if full else self._settings.poll_s
+        _, pending = await asyncio.wait(
+            running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        return pending
 
     async def _claim(self, limit: int) -> list[Claim]:
         if limit <= 0:
