@@ -62,7 +62,7 @@ from gateway.adapters.postgres import open_pool
 from gateway.adapters.postgres.webhooks import record_events
 from gateway.adapters.provider_api.http_json import open_client, request_bytes
 from gateway.core.events.model import Event
-from gateway.core.providers.mollie import auth
+from gateway.core.providers.mollie.classic import auth
 from gateway.ingest.endpoints import ordered_subject, webhook_shaper
 from gateway.settings import Settings
 from tests.support.config_file import write_toml

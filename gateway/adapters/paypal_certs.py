@@ -1,5 +1,5 @@
 """PayPal's signing certificates, fetched, judged and kept: the adapter behind
-`Provider.certificate` (`core.signatures.paypal_chain` decides; this module does the I/O).
+`Provider.certificate` (`core.signatures.paypal.chain` decides; this module does the I/O).
 
 A request names its certificate (`PAYPAL-CERT-URL`); the URL is held to PayPal's hosts
 before anything is fetched. The fetch, as backfill's API calls (`provider_api.http_json`):
@@ -38,7 +38,7 @@ from cryptography import x509
 from cryptography.utils import CryptographyDeprecationWarning
 
 from gateway.adapters.http_answers import certificate_refused, read_capped
-from gateway.core.signatures.paypal_chain import load_chain, trusted_leaf
+from gateway.core.signatures.paypal.chain import load_chain, trusted_leaf
 from gateway.errors import SigningCertificateRefused, SigningCertificateUnavailable
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.core.signatures.paypal import (
+from gateway.core.signatures.paypal.scheme import (
     CERT_EXTRA_HOSTS,
     SIGNING_CERT_URL,
     WEBHOOK_ID,

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from gateway.core.signatures.paypal import signed_message
+from gateway.core.signatures.paypal.scheme import signed_message
 
 PAYPAL_NAME = "messageverificationcerts.paypal.com"
 WEBHOOK_ID = "8PT597110X687430LKGECATA"

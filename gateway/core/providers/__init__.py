@@ -1,4 +1,5 @@
-"""The providers the gateway knows, one module each, and the one registry naming them.
+"""The providers the gateway knows, one module each (a package for a provider with
+several: Stripe, Mollie, GoCardless, Braintree), and the one registry naming them.
 
 A provider's module declares its `Provider` (`base`): its signature scheme, where its
 ids, types and order keys are, its batches and answer, its amounts' minor units and its
@@ -16,13 +17,13 @@ from types import MappingProxyType
 
 from gateway.core.providers.adyen import ADYEN
 from gateway.core.providers.base import Answer, Batch, CertificateSource, Movements, Provider
-from gateway.core.providers.braintree import BRAINTREE
+from gateway.core.providers.braintree.webhooks import BRAINTREE
 from gateway.core.providers.checkout import CHECKOUT
 from gateway.core.providers.github import GITHUB
-from gateway.core.providers.gocardless import GOCARDLESS
+from gateway.core.providers.gocardless.webhooks import GOCARDLESS
 from gateway.core.providers.hmac import HMAC
-from gateway.core.providers.mollie import MOLLIE
-from gateway.core.providers.mollie_events import MOLLIE_EVENTS
+from gateway.core.providers.mollie.classic import MOLLIE
+from gateway.core.providers.mollie.events import MOLLIE_EVENTS
 from gateway.core.providers.paddle import PADDLE
 from gateway.core.providers.paypal import PAYPAL
 from gateway.core.providers.paystack import PAYSTACK
@@ -30,8 +31,8 @@ from gateway.core.providers.razorpay import RAZORPAY
 from gateway.core.providers.shopify import SHOPIFY
 from gateway.core.providers.square import SQUARE
 from gateway.core.providers.standard import STANDARD
-from gateway.core.providers.stripe import STRIPE
-from gateway.core.providers.stripe_thin import STRIPE_THIN
+from gateway.core.providers.stripe.snapshot import STRIPE
+from gateway.core.providers.stripe.thin import STRIPE_THIN
 from gateway.core.signatures.base import Scheme
 
 __all__ = [

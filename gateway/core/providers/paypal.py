@@ -57,7 +57,7 @@ from gateway.core.money import minor_exponent
 from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import CertificateSource, Movements, Provider
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
-from gateway.core.signatures.paypal import PayPalScheme
+from gateway.core.signatures.paypal.scheme import PayPalScheme
 from gateway.errors import FieldTypeInvalid, MissingField
 
 _K = SettlementKind

@@ -30,7 +30,7 @@ from gateway.core.signatures.base import (
 )
 from gateway.errors import SignatureMalformed, SignatureMismatch, SignatureMissing
 
-#: The document's fields (`core.providers.braintree_payload`): the derived id, the kind.
+#: The document's fields (`core.providers.braintree.payload`): the derived id, the kind.
 _ID_REF = FieldRef("json", "event_id")
 _TYPE_REF = FieldRef("json", "kind")
 #: An HMAC-SHA1 in hex.
@@ -139,7 +139,7 @@ class BraintreeScheme:
         return ()
 
     def id_ref(self, params: SchemeParams) -> FieldRef:
-        """The id derived from the signed payload (`braintree_payload.derived_id`)."""
+        """The id derived from the signed payload (`braintree.payload.derived_id`)."""
         return _ID_REF
 
     def type_ref(self, params: SchemeParams) -> FieldRef:

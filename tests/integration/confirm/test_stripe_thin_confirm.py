@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.providers.stripe_thin import STRIPE_THIN
+from gateway.core.providers.stripe.thin import STRIPE_THIN
 from gateway.core.signatures import SchemeParams
 from tests.integration.providers.test_hmac_providers_end_to_end import ended, settled
 from tests.support.confirming import QUICK, confirming, serving

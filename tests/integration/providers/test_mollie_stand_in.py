@@ -8,8 +8,8 @@ import asyncio
 
 import httpx
 
-from gateway.core.providers.mollie import auth, document, locate
-from gateway.core.providers.mollie_answer import confirmed
+from gateway.core.providers.mollie.answer import confirmed
+from gateway.core.providers.mollie.classic import auth, document, locate
 from tests.support.mollie_api import (
     API_KEY,
     MEDIA_TYPE,

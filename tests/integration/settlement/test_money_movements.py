@@ -30,9 +30,11 @@ from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.events.model import Event
 from gateway.core.ledger.ids import FX_OWNER, clearing_account_id
 from gateway.core.ledger.port import verify_totals
-from gateway.core.providers import gocardless_answer, mollie, stripe_thin
-from gateway.core.providers.gocardless import GOCARDLESS
-from gateway.core.providers.mollie_answer import confirmed
+from gateway.core.providers.gocardless import answer as gocardless_answer
+from gateway.core.providers.gocardless.webhooks import GOCARDLESS
+from gateway.core.providers.mollie import classic as mollie
+from gateway.core.providers.mollie.answer import confirmed
+from gateway.core.providers.stripe import thin as stripe_thin
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, fx_transfer
 from gateway.core.signatures.braintree import signed_form
 from gateway.errors import ExceedsPayment, LedgerIdCollision, PaymentNotSettled

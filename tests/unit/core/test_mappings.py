@@ -10,8 +10,9 @@ import orjson
 import pytest
 
 from gateway.core.ordering.keys import parse_rules
-from gateway.core.providers import paddle, stripe
+from gateway.core.providers import paddle
 from gateway.core.providers.movements import instruction_of, movement_types, settles
+from gateway.core.providers.stripe import snapshot as stripe
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.errors import FieldTypeInvalid, MissingField, PermanentError
 from tests.support.corpus import CORPUS, corpus_items

@@ -11,7 +11,7 @@ import pytest
 from gateway.core.money import ProviderUnits, convert_minor, minor_exponent
 from gateway.core.money import from_provider_minor as read_minor
 from gateway.core.providers import PROVIDERS
-from gateway.core.providers.stripe import instruction as from_stripe
+from gateway.core.providers.stripe.snapshot import instruction as from_stripe
 from gateway.errors import InvalidAmount, PermanentError, ProviderAmountInvalid
 
 #: Each settling provider's minor-unit table; internal services write ISO's.

@@ -12,7 +12,7 @@ import pytest
 from gateway.core.failures.excerpt import MESSAGE_MAX_CHARS, capped, clip, excerpt
 from gateway.core.money import AMOUNT_MAX, check_amount, check_currency, convert_minor
 from gateway.core.providers.internal import instruction as from_internal
-from gateway.core.providers.stripe import instruction as from_stripe
+from gateway.core.providers.stripe.snapshot import instruction as from_stripe
 from gateway.core.settlement.instructions import (
     SettlementInstruction,
     build_transfer,

@@ -21,7 +21,7 @@ from gateway.core.ledger.port import ID_MAX, AccountCode, TransferCode
 from gateway.core.money import convert_minor, minor_exponent, quantize_rate
 from gateway.core.providers.internal import instruction as from_internal
 from gateway.core.providers.movements import instruction_of
-from gateway.core.providers.stripe import instruction as from_stripe
+from gateway.core.providers.stripe.snapshot import instruction as from_stripe
 from gateway.core.settlement.instructions import (
     SettlementInstruction,
     SettlementKind,

@@ -19,7 +19,7 @@ from gateway.core.bodies.content import header_policy
 from gateway.core.events.model import Event, Failure, new_event, ordered_subjects, webhook_event
 from gateway.core.events.shaper import webhook_shaper
 from gateway.core.ordering.keys import KeyRule, parse_rules
-from gateway.core.providers.braintree import BRAINTREE
+from gateway.core.providers.braintree.webhooks import BRAINTREE
 from gateway.core.signatures.base import FieldRef, HmacKey
 from gateway.core.signatures.braintree import signed_form
 from gateway.errors import ErrorClass

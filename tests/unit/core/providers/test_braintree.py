@@ -1,5 +1,5 @@
 """Braintree's scheme and movements (`core.signatures.braintree`,
-`core.providers.braintree`), held to Braintree's own library (`braintree`, a
+`core.providers.braintree.webhooks`), held to Braintree's own library (`braintree`, a
 development dependency): `WebhookTestingGateway.sample_notification` signs the pairs
 our verifier must accept, `WebhookNotification.parse` must accept what our signer
 signs, and both must read the same content."""
@@ -16,8 +16,8 @@ import pytest
 
 from gateway.core.bodies.fields import get_decimal_amount
 from gateway.core.providers import PROVIDERS
-from gateway.core.providers.braintree import BRAINTREE, instruction
-from gateway.core.providers.braintree_payload import ELEMENTS_MAX, document
+from gateway.core.providers.braintree.payload import ELEMENTS_MAX, document
+from gateway.core.providers.braintree.webhooks import BRAINTREE, instruction
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures import braintree as braintree_scheme
 from gateway.core.signatures.base import ParamProblem, SchemeParams

@@ -22,8 +22,8 @@ from gocardless_pro.errors import InvalidSignatureError  # type: ignore[import-u
 from gateway.core.events.model import webhook_event
 from gateway.core.events.shaper import webhook_shaper
 from gateway.core.providers import get_provider
-from gateway.core.providers.gocardless import ITEM_BYTES_MAX, ITEMS_MAX
-from gateway.core.providers.gocardless_answer import AWAITED
+from gateway.core.providers.gocardless.answer import AWAITED
+from gateway.core.providers.gocardless.webhooks import ITEM_BYTES_MAX, ITEMS_MAX
 from gateway.core.signatures import SchemeParams
 from gateway.core.signatures.gocardless import SCHEME, split
 from gateway.errors import (

@@ -10,8 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.providers.gocardless import KINDS, instruction
-from gateway.core.providers.gocardless_answer import (
+from gateway.core.providers.gocardless.answer import (
     API_VERSION,
     AWAITED,
     METADATA_BYTES_MAX,
@@ -20,6 +19,7 @@ from gateway.core.providers.gocardless_answer import (
     confirmed,
     locate,
 )
+from gateway.core.providers.gocardless.webhooks import KINDS, instruction
 from gateway.core.settlement.instructions import SettlementKind
 from gateway.errors import ConfirmationMismatch, InvalidAmount, PayloadInvalid
 

@@ -21,7 +21,8 @@ import pytest
 
 from gateway.core.providers import PROVIDERS, get_provider
 from gateway.core.providers.base import Confirmed
-from gateway.core.providers.mollie import (
+from gateway.core.providers.mollie.answer import FOLLOW_UPS_MAX, METADATA_BYTES_MAX, confirmed
+from gateway.core.providers.mollie.classic import (
     BODY_BYTES_MAX,
     MOVEMENT_TYPES,
     WEBHOOK_TYPE,
@@ -30,11 +31,10 @@ from gateway.core.providers.mollie import (
     instruction,
     locate,
 )
-from gateway.core.providers.mollie_answer import FOLLOW_UPS_MAX, METADATA_BYTES_MAX, confirmed
 from gateway.core.providers.movements import instruction_of
 from gateway.core.settlement.instructions import SettlementKind
 from gateway.core.signatures import SchemeParams
-from gateway.core.signatures.mollie import SCHEME
+from gateway.core.signatures.mollie.classic import SCHEME
 from gateway.errors import (
     ConfirmationMismatch,
     FieldTypeInvalid,

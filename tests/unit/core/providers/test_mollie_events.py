@@ -28,7 +28,7 @@ from gateway.core.events.shaper import webhook_shaper
 from gateway.core.providers import get_provider
 from gateway.core.providers.movements import movements_of, settling_schemes
 from gateway.core.signatures import SchemeParams
-from gateway.core.signatures.mollie_events import (
+from gateway.core.signatures.mollie.events import (
     HEADER,
     HEADER_CHARS_MAX,
     SCHEME,

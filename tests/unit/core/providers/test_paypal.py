@@ -17,13 +17,13 @@ from gateway.core.providers.paypal import PAYPAL, instruction
 from gateway.core.settlement.instructions import SettlementKind
 from gateway.core.signatures import SchemeParams
 from gateway.core.signatures.base import ParamProblem
-from gateway.core.signatures.paypal import PayPalScheme, crc32_decimal, signed_message
-from gateway.core.signatures.paypal_chain import (
+from gateway.core.signatures.paypal.chain import (
     CHAIN_CERTS_MAX,
     check_cert_url,
     load_chain,
     trusted_leaf,
 )
+from gateway.core.signatures.paypal.scheme import PayPalScheme, crc32_decimal, signed_message
 from gateway.errors import (
     ConfigError,
     FieldTypeInvalid,

@@ -27,8 +27,8 @@ from OpenSSL import crypto
 from paypalrestsdk.notifications import WebhookEvent  # type: ignore[import-untyped]
 
 from gateway.core.signatures import SchemeParams
-from gateway.core.signatures.paypal import PayPalScheme, signed_message
-from gateway.core.signatures.paypal_chain import trusted_leaf
+from gateway.core.signatures.paypal.chain import trusted_leaf
+from gateway.core.signatures.paypal.scheme import PayPalScheme, signed_message
 from gateway.errors import SignatureError, SigningCertificateRefused
 from tests.support.paypal import NOW, WEBHOOK_ID, PayPalKeys, pem
 

@@ -13,7 +13,7 @@ import pytest
 import stripe
 
 from gateway.core.providers import get_provider
-from gateway.core.providers.stripe_thin import (
+from gateway.core.providers.stripe.thin import (
     STRIPE_THIN,
     awaits,
     confirmed,

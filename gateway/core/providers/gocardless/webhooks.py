@@ -12,7 +12,7 @@ Its events carry no amount: a payment's, refund's or payout's event names its ob
 (`links.payment`, `PM…`) and says what happened to it; the amount and currency are on
 the object, which only GoCardless's API returns. With an API key (`api_key_env`) the
 events that move money wait for the confirm stage (`gateway confirm`), which fetches
-the object and records the event again with its amount (`gocardless_answer`: ids,
+the object and records the event again with its amount (`gocardless.answer`: ids,
 types and body); those confirmed events settle here (`instruction`):
 
 - `payments.confirmed` (collected from the customer's bank account): the capture of
@@ -40,7 +40,7 @@ from typing import Any
 from gateway.core.bodies.fields import get_amount, get_currency, get_str, optional_str
 from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Batch, Confirmation, Movements, Provider
-from gateway.core.providers.gocardless_answer import auth, awaits, confirmed, locate
+from gateway.core.providers.gocardless.answer import auth, awaits, confirmed, locate
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.gocardless import SCHEME, split
 from gateway.errors import PayloadInvalid
@@ -124,6 +124,7 @@ GOCARDLESS = Provider(
     confirmation=Confirmation(
         locate, confirmed, auth, awaits=awaits, optional=True, keeps_types=True
     ),
+    backfill="Events API (`GET /events`); its money events wait for their fetch",
     cross_check="`gocardless_pro.webhooks.parse` (gocardless-pro-python) and the "
     "published `webhook_body.json` fixture with its signature",
 )

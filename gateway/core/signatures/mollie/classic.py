@@ -9,7 +9,7 @@ and the gateway believes nothing it says beyond that name. The request is record
 answered; then the confirm stage (`gateway confirm`) fetches the payment from Mollie's
 API over TLS, on a host of `[providers.NAME] api_hosts`, with the account's API key,
 and publishes only the changes Mollie's answer holds
-(`core.providers.mollie_answer.confirmed`). A forged id fetches nothing (the API answers
+(`core.providers.mollie.answer.confirmed`). A forged id fetches nothing (the API answers
 404 for a payment the account does not have, which the confirm stage counts and drops);
 a genuine id sent by someone else only makes the gateway ask Mollie sooner, and what
 Mollie answers is the same either way. A flood of forged ids costs fetches, paced by

@@ -1,5 +1,5 @@
 """Mollie's next-gen webhooks, signed: the `mollie_events` provider. Pure. The signature:
-`core.signatures.mollie_events`.
+`core.signatures.mollie.events`.
 
 Beside the classic `mollie` provider (an unsigned `id=tr_…` form, confirmed by a fetch),
 Mollie's next-gen webhooks (docs.mollie.com/guides/webhooks) post a signed JSON event,
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Provider
-from gateway.core.signatures.mollie_events import SCHEME
+from gateway.core.signatures.mollie.events import SCHEME
 
 MOLLIE_EVENTS = Provider(
     name="mollie_events",

@@ -34,7 +34,7 @@ import orjson
 
 from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Confirmation, Confirmed, Movements, Provider
-from gateway.core.providers.stripe import MOVEMENT_TYPES, UNITS, instruction
+from gateway.core.providers.stripe.snapshot import MOVEMENT_TYPES, UNITS, instruction
 from gateway.core.signatures.timestamped import TimestampedPairsScheme
 from gateway.errors import ConfirmationMismatch, PayloadInvalid
 

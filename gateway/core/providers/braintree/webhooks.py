@@ -2,7 +2,7 @@
 reference/general/webhooks; the `braintree` library's `WebhookNotification.Kind`).
 
 A notification is a signed form (`core.signatures.braintree`) whose payload is read into
-a document by `braintree_payload`: `{"kind", "timestamp", "subject": {"transaction" |
+a document by `braintree.payload`: `{"kind", "timestamp", "subject": {"transaction" |
 "dispute" | "disbursement": {...}}}`, plus the id the gateway derives. Amounts are
 decimal strings in major units (`"100.00"`) with the object's `currency_iso_code`,
 read exactly: more decimals than the currency has is refused, never rounded.
@@ -45,7 +45,7 @@ from gateway.core.bodies.fields import (
 )
 from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Movements, Provider
-from gateway.core.providers.braintree_payload import document
+from gateway.core.providers.braintree.payload import document
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
 from gateway.core.signatures.base import SchemeParams, signing_secret
 from gateway.core.signatures.braintree import BraintreeScheme, signed_form

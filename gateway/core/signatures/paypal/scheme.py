@@ -6,8 +6,8 @@ Pure. The layout is `paypalrestsdk`'s (`notifications.WebhookEvent._get_expected
 the CRC32 of the raw body's bytes as an unsigned decimal integer, and the webhook id
 the merchant's dashboard shows (`[providers.NAME] webhook_id`, never sent). The
 certificate is not read here: the ingest path fetches it from the URL the request
-names (`gateway.adapters.paypal_certs`, after `paypal_chain.check_cert_url`), checks it
-(`paypal_chain.trusted_leaf`), and hands it to `PayPalScheme.keyed_verifier`.
+names (`gateway.adapters.paypal_certs`, after `paypal.chain.check_cert_url`), checks it
+(`paypal.chain.trusted_leaf`), and hands it to `PayPalScheme.keyed_verifier`.
 
 Checked in the package's order: the five headers; the algorithm, the transmission
 time and the signature's base64; the time within ±`tolerance_s` (PayPal documents no
@@ -44,7 +44,7 @@ from gateway.core.signatures.base import (
     require_header,
     signing_secret,
 )
-from gateway.core.signatures.paypal_chain import check_cert_url
+from gateway.core.signatures.paypal.chain import check_cert_url
 from gateway.errors import SignatureMalformed, SignatureMismatch, SigningCertificateRefused
 
 TRANSMISSION_ID = "paypal-transmission-id"

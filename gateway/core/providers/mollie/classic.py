@@ -1,12 +1,12 @@
 """Mollie's classic webhooks: the `mollie` provider. Pure. Why an unsigned webhook is
-safe: `core.signatures.mollie`.
+safe: `core.signatures.mollie.classic`.
 
 A classic webhook is a form whose one field names a payment (`id=tr_…`): the gateway
 records it (`document`), answers `200`, and never publishes it. The confirm stage
 (`gateway confirm`) then fetches the payment with its refunds and chargebacks
 (`Confirmation.locate`, with the account's API key: `auth`) and records each change the
 answer holds that moves, or may move, money as an event of its own
-(`mollie_answer.confirmed`: the event ids, types and the statuses counted are in its
+(`mollie.answer.confirmed`: the event ids, types and the statuses counted are in its
 docstring). Those events settle here (`instruction`):
 
 - `payment.authorized`: an authorisation of the payment's `amount`, keyed by the payment.
@@ -46,9 +46,9 @@ from gateway.core.bodies.fields import (
 from gateway.core.bodies.forms import FormInvalid, form_fields
 from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers.base import Confirmation, Movements, Provider
-from gateway.core.providers.mollie_answer import PAYMENT_ID, confirmed, payment_id_of
+from gateway.core.providers.mollie.answer import PAYMENT_ID, confirmed, payment_id_of
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
-from gateway.core.signatures.mollie import SCHEME
+from gateway.core.signatures.mollie.classic import SCHEME
 from gateway.errors import PayloadInvalid
 
 _K = SettlementKind
@@ -81,7 +81,7 @@ def document(body: bytes) -> dict[str, Any]:
     """What a `mollie` row's body holds. A webhook's form, read strictly: exactly one
     field, `id`, naming a payment (`tr_` and 1 to 64 letters or digits), read as
     `{"id": "tr_…", "type": "payment.webhook"}`. Or a confirmed event's body (a JSON
-    object, `mollie_answer`), read as it is: the settlement worker, the console and
+    object, `mollie.answer`), read as it is: the settlement worker, the console and
     replays read every row of the provider through here. `PayloadInvalid` otherwise.
 
     A JSON body never yields an `id` or a `type`: one posted to the webhook has no event
