@@ -6,6 +6,10 @@ An entry the listing's rules found malformed (`Listed.failure`), or whose body i
 `http.max_body_bytes`, is shaped as a parked event instead: recorded under its id (or
 its body's digest when the id is what is wrong), no subject, the failure saying why,
 so the gate keeps it once and the dead-letter table shows it.
+
+A provider whose webhooks are confirmed by a fetch (`ProviderSettings.confirmation`:
+GoCardless with an API key) has the events that owe one recorded as the live path
+records them: unpublished, waiting for the confirm stage.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from gateway.core.events.model import (
     Failure,
     OrderedSubject,
     Source,
+    awaiting_fetch,
     webhook_event,
 )
 from gateway.core.providers import get_scheme
@@ -99,6 +104,12 @@ def shape(
         order_rules=provider.order_key,
         ordered=ordered,
     )
+    confirmation = provider.confirmation
+    if confirmation is not None:
+        # As the live path records it (`ingest.batches`): an event whose movement needs
+        # the object's fetch (a GoCardless payment's) is recorded unpublished, with the
+        # fetch owed (`record_events`), and only its confirmed copy is published.
+        event = awaiting_fetch(event, confirmation.owed)
     return Shaped(event, exact)
 
 

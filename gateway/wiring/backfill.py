@@ -72,6 +72,10 @@ def open_source(provider: ProviderSettings, clock: Clock = REAL_CLOCK) -> EventS
         from gateway.adapters.provider_api.square_events import SquareEvents
 
         return SquareEvents(api, clock)
+    if provider.scheme == "gocardless":
+        from gateway.adapters.provider_api.gocardless_events import GoCardlessEvents
+
+        return GoCardlessEvents(api, clock)
     raise BackfillUsageError(f"cannot backfill a {provider.scheme!r} scheme provider")
 
 

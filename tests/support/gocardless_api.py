@@ -8,6 +8,13 @@ A test sets the objects up (`payment`, `refund`, `payout`) and faults on demand:
 whole API `down` (503), or any answer it builds for one path (`answer_with`). It sees
 every request's path and headers (`requests`), to check the key and API version sent.
 The stand-in speaks plain http on 127.0.0.1: `stand_in_keys` points the gateway at it.
+
+For backfill it also lists `events` (`GET /events`), newest first, by
+`created_at[gte]`/`[lt]`, `resource_type`, `action` and the `after` cursor, `limit` capped
+at `page_size`, answered `{"events": [...], "meta": {"cursors": {...}, "limit": n}}` as
+GoCardless lists them; with faults queued one per listing request (`event_faults`:
+"429" with `Retry-After`, "500", or any response a test builds), a cursor handed back for
+ever (`after_loop`), and the listing's every request kept (`listings`, path and query).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -59,11 +67,23 @@ class GoCardlessApi:
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     _answers: dict[str, Response] = field(default_factory=dict)
+    #: The events `GET /events` lists, in any order.
+    events: list[dict[str, Any]] = field(default_factory=list)
+    #: The most events one listing page holds (small, so every test paginates).
+    page_size: int = 2
+    #: Faults answered to listing requests before any real answer, one per request.
+    event_faults: list[str | Response] = field(default_factory=list)
+    #: Set: every listing page is the first, and names this `after` cursor.
+    after_loop: str | None = None
+    #: `path?query` of every listing request, in order.
+    listings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.port = free_port()
         self.url = f"http://{self.host}:{self.port}"
-        app = Starlette(routes=[Route("/{plural}/{object_id}", self._object)])
+        app = Starlette(
+            routes=[Route("/events", self._events), Route("/{plural}/{object_id}", self._object)]
+        )
         self.server = uvicorn.Server(
             uvicorn.Config(app, host=self.host, port=self.port, log_config=None, lifespan="off")
         )
@@ -122,6 +142,65 @@ class GoCardlessApi:
             return error(404, "resource_not_found", "Resource not found")
         plural = request.path_params["plural"]
         return Response(orjson.dumps({plural: found}), media_type="application/json")
+
+    async def _events(self, request: Request) -> Response:
+        """`GET /events`: a page of `events`, newest first, as GoCardless lists them."""
+        self.requests.append((request.url.path, dict(request.headers)))
+        self.listings.append(f"{request.url.path}?{request.url.query}")
+        if self.event_faults:
+            fault = self.event_faults.pop(0)
+            if isinstance(fault, Response):
+                return fault
+            if fault == "429":
+                limited = error(429, "rate_limit_exceeded", "Rate limit exceeded")
+                limited.headers["Retry-After"] = "1"
+                return limited
+            return error(500, "internal_server_error", "Internal server error")
+        if self.down:
+            return error(503, "service_unavailable", "The service is unavailable")
+        if request.headers.get("authorization") != f"Bearer {API_KEY}":
+            return error(401, "authentication_failed", "Invalid access token")
+        if request.headers.get("gocardless-version") is None:
+            return error(400, "missing_version_header", "GoCardless-Version is required")
+        q = request.query_params
+        listed = sorted(self.events, key=lambda e: (_when(e["created_at"]), e["id"]), reverse=True)
+        if "created_at[gte]" in q:
+            listed = [e for e in listed if _when(e["created_at"]) >= _when(q["created_at[gte]"])]
+        if "created_at[lt]" in q:
+            listed = [e for e in listed if _when(e["created_at"]) < _when(q["created_at[lt]"])]
+        for name in ("resource_type", "action"):
+            if name in q:
+                listed = [e for e in listed if e[name] == q[name]]
+        if "after" in q and self.after_loop is None:
+            ids = [e["id"] for e in listed]
+            if q["after"] not in ids:
+                return error(400, "invalid_cursor", "The cursor is not valid")
+            listed = listed[ids.index(q["after"]) + 1 :]
+        limit = min(int(q.get("limit", 50)), self.page_size)
+        page = listed[:limit]
+        after = page[-1]["id"] if len(listed) > len(page) else None
+        if self.after_loop is not None:
+            after = self.after_loop
+        cursors = {"before": page[0]["id"] if page and "after" in q else None, "after": after}
+        doc = {"events": page, "meta": {"cursors": cursors, "limit": limit}}
+        return Response(orjson.dumps(doc), media_type="application/json")
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def event(
+    n: int, created: datetime, resource: str = "mandates", action: str = "created", **links: str
+) -> dict[str, Any]:
+    """An event as GoCardless lists it and sends it (`EV…`, `created_at` in
+    milliseconds, `links` naming its object)."""
+    when = created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return {"id": f"EV{n:012d}", "created_at": when, "resource_type": resource,
+            "action": action, "links": links or {"mandate": "MD000STANDIN"},
+            "details": {"origin": "gocardless", "cause": f"{resource}_{action}",
+                        "description": "Stand-in event."},
+            "metadata": {}}  # fmt: skip
 
 
 @contextlib.asynccontextmanager

@@ -1,7 +1,7 @@
 """Reading events back from the providers' APIs for `gateway backfill`: Stripe's
-`GET /v1/events`, GitHub's hook deliveries, Paddle's `GET /events` and Square's
-`POST /v2/events` (SearchEvents), plain HTTP with httpx through one bounded call
-(`http_json`). Each source lists pages newest first and
+`GET /v1/events`, GitHub's hook deliveries, Paddle's `GET /events`, Square's
+`POST /v2/events` (SearchEvents) and GoCardless's `GET /events`, plain HTTP with
+httpx through one bounded call (`http_json`). Each source lists pages newest first and
 fetches an event's body; every call goes through `retrying.call_api`, which honours
 `Retry-After`, backs off on 5xx and stops at a deadline, and turns 401/403 into one
 clear error. A malformed entry of a listing never fails its page: it is listed with
