@@ -23,6 +23,7 @@ import re
 import orjson
 
 from gateway.core.signatures.base import (
+    BodySigned,
     Encoding,
     FieldRef,
     Headers,
@@ -46,10 +47,11 @@ _ID_REF = FieldRef("json", "/events/0/id")
 _TYPE_REF = FieldRef("json", "/events/0/resource_type", also=("/events/0/action",), sep=".")
 
 
-class GoCardlessScheme:
+class GoCardlessScheme(BodySigned):
     """`Webhook-Signature`: the hex HMAC-SHA256 of the whole body, UTF-8 secret."""
 
     name = "gocardless"
+    header = HEADER
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Decode the header (`SignatureMissing`, `SignatureMalformed`), then compare it
@@ -82,14 +84,6 @@ class GoCardlessScheme:
         mac = hmac_sha256(signing_secret(params).encode("utf-8"), body)
         return {_SENT_HEADER: encode_signature(mac, Encoding.HEX)}
 
-    def new_event_id(self, uuid_text: str) -> str:
-        """The UUID as given: the id is the body's, never sent apart from it."""
-        return uuid_text
-
-    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """The signature header."""
-        return (HEADER,)
-
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The (single) event's `id` of a split body."""
         return _ID_REF
@@ -97,23 +91,6 @@ class GoCardlessScheme:
     def type_ref(self, params: SchemeParams) -> FieldRef:
         """The event's `resource_type` and `action`, joined with "."."""
         return _TYPE_REF
-
-    def authenticates_id(self, params: SchemeParams) -> bool:
-        """True: every event's id is inside the signed body."""
-        return True
-
-    def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
-        """None: the id is signed, so a replay is a duplicate by its id."""
-        return None
-
-    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: the id and type are in the body, and GoCardless sends nothing else
-        that says more about an event."""
-        return ()
-
-    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """The one signature header."""
-        return (HEADER,)
 
 
 SCHEME = GoCardlessScheme()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 
 from gateway.core.signatures.base import (
+    BodySigned,
     Encoding,
     FieldRef,
     Headers,
@@ -73,10 +74,11 @@ def offered_signatures(text: str) -> list[bytes]:
     return [decode_signature(t.removeprefix(PREFIX), Encoding.HEX) for t in tokens]
 
 
-class MollieEventsScheme:
+class MollieEventsScheme(BodySigned):
     """Mollie's next-gen webhook: a hex HMAC-SHA256 of the body, `sha256=` optional."""
 
     name = "mollie_events"
+    header = HEADER
 
     def verify(self, params: SchemeParams, headers: Headers, body: bytes, now_s: float) -> None:
         """Parse the header, then compare against every secret (no timestamp is signed)."""
@@ -107,14 +109,6 @@ class MollieEventsScheme:
         mac = hmac_sha256(signing_secret(params).encode("utf-8"), body)
         return {SENT_HEADER: PREFIX + encode_signature(mac, Encoding.HEX)}
 
-    def new_event_id(self, uuid_text: str) -> str:
-        """A plain UUID: unused, as the id is the body's (`event_…`), never a header."""
-        return uuid_text
-
-    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """The signature header."""
-        return (HEADER,)
-
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The body's `id`."""
         return _ID_REF
@@ -122,22 +116,6 @@ class MollieEventsScheme:
     def type_ref(self, params: SchemeParams) -> FieldRef:
         """The body's `type`."""
         return _TYPE_REF
-
-    def authenticates_id(self, params: SchemeParams) -> bool:
-        """True: the id is read from the signed body."""
-        return True
-
-    def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
-        """None: the signature covers the id, so a replay is a duplicate by its id."""
-        return None
-
-    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: the id and type are the body's, and Mollie sends nothing else of note."""
-        return ()
-
-    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """The one signature header."""
-        return (HEADER,)
 
 
 SCHEME = MollieEventsScheme()
