@@ -33,7 +33,7 @@ from gateway.core.ledger.ids import clearing_account_id, merchant_account, merch
 from gateway.core.money import convert_minor
 from gateway.core.providers import get_scheme
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind, transfer_id
-from gateway.devtools.currency_stub import DEFAULT_RATES, StubState
+from gateway.currency_stub import DEFAULT_RATES, StubState
 from gateway.settings import Settings
 from gateway.wiring.settlement import open_ledger
 

@@ -203,7 +203,8 @@ async def _forget(ran: Coroutine[Any, Any, int]) -> None:
 
 
 async def run_once_body(settings: Settings, args: argparse.Namespace, _: DlqFilter) -> int:
-    from gateway.dlq.jobs import RunnerOptions, run_jobs
+    from gateway.dlq.jobs import RunnerOptions
+    from gateway.wiring.jobs import run_jobs
 
     count = await run_jobs(settings, RunnerOptions(once=True, poll_s=args.poll_s))
     _out(dumps({"jobs_run": count}) if args.json else f"ran {count} job(s)")

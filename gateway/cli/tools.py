@@ -89,7 +89,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
 
 
 def cmd_currency_stub(args: argparse.Namespace) -> int:
-    from gateway.devtools import currency_stub
+    from gateway import currency_stub
 
     rates: dict[str, Decimal] = {} if args.no_default_rates else dict(currency_stub.DEFAULT_RATES)
     rates.update(dict(args.rate))
@@ -98,7 +98,7 @@ def cmd_currency_stub(args: argparse.Namespace) -> int:
 
 
 def _rate_arg(text: str) -> tuple[str, Decimal]:
-    from gateway.devtools.currency_stub import parse_pair_rate
+    from gateway.currency_stub import parse_pair_rate
 
     try:
         pair, rate = parse_pair_rate(text)

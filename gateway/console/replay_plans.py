@@ -24,12 +24,13 @@ from gateway.core.dlq.filters import (
     filter_from_query,
     filter_query,
 )
+from gateway.core.dlq.model import RowOutcome
 from gateway.core.dlq.pages import LIST_TIMEOUT_S
 from gateway.core.events.filters import EventFilter, skip_reason
 from gateway.core.events.search import parse_event_search
 from gateway.core.replay.jobs import JobKind, NewJob
 from gateway.core.replay.requests import JOB_MAX_ROWS, PlanAsk, unflag
-from gateway.dlq.plan import REPLAYABLE_STAGES, RowOutcome, RowResult, plan
+from gateway.dlq.plan import REPLAYABLE_STAGES, RowResult, plan
 from gateway.errors import (
     DlqRowNotFound,
     DlqUsageError,

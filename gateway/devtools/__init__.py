@@ -1,2 +1,2 @@
-"""Tools that are not production code: the stand-in currency-service (`currency_stub`),
-and the documentation generated from the code (`docs_reference`, `package_map`)."""
+"""Tools that are not production code: the documentation generated from the code
+(`docs_reference`, `package_map`)."""

@@ -40,11 +40,11 @@ from gateway.adapters.postgres.dead_letters import auto_replays as store
 from gateway.core.dlq import auto_replay as decide
 from gateway.core.dlq.auto_replay import AutoOutcome, Candidate
 from gateway.core.dlq.filters import DlqFilter, ReplayOptions
-from gateway.core.dlq.model import DlqRow
+from gateway.core.dlq.model import DlqRow, RowOutcome
 from gateway.core.health.dependencies import Dependency
 from gateway.core.operator_input import pace_delay_s
 from gateway.dlq.parts import ReplayContext, StageHandlers
-from gateway.dlq.plan import RowOutcome, RowResult
+from gateway.dlq.plan import RowResult
 from gateway.errors import DatabaseUnavailable, RowNotFound
 
 log = logging.getLogger(__name__)

@@ -33,12 +33,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from gateway.adapters.jetstream.one_shot import OneShotPublisher, open_one_shot_publisher
+from gateway.adapters.jetstream.one_shot import OneShotPublisher
 from gateway.adapters.postgres import Pool, connection, transaction
 from gateway.adapters.postgres import replay_jobs as store
 from gateway.core.dlq.filters import DlqFilter, ReplayOptions
@@ -58,8 +58,6 @@ from gateway.core.replay.jobs import (
 )
 from gateway.dlq.auto_replay import auto_replayer
 from gateway.errors import DatabaseError, DatabaseUnavailable, RowNotFound
-from gateway.settings import Settings
-from gateway.wiring import ops
 
 if TYPE_CHECKING:
     from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
@@ -357,22 +355,3 @@ class JobRunner:
                     await store.heartbeat(conn, job_id, self.options.name)
             except DatabaseUnavailable:
                 continue  # the next beat tries again; a long outage lets the job go stale
-
-
-@contextlib.asynccontextmanager
-async def job_runner(settings: Settings, options: RunnerOptions) -> AsyncIterator[JobRunner]:
-    """Opened in order: the replay resources (traces, pool; NATS and the settlement parts
-    on first use), the events publisher (connects on its first event), then the pool of
-    the items' locks; closed in reverse."""
-    async with (
-        ops.replay_resources(settings) as ctx,
-        open_one_shot_publisher(settings.nats, "gateway-dlq-jobs") as publisher,
-        ops.database(settings, max_size=1) as claims,
-    ):
-        yield JobRunner(ctx, publisher, options, claims)
-
-
-async def run_jobs(settings: Settings, options: RunnerOptions) -> int:
-    """`gateway dlq run-jobs`: the number of jobs run (with `--once`)."""
-    async with job_runner(settings, options) as runner:
-        return await runner.run()

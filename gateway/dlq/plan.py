@@ -7,27 +7,17 @@ loading the stage handlers (and what they need) until a replay actually runs.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from gateway.core.dlq.filters import ReplayOptions
-from gateway.core.dlq.model import RowBrief
+from gateway.core.dlq.model import RowBrief, RowOutcome
 from gateway.errors import ErrorClass
 
 #: The stages a replay can run again: the keys of `gateway.dlq.replay.STAGE_HANDLERS`
 #: (a test holds them equal), named here so a planner (the console's) can plan without
 #: loading the handlers and the settlement side they import.
 REPLAYABLE_STAGES: tuple[str, ...] = ("ingest", "publish", "settlement", "confirm")
-
-
-class RowOutcome(enum.StrEnum):
-    """What a replay did with one row."""
-
-    REPLAYED = "replayed"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    WOULD_REPLAY = "would_replay"  # dry run
 
 
 @dataclass(frozen=True)

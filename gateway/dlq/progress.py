@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from gateway.core.dlq.model import RowBrief
-from gateway.dlq.plan import ReplayPlan, RowOutcome, RowResult
+from gateway.core.dlq.model import RowBrief, RowOutcome
+from gateway.dlq.plan import ReplayPlan, RowResult
 
 
 class Progress:

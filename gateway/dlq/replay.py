@@ -27,7 +27,7 @@ from gateway import tracing
 from gateway.adapters.postgres import Conn, Pool, connection, transaction
 from gateway.adapters.postgres.dead_letters import rows as dead_letters
 from gateway.core.dlq.filters import DlqFilter, ReplayOptions
-from gateway.core.dlq.model import DlqRow, RowBrief
+from gateway.core.dlq.model import DlqRow, RowBrief, RowOutcome
 from gateway.core.events.model import Failure, Stage
 from gateway.core.failures import disposition
 from gateway.core.operator_input import pace_delay_s
@@ -35,7 +35,7 @@ from gateway.dlq.confirm_handler import confirm_handler
 from gateway.dlq.forward_handler import forward_handlers
 from gateway.dlq.ingest_handler import ingest_handler
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
-from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowOutcome, RowResult, plan
+from gateway.dlq.plan import ReplayPlan, ReplaySummary, RowResult, plan
 from gateway.dlq.publish_handler import publish_handler
 from gateway.dlq.settlement_handler import settlement_handler
 from gateway.dlq.traced import replay_done, replay_span

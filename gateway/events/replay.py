@@ -29,11 +29,11 @@ from gateway.adapters.jetstream.broker import message_headers
 from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import events as store
 from gateway.adapters.postgres.webhooks import StoredEvent
+from gateway.core.dlq.model import RowOutcome
 from gateway.core.events.filters import EventFilter, replay_msg_id, skip_reason
 from gateway.core.events.model import Event
 from gateway.core.events.rows import EventBrief, EventRow
 from gateway.core.operator_input import pace_delay_s
-from gateway.dlq.plan import RowOutcome
 from gateway.errors import BrokerUnavailable, EventRowNotFound
 from gateway.errors.commands import listed_ids
 

@@ -8,11 +8,34 @@ runner has opened its database, `/readyz` says `starting`.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
+from gateway.adapters.jetstream.one_shot import open_one_shot_publisher
 from gateway.core.health.readiness import Dependency
-from gateway.dlq.jobs import RunnerOptions, job_runner
+from gateway.dlq.jobs import JobRunner, RunnerOptions
 from gateway.metrics import ListenAddress, Metrics, metrics_listener
 from gateway.settings import Settings
-from gateway.wiring import health
+from gateway.wiring import health, ops
+
+
+@contextlib.asynccontextmanager
+async def job_runner(settings: Settings, options: RunnerOptions) -> AsyncIterator[JobRunner]:
+    """Opened in order: the replay resources (traces, pool; NATS and the settlement parts
+    on first use), the events publisher (connects on its first event), then the pool of
+    the items' locks; closed in reverse."""
+    async with (
+        ops.replay_resources(settings) as ctx,
+        open_one_shot_publisher(settings.nats, "gateway-dlq-jobs") as publisher,
+        ops.database(settings, max_size=1) as claims,
+    ):
+        yield JobRunner(ctx, publisher, options, claims)
+
+
+async def run_jobs(settings: Settings, options: RunnerOptions) -> int:
+    """`gateway dlq run-jobs`: the number of jobs run (with `--once`)."""
+    async with job_runner(settings, options) as runner:
+        return await runner.run()
 
 
 def jobs_metrics_address(settings: Settings) -> ListenAddress:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from gateway.devtools.currency_stub import StubState, build_app
+from gateway.currency_stub import StubState, build_app
 from tests.support.services import free_port
 
 

@@ -3,9 +3,19 @@ them: plain values."""
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+
+
+class RowOutcome(enum.StrEnum):
+    """What a replay did with one row."""
+
+    REPLAYED = "replayed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    WOULD_REPLAY = "would_replay"  # dry run
 
 
 @dataclass(frozen=True)

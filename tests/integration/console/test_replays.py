@@ -30,6 +30,7 @@ from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import UnknownMerchant
 from gateway.settings import Settings
+from gateway.wiring import jobs as wiring_jobs
 from tests.support.console import ConsoleHarness
 from tests.support.openapi import check_answer
 from tests.support.services import stream_messages
@@ -85,7 +86,7 @@ def with_nats(settings: Settings, nats_url: str) -> Settings:
 async def run_jobs(console: ConsoleHarness, settings: Settings | None = None) -> int:
     """`gateway dlq run-jobs --once`, in this process, on the console's database."""
     options = jobs_mod.RunnerOptions(once=True, poll_s=0.05, heartbeat_s=0.1)
-    return await jobs_mod.run_jobs(settings or console.settings, options)
+    return await wiring_jobs.run_jobs(settings or console.settings, options)
 
 
 async def test_the_api_dry_run_is_the_plan_and_changes_nothing(console: ConsoleHarness) -> None:

@@ -34,6 +34,7 @@ from gateway.dlq import replay as replay_mod
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import DatabaseError, UnknownMerchant
+from gateway.wiring import jobs as wiring_jobs
 from gateway.wiring import ops
 from tests.support.config_file import with_urls, write_toml
 from tests.support.services import free_port
@@ -126,7 +127,7 @@ def options(**kw: object) -> jobs_mod.RunnerOptions:
 
 
 async def run_once(settings: settings_mod.Settings, **kw: object) -> int:
-    return await jobs_mod.run_jobs(settings, options(**kw))
+    return await wiring_jobs.run_jobs(settings, options(**kw))
 
 
 async def job_state(db: asyncpg.Connection, job_id: int) -> str:
@@ -228,7 +229,7 @@ async def test_a_killed_runners_job_is_finished_by_another_with_no_row_replayed_
     job_id = await new_job(settings, ids)
     handler.block_on = "evt_2"
     first = asyncio.create_task(
-        jobs_mod.run_jobs(settings, jobs_mod.RunnerOptions(poll_s=0.05, heartbeat_s=0.1))
+        wiring_jobs.run_jobs(settings, jobs_mod.RunnerOptions(poll_s=0.05, heartbeat_s=0.1))
     )
     await asyncio.wait_for(handler.blocked.wait(), 10)
     # A second runner now finds nothing to take: the job's heartbeat is fresh.

@@ -17,6 +17,7 @@ from gateway.adapters.postgres import transaction
 from gateway.core.forward.request import webhook_id
 from gateway.core.replay.jobs import JobKind, NewJob
 from gateway.dlq import jobs as jobs_mod
+from gateway.wiring import jobs as wiring_jobs
 from gateway.wiring import ops
 from tests.support.config_file import with_urls, write_toml
 from tests.support.forward_target import Received, Target, serving
@@ -61,7 +62,7 @@ async def test_a_replay_job_delivers_forward_dead_letters_to_their_target(
                     conn, NewJob(JobKind.DLQ, "console:alice", {"ids": ids}, tuple(ids))
                 )
             options = jobs_mod.RunnerOptions(once=True, poll_s=0.05, heartbeat_s=0.1)
-            assert await jobs_mod.run_jobs(settings, options) == 1
+            assert await wiring_jobs.run_jobs(settings, options) == 1
             rows = await db.fetch(
                 "SELECT is_resolved, attempts, error_message FROM dlq_webhooks ORDER BY id"
             )

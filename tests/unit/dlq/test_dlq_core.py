@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.core.dlq.filters import DlqFilter, ReplayOptions, build_filter, check_replay_flags
-from gateway.core.dlq.model import RowBrief
+from gateway.core.dlq.model import RowBrief, RowOutcome
 from gateway.core.health.alerting import (
     AlertSettings,
     AlertState,
@@ -21,7 +21,7 @@ from gateway.core.health.alerting import (
     readings,
     transition,
 )
-from gateway.dlq.plan import RowOutcome, plan
+from gateway.dlq.plan import plan
 from gateway.dlq.progress import Progress
 from gateway.dlq.replay import failure_of
 from gateway.errors import DatabaseUnavailable, DlqUsageError, UnknownMerchant
