@@ -111,7 +111,8 @@ async def _body(request: Request) -> dict[str, Any]:
     return doc
 
 
-def build_app(registry: Registry) -> Starlette:
+# Past the complexity bar on purpose: one route per fault the chaos harness can inject.
+def build_app(registry: Registry) -> Starlette:  # noqa: C901
     """The API as an ASGI app over `registry`."""
 
     def guarded(handler: Handler) -> Handler:
