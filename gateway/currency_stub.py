@@ -38,7 +38,18 @@ DEFAULT_RATES: dict[str, Decimal] = {
     "USD/CAD": Decimal("1.36"),
     "KWD/USD": Decimal("3.25"),
     "BHD/USD": Decimal("2.65"),
+    # The corridors: lira, rials and the USDT stablecoin, as the currency-service quotes
+    # them (it quotes USDT/IRR and IRR/TRY, and refuses IRR/USDT: `REFUSED_PAIRS`).
+    "USD/TRY": Decimal("34.50"),
+    "USD/IRR": Decimal("1050000"),
+    "USDT/USD": Decimal("0.9998"),
+    "USDT/IRR": Decimal("1049500"),
+    "TRY/USDT": Decimal("0.02899"),
+    "IRR/TRY": Decimal("0.00003286"),
 }
+#: Pairs the currency-service refuses although it quotes their inverse: answered 404,
+#: as the service does, so the gateway's rules for an unsupported pair are exercised.
+REFUSED_PAIRS: frozenset[tuple[str, str]] = frozenset({("IRR", "USDT")})
 
 
 class StubMode(enum.StrEnum):
@@ -64,6 +75,8 @@ class StubState:
         """The rate for a pair: listed, the inverse of a listed one, or 1 for itself."""
         if base == quote:
             return Decimal(1)
+        if (base, quote) in REFUSED_PAIRS and (base, quote) not in self.rates:
+            return None
         if (base, quote) in self.rates:
             return self.rates[(base, quote)]
         inverse = self.rates.get((quote, base))

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
+from types import MappingProxyType
 
 from gateway.core.failures.excerpt import excerpt
 from gateway.core.ledger.port import RATE_DECIMALS
@@ -22,6 +23,8 @@ from gateway.errors import InvalidAmount, ProviderAmountInvalid
 #: given: folding the case first let `"u\u017fd"` (a long s) pass as USD, since
 #: `"\u017f".upper()` is `"S"`; so would `[A-Z]` under `re.IGNORECASE` without `re.ASCII`.
 _CURRENCY_CODE = re.compile(r"[A-Za-z]{3}", re.ASCII)
+#: The length of the longest asset code (`ASSETS`), checked before any case folding.
+_ASSET_CODE = re.compile(r"[A-Za-z]{4}", re.ASCII)
 
 #: The largest amount, in minor units, any ledger is asked to move: PostgreSQL's
 #: `bigint` (2**63 - 1). One bound for both ledgers, not one each: every settlement is
@@ -43,6 +46,21 @@ _EXPONENTS: dict[str, int] = {
     "CLF": 4, "UYW": 4,
 }  # fmt: skip
 _DEFAULT_EXPONENT = 2
+
+#: Assets that are not ISO 4217 currencies, with the decimals of their smallest unit.
+#: The stablecoins take 6, the precision of the USDT and USDC tokens on Tron and
+#: Ethereum (their contracts' `decimals`): no payment can move a finer amount on chain,
+#: so 6 is exact for every transfer, and 2**63-1 of it is still 9.2 trillion units.
+#: Gateways that write 8 decimals (exchanges' internal books) are refused, never
+#: rounded, when a ninth-to-eighth decimal is not zero (`get_decimal_amount`).
+ASSETS: Mapping[str, int] = MappingProxyType({"USDT": 6, "USDC": 6})
+
+#: Codes that are another currency counted in a larger unit, with how many of that
+#: currency's units one of theirs is. Iranian gateways take amounts in tomans
+#: (`IRT`, not in ISO 4217), ten rials each; the ledger holds them as IRR, exactly.
+_ASSET_LIST = ", ".join(ASSETS)
+
+ALIASES: Mapping[str, tuple[str, int]] = MappingProxyType({"IRT": ("IRR", 10)})
 #: Enough digits for a u128 amount times a rate with its decimals, with room to spare.
 _PRECISION = 80
 #: The arithmetic's context, made once: a `localcontext()` per conversion cost as much
@@ -56,14 +74,15 @@ _CHECKED_MAX = 1024
 
 
 def check_currency(code: str) -> str:
-    """The code upper-cased, or ValueError if it is not exactly three ASCII letters
-    (checked before any case folding, with no spaces around)."""
+    """The code upper-cased, or ValueError if it is neither three ASCII letters nor an
+    asset of `ASSETS` (checked before any case folding, with no spaces around)."""
     checked = _CHECKED.get(code)
     if checked is not None:
         return checked
-    if not _CURRENCY_CODE.fullmatch(code):
-        raise ValueError(f"not a currency code of three ASCII letters: {excerpt(code, 16)}")
-    checked = code.upper()
+    if _CURRENCY_CODE.fullmatch(code) or (_ASSET_CODE.fullmatch(code) and code.upper() in ASSETS):
+        checked = code.upper()
+    else:
+        raise ValueError(f"not a currency code (3 letters, or {_ASSET_LIST}): {excerpt(code, 16)}")
     if len(_CHECKED) < _CHECKED_MAX:
         _CHECKED[code] = checked
     return checked
@@ -79,8 +98,34 @@ def check_amount(amount: int, what: str = "amount") -> int:
 
 
 def minor_exponent(currency: str) -> int:
-    """Decimal places of the currency's minor unit: JPY 0, USD 2, KWD 3."""
-    return _EXPONENTS.get(check_currency(currency), _DEFAULT_EXPONENT)
+    """Decimal places of the currency's minor unit: JPY 0, USD 2, KWD 3, USDT 6."""
+    code = check_currency(currency)
+    asset = ASSETS.get(code)
+    return asset if asset is not None else _EXPONENTS.get(code, _DEFAULT_EXPONENT)
+
+
+def held_as(amount_minor: int, currency: str) -> tuple[int, str]:
+    """The amount and currency the ledger holds for `amount_minor` of `currency`: the
+    same, or an alias's amount in its currency (`IRT` 1,000.00 is `IRR` 10,000.00),
+    exact; `InvalidAmount` if that is wider than `AMOUNT_MAX`."""
+    code = check_currency(currency)
+    alias = ALIASES.get(code)
+    if alias is None:
+        return amount_minor, code
+    target, factor = alias
+    # Both sides count hundredths (IRR's ISO exponent, and IRT's by default), so the
+    # minor units scale by the same factor as the units.
+    return check_amount(amount_minor * factor, f"{amount_minor} {code} in {target}"), target
+
+
+def account_currency(currency: str) -> str:
+    """`currency` as an account's currency, or ValueError for an alias (`IRT`): the
+    ledger keeps one account per currency, never one per way of counting it."""
+    code = check_currency(currency)
+    if code in ALIASES:
+        target = ALIASES[code][0]
+        raise ValueError(f"{code} is counted in {target} on the ledger; name {target}")
+    return code
 
 
 # --- amounts as each provider writes them ---------------------------------------------

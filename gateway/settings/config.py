@@ -140,11 +140,11 @@ def _read(cls: type, data: Mapping[str, Any], section: str, skip: tuple[str, ...
 
 
 def _settlement(data: Mapping[str, Any]) -> SettlementSettings:
-    from gateway.core.money import check_currency  # the core's own rule for codes
+    from gateway.core.money import account_currency  # the core's own rule for codes
 
     settlement: SettlementSettings = _read(SettlementSettings, data, "settlement")
     try:
-        check_currency(settlement.currency)
+        account_currency(settlement.currency)
     except ValueError as exc:
         raise ConfigError("settlement.currency", str(exc)) from None
     if settlement.balances not in ("converted", "per_currency"):

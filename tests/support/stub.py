@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -28,7 +29,7 @@ class Stub:
 
 
 @contextlib.asynccontextmanager
-async def running_stub(rates: Mapping[str, str] | None = None) -> AsyncIterator[Stub]:
+async def running_stub(rates: Mapping[str, str | Decimal] | None = None) -> AsyncIterator[Stub]:
     """The stub quoting `rates` (default EUR/USD 1.08, GBP/USD 1.27)."""
     app = build_app(dict(rates or {"EUR/USD": "1.08", "GBP/USD": "1.27"}))
     port = free_port()

@@ -79,7 +79,7 @@ def get_currency(obj: Mapping[str, Any], key: str, prefix: str = "") -> str:
     try:
         return check_currency(value)
     except ValueError:
-        raise FieldTypeInvalid(prefix + key, "a currency code of three ASCII letters") from None
+        raise FieldTypeInvalid(prefix + key, "a currency code (3 letters, or an asset)") from None
 
 
 #: A decimal amount as providers write one: digits, then optionally a point and digits.

@@ -23,7 +23,7 @@ from gateway.core.ledger.ids import (
     merchant_account_id,
 )
 from gateway.core.ledger.port import AccountCode, AccountSpec, Balance
-from gateway.core.money import check_currency
+from gateway.core.money import ASSETS, account_currency, check_currency
 
 #: What an account whose code is neither merchant nor clearing shows as its kind.
 UNKNOWN_KIND = "unknown"
@@ -40,7 +40,7 @@ class AccountName:
     currency: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "currency", check_currency(self.currency))
+        object.__setattr__(self, "currency", account_currency(self.currency))
 
     @property
     def account_id(self) -> int:
@@ -82,7 +82,7 @@ def ledger_currency(ledger: int) -> str | None:
     """The currency whose `core.ledger.ids.ledger_number` is `ledger`, or None.
 
     The inverse of that base-27 encoding: digits 1..26 are the letters A..Z; a 0 digit
-    or other than 3 letters is no currency (`core.money.check_currency`).
+    or other than 3 letters (or an asset's code, `core.money.ASSETS`) is no currency.
     """
     letters: list[str] = []
     value = ledger
@@ -91,9 +91,8 @@ def ledger_currency(ledger: int) -> str | None:
         if digit == 0:
             return None
         letters.append(chr(ord("A") + digit - 1))
-    if len(letters) != 3:
-        return None
-    return "".join(reversed(letters))
+    code = "".join(reversed(letters))
+    return code if len(code) == 3 or code in ASSETS else None
 
 
 @dataclass(frozen=True)

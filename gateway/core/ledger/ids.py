@@ -9,7 +9,7 @@ import functools
 import hashlib
 
 from gateway.core.ledger.port import ID_MAX, AccountCode, AccountSpec
-from gateway.core.money import check_currency
+from gateway.core.money import account_currency, check_currency
 
 
 @functools.lru_cache(maxsize=8192)
@@ -80,7 +80,7 @@ def ledger_number(currency: str) -> int:
     within a u32 up to six, 27**6 < 2**32), with no table to keep up to date; `USD` is
     15_826.
     """
-    code = check_currency(currency)
+    code = account_currency(currency)
     value = 0
     for letter in code:
         value = value * 27 + (ord(letter) - ord("A") + 1)

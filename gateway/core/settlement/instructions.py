@@ -32,7 +32,7 @@ from gateway.core.ledger.port import (
     TransferCode,
     TransferPhase,
 )
-from gateway.core.money import check_amount, check_currency, quantize_rate
+from gateway.core.money import check_amount, check_currency, held_as, quantize_rate
 from gateway.errors import MissingField
 
 
@@ -152,6 +152,12 @@ class SettlementInstruction:
     fee: SettlementInstruction | None = None
 
     def __post_init__(self) -> None:
+        # An amount in tomans (`IRT`) becomes rials here, once, whichever provider
+        # read it: the ledger, the conversions and the records only ever see IRR.
+        amount, currency = held_as(self.amount_minor, self.currency)
+        if currency != self.currency:
+            object.__setattr__(self, "amount_minor", amount)
+            object.__setattr__(self, "currency", currency)
         if self.kind is not SettlementKind.CAPTURE and not self.refund_id:
             raise ValueError(f"a {self.kind.value} needs its own id")
         if self.kind.two_phase and self.refund_id != self.settlement_id:

@@ -21,9 +21,10 @@ import redis.asyncio as aioredis
 from gateway import cli
 from gateway.adapters.currency import CurrencyClient, RateCache, RateSource
 from gateway.core.currency import Rate, RateAction, RateOrigin
+from gateway.currency_stub import DEFAULT_RATES
 from gateway.errors import RateStale, RateUnavailable, UnsupportedPair
 from tests.support.services import free_port
-from tests.support.stub import Stub
+from tests.support.stub import Stub, running_stub
 
 
 @pytest.fixture
@@ -163,6 +164,21 @@ async def test_unsupported_pair_fails_at_once(stub: Stub, cache: RateCache) -> N
         await by_schedule(source(stub, cache), "IRR", "XTS", sleeps)
     assert sleeps.delays_s == []
     assert stub.state.requests == 1
+
+
+async def test_the_corridor_pairs_as_the_service_quotes_them(cache: RateCache) -> None:
+    """The stub's own table (the corridors'): USDT/IRR and TRY/USDT quoted, IRR/USDT
+    refused at once although its inverse is quoted, as the currency-service does; the
+    gateway never inverts a rate the service refuses."""
+    async with running_stub(DEFAULT_RATES) as corridors:
+        rates = source(corridors, cache)
+        assert (await by_schedule(rates, "USDT", "IRR")).rate == Decimal("1049500")
+        assert (await by_schedule(rates, "TRY", "USDT")).rate == Decimal("0.02899")
+        assert (await by_schedule(rates, "usdt", "usd")).rate == Decimal("0.9998")
+        sleeps = Sleeps()
+        with pytest.raises(UnsupportedPair):
+            await by_schedule(rates, "IRR", "USDT", sleeps)
+        assert sleeps.delays_s == []
 
 
 async def test_redis_down_does_not_stop_settlement(stub: Stub) -> None:

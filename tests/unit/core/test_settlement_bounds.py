@@ -128,7 +128,11 @@ def test_a_transfer_is_never_built_outside_the_range(amount: int) -> None:
         ("\u212awd", None),  # the Kelvin sign: lower-cased it is "k"
         ("\uff35\uff33\uff24", None),  # fullwidth USD
         ("us", None),
-        ("usdt", None),  # three letters exactly: no longer codes
+        ("usdt", "USDT"),  # an asset of `ASSETS`, in either case
+        ("usdc", "USDC"),
+        ("usdx", None),  # four letters only for an asset listed
+        ("usd\u0163", None),  # a t with a cedilla: no asset either
+        ("usdtt", None),
         (" usd", None),  # nothing around the letters
         ("usd\n", None),
         ("u1d", None),
@@ -136,7 +140,7 @@ def test_a_transfer_is_never_built_outside_the_range(amount: int) -> None:
         ("x" * 300_000, None),
     ],
 )
-def test_a_currency_code_is_three_ascii_letters_before_any_case_folding(
+def test_a_currency_code_is_three_ascii_letters_or_an_asset_before_any_case_folding(
     code: str, upper: str | None
 ) -> None:
     """Checked on the code as sent; only then upper-cased."""
