@@ -32,7 +32,7 @@ from gateway.core.events.model import (
     awaiting_fetch,
     webhook_event,
 )
-from gateway.core.providers import get_scheme
+from gateway.core.providers import get_provider, get_scheme
 from gateway.errors import ErrorClass, ProviderApiAnswerInvalid
 from gateway.settings import ProviderSettings
 
@@ -103,6 +103,7 @@ def shape(
         source=Source.BACKFILL,
         order_rules=provider.order_key,
         ordered=ordered,
+        decode=get_provider(provider.scheme).document,  # a body that is not JSON (Zarinpal's)
     )
     confirmation = provider.confirmation
     if confirmation is not None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -33,11 +34,24 @@ from gateway.adapters.postgres.confirmations import (
 )
 from gateway.adapters.postgres.webhooks import record_events, record_failure
 from gateway.adapters.provider_api.http_json import open_client, parse_json, request_bytes
+from gateway.adapters.provider_api.retrying import Answer
 from gateway.confirm.pacing import Pace
-from gateway.core.confirm.decisions import ConfirmState, Verdict, decide, wait_s
+from gateway.core.confirm.decisions import (
+    ConfirmState,
+    Verdict,
+    decide,
+    past_deadline,
+    wait_s,
+)
 from gateway.core.confirm.events import Shaping, confirmed_events
 from gateway.core.events.model import Event, Failure, Stage
-from gateway.core.providers.base import Confirmation, Decode
+from gateway.core.providers.base import (
+    ApiCredentials,
+    ApiRequest,
+    Confirmation,
+    Decode,
+    ReadAnswer,
+)
 from gateway.errors import ErrorClass, PayloadInvalid, ProviderApiRefused
 from gateway.metrics import Metrics
 from gateway.settings.confirm import ConfirmSettings
@@ -57,6 +71,14 @@ class ConfirmSource:
     api: ProviderApi
     shaping: Shaping  # `shaping.provider` is the configured name
     document: Decode | None = None  # how its request's body is read; None: JSON
+    #: Its webhook secrets, for a provider that signs API requests or answers with them.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def read_answer(self) -> ReadAnswer:
+        """How its answers are read: with its secrets, when they are signed (iyzico)."""
+        keyed = self.confirmation.keyed
+        return self.confirmation.confirmed if keyed is None else keyed(self.secrets)
 
 
 class ConfirmWorker:
@@ -70,12 +92,15 @@ class ConfirmWorker:
         metrics: Metrics,
         *,
         rand: Callable[[], float] = random.random,
+        nonce: Callable[[], str] = lambda: secrets.token_hex(8),
     ) -> None:
         self._pool = pool
         self._sources: Mapping[str, ConfirmSource] = {s.shaping.provider: s for s in sources}
         self._settings = settings
         self._metrics = metrics
         self._rand = rand
+        self._nonce = nonce
+        self._readers = {name: s.read_answer for name, s in self._sources.items()}
         self._clients = {
             name: open_client(s.api, s.confirmation.auth(s.api.key))
             for name, s in self._sources.items()
@@ -151,28 +176,30 @@ class ConfirmWorker:
         source = self._sources[claim.provider]
         try:
             doc = _read(source.document, claim.body)
-            path = source.confirmation.locate(doc)
+            fetch = self._fetch_of(source, doc)
             extra = source.confirmation.headers
-            headers = None if extra is None else extra(doc)
+            headers = {**fetch.headers, **(extra(doc) if extra is not None else {})}
         except PayloadInvalid as exc:
             await self._park(claim, Failure(exc.error_class, str(exc)), None)
             return
-        if not path.startswith("/") or path.startswith("//"):  # never another host
-            problem = f"the fetch path {path[:80]!r} is not a path"
+        if not fetch.path.startswith("/") or fetch.path.startswith("//"):  # never another host
+            problem = f"the fetch path {fetch.path[:80]!r} is not a path"
             failure = Failure(ErrorClass.GATEWAY_ERROR, problem)
             await self._park(claim, failure, None)
             return
         what = f"{claim.provider} confirm {claim.event_id}"
+        reads_refusals = source.confirmation.reads_refusals
         try:
             async with self._paces[claim.provider].slot():
                 started = time.monotonic()
                 try:
                     # The query travels as params: httpx would drop one left in the URL.
-                    parts = urlsplit(path)
+                    parts = urlsplit(fetch.path)
                     answer = await request_bytes(
-                        self._clients[claim.provider], "GET", source.api.url + parts.path,
-                        source.api.limits, what, params=parse_qsl(parts.query),
-                        headers=headers,
+                        self._clients[claim.provider], fetch.method,
+                        source.api.url + parts.path, source.api.limits, what,
+                        params=parse_qsl(parts.query), content=fetch.content,
+                        headers=headers, read_refusals=reads_refusals,
                     )  # fmt: skip
                 finally:
                     self._metrics.confirm_fetch_seconds.observe(
@@ -184,11 +211,17 @@ class ConfirmWorker:
             return
         decision = decide(self._settings.policy, answer.status, claim.attempts, self._rand())
         said = f"{answer.status or 'no answer'} {answer.detail}".strip()
-        if decision.verdict is Verdict.READ and answer.value is not None:
+        if answer.value is not None and (
+            decision.verdict is Verdict.READ
+            or (reads_refusals and decision.verdict is Verdict.PARK)
+        ):
             await self._confirm(source, claim, doc, answer.value[0])
         elif decision.verdict is Verdict.RETRY:
             policy = self._settings.policy
             delay = wait_s(policy, decision.delay_s, answer.retry_after, time.time())
+            if past_deadline(source.confirmation.deadline_s, claim.received_at, delay, time.time()):
+                await self._park_late(source, claim, doc, said)
+                return
             async with connection(self._pool) as conn:
                 if await retry_later(conn, claim, delay, f"the API answered {said}"):
                     self._count("retry", claim)
@@ -201,7 +234,7 @@ class ConfirmWorker:
         """Record the events the answer holds, and the answer beside the request."""
         try:
             what = f"{claim.provider} confirm {claim.event_id}"
-            items = source.confirmation.confirmed(doc, parse_json(content, what))
+            items = self._readers[claim.provider](doc, parse_json(content, what))
         except ProviderApiRefused as exc:  # not JSON
             await self._park(claim, Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc)), content)
             return
@@ -219,6 +252,31 @@ class ConfirmWorker:
             fetched = await mark_fetched(conn, claim, ConfirmState.CONFIRMED, content)
         if fetched:  # else claimed again since: counted by the process holding it now
             self._count("confirmed", claim)
+
+    async def _park_late(self, source: ConfirmSource, claim: Claim, doc: Any, said: str) -> None:
+        """Parked at the provider's deadline, with where the payment stands as the
+        provider's inquiry tells it (asked once; no answer is said as such)."""
+        confirmation = source.confirmation
+        status = "not asked"
+        if confirmation.inquiry is not None and confirmation.inquiry_status is not None:
+            asked = confirmation.inquiry(doc, self._credentials(source))
+            try:
+                answer = await request_bytes(
+                    self._clients[claim.provider], asked.method, source.api.url + asked.path,
+                    source.api.limits, f"{claim.provider} inquiry {claim.event_id}",
+                    content=asked.content, headers=asked.headers, read_refusals=True,
+                )  # fmt: skip
+            except ProviderApiRefused as exc:  # a redirect, a refused certificate
+                answer = Answer(None, detail=str(exc)[:200])
+            status = f"no answer ({answer.status or answer.detail})"
+            if answer.value is not None:
+                try:
+                    status = confirmation.inquiry_status(orjson.loads(answer.value[0]))
+                except orjson.JSONDecodeError:
+                    status = "an answer that is not JSON"
+        message = (f"the API answered {said} on try {claim.attempts}, past the deadline; "
+                   f"the provider's inquiry says: {status}")  # fmt: skip
+        await self._park(claim, Failure(ErrorClass.VERIFY_DEADLINE_PASSED, message), None)
 
     async def _park(self, claim: Claim, failure: Failure, answer: bytes | None) -> None:
         """A dead letter at stage `confirm`, and the fetch parked, in one transaction."""
@@ -238,6 +296,17 @@ class ConfirmWorker:
             extra={"provider": claim.provider, "event_id": claim.event_id,
                    "error_class": str(failure.error_class), "attempts": claim.attempts},
         )  # fmt: skip
+
+    def _credentials(self, source: ConfirmSource) -> ApiCredentials:
+        return ApiCredentials(source.api.key, source.secrets, self._nonce())
+
+    def _fetch_of(self, source: ConfirmSource, doc: Any) -> ApiRequest:
+        """The request a fetch makes: the provider's own (`Confirmation.request`, signed
+        with a fresh nonce), else a GET of the path `locate` names."""
+        confirmation = source.confirmation
+        if confirmation.request is not None:
+            return confirmation.request(doc, self._credentials(source))
+        return ApiRequest("GET", confirmation.locate(doc))
 
     def _count(self, outcome: str, claim: Claim) -> None:
         self._metrics.confirm_fetches_total.inc(outcome=outcome, provider=claim.provider)

@@ -62,6 +62,7 @@ from gateway.errors.outbound import (
 from gateway.errors.pipeline import (
     BrokerUnavailable,
     ConfirmationMismatch,
+    ConfirmationNotFound,
     DatabaseError,
     DatabaseUnavailable,
     Overloaded,
@@ -71,6 +72,7 @@ from gateway.errors.pipeline import (
     PublishAttemptsExhausted,
     SigningCertificateUnavailable,
     StreamMessageUnreadable,
+    VerifyAmountMismatch,
 )
 from gateway.errors.replay import (
     EventIdChanged,
@@ -142,6 +144,7 @@ __all__ = [
     "ClientGone",
     "ConfigError",
     "ConfirmationMismatch",
+    "ConfirmationNotFound",
     "DatabaseError",
     "DatabaseNotDurable",
     "DatabaseUnavailable",
@@ -223,5 +226,6 @@ __all__ = [
     "UnknownProvider",
     "UnsupportedPair",
     "UsageError",
+    "VerifyAmountMismatch",
     "error_class_of",
 ]

@@ -173,6 +173,14 @@ class ErrorClass(enum.StrEnum):
     CONFIRMATION_ATTEMPTS_EXHAUSTED = _permanent(
         "Confirm: the provider's API failed every attempt of `[confirm]`'s schedule."
     )
+    VERIFY_AMOUNT_MISMATCH = _permanent(
+        "Confirm: the provider refused to verify a payment for the order's amount (a payer "
+        "who paid another amount); never verified, so the provider returns the money."
+    )
+    VERIFY_DEADLINE_PASSED = _permanent(
+        "Confirm: the provider's deadline to verify a payment passed before a verify "
+        "succeeded; parked with the payment's status as the provider's inquiry tells it."
+    )
     ORDER_PREDECESSOR_MISSING = _permanent(
         "An earlier event of its key never came within `ordering.gap_timeout_s`; the key is held."
     )

@@ -25,6 +25,19 @@ class ConfirmationMismatch(PayloadInvalid):
     error_class = ErrorClass.CONFIRMATION_MISMATCH
 
 
+class VerifyAmountMismatch(ConfirmationMismatch):
+    """The provider refused to verify a payment for the amount of its order."""
+
+    error_class = ErrorClass.VERIFY_AMOUNT_MISMATCH
+
+
+class ConfirmationNotFound(PayloadInvalid):
+    """The provider's API answered that it knows no such payment, or none paid (a
+    forged or abandoned callback), in the body of its answer."""
+
+    error_class = ErrorClass.CONFIRMATION_NOT_FOUND
+
+
 class DatabaseError(GatewayError):
     """PostgreSQL refused a statement for a reason retrying will not fix."""
 

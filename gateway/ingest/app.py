@@ -24,11 +24,14 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.edge import REFUSALS_STATE_KEY, edge_options
 from gateway.ingest.admin import readiness, serve_admin
+from gateway.ingest.callbacks import CALLBACKS_PREFIX, callback, callback_urls
 from gateway.ingest.deadlines import Deadlines
 from gateway.ingest.endpoints import (
     EVENTS_PATH,
     WEBHOOKS_PREFIX,
+    echoed,
     ingest,
+    send_json,
     service_gate,
     webhook_gate,
 )
@@ -105,6 +108,7 @@ class GatewayApp:
         self.events_gate = service_gate(settings)
         # Built once per configured provider; any other name gets its 404 from a fresh gate.
         self.webhook_gates = {name: webhook_gate(settings, name) for name in settings.providers}
+        self.return_urls = callback_urls(settings.providers)
 
         http = settings.http
         document = openapi_document()  # read once; every answer sends the same bytes
@@ -143,6 +147,7 @@ class GatewayApp:
             # Listed so that other methods get Starlette's 405; POSTs never reach these.
             Route("/webhooks/{provider}", _not_served, methods=["POST"]),
             Route(EVENTS_PATH, _not_served, methods=["POST"]),
+            Route(CALLBACKS_PREFIX + "{provider}", _not_served, methods=["GET"]),
         ]
         self.starlette = Starlette(routes=routes, lifespan=lifespan)
 
@@ -163,7 +168,28 @@ class GatewayApp:
                     parts, self.deadlines, scope, receive, send, "internal", self.events_gate
                 )
                 return
+        elif parts is not None and _is_callback(scope):
+            await self._callback(parts, scope, send, scope["path"][len(CALLBACKS_PREFIX) :])
+            return
         await self.starlette(scope, receive, send)
+
+    async def _callback(self, parts: IngestParts, scope: Scope, send: Send, name: str) -> None:
+        """A payer's browser back from a callback provider (`ingest.callbacks`)."""
+        return_url = self.return_urls.get(name)
+        if return_url is None:  # no such provider, or one that takes webhooks
+            detail = f"no callback provider named {echoed(name)} is configured"
+            await send_json(send, 404, {"error": "unknown_provider", "detail": detail})
+            return
+        gate = self.webhook_gates[name]
+        await callback(parts, self.deadlines, scope, send, name, gate, return_url)
+
+
+def _is_callback(scope: Scope) -> bool:
+    """A GET of `/callbacks/NAME` (`ingest.callbacks`)."""
+    path: str = scope["path"]
+    return (
+        scope["type"] == "http" and scope["method"] == "GET" and path.startswith(CALLBACKS_PREFIX)
+    )
 
 
 async def _not_served(request: Request) -> Response:

@@ -40,6 +40,8 @@ DEFAULT_API_URLS: Mapping[str, str] = {
     "square": "https://connect.squareup.com",
     "mollie": "https://api.mollie.com",
     "gocardless": "https://api.gocardless.com",
+    "zarinpal": "https://payment.zarinpal.com",
+    "iyzico": "https://api.iyzipay.com",
 }
 #: The hosts each scheme's API may be reached at unless `api_hosts` says otherwise.
 DEFAULT_API_HOSTS: Mapping[str, tuple[str, ...]] = {
@@ -50,6 +52,8 @@ DEFAULT_API_HOSTS: Mapping[str, tuple[str, ...]] = {
     "square": ("connect.squareup.com", "connect.squareupsandbox.com"),
     "mollie": ("api.mollie.com",),
     "gocardless": ("api.gocardless.com", "api-sandbox.gocardless.com"),
+    "zarinpal": ("payment.zarinpal.com", "sandbox.zarinpal.com"),
+    "iyzico": ("api.iyzipay.com", "sandbox-api.iyzipay.com"),
 }
 #: The provider keys read here (senders.PROVIDER_KEYS lists them with the rest).
 API_KEYS = (

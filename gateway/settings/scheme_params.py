@@ -22,6 +22,7 @@ from gateway.core.signatures.base import (
     SchemeParams,
     SignedContent,
 )
+from gateway.core.signatures.iyzico import MERCHANT_ID as IYZICO_MERCHANT_ID
 from gateway.errors import ConfigError
 from gateway.settings.certificate_params import paypal_extra
 from gateway.settings.secrets import EVERY_SECRET, SecretScope
@@ -62,7 +63,7 @@ def scheme_params(
         timestamp_header=read_value(data, "timestamp_header", path, str, "").lower(),
         event_id_from=_field_ref(data, "event_id_from", path),
         event_type_from=_field_ref(data, "event_type_from", path),
-        extra=paypal_extra(scheme, data, path),
+        extra={**paypal_extra(scheme, data, path), **_iyzico_extra(scheme, data, path)},
     )
     if scheme == "hmac":
         for key, value in (
@@ -151,3 +152,17 @@ def _key_of(exc: ValueError) -> str:
     """The settings key a scheme's ValueError is about: the one a `ParamProblem` names,
     else the secrets (what a scheme's own key checks are about)."""
     return exc.key if isinstance(exc, ParamProblem) else "secrets"
+
+
+def _iyzico_extra(scheme: str, data: Mapping[str, Any], path: str) -> dict[str, str]:
+    """`iyzico_merchant_id` as `SchemeParams.extra` (`core.signatures.iyzico`); a
+    ConfigError for another scheme, or for a value that is not an id of digits."""
+    key = "iyzico_merchant_id"
+    value: str | None = read_value(data, key, path, str, None)
+    if value is None:
+        return {}
+    if scheme != "iyzico":
+        raise ConfigError(f"{path}{key}", "is a setting of scheme 'iyzico'")
+    if not (value.isascii() and value.isdigit() and len(value) <= 20):
+        raise ConfigError(f"{path}{key}", "must be iyzico's merchant id, 1 to 20 digits")
+    return {IYZICO_MERCHANT_ID: value}

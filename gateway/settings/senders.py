@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from gateway.core.bodies.content import (
     COMMON_STORED,
@@ -17,7 +18,7 @@ from gateway.core.bodies.content import (
     HeaderPolicy,
     header_policy,
 )
-from gateway.core.ordering.keys import KeyRule, parse_rules
+from gateway.core.ordering.keys import KeyRule, literal_rule, parse_rules
 from gateway.core.providers import SCHEME_NAMES as SCHEME_NAMES
 from gateway.core.providers import get_provider, get_scheme
 from gateway.core.providers.base import Confirmation
@@ -142,6 +143,14 @@ PROVIDER_KEYS = (
     #: type: list of strings
     #: default: the scheme's own
     "merchant",
+    #: The merchant of every event of this provider, for a provider account that is one
+    #: merchant's (a PayTR store, an iyzico account: their callbacks name no merchant,
+    #: or one nobody signs). With `merchant` also set, its pointers are read first and
+    #: this is the merchant of the events they find none in; the scheme's own pointers
+    #: are not read. 1 to 255 printable characters.
+    #: type: string
+    #: default: none
+    "merchant_id",
     #: What settlement does with this provider's events that move no money (a type its
     #: mapping does not settle): `count` them in `gateway_settlement_unmapped_total` and
     #: acknowledge them, or `park` them in the dead-letter table (`EVENT_NOT_MAPPED`),
@@ -172,6 +181,25 @@ PROVIDER_KEYS = (
     #: type: string
     #: default: none
     "cert_extra_ca_file",
+    #: `zarinpal` only (required there): where the payer's browser is sent once its
+    #: callback is recorded (`GET /callbacks/NAME`), with `order` and `status` added
+    #: to its query; an absolute `https://` (or, for development, `http://`) URL.
+    #: type: string
+    #: default: none
+    "return_url",
+    #: `iyzico` only: iyzico's id of the account (its `merchantId`, digits): signed in
+    #: subscription notifications that may not carry it, and, when set, a notification
+    #: naming another account is refused.
+    #: type: string
+    #: default: none
+    "iyzico_merchant_id",
+    #: `zarinpal` only: seconds after a callback within which its payment must be
+    #: verified; a verify still failing after them is parked as
+    #: `VERIFY_DEADLINE_PASSED` (the provider returns an unverified payment to the
+    #: payer). 1 to 86400.
+    #: type: number
+    #: default: 900
+    "verify_deadline_s",
     *API_KEYS,
 )
 #: Every key a `[services.NAME]` table may hold.
@@ -226,6 +254,10 @@ class ProviderSettings:
     merchant: tuple[KeyRule, ...] | None = None
     #: `count` or `park` its events that move no money (`settlement.unmapped`).
     unmapped: str = "count"
+    #: Where a payer's browser goes after its callback (`Provider.callback`); else None.
+    return_url: str | None = None
+    #: `verify_deadline_s` as configured; None: the provider's own (`Confirmation`).
+    verify_deadline_s: float | None = None
 
     @property
     def confirmation(self) -> Confirmation | None:
@@ -235,6 +267,8 @@ class ProviderSettings:
         found = get_provider(self.scheme).confirmation
         if found is None or (found.optional and self.api is None):
             return None
+        if self.verify_deadline_s is not None:
+            return replace(found, deadline_s=self.verify_deadline_s)
         return found
 
 
@@ -289,9 +323,41 @@ def parse_provider(
         api=api,
         order_key=_order_key(scheme, data, path),
         on_poison=_on_poison(data, path),
-        merchant=_merchant(data, path),
+        merchant=_merchant(scheme, data, path),
         unmapped=_unmapped(data, path),
+        return_url=_return_url(scheme, data, path),
+        verify_deadline_s=_verify_deadline_s(scheme, data, path),
     )
+
+
+def _verify_deadline_s(scheme: str, data: Mapping[str, Any], path: str) -> float | None:
+    """`verify_deadline_s`, for a scheme whose confirmation has a deadline."""
+    value: float | None = read_value(data, "verify_deadline_s", path, float, None)
+    if value is None:
+        return None
+    confirmation = get_provider(scheme).confirmation
+    if confirmation is None or confirmation.deadline_s is None:
+        raise ConfigError(f"{path}verify_deadline_s", f"is not a setting of scheme {scheme!r}")
+    if not 1 <= value <= 86_400:  # NaN and infinities fail here too
+        raise ConfigError(f"{path}verify_deadline_s", "must be 1 to 86400 seconds")
+    return float(value)
+
+
+def _return_url(scheme: str, data: Mapping[str, Any], path: str) -> str | None:
+    """`return_url`: required by a provider whose callbacks a browser brings, refused
+    by the others; an absolute http(s) URL with no fragment (the gateway adds to its
+    query)."""
+    url: str | None = read_value(data, "return_url", path, str, None)
+    if not get_provider(scheme).callback:
+        if url is not None:
+            raise ConfigError(f"{path}return_url", f"is not a setting of scheme {scheme!r}")
+        return None
+    if url is None:
+        raise ConfigError(f"{path}return_url", "is required: where the payer's browser goes")
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.netloc or parts.fragment:
+        raise ConfigError(f"{path}return_url", "must be an absolute http(s) URL, no fragment")
+    return url
 
 
 def _header_policy(
@@ -342,19 +408,33 @@ def _order_key(scheme: str, data: Mapping[str, Any], path: str) -> tuple[KeyRule
         raise ConfigError(f"{path}order_key", str(exc)) from None
 
 
-def _merchant(data: Mapping[str, Any], path: str) -> tuple[KeyRule, ...] | None:
-    """Where the provider's events name their merchant; absent: None (the scheme's)."""
-    if "merchant" not in data:
-        return None
-    entries = data["merchant"]
-    if not isinstance(entries, list) or not entries or not all(isinstance(e, str) for e in entries):
-        raise ConfigError(
-            f"{path}merchant", 'must be a non-empty list of "/pointer" or "GLOB /pointer"'
-        )
-    try:
-        return parse_rules(entries)
-    except ValueError as exc:
-        raise ConfigError(f"{path}merchant", str(exc)) from None
+def _merchant(scheme: str, data: Mapping[str, Any], path: str) -> tuple[KeyRule, ...] | None:
+    """Where the provider's events name their merchant (`merchant`), then the merchant
+    of those that name none there (`merchant_id`: of every event without `merchant`);
+    both absent: None (the scheme's own)."""
+    rules: tuple[KeyRule, ...] | None = None
+    if "merchant" in data:
+        entries = data["merchant"]
+        if (
+            not isinstance(entries, list)
+            or not entries
+            or not all(isinstance(e, str) for e in entries)
+        ):
+            raise ConfigError(
+                f"{path}merchant", 'must be a non-empty list of "/pointer" or "GLOB /pointer"'
+            )
+        try:
+            rules = parse_rules(entries)
+        except ValueError as exc:
+            raise ConfigError(f"{path}merchant", str(exc)) from None
+    fixed: str | None = read_value(data, "merchant_id", path, str, None)
+    if fixed is None:
+        return rules
+    if not 0 < len(fixed) <= 255 or not fixed.isprintable() or fixed != fixed.strip():
+        raise ConfigError(f"{path}merchant_id", "must be 1 to 255 printable characters")
+    # Without `merchant`, the account's merchant is every event's: the scheme's own
+    # pointers may read a field the provider does not sign (iyzico's `merchantId`).
+    return (*(rules or ()), literal_rule(fixed))
 
 
 def _unmapped(data: Mapping[str, Any], path: str) -> str:

@@ -76,6 +76,10 @@ def open_source(provider: ProviderSettings, clock: Clock = REAL_CLOCK) -> EventS
         from gateway.adapters.provider_api.gocardless_events import GoCardlessEvents
 
         return GoCardlessEvents(api, clock)
+    if provider.scheme == "zarinpal":
+        from gateway.adapters.provider_api.zarinpal_unverified import ZarinpalUnverified
+
+        return ZarinpalUnverified(api, clock)
     raise BackfillUsageError(f"cannot backfill a {provider.scheme!r} scheme provider")
 
 

@@ -33,7 +33,8 @@ def confirm_sources(settings: Settings) -> list[ConfirmSource]:
             )
         shaping = Shaping(name, provider.event_types, provider.order_key, ordered)
         document = get_provider(provider.scheme).document
-        sources.append(ConfirmSource(confirmation, provider.api, shaping, document))
+        sources.append(ConfirmSource(confirmation, provider.api, shaping, document,
+                                     secrets=provider.params.secrets))  # fmt: skip
     return sources
 
 

@@ -105,17 +105,21 @@ async def request_bytes(
     params: Params = (),
     query: Any = None,
     headers: Mapping[str, str] | None = None,
+    read_refusals: bool = False,
+    content: bytes | None = None,
 ) -> Answer[tuple[bytes, httpx.Headers]]:
     """(status, Retry-After, (a 2xx answer's bytes as received, response headers)): the
     bytes decoded from any content encoding, at most `api_max_answer_bytes`. No answer
     in time, a transport error, or an answer that cannot be decoded is status None
     (retried like a 5xx). Raises what no retry can mend: a redirect, a refused
     certificate, an answer too large. `query`, when given, is the request's JSON body;
-    `headers` are sent besides the client's own."""
+    `headers` are sent besides the client's own. `read_refusals`: a 4xx answer's bytes
+    are read too (an API that says in its body why it refuses). `content`: the body as
+    sent, instead of `query` (an API that signs the very bytes)."""
     try:
         async with asyncio.timeout(limits.timeout_s):
             async with client.stream(
-                method, url, params=list(params), json=query, headers=headers
+                method, url, params=list(params), json=query, content=content, headers=headers
             ) as response:
                 status = response.status_code
                 if 300 <= status < 400:
@@ -126,7 +130,7 @@ async def request_bytes(
                         "api_url's host"
                     )
                 retry_after = response.headers.get("retry-after")
-                if not 200 <= status < 300:
+                if not (200 <= status < 300 or (read_refusals and 400 <= status < 500)):
                     await _drain(response)
                     return Answer(status, retry_after, detail=response.reason_phrase)
                 cap = limits.max_answer_bytes

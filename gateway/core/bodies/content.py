@@ -75,6 +75,8 @@ NEVER_STORED = frozenset(
         "hmacsignature",
         "paypal-transmission-sig",
         "x-mollie-signature",
+        "x-iyz-signature-v3",
+        "x-nowpayments-sig",
     }
 )
 #: Stored for every sender: what describes the request, not the sender's credentials.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from datetime import datetime
 
 from gateway.core.forward.retry import jittered_s, retry_after_s
 from gateway.errors import ErrorClass
@@ -104,3 +105,14 @@ def wait_s(policy: ConfirmPolicy, delay: float, retry_after: str | None, now_s: 
     asked for longer with a `Retry-After` (a 429's, a 503's), up to `max_delay_s`."""
     asked_s = retry_after_s(retry_after, now_s) or 0.0
     return max(delay, min(asked_s, policy.max_delay_s))
+
+
+def past_deadline(
+    deadline_s: float | None, received_at: datetime, delay_s: float, now_s: float
+) -> bool:
+    """Whether a fetch retried after `delay_s` would be tried after its provider's
+    deadline (`Confirmation.deadline_s` from the webhook's arrival): then it is parked
+    rather than retried, since the provider will have returned the money by then."""
+    if deadline_s is None:
+        return False
+    return now_s + delay_s > received_at.timestamp() + deadline_s

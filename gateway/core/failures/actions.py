@@ -101,6 +101,10 @@ ACTIONS: Mapping[ErrorClass, str] = MappingProxyType(
         "`api_key_env` is the account's, live or test as the payments are, then replay.",
         E.CONFIRMATION_ATTEMPTS_EXHAUSTED: "Once the provider's API answers, "
         "`gateway dlq replay --all --stage confirm`.",
+        E.VERIFY_AMOUNT_MISMATCH: "The payer paid another amount than the order: the "
+        "provider returns it; settle with the customer, then resolve the row.",
+        E.VERIFY_DEADLINE_PASSED: "Read the inquiry's status in the message: `PAID` or "
+        "`VERIFIED`, replay at once; `REVERSED` or `FAILED`, the money went back: resolve.",
         E.BACKFILL_PAGE_SKIPPED: "Fix the page's error (logged), then `gateway backfill` "
         "over the skipped window.",
         E.BACKFILL_ITEM_NOT_OBJECT: _LISTING,

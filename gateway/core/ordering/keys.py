@@ -44,11 +44,21 @@ class KeyRule:
     tokens: tuple[str, ...]
     #: A `core.type_patterns` pattern, or None for every type.
     type_glob: str | None = None
+    #: A value every event reaches, read from no pointer (`[providers.NAME]
+    #: merchant_id`: a provider account that is one merchant's, PayTR's); None: none.
+    literal: str | None = None
 
     @property
     def text(self) -> str:
         """The entry as written in the configuration."""
+        if self.literal is not None:
+            return f"merchant_id = {self.literal!r}"
         return self.pointer if self.type_glob is None else f"{self.type_glob} {self.pointer}"
+
+
+def literal_rule(value: str) -> KeyRule:
+    """The rule that reaches `value` for every event."""
+    return KeyRule("", (), literal=value)
 
 
 def parse_rule(entry: str) -> KeyRule:
@@ -112,6 +122,8 @@ def first_value(rules: tuple[KeyRule, ...], event_type: str | None, doc: Any) ->
     text (unbounded: the caller bounds it), or None. Also reads `[providers.NAME]
     merchant` (`core.providers.movements`)."""
     for rule in rules:
+        if rule.literal is not None:
+            return rule.literal
         if rule.type_glob is not None and (
             event_type is None or not type_allowed(event_type, (rule.type_glob,))
         ):

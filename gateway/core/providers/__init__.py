@@ -22,17 +22,21 @@ from gateway.core.providers.checkout import CHECKOUT
 from gateway.core.providers.github import GITHUB
 from gateway.core.providers.gocardless.webhooks import GOCARDLESS
 from gateway.core.providers.hmac import HMAC
+from gateway.core.providers.iyzico.webhooks import IYZICO
 from gateway.core.providers.mollie.classic import MOLLIE
 from gateway.core.providers.mollie.events import MOLLIE_EVENTS
+from gateway.core.providers.nowpayments import NOWPAYMENTS
 from gateway.core.providers.paddle import PADDLE
 from gateway.core.providers.paypal import PAYPAL
 from gateway.core.providers.paystack import PAYSTACK
+from gateway.core.providers.paytr import PAYTR
 from gateway.core.providers.razorpay import RAZORPAY
 from gateway.core.providers.shopify import SHOPIFY
 from gateway.core.providers.square import SQUARE
 from gateway.core.providers.standard import STANDARD
 from gateway.core.providers.stripe.snapshot import STRIPE
 from gateway.core.providers.stripe.thin import STRIPE_THIN
+from gateway.core.providers.zarinpal import ZARINPAL
 from gateway.core.signatures.base import Scheme
 
 __all__ = [
@@ -67,8 +71,12 @@ PROVIDERS: Mapping[str, Provider] = MappingProxyType(
             BRAINTREE,
             GOCARDLESS,
             PAYPAL,
+            IYZICO,
             MOLLIE,
             MOLLIE_EVENTS,
+            PAYTR,
+            NOWPAYMENTS,
+            ZARINPAL,
             HMAC,
         )
     }

@@ -100,6 +100,36 @@ class Confirmed:
 
 
 @dataclass(frozen=True)
+class ApiRequest:
+    """A fetch that is not a GET of a path (Zarinpal's verify: a POST of the order's
+    amount; iyzico's payment detail, signed per request): what the confirm stage sends
+    to the provider's API."""
+
+    method: str
+    path: str  # on the API's host, query included
+    #: The request's JSON body, as sent (iyzico signs these very bytes); None: none.
+    content: bytes | None = None
+    #: Headers of this request besides the client's own (`Confirmation.auth`).
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class ApiCredentials:
+    """What a provider's request builder may sign with: its API key, its webhook
+    secrets (iyzico signs its API requests with the secretKey that signs its webhooks),
+    and a fresh random nonce per request (iyzico's random key). Never printed."""
+
+    key: str = field(repr=False)
+    secrets: tuple[str, ...] = field(repr=False)
+    nonce: str = field(repr=False)
+
+
+#: Reads a fetch's answer: (the recorded request's document, the answer parsed) to the
+#: events it confirms (`Confirmation.confirmed`).
+ReadAnswer = Callable[[Any, Any], "tuple[Confirmed, ...]"]
+
+
+@dataclass(frozen=True)
 class Confirmation:
     """A provider whose webhook only names an object (Mollie's classic `id=tr_…`): the
     gateway records the request, answers it, and then fetches the object from the
@@ -113,7 +143,7 @@ class Confirmation:
     #: (the recorded request's document, the API's answer parsed) to the events the
     #: answer confirms, in the order they happened; `ConfirmationMismatch` when the
     #: answer is about another object, `PayloadInvalid` when it cannot be read.
-    confirmed: Callable[[Any, Any], tuple[Confirmed, ...]]
+    confirmed: ReadAnswer
     #: (API key) to the headers that carry it.
     auth: Callable[[str], Mapping[str, str]]
     #: (a webhook event's type) to whether its fetch is owed: an event of another type
@@ -129,6 +159,26 @@ class Confirmation:
     #: Whether the confirmed events keep their webhook's type (GoCardless:
     #: `payments.confirmed` either way), so `event_types` filters the webhooks too.
     keeps_types: bool = False
+    #: (the recorded request's document, credentials) to the request a fetch makes,
+    #: for an API that is not read by a GET of `locate`'s path (Zarinpal's verify is a
+    #: POST carrying the merchant id and the amount). None: GET `locate(doc)`.
+    request: Callable[[Any, ApiCredentials], ApiRequest] | None = None
+    #: (the provider's webhook secrets) to the answer's reader, for a provider whose
+    #: answers are signed with them (iyzico): used instead of `confirmed`. None: none.
+    keyed: Callable[[tuple[str, ...]], ReadAnswer] | None = None
+    #: Whether a refusal (a 4xx other than the transient and not-found ones) is read by
+    #: `confirmed`, which names its class: Zarinpal says in the answer's body why it
+    #: refuses a verify (an amount that is not the order's, a payment never paid).
+    reads_refusals: bool = False
+    #: Seconds after the webhook's arrival within which its fetch must succeed (Zarinpal
+    #: reverses a payment not verified in time); after them the fetch is parked as
+    #: `VERIFY_DEADLINE_PASSED` instead of tried again. None: no deadline.
+    deadline_s: float | None = None
+    #: (the recorded request's document, credentials) to the request asking the
+    #: provider where a payment stands, and (its answer) to that status in words: what
+    #: a fetch parked at its deadline says (Zarinpal's `inquiry`). None: nothing asked.
+    inquiry: Callable[[Any, ApiCredentials], ApiRequest] | None = None
+    inquiry_status: Callable[[Any], str] | None = None
 
     def owed(self, event_type: str | None) -> bool:
         """Whether a webhook event of `event_type` waits for its fetch."""
@@ -173,3 +223,7 @@ class Provider:
     #: How its webhooks are confirmed by a fetch from its API (`Confirmation`); None:
     #: its webhooks carry the event itself.
     confirmation: Confirmation | None = None
+    #: Its requests are a payer's browser coming back (`GET /callbacks/NAME`, the
+    #: request's query as its body), answered with a redirect to `return_url`
+    #: (Zarinpal); else webhooks POSTed to `/webhooks/NAME`.
+    callback: bool = False

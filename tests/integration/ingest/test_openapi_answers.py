@@ -9,13 +9,16 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 
 from chaos.proxy import FaultProxy
 from gateway.core.signatures.adyen_items import signed_body
+from gateway.core.signatures.zarinpal import order_signature
 from gateway.ingest.app import openapi_document
 from tests.support import openapi
+from tests.support.confirming import serving
 from tests.support.deliveries import deliver
 from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
 from tests.support.services import free_port
@@ -23,6 +26,18 @@ from tests.support.services import free_port
 DOC = openapi.load()
 ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 WEBHOOKS, EVENTS = "/webhooks/{provider}", "/v1/events"
+CALLBACKS = "/callbacks/{provider}"
+#: A Zarinpal callback's query, its order signed with `ZARINPAL_SECRET`.
+ZARINPAL_SECRET = "zp-oa-secret"
+
+
+def _callback_path(authority: str, secret: str = ZARINPAL_SECRET) -> str:
+    order = {"order": "o_oa", "amount": "1000", "currency": "IRR", "merchant": "m_oa"}
+    query = {**order, "sig": order_signature(secret, order), "Authority": authority,
+             "Status": "OK"}  # fmt: skip
+    return f"/callbacks/zarinpal?{urlencode(query)}"
+
+
 GETS = ["/healthz", "/readyz", "/metrics", "/openapi.json"]
 LIMITED_TOKEN = "limited-test-token"
 HEADER_TIMEOUT_S = 0.5
@@ -146,6 +161,15 @@ async def _served_answers(server: RunningServer, proxy: FaultProxy, answers: Ans
         headers={"Content-Type": "application/json", "Webhook-Signature": "00" * 32},
     )  # fmt: skip
 
+    # A payer's browser back from Zarinpal: its order not signed by the merchant; a name
+    # no callback provider has. (A recorded callback is a 303 with no body.)
+    answers[(CALLBACKS, "GET", 401, json)] = await _http(
+        server, "GET", _callback_path("A0000000000000000000000000000000OA01", "not-ours")
+    )
+    answers[(CALLBACKS, "GET", 404, json)] = await _http(server, "GET", "/callbacks/nobody")
+    redirected = await _http(server, "GET", _callback_path("A0000000000000000000000000000000OA02"))
+    assert redirected[0] == 303 and redirected[1]["location"].startswith("https://shop.example/")
+
     answers[(EVENTS, "POST", 200, json)] = await _http(
         server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers()
     )
@@ -183,6 +207,9 @@ async def _served_answers(server: RunningServer, proxy: FaultProxy, answers: Ans
             server, "POST", EVENTS, content=EVENT_BODY, headers=_events_headers(key="evt-oa-2")
         )
         answers[("/readyz", "GET", 503, json)] = await _http(server, "GET", "/readyz")
+        answers[(CALLBACKS, "GET", 503, json)] = await _http(
+            server, "GET", _callback_path("A0000000000000000000000000000000OA03")
+        )
     finally:
         await proxy.set_enabled(True)
 
@@ -235,7 +262,13 @@ async def test_every_documented_answer_is_produced_and_matches_the_document(
         )
         doc["providers"]["adyen"] = {"scheme": "adyen", "secrets": [ADYEN_KEY]}
         doc["providers"]["gocardless"] = {"scheme": "gocardless", "secrets": ["gc-oa-secret"]}
-        async with running_server(doc) as server:
+        doc["providers"]["zarinpal"] = {
+            "scheme": "zarinpal", "secrets": [ZARINPAL_SECRET],
+            "return_url": "https://shop.example/done", "api_key_env": "ZP_OA",
+            "api_url": "http://127.0.0.1:9", "insecure_api_url": True,
+            "api_hosts": ["127.0.0.1"],
+        }  # fmt: skip
+        async with serving(doc, {"ZP_OA": "merchant-id"}) as server:  # Zarinpal's key
             await _served_answers(server, proxy, answers)
 
     admin = config(database_url, nats_url, http={"admin_port": free_port(), "max_connections": 4})

@@ -34,13 +34,17 @@ async def test_gateway_serve_loads_no_settlement_redis_or_tigerbeetle(
     doc = config(database_url, nats_url, http={"port": port})
     cfg = write_toml(tmp_path / "gateway.toml", doc)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    serve = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "gateway", "serve", "--config", str(cfg)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # The import log goes to a file: read through a pipe only at the end, it fills the
+    # pipe's buffer first and the server stops, blocked writing it, before it is ready.
+    log_path = tmp_path / "imports.log"
+    with log_path.open("w") as log_file:
+        serve = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "gateway", "serve", "--config", str(cfg)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+            text=True,
+        )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
             await wait_ready(client)
@@ -49,8 +53,8 @@ async def test_gateway_serve_loads_no_settlement_redis_or_tigerbeetle(
             assert answer.status_code == 200 and answer.json()["status"] == "accepted"
     finally:
         serve.send_signal(signal.SIGTERM)
-        _, log = serve.communicate(timeout=30)
-    loaded = imported_modules(log)
+        serve.wait(timeout=30)
+    loaded = imported_modules(log_path.read_text())
     assert {"gateway.ingest.app", "gateway.wiring.ingest", "asyncpg", "nats"} <= loaded
     unwanted = sorted(
         m

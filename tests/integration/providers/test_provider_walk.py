@@ -33,6 +33,9 @@ from tests.support.confirming import QUICK, confirming, serving
 from tests.support.gateway import config
 from tests.support.gocardless_api import API_KEY as GOCARDLESS_API_KEY
 from tests.support.gocardless_api import running_gocardless_api
+from tests.support.iyzico_api import API_KEY as IYZICO_API_KEY
+from tests.support.iyzico_api import SECRET_KEY as IYZICO_SECRET_KEY
+from tests.support.iyzico_api import running_iyzico_api
 from tests.support.mollie_api import API_KEY as MOLLIE_API_KEY
 from tests.support.mollie_api import running_mollie_api, stand_in_keys
 from tests.support.paypal import WEBHOOK_ID as PAYPAL_WEBHOOK_ID
@@ -48,15 +51,21 @@ from tests.support.settlement import (
 from tests.support.stripe_objects import API_KEY as STRIPE_API_KEY
 from tests.support.stripe_objects import running_stripe_objects
 from tests.support.stub import Stub
+from tests.support.zarinpal_api import MERCHANT_ID as ZARINPAL_MERCHANT_ID
+from tests.support.zarinpal_api import running_zarinpal_api
 
 ADYEN_KEY = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
 FORWARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 MOLLIE_KEY_ENV = "MOLLIE_WALK_KEY"
 GOCARDLESS_KEY_ENV = "GOCARDLESS_WALK_KEY"
 STRIPE_KEY_ENV = "STRIPE_THIN_WALK_KEY"
+ZARINPAL_KEY_ENV = "ZARINPAL_WALK_MERCHANT"
+IYZICO_KEY_ENV = "IYZICO_WALK_KEY"
+ZARINPAL_AUTHORITY = "A0000000000000000000000000000000WALK"
 #: The environment the config's `*_env` keys name.
 ENV = {MOLLIE_KEY_ENV: MOLLIE_API_KEY, GOCARDLESS_KEY_ENV: GOCARDLESS_API_KEY,
-       STRIPE_KEY_ENV: STRIPE_API_KEY}  # fmt: skip
+       STRIPE_KEY_ENV: STRIPE_API_KEY, ZARINPAL_KEY_ENV: ZARINPAL_MERCHANT_ID,
+       IYZICO_KEY_ENV: IYZICO_API_KEY}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -217,6 +226,42 @@ SAMPLES: dict[str, Sample] = {
          "entityId": "pl_walk", "createdAt": "2026-12-06T00:00:00.0Z", "_links": {}},
         "event_walk", "payment-link.paid",
     ),
+    # iyzico's notification names a payment and no amount: the payment's detail is
+    # fetched (signed per request) from the stand-in API, its answer's signature checked.
+    "iyzico": Sample(
+        {"secrets": [IYZICO_SECRET_KEY], "api_key_env": IYZICO_KEY_ENV,
+         "merchant_id": m("iyzico")},
+        {"paymentConversationId": "conv-walk", "merchantId": 3382172,
+         "paymentId": 41000001, "status": "SUCCESS", "iyziReferenceCode": "ref-walk-1",
+         "iyziEventType": "API_AUTH", "iyziEventTime": 1796000000000,
+         "iyziPaymentId": 41000001},
+        "ref-walk-1", "API_AUTH", m("iyzico"), confirmed=("41000001:paid", "payment.paid"),
+    ),
+    # PayTR's form callback, signed in the form (`hash`); its merchant fixed by the
+    # configuration, as a PayTR store's callbacks name none.
+    "paytr": Sample(
+        {"secrets": ["walkKey:walkSalt"], "merchant_id": m("paytr")}, {},
+        "PAYTRWALK1:success", "success", m("paytr"),
+        raw=b"merchant_oid=PAYTRWALK1&status=success&total_amount=1000&currency=USD",
+    ),
+    "nowpayments": Sample(
+        {"secrets": ["np_walk"], "merchant": ["/order_id"]},
+        {"payment_id": 5077125051, "payment_status": "finished", "pay_address": "TNDFki",
+         "price_amount": 10, "price_currency": "usd", "pay_amount": 10, "actually_paid": 10,
+         "pay_currency": "usd", "order_id": m("nowpayments")},
+        "5077125051:finished", "finished", m("nowpayments"),
+    ),
+    # Zarinpal's callback (posted here as a webhook would be; a browser brings it with a
+    # GET), its order signed in the query; Zarinpal's verify is stood in by a local API.
+    # 10,000,000 rials at the walk's USD/IRR of 1,000,000 are its 10 USD.
+    "zarinpal": Sample(
+        {"secrets": ["zp_walk"], "return_url": "https://shop.example/done",
+         "api_key_env": ZARINPAL_KEY_ENV}, {},
+        ZARINPAL_AUTHORITY, "callback.ok", m("zarinpal"),
+        raw=(b"order=o_walk&amount=10000000&currency=IRR&merchant=" + m("zarinpal").encode()
+             + b"&Authority=" + ZARINPAL_AUTHORITY.encode() + b"&Status=OK"),
+        confirmed=(f"{ZARINPAL_AUTHORITY}:verified", "payment.verified"),
+    ),
 }  # fmt: skip
 
 
@@ -275,6 +320,23 @@ async def gocardless_walk() -> AsyncIterator[dict[str, Any]]:
 
 
 @pytest.fixture
+async def iyzico_walk() -> AsyncIterator[dict[str, Any]]:
+    """iyzico's API stood in by a local one, where the walk's payment is paid (in USD,
+    which iyzico also takes)."""
+    async with running_iyzico_api() as api:
+        api.pay("41000001", "10.00", currency="USD", conversation_id="conv-walk")
+        yield stand_in_keys(api.url, IYZICO_KEY_ENV)
+
+
+@pytest.fixture
+async def zarinpal_walk() -> AsyncIterator[dict[str, Any]]:
+    """Zarinpal's API stood in by a local one, where the walk's payment is paid."""
+    async with running_zarinpal_api() as api:
+        api.pay(ZARINPAL_AUTHORITY, 10_000_000)
+        yield stand_in_keys(api.url, ZARINPAL_KEY_ENV)
+
+
+@pytest.fixture
 async def stripe_thin_walk() -> AsyncIterator[dict[str, Any]]:
     """Stripe's object API stood in by a local one, where the walk's intent is."""
     async with running_stripe_objects() as api:
@@ -295,13 +357,18 @@ async def test_every_provider_is_signed_verified_recorded_settled_and_forwarded(
     mollie_walk: dict[str, Any],
     gocardless_walk: dict[str, Any],
     stripe_thin_walk: dict[str, Any],
+    zarinpal_walk: dict[str, Any],
+    iyzico_walk: dict[str, Any],
 ) -> None:
+    await stub.control(rates={"USD/IRR": "1000000"})  # Zarinpal's rials
     doc = config(database_url, nats_url, **settlement_sections(stub.url, redis_url))
     doc["providers"] = {name: {"scheme": name, **s.settings} for name, s in SAMPLES.items()}
     doc["providers"]["paypal"].update(paypal_walk)
     doc["providers"]["mollie"].update(mollie_walk)
     doc["providers"]["gocardless"].update(gocardless_walk)
     doc["providers"]["stripe_thin"].update(stripe_thin_walk)
+    doc["providers"]["zarinpal"].update(zarinpal_walk)
+    doc["providers"]["iyzico"].update(iyzico_walk)
     doc["confirm"] = QUICK
     config_path = write_toml(tmp_path / "gateway.toml", doc)
     settling = {name: s for name, s in SAMPLES.items() if PROVIDERS[name].movements}

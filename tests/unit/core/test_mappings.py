@@ -9,12 +9,13 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway import settings as settings_mod
 from gateway.core.ordering.keys import parse_rules
 from gateway.core.providers import paddle
 from gateway.core.providers.movements import instruction_of, movement_types, settles
 from gateway.core.providers.stripe import snapshot as stripe
 from gateway.core.settlement.instructions import SettlementInstruction, SettlementKind
-from gateway.errors import FieldTypeInvalid, MissingField, PermanentError
+from gateway.errors import ConfigError, FieldTypeInvalid, MissingField, PermanentError
 from tests.support.corpus import CORPUS, corpus_items
 
 K = SettlementKind
@@ -364,3 +365,39 @@ def test_internal_and_paddle_chargebacks_carry_their_stated_fee() -> None:
     doc["data"]["payout_totals"]["chargeback_fee"]["amount"] = "0"
     got = paddle.instruction("adjustment.updated", doc)
     assert got is not None and got.fee is None
+
+
+def _merchant_rules(**provider: Any) -> Any:
+    paddle_keys = {"scheme": "paddle", "secrets": ["pdl"], **provider}
+    doc = {"database": {"url": "postgresql://127.0.0.1/x"}, "nats": {"url": "nats://x"},
+           "providers": {"paddle": paddle_keys}}  # fmt: skip
+    return settings_mod.parse(doc, env={}).providers["paddle"].merchant
+
+
+@pytest.mark.parametrize(
+    ("provider", "body", "merchant"),
+    [
+        # One account, one merchant: every event that names none is its.
+        ({"merchant_id": "acme"}, paddle_transaction(), "acme"),
+        # The account's merchant whatever the scheme's own pointers would read (a field
+        # the provider may not sign).
+        ({"merchant_id": "acme"}, paddle_transaction(merchant_id="m_1"), "acme"),
+        # With `merchant` set, its pointers first; the fixed one where they find none.
+        ({"merchant_id": "acme", "merchant": ["/data/custom_data/merchant_id"]},
+         paddle_transaction(merchant_id="m_1"), "m_1"),
+        ({"merchant_id": "acme", "merchant": ["/data/customer_id"]},
+         paddle_transaction(merchant_id="m_1"), "acme"),
+    ],
+)  # fmt: skip
+def test_a_fixed_merchant_is_the_merchant_of_events_that_name_none(
+    provider: dict[str, Any], body: dict[str, Any], merchant: str
+) -> None:
+    rules = {"paddle": _merchant_rules(**provider)}
+    got = instruction_of("paddle", "transaction.completed", orjson.dumps(body), SCHEMES, rules)
+    assert got is not None and got.merchant_id == merchant
+
+
+@pytest.mark.parametrize("value", ["", " acme", "a\nb", "x" * 256, 7])
+def test_a_fixed_merchant_is_printable_text(value: Any) -> None:
+    with pytest.raises(ConfigError, match="merchant_id"):
+        _merchant_rules(merchant_id=value)

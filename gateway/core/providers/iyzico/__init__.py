@@ -1,0 +1,2 @@
+"""iyzico: its signed webhooks (`webhooks`) and the payment fetched to confirm them
+(`answer`)."""
