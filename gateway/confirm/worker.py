@@ -16,7 +16,7 @@ import random
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -33,52 +33,39 @@ from gateway.adapters.postgres.confirmations import (
     retry_later,
 )
 from gateway.adapters.postgres.webhooks import record_events, record_failure
-from gateway.adapters.provider_api.http_json import open_client, parse_json, request_bytes
+from gateway.adapters.provider_api.http_json import (
+    RawAnswer,
+    open_client,
+    parse_json,
+    request_bytes,
+)
 from gateway.adapters.provider_api.retrying import Answer
 from gateway.confirm.pacing import Pace
+from gateway.confirm.sources import ConfirmSource, standing
 from gateway.core.confirm.decisions import (
     ConfirmState,
+    Decision,
     Verdict,
     decide,
-    past_deadline,
     wait_s,
+    within_deadline,
 )
-from gateway.core.confirm.events import Shaping, confirmed_events
+from gateway.core.confirm.events import confirmed_events
 from gateway.core.events.model import Event, Failure, Stage
 from gateway.core.providers.base import (
     ApiCredentials,
     ApiRequest,
-    Confirmation,
     Decode,
-    ReadAnswer,
 )
-from gateway.errors import ErrorClass, PayloadInvalid, ProviderApiRefused
+from gateway.errors import ConfirmationMismatch, ErrorClass, PayloadInvalid, ProviderApiRefused
 from gateway.metrics import Metrics
 from gateway.settings.confirm import ConfirmSettings
-from gateway.settings.provider_api import ProviderApi
 
 log = logging.getLogger(__name__)
 
+
 #: Seconds between readings of the pending fetches for the gauges.
 GAUGE_INTERVAL_S = 5.0
-
-
-@dataclass(frozen=True)
-class ConfirmSource:
-    """One configured provider whose webhooks are confirmed, and its API."""
-
-    confirmation: Confirmation
-    api: ProviderApi
-    shaping: Shaping  # `shaping.provider` is the configured name
-    document: Decode | None = None  # how its request's body is read; None: JSON
-    #: Its webhook secrets, for a provider that signs API requests or answers with them.
-    secrets: tuple[str, ...] = field(default=(), repr=False)
-
-    @property
-    def read_answer(self) -> ReadAnswer:
-        """How its answers are read: with its secrets, when they are signed (iyzico)."""
-        keyed = self.confirmation.keyed
-        return self.confirmation.confirmed if keyed is None else keyed(self.secrets)
 
 
 class ConfirmWorker:
@@ -174,72 +161,139 @@ class ConfirmWorker:
 
     async def _settle(self, claim: Claim) -> None:
         source = self._sources[claim.provider]
+        confirmation = source.confirmation
         try:
             doc = _read(source.document, claim.body)
             fetch = self._fetch_of(source, doc)
-            extra = source.confirmation.headers
-            headers = {**fetch.headers, **(extra(doc) if extra is not None else {})}
+            extra = confirmation.headers
+            fetch = replace(fetch, headers={**fetch.headers, **(extra(doc) if extra else {})})
         except PayloadInvalid as exc:
             await self._park(claim, Failure(exc.error_class, str(exc)), None)
             return
-        if not fetch.path.startswith("/") or fetch.path.startswith("//"):  # never another host
-            problem = f"the fetch path {fetch.path[:80]!r} is not a path"
-            failure = Failure(ErrorClass.GATEWAY_ERROR, problem)
-            await self._park(claim, failure, None)
+        if confirmation.vouch is not None and not await self._vouched(source, claim, doc):
             return
-        what = f"{claim.provider} confirm {claim.event_id}"
-        reads_refusals = source.confirmation.reads_refusals
+        answer = await self._send(source, claim, fetch)
+        if answer is None:
+            return
+        decision = decide(self._settings.policy, answer.status, claim.attempts, self._rand())
+        if answer.value is not None and decision.verdict is Verdict.READ:
+            await self._confirm(source, claim, doc, answer.value[0])
+        elif answer.value is not None and decision.error_class is ErrorClass.CONFIRMATION_REFUSED:
+            # A refusal that says why in its body (`reads_refusals`): read for its class
+            # only; whatever it holds confirms nothing.
+            await self._confirm(source, claim, doc, answer.value[0], refusal=True)
+        else:
+            await self._retry_or_park(source, claim, doc, answer, decision)
+
+    async def _vouched(self, source: ConfirmSource, claim: Claim, doc: Any) -> bool:
+        """Whether the provider vouches for the webhook before its fetch
+        (`Confirmation.vouch`); when not, the fetch has ended here: confirmed with
+        nothing (nothing to fetch), parked, or due again."""
+        confirmation = source.confirmation
+        assert confirmation.vouch is not None and confirmation.vouched is not None
+        answer = await self._send(source, claim, confirmation.vouch(doc, self._credentials(source)))
+        if answer is None:
+            return False
+        decision = decide(self._settings.policy, answer.status, claim.attempts, self._rand())
+        if answer.value is None or decision.verdict is not Verdict.READ:
+            await self._retry_or_park(source, claim, doc, answer, decision)
+            return False
+        try:
+            what = f"{claim.provider} vouch {claim.event_id}"
+            vouched = confirmation.vouched(doc, parse_json(answer.value[0], what))
+        except ProviderApiRefused as exc:  # not JSON
+            await self._park(claim, Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc)), None)
+            return False
+        except PayloadInvalid as exc:  # a forged pairing: another object's answer
+            await self._park(claim, Failure(exc.error_class, str(exc)), None)
+            return False
+        if not vouched:  # nothing the provider would confirm: no fetch, no dead letter
+            async with connection(self._pool) as conn:
+                if await mark_fetched(conn, claim, ConfirmState.CONFIRMED, None):
+                    self._count("unvouched", claim)
+        return vouched
+
+    async def _send(
+        self, source: ConfirmSource, claim: Claim, request: ApiRequest
+    ) -> RawAnswer | None:
+        """`request` sent to the provider's API in its pace, timed; None when it was
+        refused for good (a redirect, a refused certificate, too large: parked)."""
+        if not request.path.startswith("/") or request.path.startswith("//"):  # no other host
+            problem = f"the fetch path {request.path[:80]!r} is not a path"
+            await self._park(claim, Failure(ErrorClass.GATEWAY_ERROR, problem), None)
+            return None
         try:
             async with self._paces[claim.provider].slot():
                 started = time.monotonic()
                 try:
-                    # The query travels as params: httpx would drop one left in the URL.
-                    parts = urlsplit(fetch.path)
-                    answer = await request_bytes(
-                        self._clients[claim.provider], fetch.method,
-                        source.api.url + parts.path, source.api.limits, what,
-                        params=parse_qsl(parts.query), content=fetch.content,
-                        headers=headers, read_refusals=reads_refusals,
-                    )  # fmt: skip
+                    return await self._request(source, claim, request, "confirm")
                 finally:
                     self._metrics.confirm_fetch_seconds.observe(
                         time.monotonic() - started, provider=claim.provider
                     )
-        except ProviderApiRefused as exc:  # a redirect, a refused certificate, too large
-            failure = Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc))
-            await self._park(claim, failure, None)
-            return
-        decision = decide(self._settings.policy, answer.status, claim.attempts, self._rand())
+        except ProviderApiRefused as exc:
+            await self._park(claim, Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc)), None)
+            return None
+
+    async def _request(
+        self, source: ConfirmSource, claim: Claim, request: ApiRequest, verb: str
+    ) -> RawAnswer:
+        """`request` on the provider's API host (its query as params: httpx would drop
+        one left in the URL); raises what no retry mends (`ProviderApiRefused`)."""
+        parts = urlsplit(request.path)
+        return await request_bytes(
+            self._clients[claim.provider], request.method, source.api.url + parts.path,
+            source.api.limits, f"{claim.provider} {verb} {claim.event_id}",
+            params=parse_qsl(parts.query), content=request.content, headers=request.headers,
+            read_refusals=source.confirmation.reads_refusals,
+        )  # fmt: skip
+
+    async def _retry_or_park(
+        self,
+        source: ConfirmSource,
+        claim: Claim,
+        doc: Any,
+        answer: RawAnswer,
+        decision: Decision,
+    ) -> None:
+        """A fetch that did not read: due again after its delay (within the provider's
+        deadline, if it has one), or parked with its class."""
         said = f"{answer.status or 'no answer'} {answer.detail}".strip()
-        if answer.value is not None and (
-            decision.verdict is Verdict.READ
-            or (reads_refusals and decision.verdict is Verdict.PARK)
-        ):
-            await self._confirm(source, claim, doc, answer.value[0])
-        elif decision.verdict is Verdict.RETRY:
-            policy = self._settings.policy
-            delay = wait_s(policy, decision.delay_s, answer.retry_after, time.time())
-            if past_deadline(source.confirmation.deadline_s, claim.received_at, delay, time.time()):
-                await self._park_late(source, claim, doc, said)
-                return
-            async with connection(self._pool) as conn:
-                if await retry_later(conn, claim, delay, f"the API answered {said}"):
-                    self._count("retry", claim)
-        else:
+        if decision.verdict is not Verdict.RETRY:
             error_class = decision.error_class or ErrorClass.CONFIRMATION_REFUSED
             message = f"the API answered {said} on try {claim.attempts}"
             await self._park(claim, Failure(error_class, message), None)
+            return
+        now_s = time.time()
+        wanted_s = wait_s(self._settings.policy, decision.delay_s, answer.retry_after, now_s)
+        deadline_s = source.confirmation.deadline_s
+        delay = within_deadline(deadline_s, claim.received_at, wanted_s, now_s)
+        if delay is None:
+            await self._park_late(source, claim, doc, said)
+            return
+        async with connection(self._pool) as conn:
+            if await retry_later(conn, claim, delay, f"the API answered {said}"):
+                self._count("retry", claim)
 
-    async def _confirm(self, source: ConfirmSource, claim: Claim, doc: Any, content: bytes) -> None:
-        """Record the events the answer holds, and the answer beside the request."""
+    async def _confirm(
+        self, source: ConfirmSource, claim: Claim, doc: Any, content: bytes, refusal: bool = False
+    ) -> None:
+        """Record the events the answer holds, and the answer beside the request (what
+        the provider lets be kept of it: `Confirmation.kept`)."""
+        kept = source.confirmation.kept
+        stored = content if kept is None else kept(content)
         try:
             what = f"{claim.provider} confirm {claim.event_id}"
             items = self._readers[claim.provider](doc, parse_json(content, what))
+            if refusal:
+                raise ConfirmationMismatch(
+                    f"the API refused the fetch, yet its answer confirms {len(items)} events"
+                )
         except ProviderApiRefused as exc:  # not JSON
-            await self._park(claim, Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc)), content)
+            await self._park(claim, Failure(ErrorClass.CONFIRMATION_REFUSED, str(exc)), stored)
             return
         except PayloadInvalid as exc:  # includes ConfirmationMismatch
-            await self._park(claim, Failure(exc.error_class, str(exc)), content)
+            await self._park(claim, Failure(exc.error_class, str(exc)), stored)
             return
         events = confirmed_events(source.shaping, items, datetime.now(UTC))
         # Recorded in a transaction of their own, as the ingest path records (a keyed
@@ -249,31 +303,23 @@ class ConfirmWorker:
         async with connection(self._pool) as conn:
             if events:
                 await record_events(conn, events)
-            fetched = await mark_fetched(conn, claim, ConfirmState.CONFIRMED, content)
+            fetched = await mark_fetched(conn, claim, ConfirmState.CONFIRMED, stored)
         if fetched:  # else claimed again since: counted by the process holding it now
             self._count("confirmed", claim)
 
     async def _park_late(self, source: ConfirmSource, claim: Claim, doc: Any, said: str) -> None:
         """Parked at the provider's deadline, with where the payment stands as the
-        provider's inquiry tells it (asked once; no answer is said as such)."""
-        confirmation = source.confirmation
+        provider's inquiry tells it (asked once, in the provider's pace)."""
         status = "not asked"
-        if confirmation.inquiry is not None and confirmation.inquiry_status is not None:
-            asked = confirmation.inquiry(doc, self._credentials(source))
+        inquiry = source.confirmation.inquiry
+        if inquiry is not None:
+            asked = inquiry(doc, self._credentials(source))
             try:
-                answer = await request_bytes(
-                    self._clients[claim.provider], asked.method, source.api.url + asked.path,
-                    source.api.limits, f"{claim.provider} inquiry {claim.event_id}",
-                    content=asked.content, headers=asked.headers, read_refusals=True,
-                )  # fmt: skip
+                async with self._paces[claim.provider].slot():
+                    answer = await self._request(source, claim, asked, "inquiry")
             except ProviderApiRefused as exc:  # a redirect, a refused certificate
                 answer = Answer(None, detail=str(exc)[:200])
-            status = f"no answer ({answer.status or answer.detail})"
-            if answer.value is not None:
-                try:
-                    status = confirmation.inquiry_status(orjson.loads(answer.value[0]))
-                except orjson.JSONDecodeError:
-                    status = "an answer that is not JSON"
+            status = standing(source.confirmation, answer)
         message = (f"the API answered {said} on try {claim.attempts}, past the deadline; "
                    f"the provider's inquiry says: {status}")  # fmt: skip
         await self._park(claim, Failure(ErrorClass.VERIFY_DEADLINE_PASSED, message), None)

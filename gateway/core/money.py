@@ -113,9 +113,13 @@ def held_as(amount_minor: int, currency: str) -> tuple[int, str]:
     if alias is None:
         return amount_minor, code
     target, factor = alias
-    # Both sides count hundredths (IRR's ISO exponent, and IRT's by default), so the
-    # minor units scale by the same factor as the units.
-    return check_amount(amount_minor * factor, f"{amount_minor} {code} in {target}"), target
+    # Minor units scale by the units' factor and by the two exponents' difference (both
+    # count hundredths today: IRR's ISO exponent, IRT's by default).
+    shift = minor_exponent(target) - minor_exponent(code)
+    if shift < 0:
+        raise ValueError(f"{code} is counted more finely than {target}: not an alias")
+    scaled = amount_minor * factor * 10**shift
+    return check_amount(scaled, f"{amount_minor} {code} in {target}"), target
 
 
 def account_currency(currency: str) -> str:

@@ -17,14 +17,16 @@ from starlette.types import Message, Scope, Send
 
 from gateway.core.bodies.forms import FormInvalid, form_fields
 from gateway.ingest.deadlines import Deadlines
-from gateway.ingest.endpoints import Gate, ingest
+from gateway.ingest.endpoints import Gate, ingest, send_json
 from gateway.ingest.parts import IngestParts
 from gateway.settings import ProviderSettings
 
 CALLBACKS_PREFIX = "/callbacks/"
 #: The most bytes of a callback's query: far above what a provider appends to a
-#: merchant's URL, and checked before anything is read.
-QUERY_BYTES_MAX = 4_096
+#: merchant's URL and its signed order (about 200), and the most a callback's document
+#: reads (`core.providers.zarinpal.CALLBACK_BYTES_MAX`); a longer one is refused (414)
+#: before anything is recorded, never cut.
+QUERY_BYTES_MAX = 2_048
 #: The headers a callback's body takes the place of.
 _BODY_HEADERS = frozenset({b"content-length", b"transfer-encoding", b"content-type"})
 
@@ -52,7 +54,9 @@ async def callback(
     """Take the callback as a webhook whose body is its query; answer a redirect."""
     query: bytes = scope.get("query_string", b"")
     if len(query) > QUERY_BYTES_MAX:
-        query = query[: QUERY_BYTES_MAX + 1]  # refused as too long by the form's reader
+        detail = f"the callback's query is {len(query)} bytes (at most {QUERY_BYTES_MAX})"
+        await send_json(send, 414, {"error": "uri_too_long", "detail": detail})
+        return
     headers = [(k, v) for k, v in scope["headers"] if k not in _BODY_HEADERS]
     headers.append((b"content-length", str(len(query)).encode()))
     as_post = {**scope, "method": "POST", "headers": headers, "query_string": b""}

@@ -79,7 +79,7 @@ def open_source(provider: ProviderSettings, clock: Clock = REAL_CLOCK) -> EventS
     if provider.scheme == "zarinpal":
         from gateway.adapters.provider_api.zarinpal_unverified import ZarinpalUnverified
 
-        return ZarinpalUnverified(api, clock)
+        return ZarinpalUnverified(api, provider.params, clock)
     raise BackfillUsageError(f"cannot backfill a {provider.scheme!r} scheme provider")
 
 

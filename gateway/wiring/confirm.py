@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from gateway.adapters.postgres import open_pool
-from gateway.confirm.worker import ConfirmSource, ConfirmWorker
+from gateway.confirm.sources import ConfirmSource
+from gateway.confirm.worker import ConfirmWorker
 from gateway.core.confirm.events import Shaping
 from gateway.core.providers import get_provider
 from gateway.errors import ConfigError

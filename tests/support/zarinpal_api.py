@@ -51,6 +51,7 @@ class ZarinpalApi:
     fail_statuses: list[int] = field(default_factory=list)
     down: bool = False
     verify_down: bool = False  # verify answers 503, the other calls answer
+    unverified_asked: int = 0  # how many times the list of unverified payments was asked
     _next_ref: int = 201
 
     def __post_init__(self) -> None:
@@ -117,6 +118,7 @@ class ZarinpalApi:
 
     async def _unverified(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
+        self.unverified_asked += 1
         fault = self._fault()
         if fault is not None:
             return fault

@@ -95,6 +95,10 @@ def parse_json(content: bytes, what: str) -> Any:
         raise ProviderApiAnswerInvalid(f"{what}: the answer is not JSON") from None
 
 
+#: An answer as `request_bytes` gives it: its bytes and headers, when they were read.
+RawAnswer = Answer[tuple[bytes, httpx.Headers]]
+
+
 async def request_bytes(
     client: httpx.AsyncClient,
     method: str,
@@ -107,7 +111,7 @@ async def request_bytes(
     headers: Mapping[str, str] | None = None,
     read_refusals: bool = False,
     content: bytes | None = None,
-) -> Answer[tuple[bytes, httpx.Headers]]:
+) -> RawAnswer:
     """(status, Retry-After, (a 2xx answer's bytes as received, response headers)): the
     bytes decoded from any content encoding, at most `api_max_answer_bytes`. No answer
     in time, a transport error, or an answer that cannot be decoded is status None

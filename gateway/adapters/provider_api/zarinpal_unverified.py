@@ -8,15 +8,15 @@ list answers `{"data": {"code": 100, "authorities": [{"authority", "amount",
 "callback_url", "referer", "date"}]}}` (zarinpal.com/docs/paymentGateway/otherMethods).
 Each entry is recorded as the callback would have been: the query of its
 `callback_url` (the order the merchant signed into it, `core.signatures.zarinpal`) with
-`Authority` and `Status=OK` added. Its verify is then owed as a live callback's is, and
-the gate makes it a duplicate of a callback that did come. The list is Zarinpal's
-answer over TLS to the merchant's own id, so it needs no signature; the order's
-amount is still checked by Zarinpal's verify (`-50` is parked, never verified).
+`Authority` and `Status=OK` added, its order's signature checked as a callback's is.
+Its verify is then owed as a live callback's is, and the gate makes it a duplicate of
+a callback that did come (the same Authority and order). The amount is still checked
+by Zarinpal's verify (`-50` is parked, never verified).
 
-An entry whose `callback_url` carries no order (a payment made through another
-integration of the same merchant id) is recorded and parked with why, never dropped.
-The list has no pages and no time filter: every unverified payment is listed, each
-time, and the gate keeps the ones already recorded.
+An entry whose `callback_url` carries no order signed with the provider's secrets (a
+payment made through another integration of the same merchant id) is recorded and
+parked with why, never dropped. The list has no pages and no time filter: every
+unverified payment is listed, each time, and the gate keeps the ones already recorded.
 """
 
 from __future__ import annotations
@@ -30,11 +30,18 @@ from gateway.adapters.provider_api.retrying import REAL_CLOCK, Clock
 from gateway.core.backfill.decisions import Window
 from gateway.core.bodies.content import body_digest_id
 from gateway.core.events.model import Failure
-from gateway.core.providers.zarinpal import OK_TYPE, document
-from gateway.errors import ErrorClass, PayloadInvalid, ProviderApiAnswerInvalid
+from gateway.core.providers.zarinpal import (
+    OK_TYPE,
+    UNVERIFIED_PATH,
+    document,
+    unverified_entries,
+)
+from gateway.core.signatures.base import SchemeParams, Verifier
+from gateway.core.signatures.zarinpal import SCHEME
+from gateway.errors import PayloadInvalid, ProviderApiAnswerInvalid, SignatureError
 from gateway.settings.provider_api import ProviderApi
 
-PATH = "/pg/v4/payment/unVerified.json"
+PATH = UNVERIFIED_PATH
 _WHAT = f"POST {PATH}"
 HEADERS = {"content-type": "application/x-www-form-urlencoded"}
 
@@ -42,15 +49,10 @@ HEADERS = {"content-type": "application/x-www-form-urlencoded"}
 def listed_authorities(doc: Any) -> list[Any]:
     """The answer's `data.authorities`; `ProviderApiAnswerInvalid` for any other shape
     (a refusal's `errors` included: the merchant id is wrong)."""
-    data = doc.get("data") if isinstance(doc, dict) else None
-    if not isinstance(data, dict) or data.get("code") != 100:
-        errors = doc.get("errors") if isinstance(doc, dict) else None
-        code = errors.get("code") if isinstance(errors, dict) else None
-        raise ProviderApiAnswerInvalid(f"{_WHAT}: Zarinpal answered code {code!r}, not 100")
-    authorities = data.get("authorities")
-    if not isinstance(authorities, list):
-        raise ProviderApiAnswerInvalid(f"{_WHAT}: the answer's data.authorities is not a list")
-    return authorities
+    try:
+        return unverified_entries(doc)
+    except PayloadInvalid as exc:
+        raise ProviderApiAnswerInvalid(f"{_WHAT}: {exc}") from None
 
 
 def callback_of(entry: Any) -> bytes:
@@ -66,15 +68,17 @@ def callback_of(entry: Any) -> bytes:
     return f"{query}&{added}".encode() if query else added.encode()
 
 
-def listed_payment(entry: Any) -> Listed:
+def listed_payment(entry: Any, verify: Verifier) -> Listed:
     """One unverified payment as its callback's row would hold it; parked with why
-    when its `callback_url` carries no signed order the gateway can verify against."""
+    when its `callback_url` carries no order signed with the provider's secrets (made
+    through another integration of the same merchant id, or by nobody)."""
     try:
         body = callback_of(entry)
+        verify({}, body, 0.0)
         doc = document(body)
-    except PayloadInvalid as exc:
+    except (PayloadInvalid, SignatureError) as exc:
         raw = repr(entry)[:1024].encode()
-        failure = Failure(ErrorClass.PAYLOAD_INVALID, f"not a gateway callback: {exc}")
+        failure = Failure(exc.error_class, f"not a gateway callback: {exc}")
         return Listed(body_digest_id(raw), None, None, body=raw, headers=HEADERS, failure=failure)
     return Listed(doc["id"], OK_TYPE, None, body=body, headers=HEADERS)
 
@@ -82,15 +86,17 @@ def listed_payment(entry: Any) -> Listed:
 class ZarinpalUnverified:
     """An `EventSource` over Zarinpal's unverified payments: one page, every time."""
 
-    def __init__(self, api: ProviderApi, clock: Clock = REAL_CLOCK) -> None:
+    def __init__(self, api: ProviderApi, params: SchemeParams, clock: Clock = REAL_CLOCK) -> None:
         self._url = api.url + PATH
+        self._verify = SCHEME.verifier(params)
         self._merchant_id = api.key
         headers = {"Accept": "application/json", "User-Agent": "payments-webhook-gateway"}
         self._calls = ApiCalls(api, headers, clock)
 
     async def page(self, cursor: str | None, window: Window) -> Page:
         doc, _ = await self._calls.post(self._url, {"merchant_id": self._merchant_id}, _WHAT)
-        return Page([listed_payment(e) for e in listed_authorities(doc)], None, [])
+        entries = listed_authorities(doc)
+        return Page([listed_payment(e, self._verify) for e in entries], None, [])
 
     async def fetch(self, item: Listed) -> Fetched:
         return Fetched(item.headers, item.body)

@@ -107,12 +107,23 @@ def wait_s(policy: ConfirmPolicy, delay: float, retry_after: str | None, now_s: 
     return max(delay, min(asked_s, policy.max_delay_s))
 
 
-def past_deadline(
+#: The least time left before a provider's deadline worth one more try (seconds; a
+#: tenth of a shorter deadline): less, and the fetch is parked rather than tried after
+#: the provider has given up on it.
+DEADLINE_MARGIN_S = 5.0
+
+
+def within_deadline(
     deadline_s: float | None, received_at: datetime, delay_s: float, now_s: float
-) -> bool:
-    """Whether a fetch retried after `delay_s` would be tried after its provider's
-    deadline (`Confirmation.deadline_s` from the webhook's arrival): then it is parked
-    rather than retried, since the provider will have returned the money by then."""
+) -> float | None:
+    """The delay of a retried fetch whose provider has a deadline (`Confirmation.
+    deadline_s` from the webhook's arrival): `delay_s`, shortened so the try still comes
+    `DEADLINE_MARGIN_S` before the deadline; None when there is not even that much time
+    left, and the fetch is parked (the provider will have returned the money)."""
     if deadline_s is None:
-        return False
-    return now_s + delay_s > received_at.timestamp() + deadline_s
+        return delay_s
+    margin_s = min(DEADLINE_MARGIN_S, deadline_s / 10)
+    left_s = received_at.timestamp() + deadline_s - now_s - margin_s
+    if left_s <= 0:
+        return None
+    return min(delay_s, left_s)

@@ -179,6 +179,17 @@ class Confirmation:
     #: a fetch parked at its deadline says (Zarinpal's `inquiry`). None: nothing asked.
     inquiry: Callable[[Any, ApiCredentials], ApiRequest] | None = None
     inquiry_status: Callable[[Any], str] | None = None
+    #: (the recorded request's document, credentials) to a request whose answer must
+    #: vouch for the webhook before it is fetched, and (the document, that answer
+    #: parsed) to whether it does: True, fetch; False, nothing to fetch (confirmed with
+    #: nothing, no dead letter); `PayloadInvalid` (a `ConfirmationMismatch`), parked.
+    #: Zarinpal's list of payments paid and not verified binds an unsigned Authority to
+    #: the order the merchant signed. None: every webhook is fetched.
+    vouch: Callable[[Any, ApiCredentials], ApiRequest] | None = None
+    vouched: Callable[[Any, Any], bool] | None = None
+    #: (an answer's bytes) to what of it is kept beside the webhook (`confirmations.
+    #: answer`): a provider whose answers carry card data drops it. None: all of it.
+    kept: Callable[[bytes], bytes] | None = None
 
     def owed(self, event_type: str | None) -> bool:
         """Whether a webhook event of `event_type` waits for its fetch."""

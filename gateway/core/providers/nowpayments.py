@@ -41,8 +41,9 @@ signature covers (`0.30000000000000001`). `pay_currency` names a coin on a netwo
 NOWPayments takes is itself; any other coin (`btc`, `trx`) is parked as
 `FIELD_TYPE_INVALID` on `pay_currency`: the ledger holds no such asset.
 
-NOWPayments names no merchant (an account is one store): `[providers.NAME] merchant`
-says where one is (`Movements.merchant` is empty), else a capture is parked as
+NOWPayments names no merchant (an account is one store): `[providers.NAME]
+merchant_id` names the store's, or `merchant` says where one is (`Movements.merchant`
+is empty), else a capture is parked as
 `MISSING_FIELD`; a refund takes its payment's. Payouts' and custodial recurring
 payments' IPNs are recorded and published, and never settle.
 """
@@ -111,7 +112,7 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
     return SettlementInstruction(
         settlement_id=payment,
         kind=kinds[0],
-        merchant_id=None,  # NOWPayments names none: `[providers.NAME] merchant` does
+        merchant_id=None,  # NOWPayments names none: `merchant_id` or `merchant` do
         amount_minor=exact_amount(doc, "actually_paid", currency),
         currency=currency,
         refund_id=None if capture else payment,

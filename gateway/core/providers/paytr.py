@@ -34,8 +34,9 @@ most `BODY_BYTES_MAX` bytes; other fields are kept as they came.
   whose minor unit is not the hundredth is refused, never scaled by a guess.
 - The merchant: a callback names none (a PayTR account is one store, and its key and
   salt are what verify it). So a success names its merchant only through
-  `[providers.NAME] merchant`; without it, it is parked `MISSING_FIELD` (`merchant_id`),
-  as any capture without a merchant is, and replayed once the setting names one. A
+  `[providers.NAME] merchant_id` (the store's merchant) or `merchant`; without either,
+  it is parked `MISSING_FIELD` (`merchant_id`), as any capture without a merchant is,
+  and replayed once the setting names one. A
   payment link's callback carries `merchant_id`, PayTR's store number, which
   `merchant = ["/merchant_id"]` reads; it is outside the hash.
 - Refunds: PayTR documents no refund notification. Its Refund API is a request the
@@ -108,7 +109,7 @@ def instruction(event_type: str, doc: Any) -> SettlementInstruction | None:
     return SettlementInstruction(
         settlement_id=order,
         kind=_K.CAPTURE,
-        merchant_id=None,  # the callback names none: `[providers.NAME] merchant`
+        merchant_id=None,  # the callback names none: `[providers.NAME] merchant_id`
         amount_minor=amount_of(doc, currency),
         currency=currency,
         refund_id=None,

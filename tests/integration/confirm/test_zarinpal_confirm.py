@@ -71,6 +71,11 @@ def order(
     return {**fields, "sig": order_signature(secret, fields)}
 
 
+def callback_url(signed: dict[str, str]) -> str:
+    """The callback URL the merchant gave Zarinpal for the order, as Zarinpal keeps it."""
+    return f"https://gateway.example/callbacks/zarinpal?{urlencode(signed)}"
+
+
 async def come_back(
     server: RunningServer, signed: dict[str, str], authority: str, status: str = "OK"
 ) -> httpx.Response:
@@ -97,27 +102,26 @@ FORGED = "A0000000000000000000000000000000FAKE"
 async def test_a_paid_callback_is_verified_once_and_settles_once_in_rials(
     doc: dict[str, Any], database_url: str, api: ZarinpalApi
 ) -> None:
-    api.pay(AUTH, 1_500_000)
     signed = order("o_1", 1_500_000)
+    api.pay(AUTH, 1_500_000, callback_url(signed))
     async with serving(doc, ENV) as server, running_worker(doc, ENV) as parts, confirming(doc, ENV):
         await open_merchant(parts, MERCHANT, "IRR")
         first = await come_back(server, signed, AUTH)
         assert first.status_code == 303
         assert first.headers["location"] == f"{RETURN_URL}&order=o_1&status=OK"
         await wait_until(lambda: ended(database_url, 1))
-        # The payer reloads the page: a duplicate, verified again (Zarinpal answers 101,
-        # verified before: success), which records nothing new and settles nothing more.
+        # The payer reloads the page: a duplicate, whose payment is no longer in the list
+        # of those paid and not verified: nothing verified again, nothing settled again.
+        vouches = api.unverified_asked
         again = await come_back(server, signed, AUTH)
         assert again.status_code == 303
-        await wait_until(lambda: _verifies(api, 2))
+        await wait_until(lambda: _more_vouches(api, vouches))
         await wait_until(lambda: _all_confirmed(database_url))
         assert await merchant_balance(parts, MERCHANT, "IRR") == 150_000_000  # 1.5M rials
-    assert (
-        api.verifies == [{"merchant_id": MERCHANT_ID, "amount": 1_500_000, "authority": AUTH}] * 2
-    )
+    assert api.verifies == [{"merchant_id": MERCHANT_ID, "amount": 1_500_000, "authority": AUTH}]
     assert await settled(database_url, "zarinpal") == [("capture", None, 150_000_000, MERCHANT)]
     assert await published(database_url) == [
-        (AUTH, None),  # the callback itself is never published
+        (f"{AUTH}:order:o_1", None),  # the callback itself is never published
         (f"{AUTH}:verified", "webhooks.zarinpal.payment.verified"),
     ]
     assert await dead_letters(database_url) == []
@@ -125,6 +129,10 @@ async def test_a_paid_callback_is_verified_once_and_settles_once_in_rials(
 
 async def _verifies(api: ZarinpalApi, n: int) -> bool:
     return len(api.verifies) >= n
+
+
+async def _more_vouches(api: ZarinpalApi, than: int) -> bool:
+    return api.unverified_asked > than
 
 
 async def _all_confirmed(dsn: str) -> bool:
@@ -135,10 +143,11 @@ async def _all_confirmed(dsn: str) -> bool:
 async def test_an_order_in_tomans_settles_as_rials_times_ten(
     doc: dict[str, Any], database_url: str, api: ZarinpalApi
 ) -> None:
-    api.pay(AUTH, 25_000)  # 25,000 tomans, as the merchant asked Zarinpal for them
+    signed = order("o_t", 25_000, "IRT")
+    api.pay(AUTH, 25_000, callback_url(signed))  # 25,000 tomans, as the merchant asked
     async with serving(doc, ENV) as server, running_worker(doc, ENV) as parts, confirming(doc, ENV):
         await open_merchant(parts, MERCHANT, "IRR")
-        assert (await come_back(server, order("o_t", 25_000, "IRT"), AUTH)).status_code == 303
+        assert (await come_back(server, signed, AUTH)).status_code == 303
         await wait_until(lambda: ended(database_url, 1))
         assert await merchant_balance(parts, MERCHANT, "IRR") == 25_000 * 10 * 100
     assert api.verifies[0]["amount"] == 25_000  # verified in the order's own unit
@@ -148,12 +157,11 @@ async def test_an_order_in_tomans_settles_as_rials_times_ten(
 async def test_forged_callbacks_settle_nothing(
     doc: dict[str, Any], database_url: str, api: ZarinpalApi
 ) -> None:
-    api.pay(AUTH, 1_000)
+    api.pay(AUTH, 1_000, callback_url(order("o_x", 1_000)))
     async with serving(doc, ENV) as server, running_worker(doc, ENV), confirming(doc, ENV):
-        # An Authority Zarinpal never issued: one verify, refused, parked.
-        forged = await come_back(
-            server, order("o_f", 1_000), "A0000000000000000000000000000000FAKE"
-        )
+        # An Authority Zarinpal never issued: not in its list of payments paid and not
+        # verified, so nothing is verified and nothing parked.
+        forged = await come_back(server, order("o_f", 1_000), FORGED)
         assert forged.status_code == 303
         # An order signed with another secret, or tampered after signing: refused.
         other = await come_back(server, order("o_x", 1_000, secret="not-ours"), AUTH)
@@ -162,22 +170,26 @@ async def test_forged_callbacks_settle_nothing(
         assert (await come_back(server, tampered, AUTH)).status_code == 401
         # A NOK for the genuine Authority: recorded apart, verifies nothing.
         assert (await come_back(server, order("o_x", 1_000), AUTH, "NOK")).status_code == 303
-        await wait_until(lambda: ended(database_url, 1))
-    assert await dead_letters(database_url) == [(FORGED, "confirm", "CONFIRMATION_NOT_FOUND")]
-    assert len(api.verifies) == 1
+        await wait_until(lambda: _all_confirmed(database_url))
+    assert await dead_letters(database_url) == []
+    assert api.verifies == [] and api.unverified_asked == 1
     assert await settled(database_url, "zarinpal") == []
-    assert (f"{AUTH}:NOK", "webhooks.zarinpal.callback.nok") in await published(database_url)
+    nok = (f"{AUTH}:order:o_x:NOK", "webhooks.zarinpal.callback.nok")
+    assert nok in await published(database_url)
     assert not api.verified(AUTH)
 
 
 async def test_an_amount_that_is_not_the_payments_is_parked_and_never_verified(
     doc: dict[str, Any], database_url: str, api: ZarinpalApi
 ) -> None:
-    api.pay(AUTH, 2_000_000)  # the payer paid 2M; the merchant's order says 1M
+    signed = order("o_m", 1_000_000)
+    api.pay(AUTH, 2_000_000, callback_url(signed))  # paid 2M; the merchant's order says 1M
     async with serving(doc, ENV) as server, running_worker(doc, ENV), confirming(doc, ENV):
-        assert (await come_back(server, order("o_m", 1_000_000), AUTH)).status_code == 303
+        assert (await come_back(server, signed, AUTH)).status_code == 303
         await wait_until(lambda: ended(database_url, 1))
-    assert await dead_letters(database_url) == [(AUTH, "confirm", "VERIFY_AMOUNT_MISMATCH")]
+    assert await dead_letters(database_url) == [
+        (f"{AUTH}:order:o_m", "confirm", "VERIFY_AMOUNT_MISMATCH")
+    ]
     assert not api.verified(AUTH)
     assert await settled(database_url, "zarinpal") == []
 
@@ -188,15 +200,68 @@ async def test_an_api_down_past_the_deadline_parks_the_payment(
     # A deadline of two seconds stands for Zarinpal's fifteen minutes.
     doc["providers"]["zarinpal"]["verify_deadline_s"] = 2
     doc["confirm"]["max_attempts"] = 1000
-    api.pay(AUTH, 1_000)
+    signed = order("o_d", 1_000)
+    api.pay(AUTH, 1_000, callback_url(signed))
     api.verify_down = True
     async with serving(doc, ENV) as server, confirming(doc, ENV):
-        assert (await come_back(server, order("o_d", 1_000), AUTH)).status_code == 303
+        assert (await come_back(server, signed, AUTH)).status_code == 303
         await wait_until(lambda: _parked(database_url), timeout_s=20)
-    assert await dead_letters(database_url) == [(AUTH, "confirm", "VERIFY_DEADLINE_PASSED")]
+    assert await dead_letters(database_url) == [
+        (f"{AUTH}:order:o_d", "confirm", "VERIFY_DEADLINE_PASSED")
+    ]
     assert len(api.verifies) >= 2  # retried within the deadline
     rows = await fetch(database_url, "SELECT error_message FROM dlq_webhooks")
     assert rows[0]["error_message"].endswith("the provider's inquiry says: PAID")
+
+
+async def test_a_signed_order_sent_with_another_payments_authority_takes_nothing(
+    doc: dict[str, Any], database_url: str, api: ZarinpalApi
+) -> None:
+    """The Authority is not signed: someone holding a signed order of their own (the URL
+    their browser was sent to) sends it with another payer's Authority, of the same
+    amount, before that payer comes back. Zarinpal's list of unverified payments says
+    which order the Authority was paid for: the pairing is parked, nothing verified, and
+    the genuine callback, keyed apart, is verified and settled to its own merchant."""
+    genuine = order("o_victim", 500_000)
+    forged = {**order("o_evil", 500_000)}
+    api.pay(AUTH, 500_000, callback_url(genuine))
+    async with serving(doc, ENV) as server, running_worker(doc, ENV) as parts, confirming(doc, ENV):
+        await open_merchant(parts, MERCHANT, "IRR")
+        assert (await come_back(server, forged, AUTH)).status_code == 303
+        await wait_until(lambda: _parked(database_url))
+        assert api.verifies == []
+        assert (await come_back(server, genuine, AUTH)).status_code == 303
+        await wait_until(lambda: ended(database_url, 2))
+        assert await merchant_balance(parts, MERCHANT, "IRR") == 50_000_000
+    assert await dead_letters(database_url) == [
+        (f"{AUTH}:order:o_evil", "confirm", "CONFIRMATION_MISMATCH")
+    ]
+    assert [v["authority"] for v in api.verifies] == [AUTH]
+    assert await settled(database_url, "zarinpal") == [("capture", None, 50_000_000, MERCHANT)]
+
+
+async def test_no_card_data_is_kept_of_the_verify_answer(
+    doc: dict[str, Any], database_url: str, api: ZarinpalApi
+) -> None:
+    signed = order("o_card", 1_000)
+    api.pay(AUTH, 1_000, callback_url(signed))
+    async with serving(doc, ENV) as server, confirming(doc, ENV):
+        assert (await come_back(server, signed, AUTH)).status_code == 303
+        await wait_until(lambda: _all_confirmed(database_url))
+    rows = await fetch(database_url, "SELECT answer FROM confirmations")
+    kept = rows[0]["answer"]
+    assert b'"ref_id"' in kept and b"card_pan" not in kept and b"card_hash" not in kept
+    assert b"502229" not in kept
+
+
+async def test_an_over_long_callback_is_refused_before_anything_is_recorded(
+    doc: dict[str, Any], database_url: str
+) -> None:
+    async with serving(doc, ENV) as server:
+        query = urlencode({**order("o_long", 1_000), "Authority": AUTH, "Status": "OK"})
+        answer = await server.client.get(f"/callbacks/zarinpal?{query}&pad={'x' * 2100}")
+        assert answer.status_code == 414
+    assert await published(database_url) == []
 
 
 async def _parked(dsn: str) -> bool:
@@ -228,8 +293,7 @@ async def test_a_payment_whose_payer_never_came_back_is_found_and_settled_once(
     payment from another integration of the merchant id (no order in its URL) is
     parked; the callback arriving late after all is a duplicate."""
     signed = order("o_lost", 730_000)
-    callback_url = f"https://gateway.example/callbacks/zarinpal?{urlencode(signed)}"
-    api.pay(AUTH, 730_000, callback_url)
+    api.pay(AUTH, 730_000, callback_url(signed))
     api.pay(FORGED, 5_000, "https://shop.example/their-own-callback?id=9")
     async with serving(doc, ENV) as server, running_worker(doc, ENV) as parts, confirming(doc, ENV):
         await open_merchant(parts, MERCHANT, "IRR")
@@ -238,10 +302,10 @@ async def test_a_payment_whose_payer_never_came_back_is_found_and_settled_once(
         assert await merchant_balance(parts, MERCHANT, "IRR") == 73_000_000
         await recover(doc)  # verified now: no longer listed, nothing recorded again
         assert (await come_back(server, signed, AUTH)).status_code == 303  # late: a duplicate
-        await wait_until(lambda: _verifies(api, 2))  # verified again: 101, success
+        await wait_until(lambda: _more_vouches(api, 2))  # no longer listed: not verified again
         await wait_until(lambda: _all_confirmed(database_url))
     assert await settled(database_url, "zarinpal") == [("capture", None, 73_000_000, MERCHANT)]
-    assert [v["authority"] for v in api.verifies] == [AUTH, AUTH]
+    assert [v["authority"] for v in api.verifies] == [AUTH]
     assert [(s, c) for _, s, c in await dead_letters(database_url)] == [
-        ("ingest", "PAYLOAD_INVALID")
+        ("ingest", "SIGNATURE_MISSING")  # the other integration's payment: no signed order
     ]

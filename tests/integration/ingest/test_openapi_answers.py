@@ -167,6 +167,8 @@ async def _served_answers(server: RunningServer, proxy: FaultProxy, answers: Ans
         server, "GET", _callback_path("A0000000000000000000000000000000OA01", "not-ours")
     )
     answers[(CALLBACKS, "GET", 404, json)] = await _http(server, "GET", "/callbacks/nobody")
+    long_query = _callback_path("A0000000000000000000000000000000OA04") + "&x=" + "y" * 2100
+    answers[(CALLBACKS, "GET", 414, json)] = await _http(server, "GET", long_query)
     redirected = await _http(server, "GET", _callback_path("A0000000000000000000000000000000OA02"))
     assert redirected[0] == 303 and redirected[1]["location"].startswith("https://shop.example/")
 

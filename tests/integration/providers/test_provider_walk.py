@@ -20,6 +20,7 @@ from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 import pytest
@@ -28,6 +29,7 @@ from gateway.cli import main as gateway_main
 from gateway.core.forward.request import ForwardedEvent, ResignAs, delivery_request
 from gateway.core.providers import PROVIDERS, get_scheme
 from gateway.core.signatures import SchemeParams
+from gateway.core.signatures.zarinpal import order_signature
 from tests.support.config_file import write_toml
 from tests.support.confirming import QUICK, confirming, serving
 from tests.support.gateway import config
@@ -257,7 +259,7 @@ SAMPLES: dict[str, Sample] = {
     "zarinpal": Sample(
         {"secrets": ["zp_walk"], "return_url": "https://shop.example/done",
          "api_key_env": ZARINPAL_KEY_ENV}, {},
-        ZARINPAL_AUTHORITY, "callback.ok", m("zarinpal"),
+        f"{ZARINPAL_AUTHORITY}:order:o_walk", "callback.ok", m("zarinpal"),
         raw=(b"order=o_walk&amount=10000000&currency=IRR&merchant=" + m("zarinpal").encode()
              + b"&Authority=" + ZARINPAL_AUTHORITY.encode() + b"&Status=OK"),
         confirmed=(f"{ZARINPAL_AUTHORITY}:verified", "payment.verified"),
@@ -331,8 +333,14 @@ async def iyzico_walk() -> AsyncIterator[dict[str, Any]]:
 @pytest.fixture
 async def zarinpal_walk() -> AsyncIterator[dict[str, Any]]:
     """Zarinpal's API stood in by a local one, where the walk's payment is paid."""
+    order = {"order": "o_walk", "amount": "10000000", "currency": "IRR",
+             "merchant": m("zarinpal")}  # fmt: skip
+    signed = {**order, "sig": order_signature("zp_walk", order)}
     async with running_zarinpal_api() as api:
-        api.pay(ZARINPAL_AUTHORITY, 10_000_000)
+        # Zarinpal's list of payments paid and not verified holds it, with the callback
+        # URL its order was signed into (what vouches for the Authority's order).
+        api.pay(ZARINPAL_AUTHORITY, 10_000_000,
+                f"https://gateway.example/callbacks/zarinpal?{urlencode(signed)}")  # fmt: skip
         yield stand_in_keys(api.url, ZARINPAL_KEY_ENV)
 
 

@@ -219,3 +219,20 @@ def _optional_text(obj: Mapping[str, Any], key: str) -> str | None:
     if type(found) is int:
         found = str(found)
     return found if isinstance(found, str) and 0 < len(found) <= _TEXT_MAX else None
+
+
+#: The card fields of a payment's detail: never kept beside the webhook.
+_CARD_FIELDS = ("binNumber", "lastFourDigits", "cardToken", "cardUserKey")
+
+
+def kept_answer(content: bytes) -> bytes:
+    """A payment's detail as kept beside the webhook: without its card's BIN, last four
+    digits and card tokens."""
+    try:
+        doc = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content
+    if isinstance(doc, dict):
+        for name in _CARD_FIELDS:
+            doc.pop(name, None)
+    return orjson.dumps(doc)

@@ -23,9 +23,10 @@ Amounts are decimals of the currency's major unit (`1.1`, `0.33000000`), read ex
 with the ISO 4217 decimals (TRY, USD, EUR, GBP: two): more decimals than the currency
 has is refused, never rounded. The merchant is the webhook's `merchantId`, iyzico's id
 of the account, carried into the confirmed events; it is not among the fields a
-payment's webhook signs, so set the provider's `merchant_id` (which refuses a webhook
-naming another), or point `[providers.NAME] merchant` at `/basket_id` or
-`/conversation_id`, which the answer's signature does cover.
+payment's webhook signs, so set `[providers.NAME] merchant_id` (the account's merchant,
+whatever a webhook names), `iyzico_merchant_id` (which refuses a webhook naming another
+account), or point `merchant` at `/basket_id` or `/conversation_id`, which the answer's
+signature does cover.
 
 A subscription's webhook names no payment: it is published as it came and moves
 nothing, and so is every webhook without an API key.
@@ -46,6 +47,7 @@ from gateway.core.providers.iyzico.answer import (
     awaits,
     confirmer,
     detail_request,
+    kept_answer,
     locate,
     unkeyed,
 )
@@ -104,6 +106,7 @@ IYZICO = Provider(
         optional=True,
         request=detail_request,
         keyed=confirmer,
+        kept=kept_answer,
     ),
     cross_check="the worked V3 examples of iyzipay-php `samples/"
     "webhook_Signature_Validation.php`; `iyzipay.IyzipayResource.generate_v2_hash` and "

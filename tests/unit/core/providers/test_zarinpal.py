@@ -13,7 +13,7 @@ import pytest
 
 from gateway import settings as settings_mod
 from gateway.adapters.provider_api.zarinpal_unverified import callback_of, listed_payment
-from gateway.core.confirm.decisions import past_deadline
+from gateway.core.confirm.decisions import within_deadline
 from gateway.core.providers.base import ApiCredentials
 from gateway.core.providers.zarinpal import (
     NOK_TYPE,
@@ -24,8 +24,10 @@ from gateway.core.providers.zarinpal import (
     document,
     inquiry_status,
     instruction,
+    kept_answer,
     sign_callback,
     verify_request,
+    vouched,
 )
 from gateway.core.signatures.base import SchemeParams
 from gateway.core.signatures.zarinpal import SCHEME, order_signature
@@ -43,6 +45,11 @@ from gateway.errors import (
 from gateway.ingest.callbacks import return_location
 
 SECRET = "order-secret"
+#: The order signature of `ORDER` with `SECRET`, pinned: computed once with
+#: `printf 'zarinpal-order\no_1\n150000\nIRT\nm_1' | openssl dgst -sha256 -hmac order-secret`,
+#: so a change of what is signed, which every merchant's integration signs the same
+#: way, fails here.
+SIG = "5692a09a65c8615a76397803bfe06d04c40873f99be050bc2eca0b3b190bf942"
 AUTH = "A00000000000000000000000000000123456"
 ORDER = {"order": "o_1", "amount": "150000", "currency": "IRT", "merchant": "m_1"}
 
@@ -60,14 +67,14 @@ def query(**changes: str | None) -> bytes:
 
 def test_an_ok_callback_reads_as_its_authority_and_order() -> None:
     assert document(query()) == {
-        "id": AUTH, "type": OK_TYPE, "authority": AUTH, "order": "o_1", "amount": 150_000,
-        "currency": "IRT", "merchant": "m_1",
+        "id": f"{AUTH}:order:o_1", "type": OK_TYPE, "authority": AUTH, "order": "o_1",
+        "amount": 150_000, "currency": "IRT", "merchant": "m_1", "sig": SIG,
     }  # fmt: skip
 
 
 def test_a_nok_callback_is_keyed_apart_from_the_ok() -> None:
     doc = document(query(Status="NOK"))
-    assert (doc["id"], doc["type"]) == (f"{AUTH}:NOK", NOK_TYPE)
+    assert (doc["id"], doc["type"]) == (f"{AUTH}:order:o_1:NOK", NOK_TYPE)
     assert not ZARINPAL.confirmation or not ZARINPAL.confirmation.owed(NOK_TYPE)
     assert ZARINPAL.confirmation is not None and ZARINPAL.confirmation.owed(OK_TYPE)
 
@@ -228,23 +235,34 @@ def test_an_unverified_payment_reads_as_the_callback_its_payer_would_have_brough
     url = "https://gw.example/callbacks/zarinpal?" + query(Authority=None, Status=None).decode()
     entry = {"authority": AUTH, "amount": 150_000, "callback_url": url, "date": "x"}
     assert document(callback_of(entry)) == OK_DOC
-    listed = listed_payment(entry)
-    assert (listed.event_id, listed.event_type, listed.failure) == (AUTH, OK_TYPE, None)
-    verify(callback_of(entry))
+    listed = listed_payment(entry, SCHEME.verifier(SchemeParams(secrets=(SECRET,))))
+    assert (listed.event_id, listed.event_type, listed.failure) == (
+        f"{AUTH}:order:o_1", OK_TYPE, None)  # fmt: skip
 
 
 @pytest.mark.parametrize(
     "entry",
     [
         {"authority": AUTH, "callback_url": "https://shop.example/cb?id=9"},
+        # An order nobody signed, or signed with another secret: never taken.
+        {
+            "authority": AUTH,
+            "callback_url": "https://gw.example/callbacks/zarinpal?"
+            "order=o1&amount=1000&currency=IRR&merchant=anyone",
+        },
+        {
+            "authority": AUTH,
+            "callback_url": "https://gw.example/callbacks/zarinpal?"
+            + query(Authority=None, Status=None, sig=order_signature("other", ORDER)).decode(),
+        },
         {"authority": AUTH},
         {"callback_url": "https://gw.example/callbacks/zarinpal"},
         "not an object",
     ],
 )
 def test_an_unverified_payment_of_another_integration_is_parked(entry: Any) -> None:
-    listed = listed_payment(entry)
-    assert listed.failure is not None and listed.failure.error_class == ErrorClass.PAYLOAD_INVALID
+    listed = listed_payment(entry, SCHEME.verifier(SchemeParams(secrets=(SECRET,))))
+    assert listed.failure is not None and listed.event_type is None
 
 
 @pytest.mark.parametrize(
@@ -263,15 +281,18 @@ NOW = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
-    ("deadline_s", "age_s", "delay_s", "past"),
-    [(None, 10_000, 10, False), (900, 0, 10, False), (900, 889, 10, False),
-     (900, 891, 10, True), (900, 1000, 0, True)],
+    ("deadline_s", "age_s", "delay_s", "delay"),
+    [(None, 10_000, 10, 10), (900, 0, 10, 10), (900, 880, 10, 10),
+     (900, 890, 10, 5),  # shortened: the try still comes 5 s before the deadline
+     (900, 895, 10, None), (900, 1000, 0, None),
+     (2, 0, 10, 1.8)],  # a short deadline keeps a tenth of itself
 )  # fmt: skip
-def test_a_retry_after_the_deadline_is_not_made(
-    deadline_s: float | None, age_s: float, delay_s: float, past: bool
+def test_a_retry_is_fitted_before_the_deadline_or_not_made(
+    deadline_s: float | None, age_s: float, delay_s: float, delay: float | None
 ) -> None:
     received = NOW - timedelta(seconds=age_s)
-    assert past_deadline(deadline_s, received, delay_s, NOW.timestamp()) is past
+    found = within_deadline(deadline_s, received, delay_s, NOW.timestamp())
+    assert found == (None if delay is None else pytest.approx(delay))
 
 
 def base(**provider: Any) -> dict[str, Any]:
@@ -309,3 +330,60 @@ def test_the_deadline_setting_replaces_the_providers_own() -> None:
                                  "return_url": "https://s.example/"}}}  # fmt: skip
     with pytest.raises(ConfigError, match="return_url"):
         settings_mod.parse(other, env={})
+
+
+def test_the_order_signature_is_the_pinned_one() -> None:
+    assert order_signature(SECRET, ORDER) == SIG
+
+
+def listing(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"data": {"code": 100, "message": "Success", "authorities": list(entries)},
+            "errors": []}  # fmt: skip
+
+
+def entry(authority: str = AUTH, **changes: str | None) -> dict[str, Any]:
+    url = "https://gw.example/callbacks/zarinpal?" + query(
+        Authority=None, Status=None, **changes).decode()  # fmt: skip
+    return {"authority": authority, "amount": 150_000, "callback_url": url, "referer": "",
+            "date": "2026-12-07 10:00:00"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answer", "vouches"),
+    [
+        (listing(entry()), True),
+        (listing(entry("Aother000000"), entry()), True),
+        (listing(), False),  # never paid, forged, or verified already
+        (listing(entry("Aother000000")), False),
+    ],
+)
+def test_the_list_of_unverified_payments_vouches_for_the_callbacks_order(
+    answer: dict[str, Any], vouches: bool
+) -> None:
+    assert vouched(OK_DOC, answer) is vouches
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        # The Authority was paid for another order: a signed order sent with it.
+        (listing(entry(order="o_2", sig=order_signature(SECRET, {**ORDER, "order": "o_2"}))),
+         ConfirmationMismatch),
+        (listing(entry(amount="15")), ConfirmationMismatch),
+        (listing(entry(sig="0" * 64)), ConfirmationMismatch),
+        (listing({"authority": AUTH, "callback_url": 7}), ConfirmationMismatch),
+        ({"data": [], "errors": {"code": -11, "message": "no"}}, PayloadInvalid),
+        ({"data": {"code": 100, "authorities": "x"}}, PayloadInvalid),
+    ],
+)  # fmt: skip
+def test_a_list_that_does_not_vouch_for_the_order_is_refused(
+    answer: dict[str, Any], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        vouched(OK_DOC, answer)
+
+
+def test_no_card_data_is_kept_of_an_answer() -> None:
+    kept = orjson.loads(kept_answer(orjson.dumps(answer(100))))
+    assert kept["data"] == {"code": 100, "message": "Verified", "ref_id": 201}
+    assert kept_answer(b"not json") == b"not json"
