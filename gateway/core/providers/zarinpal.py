@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from gateway.core.bodies.confirmed import confirmed_document
 from gateway.core.bodies.fields import get_str, optional_str
 from gateway.core.bodies.forms import FormInvalid, form_fields
 from gateway.core.money import check_amount
@@ -102,15 +103,7 @@ def document(body: bytes) -> dict[str, Any]:
     `PayloadInvalid` for anything else (a JSON body holding `id` or `type` is refused,
     so no request can take a verified payment's id)."""
     if body[:1] == b"{":
-        if len(body) > CONFIRMED_BYTES_MAX:
-            raise PayloadInvalid(f"the body is {len(body)} bytes (at most {CONFIRMED_BYTES_MAX})")
-        try:
-            doc = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise PayloadInvalid("the body is neither a Zarinpal callback nor JSON") from None
-        if not isinstance(doc, dict) or "id" in doc or "type" in doc:
-            raise PayloadInvalid("the body is JSON but not a verified Zarinpal payment")
-        return doc
+        return confirmed_document(body, CONFIRMED_BYTES_MAX, "Zarinpal")
     return _callback(body)
 
 

@@ -235,6 +235,24 @@ class BodySigned:
         return ()
 
 
+class NoHeaders:
+    """What a scheme shares whose request carries everything in its body, the signature
+    too if there is one (Braintree's and PayTR's forms, Zarinpal's callback query,
+    Mollie's unsigned form): no header is required, read, kept or a signature."""
+
+    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """None: the signature, if any, travels in the body."""
+        return ()
+
+    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """None: everything the sender says is in the body, kept with it."""
+        return ()
+
+    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
+        """None: no header carries a signature."""
+        return ()
+
+
 def check_window(timestamp_s: int, now_s: float, tolerance_s: int) -> None:
     """Raise `TimestampOutOfWindow` if the timestamp is more than tolerance_s from now."""
     if abs(now_s - timestamp_s) > tolerance_s:

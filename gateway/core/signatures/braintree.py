@@ -23,6 +23,7 @@ from gateway.core.bodies.forms import FormInvalid, form_fields
 from gateway.core.signatures.base import (
     FieldRef,
     Headers,
+    NoHeaders,
     ParamProblem,
     SchemeParams,
     Verifier,
@@ -73,7 +74,7 @@ def offered_pairs(signature: str) -> dict[str, list[str]]:
     return offered
 
 
-class BraintreeScheme:
+class BraintreeScheme(NoHeaders):
     """Braintree's form-borne HMAC-SHA1 (see the module's docstring)."""
 
     name = "braintree"
@@ -134,10 +135,6 @@ class BraintreeScheme:
         """Braintree sends no id; the gateway derives one from the payload."""
         return uuid_text
 
-    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: the signature travels in the form."""
-        return ()
-
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The id derived from the signed payload (`braintree.payload.derived_id`)."""
         return _ID_REF
@@ -153,14 +150,6 @@ class BraintreeScheme:
     def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
         """None: the signature vouches for the id."""
         return None
-
-    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: everything Braintree says is in the form."""
-        return ()
-
-    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: the signature is in the form (kept with the body, as Adyen's is)."""
-        return ()
 
 
 def signed_form(xml: bytes, secret: str) -> bytes:

@@ -32,6 +32,7 @@ from gateway.core.signatures.base import (
     FieldRef,
     Headers,
     HmacKey,
+    NoHeaders,
     ParamProblem,
     SchemeParams,
     Verifier,
@@ -84,7 +85,7 @@ def hash_of(fields: Mapping[str, str], pair: KeyPair) -> bytes:
     return key.digest(*_parts(fields, salt))
 
 
-class PayTRScheme:
+class PayTRScheme(NoHeaders):
     """PayTR's form-borne HMAC-SHA256 (see the module's docstring)."""
 
     name = "paytr"
@@ -139,10 +140,6 @@ class PayTRScheme:
         UUID's hex. The id itself is the form's, never sent apart from it."""
         return uuid_text.replace("-", "")
 
-    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: the signature travels in the form."""
-        return ()
-
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The order number and its outcome, `merchant_oid:status`."""
         return _ID_REF
@@ -158,14 +155,6 @@ class PayTRScheme:
     def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
         """None: the signature vouches for the id, so a replay is a duplicate by it."""
         return None
-
-    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: everything PayTR says is in the form."""
-        return ()
-
-    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: the hash is in the form (kept with the body, as Braintree's is)."""
-        return ()
 
 
 SCHEME = PayTRScheme()

@@ -32,7 +32,14 @@ import hmac
 import re
 
 from gateway.core.bodies.forms import FormInvalid, form_fields
-from gateway.core.signatures.base import FieldRef, Headers, SchemeParams, Verifier, sha256_of
+from gateway.core.signatures.base import (
+    FieldRef,
+    Headers,
+    NoHeaders,
+    SchemeParams,
+    Verifier,
+    sha256_of,
+)
 from gateway.errors import SignatureMalformed, SignatureMismatch, SignatureMissing
 
 #: The fields of the order the merchant signs, in the order they are signed.
@@ -89,7 +96,7 @@ def _verifier(keys: tuple[bytes, ...]) -> Verifier:
     return verify
 
 
-class ZarinpalScheme:
+class ZarinpalScheme(NoHeaders):
     """The merchant's signature over the order in Zarinpal's callback URL (see the
     module's docstring)."""
 
@@ -119,10 +126,6 @@ class ZarinpalScheme:
         """An Authority shaped like Zarinpal's: `A` and 35 characters."""
         return ("A" + uuid_text.replace("-", "") * 2)[:36]
 
-    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: a browser brings the callback."""
-        return ()
-
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The Authority, from the document."""
         return _ID_REF
@@ -138,14 +141,6 @@ class ZarinpalScheme:
     def replay_digest(self, params: SchemeParams, headers: Headers, body: bytes) -> bytes | None:
         """SHA-256 of the query: a replayed callback is a duplicate by its Authority too."""
         return sha256_of(body)
-
-    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: everything is in the query."""
-        return ()
-
-    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: the signature is in the query."""
-        return ()
 
 
 SCHEME = ZarinpalScheme()

@@ -34,8 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
+from gateway.core.bodies.confirmed import confirmed_document
 from gateway.core.bodies.fields import (
     get_currency,
     get_decimal_amount,
@@ -88,7 +87,7 @@ def document(body: bytes) -> dict[str, Any]:
     id, and is parked, so no request can take the id of a change a confirmation will
     record (`tr_x:paid`) and turn the genuine one into a duplicate."""
     if body[:1] == b"{":
-        return _confirmed_body(body)
+        return confirmed_document(body, CONFIRMED_BYTES_MAX, "Mollie")
     if len(body) > BODY_BYTES_MAX:
         raise PayloadInvalid(f"the form is {len(body)} bytes (at most {BODY_BYTES_MAX})")
     try:
@@ -102,18 +101,6 @@ def document(body: bytes) -> dict[str, Any]:
         raise PayloadInvalid("the form's id is not a Mollie payment id (tr_ and 1 to 64 "
                              "letters or digits)")  # fmt: skip
     return {"id": fields["id"], "type": WEBHOOK_TYPE}
-
-
-def _confirmed_body(body: bytes) -> dict[str, Any]:
-    if len(body) > CONFIRMED_BYTES_MAX:
-        raise PayloadInvalid(f"the body is {len(body)} bytes (at most {CONFIRMED_BYTES_MAX})")
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise PayloadInvalid("the body is neither a Mollie form nor JSON") from None
-    if not isinstance(doc, dict) or "id" in doc or "type" in doc:
-        raise PayloadInvalid("the body is JSON but not a confirmed Mollie event")
-    return doc
 
 
 def locate(doc: Any) -> str:

@@ -24,7 +24,14 @@ changes are found).
 
 from __future__ import annotations
 
-from gateway.core.signatures.base import FieldRef, Headers, SchemeParams, Verifier, sha256_of
+from gateway.core.signatures.base import (
+    FieldRef,
+    Headers,
+    NoHeaders,
+    SchemeParams,
+    Verifier,
+    sha256_of,
+)
 
 #: The document's fields (`core.providers.mollie.document`).
 _ID_REF = FieldRef("json", "id")
@@ -40,7 +47,7 @@ def _accept(headers: Headers, body: bytes, now_s: float) -> None:
     """Nothing to check: see the module's docstring."""
 
 
-class MollieScheme:
+class MollieScheme(NoHeaders):
     """Mollie's classic webhook: unsigned, a form naming a payment (see the module's
     docstring for why that is safe)."""
 
@@ -70,10 +77,6 @@ class MollieScheme:
         """A payment id shaped like Mollie's: `tr_` and ten alphanumerics of the UUID."""
         return PAYMENT_PREFIX + uuid_text.replace("-", "")[:_NEW_ID_CHARS]
 
-    def required_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: Mollie sends no signature."""
-        return ()
-
     def id_ref(self, params: SchemeParams) -> FieldRef:
         """The payment id the form names."""
         return _ID_REF
@@ -91,14 +94,6 @@ class MollieScheme:
         """SHA-256 of the body, all there is. A replay is the same `id=tr_…`, so it is a
         duplicate by its id as well."""
         return sha256_of(body)
-
-    def stored_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: everything Mollie says is the form's one field."""
-        return ()
-
-    def signature_headers(self, params: SchemeParams) -> tuple[str, ...]:
-        """None: there is no signature."""
-        return ()
 
 
 SCHEME = MollieScheme()
