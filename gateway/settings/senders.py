@@ -227,6 +227,8 @@ _NAME = re.compile(r"[A-Za-z0-9_-]*[A-Za-z0-9][A-Za-z0-9_-]*")
 #: Internal events are recorded under `service:{name}`: a provider called `service`
 #: sending event id `billing:k` would make the message id of service billing's event `k`.
 _RESERVED_PROVIDER_NAMES = frozenset({"service"})
+#: The longest `return_url`: the payer's browser is sent there with a few fields added.
+RETURN_URL_CHARS_MAX = 2_000
 #: One token of a subject the gateway publishes to (`core.events.model.subject_tokens`).
 _SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 #: An HTTP header name (RFC 9110 token characters).
@@ -354,6 +356,13 @@ def _return_url(scheme: str, data: Mapping[str, Any], path: str) -> str | None:
         return None
     if url is None:
         raise ConfigError(f"{path}return_url", "is required: where the payer's browser goes")
+    # It becomes a `Location` header: printable ASCII only (no line break can split the
+    # answer), and short enough for every browser.
+    printable = url.isascii() and url.isprintable() and " " not in url
+    if not printable or len(url) > RETURN_URL_CHARS_MAX:
+        raise ConfigError(
+            f"{path}return_url", f"must be printable ASCII, at most {RETURN_URL_CHARS_MAX} long"
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.netloc or parts.fragment:
         raise ConfigError(f"{path}return_url", "must be an absolute http(s) URL, no fragment")
