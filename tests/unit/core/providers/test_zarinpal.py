@@ -390,3 +390,16 @@ def test_no_card_data_is_kept_of_an_answer() -> None:
     kept = orjson.loads(kept_answer(orjson.dumps(answer(100))))
     assert kept["data"] == {"code": 100, "message": "Verified", "ref_id": 201}
     assert kept_answer(b"not json") == b"not json"
+
+
+@pytest.mark.parametrize(
+    ("scheme", "value"),
+    [("iyzico", "33821x2"), ("iyzico", "1" * 21), ("iyzico", ""), ("paddle", "3382172")],
+)
+def test_iyzicos_merchant_id_is_digits_and_iyzicos_alone(scheme: str, value: str) -> None:
+    """`iyzico_merchant_id` (iyzico's MID, signed into subscription notifications)."""
+    doc = {"database": {"url": "postgresql://127.0.0.1/x"}, "nats": {"url": "nats://x"},
+           "providers": {"p": {"scheme": scheme, "secrets": ["k"],
+                               "iyzico_merchant_id": value}}}  # fmt: skip
+    with pytest.raises(ConfigError, match="iyzico_merchant_id"):
+        settings_mod.parse(doc, env={})
