@@ -8,6 +8,8 @@
 #     Its own port, not 4222: a system nats-server there (Debian ships 2.9) lacks
 #     sync_interval and multi-subject consumer filters, which the gateway relies on.
 #   - optional tools: wrk, tmux, promtool (warnings only; not for `make run`)
+#   - the deployment tests' podman, podman-compose, debootstrap, helm and
+#     kubernetes-validate (scripts/setup_containers.sh; not for `make run`)
 #   - the console's browser tests: Debian's chromium and, from tests/browser's
 #     package-lock.json, axe-core (not for `make run`)
 #   - a demo gateway.toml (never overwritten)
@@ -433,6 +435,9 @@ EOF
 }
 
 # ------------------------------------------------------------------------ main
+# shellcheck source=scripts/setup_containers.sh
+source "$ROOT/scripts/setup_containers.sh"
+
 setup_venv
 write_demo_config
 
@@ -446,10 +451,11 @@ setup_postgres
 setup_redis
 setup_nats
 if [[ "${SETUP_SKIP_TOOLS:-0}" == "1" ]]; then
-    log "SETUP_SKIP_TOOLS=1: skipping wrk/promtool, chromium and axe-core"
+    log "SETUP_SKIP_TOOLS=1: skipping wrk/promtool, chromium, axe-core and the container tools"
 else
     setup_tools
     setup_browser
+    setup_containers
 fi
 
 log "running migrations: .venv/bin/gateway migrate --config gateway.toml"
