@@ -222,9 +222,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 @dataclass(frozen=True)
 class OperatorFamily:
-    """The sub-command table of an operator family (`gateway dlq ...`, `gateway events
-    ...`, `gateway ordering ...`) with the common flags' parent for its commands, both
-    reporting in one line."""
+    """The sub-command table of a command family (`gateway dlq ...`, `gateway ledger
+    ...`, `gateway console token ...`) with the common flags' parent for its commands,
+    both reporting in one line. Every family is built here, by `operator_family`: the
+    CLI's other modules never call `add_subparsers` themselves (a unit test checks)."""
 
     sub: argparse._SubParsersAction[OneLineParser]
     common: OneLineParser
@@ -232,26 +233,38 @@ class OperatorFamily:
     def add(
         self,
         name: str,
-        func: Callable[[argparse.Namespace], int],
+        func: Callable[[argparse.Namespace], int] | None,
         text: str,
         about: str,
-        examples: tuple[str, ...],
+        examples: tuple[str, ...] = (),
     ) -> OneLineParser:
         """One command of the family: its one-line `text` for the family's list, its
-        `about` and `examples` for its own --help, run by `func`."""
+        `about` and `examples` for its own --help, run by `func`. Without a `func` the
+        command runs what its family's parser set (`gateway ledger` reads the
+        sub-command's name), or is itself a family (`gateway console token`)."""
         p = self.sub.add_parser(
             name, help=text, parents=[self.common], **help_texts(about, examples)
         )
-        p.set_defaults(func=func)
+        if func is not None:
+            p.set_defaults(func=func)
         return p
 
 
-def operator_family(parent: argparse.ArgumentParser, dest: str) -> OperatorFamily:
-    """The family's sub-command table under `parent` (the command chosen in `dest`)."""
+def operator_family(
+    parent: argparse.ArgumentParser,
+    dest: str,
+    *,
+    metavar: str = "COMMAND",
+    required: bool = True,
+) -> OperatorFamily:
+    """The family's sub-command table under `parent` (the command chosen in `dest`,
+    shown as `metavar`). With `required=False` the sub-command may be left out and
+    `parent` runs its own command (`gateway console` serves, `gateway console token
+    ...` is a sub-command); `dest` is then None."""
     common = OneLineParser(add_help=False)
     common_parser(common)
     sub = parent.add_subparsers(
-        dest=dest, required=True, metavar="COMMAND", parser_class=OneLineParser
+        dest=dest, required=required, metavar=metavar, parser_class=OneLineParser
     )
     return OperatorFamily(sub, common)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
 
 from gateway.cli.common import (
     LISTEN_PORT,
@@ -14,6 +13,7 @@ from gateway.cli.common import (
     help_texts,
     load_settings,
     login_name,
+    operator_family,
 )
 from gateway.cli.format import print_json
 
@@ -100,7 +100,7 @@ def cmd_token_revoke(args: argparse.Namespace) -> int:
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """Mount `gateway console` and `gateway console token create|revoke`."""
-    console: Any = sub.add_parser(
+    console = sub.add_parser(
         "console",
         help="Serve the operator console; issue and revoke its tokens.",
         parents=[common],
@@ -118,31 +118,27 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         "--port", type=LISTEN_PORT, default=None, help="listen port (default: console.port)"
     )
     console.set_defaults(func=cmd_console)
-    families = console.add_subparsers(dest="console_command", required=False, metavar="COMMAND")
-    token = families.add_parser(
+    # Optional: without a sub-command, `gateway console` runs `cmd_console` itself.
+    token = operator_family(console, "console_command", required=False).add(
         "token",
-        help="Issue or revoke a console token.",
-        parents=[common],
-        **help_texts(
-            TOKEN_ABOUT,
-            (
-                f"gateway console token create --name alice --role operator --expires 30d {CFG}",
-                f"gateway console token revoke alice {CFG}",
-            ),
+        None,  # a family only: `gateway console token` alone asks for its ACTION
+        "Issue or revoke a console token.",
+        TOKEN_ABOUT,
+        (
+            f"gateway console token create --name alice --role operator --expires 30d {CFG}",
+            f"gateway console token revoke alice {CFG}",
         ),
     )
-    actions = token.add_subparsers(dest="token_command", required=True, metavar="ACTION")
-    create = actions.add_parser(
+    actions = operator_family(token, "token_command", metavar="ACTION")
+    create = actions.add(
         "create",
-        help="Issue a token and print it (once).",
-        parents=[common],
-        **help_texts(
-            """Issue a token for NAME with ROLE (viewer: metadata and counts; investigator:
-            also payloads; operator: also replay, resolve and release keys; admin: also
-            tokens and the audit export) and print it, alone, on stdout. It cannot be
-            shown again. --expires: a lifetime like 30d, 12h or 90m (default: never).""",
-            (f"gateway console token create --name alice --role operator --expires 30d {CFG}",),
-        ),
+        cmd_token_create,
+        "Issue a token and print it (once).",
+        """Issue a token for NAME with ROLE (viewer: metadata and counts; investigator:
+        also payloads; operator: also replay, resolve and release keys; admin: also
+        tokens and the audit export) and print it, alone, on stdout. It cannot be
+        shown again. --expires: a lifetime like 30d, 12h or 90m (default: never).""",
+        (f"gateway console token create --name alice --role operator --expires 30d {CFG}",),
     )
     create.add_argument("--name", required=True, help="who or what holds it (unique while live)")
     create.add_argument(
@@ -152,15 +148,11 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         help="what it may do",
     )
     create.add_argument("--expires", default=None, metavar="LIFETIME", help="e.g. 30d, 12h, 90m")
-    create.set_defaults(func=cmd_token_create)
-    revoke = actions.add_parser(
+    revoke = actions.add(
         "revoke",
-        help="Revoke a token and end its sessions.",
-        parents=[common],
-        **help_texts(
-            "Revoke the live token NAME; every session made with it ends at once.",
-            (f"gateway console token revoke alice {CFG}",),
-        ),
+        cmd_token_revoke,
+        "Revoke a token and end its sessions.",
+        "Revoke the live token NAME; every session made with it ends at once.",
+        (f"gateway console token revoke alice {CFG}",),
     )
     revoke.add_argument("name", metavar="NAME", help="the token's name")
-    revoke.set_defaults(func=cmd_token_revoke)

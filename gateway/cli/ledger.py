@@ -8,7 +8,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from gateway.cli.common import SubParsers, help_texts, load_settings
+from gateway.cli.common import SubParsers, help_texts, load_settings, operator_family
 from gateway.cli.finance import add_finance_commands, cmd_check_payments
 from gateway.cli.format import print_json
 from gateway.core.money import check_currency, format_decimal
@@ -132,54 +132,50 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         ),
     )
     parser.set_defaults(func=cmd_ledger)
-    commands = parser.add_subparsers(dest="ledger_command", required=True, metavar="COMMAND")
-    open_account = commands.add_parser(
+    # These three set no `func`: the family's `cmd_ledger` branches on `ledger_command`
+    # (finance's commands set their own).
+    family = operator_family(parser, "ledger_command")
+    open_account = family.add(
         "open-account",
-        help="Open a merchant's account (idempotent).",
-        parents=[common],
-        **help_texts(
-            """Open the ledger account a merchant's settlements are credited to, in one
-            currency, and print its id. Opening it again is harmless. Payments for a
-            merchant without an account are parked in the dead-letter table
-            (UNKNOWN_MERCHANT): open the account, then replay them.""",
-            ("gateway ledger open-account m_1 --currency EUR --config gateway.toml",),
-        ),
+        None,
+        "Open a merchant's account (idempotent).",
+        """Open the ledger account a merchant's settlements are credited to, in one
+        currency, and print its id. Opening it again is harmless. Payments for a
+        merchant without an account are parked in the dead-letter table
+        (UNKNOWN_MERCHANT): open the account, then replay them.""",
+        ("gateway ledger open-account m_1 --currency EUR --config gateway.toml",),
     )
     open_account.add_argument("merchant_id", metavar="MERCHANT_ID")
     open_account.add_argument("--currency", help="ISO 4217 code (default: settlement.currency)")
-    balances = commands.add_parser(
+    balances = family.add(
         "balances",
-        help="Every account's posted debits, credits and balance, by owner.",
-        parents=[common],
-        **help_texts(
-            """List every ledger account with its kind (merchant or clearing), its owner
-            (the merchant id, or the provider for a clearing account), its currency and
-            its posted debits, credits and balance in minor units.""",
-            (
-                "gateway ledger balances --merchant m_1 --config gateway.toml",
-                "gateway ledger balances --currency EUR --json",
-            ),
+        None,
+        "Every account's posted debits, credits and balance, by owner.",
+        """List every ledger account with its kind (merchant or clearing), its owner
+        (the merchant id, or the provider for a clearing account), its currency and
+        its posted debits, credits and balance in minor units.""",
+        (
+            "gateway ledger balances --merchant m_1 --config gateway.toml",
+            "gateway ledger balances --currency EUR --json",
         ),
     )
     balances.add_argument("--merchant", metavar="M", help="only merchant M's accounts")
     balances.add_argument("--currency", metavar="C", help="only accounts in currency C")
-    check = commands.add_parser(
+    check = family.add(
         "check",
-        help="Verify total debits equal total credits (exit 1 if not).",
-        parents=[common],
-        **help_texts(
-            """Sum every posted debit and credit in the ledger; exit 0 when they are
-            equal, 1 (with the difference on stderr) when they are not, which is a
-            critical fault. Suitable for a monitoring cron job. With --payments, compare
-            every recorded movement with its transfer in the ledger instead, and name
-            each payment where they differ (exit 1).""",
-            (
-                "gateway ledger check --config gateway.toml --json",
-                "gateway ledger check --payments --config gateway.toml",
-            ),
+        None,
+        "Verify total debits equal total credits (exit 1 if not).",
+        """Sum every posted debit and credit in the ledger; exit 0 when they are
+        equal, 1 (with the difference on stderr) when they are not, which is a
+        critical fault. Suitable for a monitoring cron job. With --payments, compare
+        every recorded movement with its transfer in the ledger instead, and name
+        each payment where they differ (exit 1).""",
+        (
+            "gateway ledger check --config gateway.toml --json",
+            "gateway ledger check --payments --config gateway.toml",
         ),
     )
     check.add_argument(
         "--payments", action="store_true", help="check each payment's movements, not the totals"
     )
-    add_finance_commands(commands, common)
+    add_finance_commands(family.sub, family.common)

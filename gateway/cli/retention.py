@@ -8,7 +8,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from gateway.cli.common import SubParsers, help_texts, load_settings
+from gateway.cli.common import SubParsers, help_texts, load_settings, operator_family
 from gateway.cli.format import print_json
 
 if TYPE_CHECKING:
@@ -76,18 +76,14 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         parents=[common],
         **help_texts(about, ("gateway retention run --config gateway.toml --dry-run",)),
     )
-    commands = retention.add_subparsers(dest="retention_command", required=True, metavar="COMMAND")
-    run = commands.add_parser(
+    run = operator_family(retention, "retention_command").add(
         "run",
-        help="One retention pass, then exit (for cron).",
-        parents=[common],
-        **help_texts(
-            about,
-            (
-                "gateway retention run --config gateway.toml --dry-run",
-                "17 * * * *  gateway retention run --config /etc/gateway/gateway.toml --json",
-            ),
+        cmd_retention_run,
+        "One retention pass, then exit (for cron).",
+        about,
+        (
+            "gateway retention run --config gateway.toml --dry-run",
+            "17 * * * *  gateway retention run --config /etc/gateway/gateway.toml --json",
         ),
     )
     run.add_argument("--dry-run", action="store_true", help="count what would go; change nothing")
-    run.set_defaults(func=cmd_retention_run)
