@@ -124,24 +124,15 @@ async def test_the_demo_payment_settles_in_compose_and_down_leaves_nothing(
     async with httpx.AsyncClient(timeout=5) as http:
         await until_ok(http, f"http://127.0.0.1:{port}/readyz", timeout_s=120)
         ts = int(time.time())
-        answer = await http.post(
-            f"http://127.0.0.1:{port}/webhooks/stripe",
-            content=body,
-            headers={
-                "Stripe-Signature": f"t={ts},v1={vectors.stripe_v1(DEMO_SECRET, ts, body)}",
-                "Content-Type": "application/json",
-            },
-        )
+        headers = {
+            "Stripe-Signature": f"t={ts},v1={vectors.stripe_v1(DEMO_SECRET, ts, body)}",
+            "Content-Type": "application/json",
+        }
+        url = f"http://127.0.0.1:{port}/webhooks/stripe"
+        answer = await http.post(url, content=body, headers=headers)
         assert answer.status_code == 200, answer.text
         assert answer.json() == {"status": "accepted", "event_id": "evt_demo_1"}
-        again = await http.post(
-            f"http://127.0.0.1:{port}/webhooks/stripe",
-            content=body,
-            headers={
-                "Stripe-Signature": f"t={ts},v1={vectors.stripe_v1(DEMO_SECRET, ts, body)}",
-                "Content-Type": "application/json",
-            },
-        )
+        again = await http.post(url, content=body, headers=headers)
         assert again.json()["status"] == "duplicate"
         await until_ok(http, f"http://127.0.0.1:{console_port}/console/login", timeout_s=60)
 

@@ -500,15 +500,19 @@ def test_kubernetes_validate_strict_accepts_every_manifest(
     core = [d for d in docs if d["kind"] not in CRD_KINDS]
     manifests = tmp_path / "rendered.yaml"
     manifests.write_text(yaml.safe_dump_all(core), encoding="utf-8")
-    done = subprocess.run(
+    done = validate(kubernetes_validate, manifests)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(core) >= 8
+
+
+def validate(kubernetes_validate: str, manifests: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [kubernetes_validate, "--strict", "--quiet", str(manifests)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert len(core) >= 8
 
 
 def test_kubernetes_validate_refuses_an_unknown_field(
@@ -519,13 +523,7 @@ def test_kubernetes_validate_refuses_an_unknown_field(
     serve["spec"]["template"]["spec"]["terminationGracePeriod"] = 30
     manifests = tmp_path / "broken.yaml"
     manifests.write_text(yaml.safe_dump(serve), encoding="utf-8")
-    done = subprocess.run(
-        [kubernetes_validate, "--strict", "--quiet", str(manifests)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = validate(kubernetes_validate, manifests)
     assert done.returncode != 0
     assert "terminationGracePeriod" in done.stdout + done.stderr
 
