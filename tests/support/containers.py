@@ -13,6 +13,7 @@ they fail: the suite that CI runs never passes by skipping them.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
 import subprocess
@@ -170,21 +171,36 @@ class Podman:
 
 
 def private_podman() -> Podman:
-    """A podman on a new, empty store under `.data/containers/`."""
+    """A podman on a new, empty store under `.data/containers/`, after removing the stores
+    of runs that ended without their clean-up (interrupted, killed)."""
     as_root()
+    binary = tool("podman")
+    for stale in DATA.glob("store-*"):
+        pid = stale.name.removeprefix("store-")
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            Podman(home=stale, binary=binary).reset()
     home = DATA / f"store-{os.getpid()}"
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
+    if home.exists():
+        Podman(home=home, binary=binary).reset()
+    home.mkdir(parents=True, exist_ok=True)
     (home / "containers.conf").write_text(CONTAINERS_CONF.format(home=home), encoding="utf-8")
     tool("runc")
-    return Podman(home=home, binary=tool("podman"))
+    return Podman(home=home, binary=binary)
 
 
 def debian_rootfs() -> Path:
     """A minimal Debian tarball from the mirror (debootstrap), made once per machine."""
     tarball = DATA / f"debian-{SUITE}-minbase.tar"
-    if tarball.exists():
-        return tarball
+    DATA.mkdir(parents=True, exist_ok=True)
+    # One maker at a time (test processes in parallel): the others wait, then take it.
+    with (DATA / "rootfs.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not tarball.exists():
+            _debootstrap(tarball)
+    return tarball
+
+
+def _debootstrap(tarball: Path) -> None:
     debootstrap = tool("debootstrap")
     staging = DATA / f"rootfs-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -200,12 +216,11 @@ def debian_rootfs() -> Path:
             for item in (staging / cache).glob("*"):
                 if item.is_file():
                     item.unlink()
-        partial = tarball.with_suffix(".partial")
+        partial = tarball.with_suffix(f".partial-{os.getpid()}")
         subprocess.run(["tar", "-C", str(staging), "-cf", str(partial), "."], check=True)
         partial.rename(tarball)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return tarball
 
 
 def import_base(podman: Podman, tag: str) -> str:

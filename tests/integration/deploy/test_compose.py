@@ -5,6 +5,7 @@ served, then `down` leaves nothing running."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -81,6 +82,10 @@ class Compose:
 
         return await asyncio.to_thread(call)
 
+    async def logs(self, service: str) -> str:
+        done = await self.podman.arun("logs", self.container(service), check=False)
+        return done.stdout + done.stderr
+
     def container(self, service: str) -> str:
         return f"{self.project}_{service}_1"
 
@@ -119,6 +124,11 @@ async def test_the_demo_payment_settles_in_compose_and_down_leaves_nothing(
 ) -> None:
     up = await compose.run("up", "--detach")
     assert up.returncode == 0, up.stdout[-4000:]
+    # podman-compose 1.0 exits 0 whatever its containers did: the one-shot's own status.
+    migrated = await podman.arun("wait", compose.container("migrate"), timeout_s=180)
+    assert migrated.stdout.strip() == "0", await compose.logs("migrate")
+    token = re.search(r"^console token: (\S+)$", await compose.logs("migrate"), re.MULTILINE)
+    assert token, await compose.logs("migrate")
     port, console_port = compose.env["GATEWAY_PORT"], compose.env["CONSOLE_PORT"]
     body = orjson.dumps(DEMO_EVENT)
     async with httpx.AsyncClient(timeout=5) as http:
@@ -155,14 +165,14 @@ async def test_the_demo_payment_settles_in_compose_and_down_leaves_nothing(
             break
         assert time.monotonic() < deadline, (listed.stdout, listed.stderr)
         await asyncio.sleep(1)
-    token = await podman.arun("logs", compose.container("migrate"))
-    assert "console token: " in token.stdout + token.stderr
 
     down = await compose.run("down", "--volumes", timeout_s=120)
     assert down.returncode == 0, down.stdout[-4000:]
     assert await compose.running() == []
     everything = await podman.arun("ps", "--all", "--format", "{{.Names}}")
     assert not [n for n in everything.stdout.split() if n.startswith(compose.project)]
+    volumes = await podman.arun("volume", "ls", "--format", "{{.Name}}")
+    assert not [v for v in volumes.stdout.split() if v.startswith(compose.project)]
 
 
 async def until_ok(http: httpx.AsyncClient, url: str, timeout_s: float) -> None:

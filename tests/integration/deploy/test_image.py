@@ -70,12 +70,15 @@ def test_the_image_holds_no_compiler_no_cache_and_no_secret(
     files = image_files(podman, gateway_image)
     base = {m.name for m in image_files(podman, python_image).getmembers()}
     names = [m.name.lstrip("./") for m in files.getmembers()]
-    basenames = {Path(n).name for n in names if n.startswith(("usr/bin/", "opt/gateway/bin/"))}
+    on_path = ("usr/bin/", "usr/local/bin/", "opt/gateway/bin/")
+    basenames = {Path(n).name for n in names if n.startswith(on_path)}
     assert not basenames & set(BUILD_TOOLS), basenames & set(BUILD_TOOLS)
     assert not [n for n in names if n.startswith("usr/lib/gcc")]
     caches = [n for n in names if "/.cache/" in f"/{n}" or n.startswith("var/cache/apt/archives/")]
     assert not [c for c in caches if c.endswith((".deb", ".whl", ".tar.gz", ".http"))]
-    assert not [n for n in names if "pip" in Path(n).parts and n.startswith("opt/gateway")]
+    # No installer anywhere: neither in the gateway's venv nor in the base's Python.
+    installers = [n for n in names if INSTALLED_PIP.search(n)]
+    assert not installers, installers
     # Nothing of the build's own: no source tree, no wheel, no configuration or key file.
     assert not [n for n in names if n.startswith(("src/", "wheels/"))]
     assert not [n for n in names if n.startswith("etc/gateway/") and n != "etc/gateway/"]
@@ -91,6 +94,8 @@ def test_the_image_holds_no_compiler_no_cache_and_no_secret(
     assert BUILD_CA not in history.stdout
 
 
+#: An installed pip or setuptools (a package directory in any site- or dist-packages).
+INSTALLED_PIP = re.compile(r"(site|dist)-packages/(pip|setuptools)/__init__\.py$")
 #: A PEM private key with its first line of key material (code that only names the
 #: marker, as a parser does, is not a key).
 PEM_KEY = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----\r?\n[A-Za-z0-9+/=]{40,}")

@@ -121,8 +121,10 @@ async def test_the_rendered_serve_deployment_answers_readyz_under_kube_play(
     (name,) = [n for n in inspected.stdout.split() if "infra" not in n]
     who = await podman.arun("exec", name, "id", "-u")
     assert who.stdout.strip() == "10001"
-    written = await podman.arun("exec", name, "touch", "/etc/gateway/x", check=False)
-    assert written.returncode != 0  # a read-only root (and a read-only config mount)
+    root = await podman.arun("exec", name, "touch", "/opt/gateway/x", check=False)
+    assert root.returncode != 0 and "Read-only file system" in root.stderr, root.stderr
+    scratch = await podman.arun("exec", name, "touch", "/tmp/x", check=False)
+    assert scratch.returncode == 0, scratch.stderr  # the chart's emptyDir
 
 
 async def answered(url: str, timeout_s: float) -> httpx.Response:
