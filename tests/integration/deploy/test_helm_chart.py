@@ -44,6 +44,7 @@ EXPECTED = {
         "serve": ["serve"],
         "relay": ["relay"],
         "settle": ["settle"],
+        "confirm": ["confirm"],
         "console": ["console"],
         "dlq-jobs": ["dlq", "run-jobs"],
         "forward-ledger-sync": ["forward", "--name", "ledger_sync", "--output", "quiet"],
@@ -489,25 +490,34 @@ def test_a_user_name_alone_is_not_a_secret(helm: str, tmp_path: Path) -> None:
 # -- Kubernetes schemas ------------------------------------------------------------------
 
 
+#: The oldest Kubernetes the chart admits (Chart.yaml's kubeVersion), and the newest
+#: kubernetes-validate knows (its default): what renders differs (the preStop action).
+KUBE_VERSIONS = ("1.27.0", "1.37.0")
+
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
 @pytest.mark.parametrize("value_set", VALUE_SETS)
 def test_kubernetes_validate_strict_accepts_every_manifest(
-    helm: str, kubernetes_validate: str, tmp_path: Path, value_set: str
+    helm: str, kubernetes_validate: str, tmp_path: Path, value_set: str, kube_version: str
 ) -> None:
     """Every rendered manifest of a core kind passes kubernetes-validate --strict (no
-    unknown field, every required one). ServiceMonitor and PrometheusRule are custom
-    resources it has no schema for: test_monitoring_resources checks those."""
-    docs = render(helm, *VALUE_SETS[value_set])
+    unknown field, every required one) for that Kubernetes release. ServiceMonitor and
+    PrometheusRule are custom resources it has no schema for: test_monitoring_resources
+    checks those."""
+    docs = render(helm, *VALUE_SETS[value_set], "--kube-version", kube_version)
     core = [d for d in docs if d["kind"] not in CRD_KINDS]
     manifests = tmp_path / "rendered.yaml"
     manifests.write_text(yaml.safe_dump_all(core), encoding="utf-8")
-    done = validate(kubernetes_validate, manifests)
+    done = validate(kubernetes_validate, manifests, kube_version)
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(core) >= 8
 
 
-def validate(kubernetes_validate: str, manifests: Path) -> subprocess.CompletedProcess[str]:
+def validate(
+    kubernetes_validate: str, manifests: Path, kube_version: str = KUBE_VERSIONS[-1]
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [kubernetes_validate, "--strict", "--quiet", str(manifests)],
+        [kubernetes_validate, "--strict", "--quiet", "-k", kube_version, str(manifests)],
         capture_output=True,
         text=True,
         timeout=60,
