@@ -31,6 +31,7 @@ from gateway.cli.processes import add_metrics_flags, metrics_address
 from gateway.core.dlq.filters import DlqFilter, build_filter, check_replay_flags
 from gateway.core.operator_input import parse_ids
 from gateway.core.ordering.admin import release_line
+from gateway.core.ordering.public import release_doc
 from gateway.dlq.progress import ReplayReport
 from gateway.errors import DlqRowNotFound, DlqUsageError, UsageError
 from gateway.settings.secrets import NO_SECRET, SecretScope, secrets_under
@@ -119,7 +120,7 @@ async def resolve_body(settings: Settings, args: argparse.Namespace, _: DlqFilte
     # A row that holds its key is resolved by releasing the key, in one transaction.
     release = await release_holder(settings, row_id, note, user or ordering.operator_name())
     if release is not None:
-        _out(dumps(ordering.release_doc(release)) if args.json else release_line(release))
+        _out(dumps(release_doc(release)) if args.json else release_line(release))
         return 0
     done, row = await ops.resolve_dead_letter(settings, row_id, note, user)
     if row is None:

@@ -22,7 +22,8 @@ from gateway.cli.common import (
     operator_family,
 )
 from gateway.cli.format import dumps, format_age, short, table, when
-from gateway.core.ordering.admin import KeyListing, Release, check_note, release_line
+from gateway.core.ordering.admin import KeyListing, check_note, release_line
+from gateway.core.ordering.public import key_doc, release_doc
 from gateway.wiring import ordering as wiring
 
 Settings = settings_mod.Settings
@@ -36,40 +37,6 @@ def operator_name() -> str:
     """Who releases: the login name, as `gateway dlq resolve` records it. The skip's log
     row needs an actor to be explained, so an unnamed operator is still one."""
     return login_name() or "operator"
-
-
-def release_doc(release: Release) -> dict[str, Any]:
-    """A release as `--json` prints it."""
-    return {
-        "provider": release.provider,
-        "order_key": release.order_key,
-        "hold_reason": release.hold_reason,
-        "applied_seq_before": release.from_seq,
-        "applied_seq": release.to_seq,
-        "skipped": release.skipped,
-        "dead_letter_id": release.dead_letter_id,
-        "released_by": release.actor,
-        "note": release.note,
-        "parked_behind": list(release.parked_behind),
-    }
-
-
-def key_doc(key: KeyListing, now: datetime) -> dict[str, Any]:
-    held_s = None if key.held_at is None else max(0.0, (now - key.held_at).total_seconds())
-    return {
-        "provider": key.provider,
-        "order_key": key.order_key,
-        "applied_seq": key.applied_seq,
-        "last_seq": key.last_seq,
-        "held": key.held,
-        "held_seq": key.held_seq,
-        "hold_reason": key.hold_reason,
-        "held_at": key.held_at,
-        "held_for_s": None if held_s is None else round(held_s, 3),
-        "held_dlq_id": key.held_dlq_id,
-        "last_numbered_at": key.touched_at,
-        "progressed_at": key.progressed_at,
-    }
 
 
 def key_table(keys: list[KeyListing], now: datetime) -> str:

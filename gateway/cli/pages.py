@@ -1,5 +1,6 @@
 """What `gateway dlq` and `gateway events` print: their `list` tables, `show` pages and
-JSON documents, built from `cli.format`. Pure: values in, text out.
+JSON documents, built from `cli.format`; a row's JSON is the console's API's
+(`core.dlq.public`, `core.events.public`). Pure: values in, text out.
 
 Nothing a sender controls reaches a table unescaped, and no table shows a payload,
 a message or headers: a sender could have put a secret in any of them.
@@ -22,8 +23,10 @@ from gateway.cli.format import (
     table,
     when,
 )
+from gateway.core.dlq import public as dlq_public
 from gateway.core.dlq.columns import Amount, severity_of
 from gateway.core.dlq.model import DlqRow, DlqStats, RowBrief
+from gateway.core.events import public as events_public
 from gateway.core.events.rows import EventBrief, EventRow
 from gateway.dlq.plan import RowResult
 
@@ -51,31 +54,16 @@ def dead_letter_table(
 
 
 def dead_letter_doc(r: RowBrief, now: datetime, amount: Amount | None = None) -> dict[str, Any]:
-    """`dlq list --json`: one row's brief; its amount in minor units and its currency
-    (null when unknown)."""
-    return {
-        "id": r.id,
-        "stage": r.stage,
-        "provider": r.provider,
-        "event_id": r.event_id,
-        "subject": r.subject,
-        "source": r.source,
-        "error_class": r.error_class,
-        "severity": severity_of(r.error_class).value,
-        "amount": None if amount is None else amount.doc(),
-        "attempts": r.attempts,
-        "received_at": r.received_at,
-        "first_failed_at": r.first_failed_at,
-        "last_failed_at": r.last_failed_at,
-        "age_s": round((now - r.first_failed_at).total_seconds(), 3),
-        "is_resolved": r.is_resolved,
-        "resolution": r.resolution,
-    }
+    """`dlq list --json`: one row as the console's API lists it (`core.dlq.public`), its
+    message and amount included: the CLI reads what an investigator reads."""
+    return dlq_public.brief_doc(r, now, reads_payloads=True, amount=amount)
 
 
 def dead_letter_row_doc(row: DlqRow) -> dict[str, Any]:
-    """Everything `dlq show --json` prints about a row (secret headers redacted)."""
-    doc = {k: v for k, v in vars(row).items() if k != "payload"}
+    """`dlq show --json`: the row as the console's API answers it (`core.dlq.public`,
+    the stack included), then the stored headers (secret values redacted) and the
+    payload, decoded, which the API serves apart."""
+    doc = dlq_public.row_doc(row, reads_payloads=True)
     doc["headers"] = shown_headers(row.headers)
     return doc | payload_doc(row.payload, row.payload_removed_at)
 
@@ -198,26 +186,16 @@ def event_table(rows: Sequence[EventBrief]) -> str:
 
 
 def event_doc(r: EventBrief) -> dict[str, Any]:
-    """`events list --json`: one event's brief."""
-    return {
-        "id": r.id,
-        "provider": r.provider,
-        "event_id": r.event_id,
-        "event_type": r.event_type,
-        "subject": r.subject,
-        "source": r.source,
-        "received_at": r.received_at,
-        "publish_state": r.publish_state,
-        "payload_removed_at": r.payload_removed_at,
-    }
+    """`events list --json`: one event as the console's API lists it
+    (`core.events.public`)."""
+    return events_public.brief_doc(r)
 
 
 def event_row_doc(row: EventRow) -> dict[str, Any]:
-    """Everything `events show --json` prints about an event (secret headers redacted)."""
-    doc = event_doc(row.brief) | {
-        "publish_attempts": row.publish_attempts,
-        "headers": shown_headers(row.headers),
-    }
+    """`events show --json`: the event's own fields as the console's API answers them
+    (`core.events.public`), then the stored headers (secret values redacted) and the
+    body, decoded."""
+    doc = events_public.row_doc(row) | {"headers": shown_headers(row.headers)}
     return doc | payload_doc(row.body, row.brief.payload_removed_at)
 
 

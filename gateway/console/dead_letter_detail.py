@@ -23,7 +23,7 @@ from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres.console.audit import record_for
 from gateway.adapters.postgres.dead_letters import pages
 from gateway.adapters.postgres.dead_letters.rows import get_row
-from gateway.console.dead_letter_docs import cli_commands, parse_note, payload_doc, row_doc
+from gateway.console.dead_letter_docs import cli_commands, parse_note, payload_doc
 from gateway.console.web import (
     Principal,
     client_address,
@@ -38,6 +38,7 @@ from gateway.console.web import (
 from gateway.core.console.roles import Capability, can
 from gateway.core.dlq.columns import severity_of
 from gateway.core.dlq.model import DlqRow
+from gateway.core.dlq.public import row_doc
 from gateway.core.dlq.view import masked_headers, payload_view, trace_id
 from gateway.core.failures.runbook import runbook_entry
 from gateway.core.operator_input import MAX_ROW_ID
@@ -214,7 +215,7 @@ async def api_detail(request: Request) -> Response:
         # The stack and the message may quote the payload: read through the API, they
         # are audited as the page's view of them is.
         await _viewed(request, principal, row, "api:stack" if row.error_detail else "api:message")
-    return JSONResponse(row_doc(row, with_stack=with_stack), headers=headers)
+    return JSONResponse(row_doc(row, reads_payloads=with_stack), headers=headers)
 
 
 async def api_payload(request: Request) -> Response:

@@ -20,12 +20,12 @@ from starlette.requests import Request
 from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres.console.audit import record_for
 from gateway.adapters.postgres.dead_letters.bodies import bodies_of
-from gateway.console.dead_letter_docs import brief_doc
 from gateway.console.web import Principal, client_address, deps
 from gateway.core.console.roles import Capability, can
 from gateway.core.dlq.columns import AMOUNT_BODY_MAX_BYTES, Amount, amount_of
 from gateway.core.dlq.filters import DlqFilter
 from gateway.core.dlq.model import RowBrief
+from gateway.core.dlq.public import brief_doc
 from gateway.core.payload_text import message_quotes_payload
 
 

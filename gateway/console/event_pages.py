@@ -1,11 +1,11 @@
-"""What the event log's pages and API answer with: one event's documents (brief and
-detail), gathered from its row, its dead letters, its key's place and its settlement.
-The routes are in `gateway.console.events`."""
+"""What the event log's pages and API answer with: one event's detail, gathered from its
+row (whose fields are `core.events.public`'s, as the CLI prints them), its dead
+letters, its key's place and its settlement. The routes are in
+`gateway.console.events`."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -13,9 +13,11 @@ from gateway.adapters.postgres import Conn, settlements
 from gateway.adapters.postgres.console import events as store
 from gateway.adapters.postgres.events import get_event
 from gateway.core.console.event_settlement import SettlementAsked, settlement_asked
-from gateway.core.dlq.view import masked_headers, payload_view, trace_id
+from gateway.core.dlq.view import masked_headers, payload_view
+from gateway.core.events.public import row_doc
 from gateway.core.events.rows import EventBrief, EventRow
 from gateway.core.events.search import PublishState
+from gateway.core.instants import instant
 from gateway.core.payload_text import shown_message
 from gateway.settings import Settings
 
@@ -31,25 +33,6 @@ PUBLISH_MEANING = {
 REMOVED = "its body was removed by retention"
 #: What the settlement block says of a body its extractor refused, below investigator.
 UNREADABLE = "its body cannot be settled"
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def brief_doc(r: EventBrief) -> dict[str, Any]:
-    """An event as the list (and the API's items) show it: no body, no headers."""
-    return {
-        "id": r.id,
-        "provider": r.provider,
-        "event_id": r.event_id,
-        "event_type": r.event_type,
-        "subject": r.subject,
-        "source": r.source,
-        "received_at": _iso(r.received_at),
-        "publish_state": r.publish_state,
-        "payload_removed_at": _iso(r.payload_removed_at),
-    }
 
 
 def replay_link(pairs: list[tuple[str, str]]) -> str:
@@ -125,17 +108,15 @@ def settlement_doc(s: dict[str, Any], *, with_payload: bool) -> dict[str, Any]:
 
 
 def detail_doc(d: EventDetail, *, with_payload: bool) -> dict[str, Any]:
-    """The API's answer for one event; the payload and header values only `with_payload`."""
+    """The API's answer for one event: its own fields as `gateway events show --json`
+    prints them (`core.events.public`), what the console gathers beside them (the key's
+    place, the settlement, the dead letters), and the header values (masked) and the
+    payload's view only `with_payload` (null otherwise)."""
     row, b = d.row, d.row.brief
-    doc = brief_doc(b) | {
-        "publish_attempts": row.publish_attempts,
-        "order_key": row.order_key,
-        "key_seq": row.key_seq,
+    doc = row_doc(row) | {
         "key": None if d.key is None else _key_doc(d.key),
         "settlement": settlement_doc(d.settlement, with_payload=with_payload),
         "dead_letters": dead_letter_docs(d, with_payload=with_payload),
-        "trace_id": trace_id(row.headers),
-        "header_names": sorted(row.headers),
     }
     if not with_payload:
         return doc | {"headers": None, "payload": None}
@@ -154,7 +135,7 @@ def detail_doc(d: EventDetail, *, with_payload: bool) -> dict[str, Any]:
 
 def _key_doc(k: store.KeyPlace) -> dict[str, Any]:
     doc = asdict(k)
-    doc["held_at"] = _iso(k.held_at)
+    doc["held_at"] = instant(k.held_at)
     return doc
 
 
@@ -168,7 +149,7 @@ def dead_letter_docs(d: EventDetail, *, with_payload: bool) -> list[dict[str, An
             "error_message": shown.text,
             "error_message_chars": shown.length_chars,
             "error_message_withheld": shown.withheld,
-            "last_failed_at": _iso(x.last_failed_at),
+            "last_failed_at": instant(x.last_failed_at),
         }
         docs.append(doc)
     return docs

@@ -21,7 +21,6 @@ from gateway.adapters.postgres.console.events import search_events
 from gateway.console.event_pages import (
     PUBLISH_MEANING,
     EventDetail,
-    brief_doc,
     dead_letter_docs,
     detail_doc,
     event_detail,
@@ -32,6 +31,7 @@ from gateway.console.web import Principal, client_address, deps, is_htmx, proble
 from gateway.core.console.roles import Capability, can
 from gateway.core.dlq.view import masked_headers, payload_view, trace_id
 from gateway.core.events.model import Source
+from gateway.core.events.public import brief_doc
 from gateway.core.events.rows import EventBrief
 from gateway.core.events.search import EventSearch, PublishState, parse_event_search
 from gateway.core.keyset import Keyset, encode_cursor

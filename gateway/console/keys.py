@@ -2,12 +2,12 @@
 and releasing one (operator): the blocking dead letter resolved by hand with the note,
 its number skipped, the hold cleared, as `gateway ordering release` does, and the audit
 row written in the same transaction. HTML at /console/keys, JSON at
-/console/api/v1/keys."""
+/console/api/v1/keys: a key and a release as `gateway ordering keys --json` and
+`gateway ordering release --json` print them (`core.ordering.public`)."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -34,44 +34,12 @@ from gateway.core.console.roles import Capability, can
 from gateway.core.events.search import parse_limit
 from gateway.core.keyset import BadCursor, KeyKeyset, decode_key_cursor, encode_key_cursor
 from gateway.core.ordering.admin import KeyListing, Release, check_note, release_line
+from gateway.core.ordering.public import key_doc, release_doc
 from gateway.errors import EventsUsageError, OrderingUsageError, OrderKeyNotFound
 
 #: A provider name or key longer than this is not one ingest kept (keys are at most
 #: 200 bytes).
 _NAME_MAX_CHARS = 400
-
-
-def key_doc(k: KeyListing, now: datetime) -> dict[str, Any]:
-    """A held key as the API answers it (the fields of `gateway ordering keys --json`)."""
-    held_s = None if k.held_at is None else max(0.0, (now - k.held_at).total_seconds())
-    return {
-        "provider": k.provider,
-        "order_key": k.order_key,
-        "applied_seq": k.applied_seq,
-        "last_seq": k.last_seq,
-        "held": k.held,
-        "held_seq": k.held_seq,
-        "hold_reason": k.hold_reason,
-        "held_at": None if k.held_at is None else k.held_at.isoformat(),
-        "held_for_s": None if held_s is None else round(held_s, 3),
-        "held_dlq_id": k.held_dlq_id,
-        "blocked": None if k.last_seq is None else max(0, k.last_seq - (k.held_seq or 0)),
-    }
-
-
-def release_doc(r: Release) -> dict[str, Any]:
-    return {
-        "provider": r.provider,
-        "order_key": r.order_key,
-        "hold_reason": r.hold_reason,
-        "applied_seq_before": r.from_seq,
-        "applied_seq": r.to_seq,
-        "skipped": r.skipped,
-        "dead_letter_id": r.dead_letter_id,
-        "released_by": r.actor,
-        "note": r.note,
-        "parked_behind": list(r.parked_behind),
-    }
 
 
 class _Refusal(Exception):

@@ -35,7 +35,7 @@ class RowBrief:
     is_resolved: bool
     resolution: str | None
     source: str | None = None  # how the event arrived (live, backfill); None: no event row
-    error_message: str | None = None  # read by the console's list; the CLI's leaves it out
+    error_message: str | None = None  # read by the lists (CLI and console); a replay plan: None
 
 
 @dataclass(frozen=True)

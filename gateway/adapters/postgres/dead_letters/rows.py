@@ -43,6 +43,14 @@ SELECT id, stage, provider, event_id, subject, error_class, attempts, received_a
        first_failed_at, last_failed_at, is_resolved, resolution,
        (SELECT p.source FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id) AS source
 FROM dlq_webhooks"""
+# `list` also reads each row's message (at most 2,000 characters): its `--json` prints
+# the row as the console's list does (`core.dlq.public`). A replay's plan, which may
+# read every open row, does without.
+_LIST_MESSAGES = """
+SELECT id, stage, provider, event_id, subject, error_class, attempts, received_at,
+       first_failed_at, last_failed_at, is_resolved, resolution, error_message,
+       (SELECT p.source FROM processed_webhooks p WHERE p.id = dlq_webhooks.webhook_id) AS source
+FROM dlq_webhooks"""
 
 
 # The order a replay plans its rows in, and then claims them in, one by one. Ordered (the
@@ -147,7 +155,9 @@ async def list_rows(conn: Conn, f: DlqFilter, limit: int) -> tuple[list[RowBrief
     where = _filtered(f)
     with translate_errors():
         total = await conn.fetchval(*where.query("SELECT count(*) FROM dlq_webhooks"))
-        records = await conn.fetch(*where.query(_LIST, "ORDER BY first_failed_at, id", limit))
+        records = await conn.fetch(
+            *where.query(_LIST_MESSAGES, "ORDER BY first_failed_at, id", limit)
+        )
     return [RowBrief(**dict(r)) for r in records], int(total)
 
 
