@@ -22,20 +22,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.adapters.postgres import Pool, connection, transaction
+from gateway.adapters.postgres import Pool, connection
 from gateway.adapters.postgres import statements as statements_store
-from gateway.adapters.postgres.console.audit import record_for
+from gateway.console.guard import by_method, needs
 from gateway.console.ledger_reads import ledger_balance
 from gateway.console.web import (
     Principal,
-    client_address,
+    audit,
     deps,
     form_value,
     problem,
     read_body,
     read_form,
     render,
-    require,
 )
 from gateway.core.console.roles import Capability
 from gateway.core.finance.adjustment_form import (
@@ -141,10 +140,7 @@ async def _adjust(request: Request, principal: Principal, wanted: Adjustment) ->
             "moved": moved,
             "settlement_row": None if done.transfer is None else done.transfer.id,
         }
-        async with transaction(console.pool) as conn:
-            await record_for(
-                conn, principal, client_address(request), "ledger.adjust", target, detail=detail
-            )
+        await audit(request, principal, "ledger.adjust", target, detail=detail)
         log.info(
             "ledger adjusted from the console",
             extra={"adjustment_id": stored.adjustment_id, "merchant_id": stored.merchant_id,
@@ -152,11 +148,8 @@ async def _adjust(request: Request, principal: Principal, wanted: Adjustment) ->
                    "moved": moved, "actor": principal.actor},
         )  # fmt: skip
         return done
-    async with transaction(console.pool) as conn:
-        detail = _entry_doc(wanted) | {"why": refusal.detail}
-        await record_for(
-            conn, principal, client_address(request), "ledger.adjust", target, outcome, detail
-        )
+    detail = _entry_doc(wanted) | {"why": refusal.detail}
+    await audit(request, principal, "ledger.adjust", target, outcome, detail)
     raise refusal
 
 
@@ -165,16 +158,16 @@ def _page(form: dict[str, str], **extra: Any) -> dict[str, Any]:
             "unavailable": None, "done": None} | extra  # fmt: skip
 
 
-async def adjust_page(request: Request) -> Response:
-    await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def adjust_page(request: Request, principal: Principal) -> Response:
     q = request.query_params
     form = {name: (q.get(name) or "").strip() for name in _FIELDS}
     form["currency"] = form["currency"] or deps(request).settings.settlement.currency
     return render(request, "ledger/adjust.html", _page(form))
 
 
-async def adjust_from_form(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def adjust_from_form(request: Request, principal: Principal) -> Response:
     posted = await read_form(request)
     form = {name: form_value(posted, name) for name in _FIELDS}
     try:
@@ -189,8 +182,8 @@ async def adjust_from_form(request: Request) -> Response:
     return render(request, "ledger/adjust.html", _page(fresh, done=done.as_dict()))
 
 
-async def api_adjust(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def api_adjust(request: Request, principal: Principal) -> Response:
     try:
         body = json.loads(await read_body(request) or b"null")
     except ValueError:
@@ -204,12 +197,12 @@ async def api_adjust(request: Request) -> Response:
     return JSONResponse(done.as_dict())
 
 
-async def adjust(request: Request) -> Response:
-    """One route for both methods, so a 405 names both in `Allow`."""
-    return await (adjust_from_form if request.method == "POST" else adjust_page)(request)
-
-
 ROUTES: list[BaseRoute] = [
-    Route("/console/ledger/adjust", adjust, methods=["GET", "POST"]),
+    # One route for both methods, so a 405 names both in `Allow`.
+    Route(
+        "/console/ledger/adjust",
+        by_method(get=adjust_page, post=adjust_from_form),
+        methods=["GET", "POST"],
+    ),
     Route("/console/api/v1/ledger/adjustments", api_adjust, methods=["POST"]),
 ]

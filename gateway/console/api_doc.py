@@ -18,7 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 import gateway
-from gateway.console.web import require
+from gateway.console.guard import needs
+from gateway.console.web import Principal
 from gateway.core.console.roles import Capability
 
 OPENAPI_PATH = "/console/api/v1/openapi.json"
@@ -95,8 +96,8 @@ def document() -> dict[str, Any]:
     return merge(read_fragments())
 
 
-async def openapi(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def openapi(request: Request, principal: Principal) -> Response:
     return JSONResponse(document())
 
 

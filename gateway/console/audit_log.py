@@ -15,9 +15,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console.audit import record_for
 from gateway.adapters.postgres.console.audit_reads import AuditRow, audit_page, export_rows
-from gateway.console.web import client_address, deps, problem, render, require
+from gateway.console.guard import needs
+from gateway.console.web import Principal, audit, deps, problem, render
 from gateway.core.console.audit_search import (
     OUTCOMES,
     AuditSearch,
@@ -44,8 +44,8 @@ async def _page(request: Request) -> tuple[AuditSearch, list[AuditRow], str | No
     return search, rows, None if after is None else encode_cursor(after)
 
 
-async def audit_html(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def audit_html(request: Request, principal: Principal) -> Response:
     q = request.query_params
     fields = ("actor", "action", "target", "outcome", "since", "until")
     context: dict[str, Any] = {
@@ -71,8 +71,8 @@ async def audit_html(request: Request) -> Response:
     return render(request, "audit/list.html", context)
 
 
-async def audit_api(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def audit_api(request: Request, principal: Principal) -> Response:
     try:
         _, rows, cursor = await _page(request)
     except AuditUsageError as exc:
@@ -80,24 +80,16 @@ async def audit_api(request: Request) -> Response:
     return JSONResponse({"items": [r.to_json() for r in rows], "next_cursor": cursor})
 
 
-async def audit_export(request: Request) -> Response:
+@needs(Capability.ADMINISTER)
+async def audit_export(request: Request, principal: Principal) -> Response:
     """Every matching row of the window, oldest first, one JSON document a line."""
-    principal = await require(request, Capability.ADMINISTER)
     console = deps(request)
     try:
         search = parse_audit_search(_params(request), console.now())
     except AuditUsageError as exc:
         return problem(400, "Bad Request", str(exc))
     # The export is recorded before it starts: a failed audit write exports nothing.
-    async with transaction(console.pool) as conn:
-        await record_for(
-            conn,
-            principal,
-            client_address(request),
-            "audit.export",
-            "audit",
-            detail=dict(search.query()),
-        )
+    await audit(request, principal, "audit.export", "audit", detail=dict(search.query()))
 
     async def lines() -> AsyncIterator[bytes]:
         async with transaction(console.pool) as conn:

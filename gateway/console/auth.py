@@ -20,15 +20,16 @@ from starlette.responses import PlainTextResponse, Response
 
 from gateway.adapters.postgres import transaction
 from gateway.adapters.postgres.console.access import find_session, find_token
-from gateway.adapters.postgres.console.audit import record_for
 from gateway.console.web import (
     ConsoleDeps,
     Principal,
+    audit,
     audit_anonymous,
     client_address,
     deps,
     is_api,
     problem,
+    requested,
 )
 from gateway.core.console.access import (
     AuthKind,
@@ -204,16 +205,7 @@ class ConsoleAuth(BaseHTTPMiddleware):
         if principal is None:
             await audit_anonymous(request, "csrf.refused", "refused", detail)
         else:
-            async with transaction(deps(request).pool) as conn:
-                await record_for(
-                    conn,
-                    principal,
-                    client_address(request),
-                    "csrf.refused",
-                    f"{request.method} {request.url.path}",
-                    outcome="refused",
-                    detail=detail,
-                )
+            await audit(request, principal, "csrf.refused", requested(request), "refused", detail)
         log.warning("cross-site request refused", extra={"path": request.url.path})
         text = "a cross-site request cannot change anything here"
         if is_api(request):

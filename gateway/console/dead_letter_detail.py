@@ -20,20 +20,19 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console.audit import record_for
 from gateway.adapters.postgres.dead_letters import pages
 from gateway.adapters.postgres.dead_letters.rows import get_row
 from gateway.console.dead_letter_docs import cli_commands, parse_note, payload_doc
+from gateway.console.guard import needs
 from gateway.console.web import (
     Principal,
-    client_address,
+    audit,
     deps,
     form_value,
     problem,
     read_body,
     read_form,
     render,
-    require,
 )
 from gateway.core.console.roles import Capability, can
 from gateway.core.dlq.columns import severity_of
@@ -61,15 +60,8 @@ async def _load(request: Request) -> DlqRow | None:
 
 async def _viewed(request: Request, principal: Principal, row: DlqRow, how: str) -> None:
     """The `payload.view` audit row of a payload shown to `principal`."""
-    async with transaction(deps(request).pool) as conn:
-        await record_for(
-            conn,
-            principal,
-            client_address(request),
-            "payload.view",
-            f"dlq:{row.id}",
-            detail={"via": how, "size_bytes": len(row.payload)},
-        )
+    detail = {"via": how, "size_bytes": len(row.payload)}
+    await audit(request, principal, "payload.view", f"dlq:{row.id}", detail=detail)
 
 
 def _not_found(request: Request, row_id: object) -> Response:
@@ -85,8 +77,8 @@ def _not_found(request: Request, row_id: object) -> Response:
     )
 
 
-async def detail_page(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def detail_page(request: Request, principal: Principal) -> Response:
     row = await _load(request)
     if row is None:
         return _not_found(request, request.path_params["id"])
@@ -128,8 +120,8 @@ async def detail_page(request: Request) -> Response:
     return render(request, "dead_letters/detail.html", context, no_store=shows_payload)
 
 
-async def payload_download(request: Request) -> Response:
-    principal = await require(request, Capability.READ_PAYLOADS)
+@needs(Capability.READ_PAYLOADS)
+async def payload_download(request: Request, principal: Principal) -> Response:
     row = await _load(request)
     if row is None:
         return _not_found(request, request.path_params["id"])
@@ -162,19 +154,15 @@ async def _resolve(
     async with transaction(deps(request).pool) as conn:
         done, released = await pages.resolve_one(conn, row_id, note, principal.actor)
         if done:
-            await record_for(
-                conn,
-                principal,
-                client_address(request),
-                "dlq.resolve",
-                f"dlq:{row_id}",
-                detail={"note": note, "released_key": released},
+            detail = {"note": note, "released_key": released}
+            await audit(
+                request, principal, "dlq.resolve", f"dlq:{row_id}", detail=detail, conn=conn
             )
     return done, released
 
 
-async def resolve_from_form(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def resolve_from_form(request: Request, principal: Principal) -> Response:
     row = await _load(request)
     if row is None:
         return _not_found(request, request.path_params["id"])
@@ -203,8 +191,8 @@ async def resolve_from_form(request: Request) -> Response:
     return RedirectResponse(f"{back}?done={'released' if released else 'resolved'}", 303)
 
 
-async def api_detail(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def api_detail(request: Request, principal: Principal) -> Response:
     row = await _load(request)
     if row is None:
         return problem(404, "Not Found", f"there is no dead letter {request.path_params['id']}")
@@ -218,8 +206,8 @@ async def api_detail(request: Request) -> Response:
     return JSONResponse(row_doc(row, reads_payloads=with_stack), headers=headers)
 
 
-async def api_payload(request: Request) -> Response:
-    principal = await require(request, Capability.READ_PAYLOADS)
+@needs(Capability.READ_PAYLOADS)
+async def api_payload(request: Request, principal: Principal) -> Response:
     row = await _load(request)
     if row is None:
         return problem(404, "Not Found", f"there is no dead letter {request.path_params['id']}")
@@ -227,8 +215,8 @@ async def api_payload(request: Request) -> Response:
     return JSONResponse(payload_doc(row), headers={"Cache-Control": "no-store"})
 
 
-async def api_resolve(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def api_resolve(request: Request, principal: Principal) -> Response:
     row = await _load(request)
     if row is None:
         return problem(404, "Not Found", f"there is no dead letter {request.path_params['id']}")

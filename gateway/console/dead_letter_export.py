@@ -23,12 +23,12 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console.audit import record_for
+from gateway.adapters.postgres import connection
 from gateway.adapters.postgres.dead_letters import pages
 from gateway.console.dead_letter_docs import export_doc, query_lists
 from gateway.console.dead_letter_rows import for_role
-from gateway.console.web import client_address, deps, render, require
+from gateway.console.guard import needs
+from gateway.console.web import Principal, audit, deps, render, require
 from gateway.core.console.roles import Capability
 from gateway.core.dlq.filters import DlqFilter, filter_query
 from gateway.core.dlq.filters import filter_from_query as read_filter
@@ -75,9 +75,12 @@ async def _lines(
         yield orjson.dumps({"truncated": True, "next_cursor": encode_cursor(after)}) + b"\n"
 
 
-async def export(request: Request) -> Response:
+@needs(Capability.VIEW)
+async def export(request: Request, principal: Principal) -> Response:
+    """Every role exports the rows; with `payloads=1`, their bodies too (READ_PAYLOADS)."""
     payloads = request.query_params.get("payloads", "").lower() in ("1", "true", "yes", "on")
-    principal = await require(request, Capability.READ_PAYLOADS if payloads else Capability.VIEW)
+    if payloads:
+        await require(request, Capability.READ_PAYLOADS)
     try:
         f = read_filter(deps(request).now(), query_lists(request.query_params.multi_items()))
         after = decode_cursor(request.query_params.get("cursor"))
@@ -90,15 +93,8 @@ async def export(request: Request) -> Response:
         )
     headers = {"Content-Disposition": 'attachment; filename="dead-letters.ndjson"'}
     if payloads:
-        async with transaction(deps(request).pool) as conn:
-            await record_for(
-                conn,
-                principal,
-                client_address(request),
-                "payload.view",
-                "dlq:export",
-                detail={"via": "export", "filter": query_lists(filter_query(f))},
-            )
+        detail = {"via": "export", "filter": query_lists(filter_query(f))}
+        await audit(request, principal, "payload.view", "dlq:export", detail=detail)
         headers["Cache-Control"] = "no-store"
     return StreamingResponse(
         _lines(request, for_role(f, principal), after, payloads),

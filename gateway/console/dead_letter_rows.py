@@ -17,10 +17,9 @@ from typing import Any
 
 from starlette.requests import Request
 
-from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console.audit import record_for
+from gateway.adapters.postgres import connection
 from gateway.adapters.postgres.dead_letters.bodies import bodies_of
-from gateway.console.web import Principal, client_address, deps
+from gateway.console.web import Principal, audit, deps
 from gateway.core.console.roles import Capability, can
 from gateway.core.dlq.columns import AMOUNT_BODY_MAX_BYTES, Amount, amount_of
 from gateway.core.dlq.filters import DlqFilter
@@ -64,13 +63,6 @@ async def list_docs(
         if amounts.get(r.id) is not None or (r.error_message and message_quotes_payload(r.stage))
     ]
     if api and reads and quoted:
-        async with transaction(deps(request).pool) as conn:
-            await record_for(
-                conn,
-                principal,
-                client_address(request),
-                "payload.view",
-                "dlq:list",
-                detail={"via": "api:list", "ids": quoted},
-            )
+        detail = {"via": "api:list", "ids": quoted}
+        await audit(request, principal, "payload.view", "dlq:list", detail=detail)
     return docs

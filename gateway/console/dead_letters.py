@@ -20,19 +20,18 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console.audit import record_for
 from gateway.adapters.postgres.dead_letters import pages
 from gateway.console import dead_letter_detail, dead_letter_export
 from gateway.console.dead_letter_docs import parse_note, query_lists
 from gateway.console.dead_letter_rows import for_role, list_docs
+from gateway.console.guard import needs
 from gateway.console.web import (
     Principal,
-    client_address,
+    audit,
     deps,
     problem,
     read_form,
     render,
-    require,
 )
 from gateway.core.console.roles import Capability, can
 from gateway.core.dlq.filters import FILTER_KEYS, DlqFilter, filter_from_query, filter_query
@@ -49,8 +48,8 @@ def _link(base: str, f: DlqFilter, **extra: str) -> str:
     return f"{base}?{urlencode([*filter_query(f), *extra.items()])}"
 
 
-async def list_page(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def list_page(request: Request, principal: Principal) -> Response:
     params = query_lists(request.query_params.multi_items())
     form = {k: params.get(k, []) for k in FILTER_KEYS}
     context: dict[str, Any] = {
@@ -94,8 +93,8 @@ async def list_page(request: Request) -> Response:
     return render(request, "dead_letters/list.html", context)
 
 
-async def groups_page(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def groups_page(request: Request, principal: Principal) -> Response:
     params = query_lists(request.query_params.multi_items())
     try:
         f = filter_from_query(deps(request).now(), params)
@@ -172,8 +171,8 @@ async def _chosen(
     return ids, f
 
 
-async def bulk_resolve(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def bulk_resolve(request: Request, principal: Principal) -> Response:
     form = query_lists(
         [(k, v) for k, v in (await read_form(request)).multi_items() if isinstance(v, str)]
     )
@@ -201,40 +200,29 @@ async def _resolve_many(
     """Resolve the open rows among `ids`, each as a single resolve would (its audit row,
     its key released if it holds one), and one audit row for the bulk action: all in one
     transaction, so a failed audit write leaves every row as it was."""
-    address = client_address(request)
     async with transaction(deps(request).pool) as conn:
         resolved = []
         for row_id in await pages.open_among(conn, ids):
             done, released = await pages.resolve_one(conn, row_id, note, principal.actor)
             if done:
                 resolved.append(row_id)
-                await record_for(
-                    conn,
-                    principal,
-                    address,
-                    "dlq.resolve",
-                    f"dlq:{row_id}",
-                    detail={"note": note, "released_key": released, "bulk": True},
+                one = {"note": note, "released_key": released, "bulk": True}
+                await audit(
+                    request, principal, "dlq.resolve", f"dlq:{row_id}", detail=one, conn=conn
                 )
-        await record_for(
-            conn,
-            principal,
-            address,
-            "dlq.resolve.bulk",
-            "dlq",
-            detail={
-                "note": note,
-                "asked": len(ids),
-                "resolved": len(resolved),
-                "ids": resolved,
-                "filter": None if f is None else dict(query_lists(filter_query(f))),
-            },
-        )
+        bulk = {
+            "note": note,
+            "asked": len(ids),
+            "resolved": len(resolved),
+            "ids": resolved,
+            "filter": None if f is None else dict(query_lists(filter_query(f))),
+        }
+        await audit(request, principal, "dlq.resolve.bulk", "dlq", detail=bulk, conn=conn)
     return len(resolved)
 
 
-async def api_list(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def api_list(request: Request, principal: Principal) -> Response:
     params = query_lists(request.query_params.multi_items())
     now = deps(request).now()
     try:

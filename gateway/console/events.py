@@ -16,7 +16,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console.audit import record_for
 from gateway.adapters.postgres.console.events import search_events
 from gateway.console.event_pages import (
     PUBLISH_MEANING,
@@ -27,7 +26,8 @@ from gateway.console.event_pages import (
     replay_link,
     settlement_doc,
 )
-from gateway.console.web import Principal, client_address, deps, is_htmx, problem, render, require
+from gateway.console.guard import needs
+from gateway.console.web import Principal, audit, deps, is_htmx, problem, render, require
 from gateway.core.console.roles import Capability, can
 from gateway.core.dlq.view import masked_headers, payload_view, trace_id
 from gateway.core.events.model import Source
@@ -52,13 +52,11 @@ def _asks_contains(params: Mapping[str, Sequence[str]]) -> bool:
     return any(v.strip() for v in params.get("contains", ()))
 
 
-async def _require_search(request: Request, params: Mapping[str, Sequence[str]]) -> Principal:
-    """Who may run this search: every role lists events, but a containment search says
+async def _require_search(request: Request, params: Mapping[str, Sequence[str]]) -> None:
+    """Every role lists events (the route needs VIEW), but a containment search says
     whether bodies hold a value, so it reads payloads (refused before it is parsed)."""
-    principal = await require(request, Capability.VIEW)
     if _asks_contains(params):
         await require(request, Capability.READ_PAYLOADS)
-    return principal
 
 
 async def _run(
@@ -76,13 +74,9 @@ async def _run(
         filter_doc: dict[str, list[str]] = {}
         for name, value in search.query():
             filter_doc.setdefault(name, []).append(value)
-        await record_for(
-            conn,
-            principal,
-            client_address(request),
-            "events.search_payloads",
-            "events",
-            detail={"via": _via(request), "filter": filter_doc},
+        detail = {"via": _via(request), "filter": filter_doc}
+        await audit(
+            request, principal, "events.search_payloads", "events", detail=detail, conn=conn
         )
     return found
 
@@ -108,9 +102,10 @@ def _split(params: dict[str, list[str]]) -> dict[str, list[str]]:
     return out
 
 
-async def events_page(request: Request) -> Response:
+@needs(Capability.VIEW)
+async def events_page(request: Request, principal: Principal) -> Response:
     params = query_params(request)
-    principal = await _require_search(request, params)
+    await _require_search(request, params)
     console = deps(request)
     context: dict[str, Any] = {
         "form": _form(params),
@@ -169,19 +164,15 @@ async def _detail(request: Request, principal: Principal) -> tuple[EventDetail |
     async with transaction(console.pool) as conn:
         detail = await event_detail(conn, console.settings, row_id)
         if detail is not None and shows:
-            await record_for(
-                conn,
-                principal,
-                client_address(request),
-                "payload.view",
-                f"event:{row_id}",
-                detail={"via": _via(request)},
+            via = {"via": _via(request)}
+            await audit(
+                request, principal, "payload.view", f"event:{row_id}", detail=via, conn=conn
             )
     return detail, shows
 
 
-async def event_page(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def event_page(request: Request, principal: Principal) -> Response:
     detail, shows = await _detail(request, principal)
     if detail is None:
         missing = {"detail": f"no accepted event with id {request.path_params['id']!r}"}
@@ -207,9 +198,10 @@ async def event_page(request: Request) -> Response:
     return render(request, "events/detail.html", context, no_store=shows)
 
 
-async def api_events(request: Request) -> Response:
+@needs(Capability.VIEW)
+async def api_events(request: Request, principal: Principal) -> Response:
     params = query_params(request)
-    principal = await _require_search(request, params)
+    await _require_search(request, params)
     try:
         search = parse_event_search(params, deps(request).now())
         rows, after = await _run(request, principal, search)
@@ -219,8 +211,8 @@ async def api_events(request: Request) -> Response:
     return JSONResponse({"items": [brief_doc(r) for r in rows], "next_cursor": cursor})
 
 
-async def api_event(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def api_event(request: Request, principal: Principal) -> Response:
     detail, shows = await _detail(request, principal)
     if detail is None:
         return problem(404, "Not Found", f"no accepted event with id {request.path_params['id']!r}")

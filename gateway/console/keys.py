@@ -16,19 +16,18 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
-from gateway.adapters.postgres.console.audit import record_for
 from gateway.adapters.postgres.console.keys import held_keys
 from gateway.adapters.postgres.ordering.admin import release_key
+from gateway.console.guard import needs
 from gateway.console.web import (
     Principal,
-    client_address,
+    audit,
     deps,
     form_value,
     problem,
     read_body,
     read_form,
     render,
-    require,
 )
 from gateway.core.console.roles import Capability, can
 from gateway.core.events.search import parse_limit
@@ -64,8 +63,8 @@ async def _page(request: Request) -> tuple[list[KeyListing], str | None, str | N
     return keys, None if last is None else encode_key_cursor(last), provider
 
 
-async def keys_page(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def keys_page(request: Request, principal: Principal) -> Response:
     return await _keys_response(request, principal)
 
 
@@ -103,7 +102,6 @@ async def _release(
     """Release the key and audit it in one transaction; `_Refusal` when it cannot be.
     A refused release is audited too (in its own transaction: nothing changed)."""
     target = f"key:{provider}/{key}"
-    address = client_address(request)
     try:
         if not provider or not key or max(len(provider), len(key)) > _NAME_MAX_CHARS:
             raise OrderingUsageError("give the key's provider and the key, as the list shows them")
@@ -116,23 +114,19 @@ async def _release(
             # release_key's own transaction is a savepoint inside this one: the audit row
             # below commits with the release or neither does.
             release = await release_key(conn, provider, key, text, principal.actor)
-            await record_for(
-                conn, principal, address, "key.release", target, detail=release_doc(release)
-            )
+            done = release_doc(release)
+            await audit(request, principal, "key.release", target, detail=done, conn=conn)
         return release
     except OrderKeyNotFound as exc:
         refusal = _Refusal(404, str(exc))
     except OrderingUsageError as exc:  # the key is not held (any more)
         refusal = _Refusal(409, str(exc))
-    async with transaction(deps(request).pool) as conn:
-        await record_for(
-            conn, principal, address, "key.release", target, "refused", {"why": refusal.detail}
-        )
+    await audit(request, principal, "key.release", target, "refused", {"why": refusal.detail})
     raise refusal
 
 
-async def release_from_form(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def release_from_form(request: Request, principal: Principal) -> Response:
     form = await read_form(request)
     provider, key = form_value(form, "provider").strip(), form_value(form, "key").strip()
     note = form_value(form, "note")
@@ -146,8 +140,8 @@ async def release_from_form(request: Request) -> Response:
     )
 
 
-async def api_keys(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def api_keys(request: Request, principal: Principal) -> Response:
     try:
         keys, cursor, _ = await _page(request)
     except _Refusal as exc:
@@ -156,8 +150,8 @@ async def api_keys(request: Request) -> Response:
     return JSONResponse({"items": [key_doc(k, now) for k in keys], "next_cursor": cursor})
 
 
-async def api_release(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def api_release(request: Request, principal: Principal) -> Response:
     try:
         body = json.loads(await read_body(request) or b"null")
     except ValueError:

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.console.guard import needs
 from gateway.console.ledger_reads import (
     LedgerUnreadable,
     balances_view,
@@ -23,7 +24,7 @@ from gateway.console.ledger_reads import (
     statement_page,
     transfers_page,
 )
-from gateway.console.web import Principal, deps, problem, render, require
+from gateway.console.web import Principal, deps, problem, render
 from gateway.core.console.roles import Capability, can
 from gateway.core.finance.input import (
     FinanceUsageError,
@@ -95,8 +96,8 @@ def _base(principal: Principal, tab: str) -> dict[str, Any]:
     return {"tab": tab, "can_adjust": can_adjust, "error": None, "unavailable": None}
 
 
-async def balances_html(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def balances_html(request: Request, principal: Principal) -> Response:
     context = _base(principal, "balances") | {
         "form": _form(request, ("merchant", "currency", "negative")),
         "rows": [],
@@ -138,8 +139,8 @@ async def _statement(request: Request) -> tuple[StatementAsk | None, dict[str, A
     return ask, statement_doc(ask, page, ledger_now)
 
 
-async def statement_html(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def statement_html(request: Request, principal: Principal) -> Response:
     currency = deps(request).settings.settlement.currency
     form = _form(request, _STATEMENT_FIELDS, currency=currency)
     context = _base(principal, "statement") | {
@@ -162,8 +163,8 @@ async def statement_html(request: Request) -> Response:
     return render(request, "ledger/statement.html", context)
 
 
-async def transfers_html(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def transfers_html(request: Request, principal: Principal) -> Response:
     form = _form(request, _TRANSFER_FIELDS)
     context = _base(principal, "transfers") | {
         "form": form,
@@ -187,8 +188,8 @@ def _alone(m: Movement) -> Line:
     return Line(m, m.signed_minor)
 
 
-async def api_balances(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def api_balances(request: Request, principal: Principal) -> Response:
     try:
         view = await balances_view(deps(request).books, parse_balances_query(request.query_params))
     except FinanceUsageError as exc:
@@ -205,8 +206,8 @@ async def api_balances(request: Request) -> Response:
     )
 
 
-async def api_statement(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def api_statement(request: Request, principal: Principal) -> Response:
     try:
         _, doc = await _statement(request)
     except FinanceUsageError as exc:
@@ -216,8 +217,8 @@ async def api_statement(request: Request) -> Response:
     return JSONResponse(doc)
 
 
-async def api_transfers(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def api_transfers(request: Request, principal: Principal) -> Response:
     try:
         ask = parse_transfers_query(request.query_params, deps(request).now())
     except FinanceUsageError as exc:

@@ -19,10 +19,11 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import transaction
 from gateway.adapters.postgres.console.access import create_session, end_session, find_token
-from gateway.adapters.postgres.console.audit import record_for
 from gateway.console.auth import COOKIE_NAME, clear_session_cookie, set_session_cookie
+from gateway.console.guard import public
 from gateway.console.web import (
     Principal,
+    audit,
     audit_anonymous,
     client_address,
     deps,
@@ -41,6 +42,7 @@ from gateway.core.console.access import (
 from gateway.core.console.roles import Role
 
 
+@public
 async def login_page(request: Request) -> Response:
     """The login form (already logged in: straight on)."""
     target = safe_next(request.query_params.get("next"))
@@ -50,6 +52,7 @@ async def login_page(request: Request) -> Response:
     return render(request, "login.html", {"next": target, "error": None})
 
 
+@public
 async def login(request: Request) -> Response:
     """Exchange a token for a session; 429 after too many failures from one address."""
     console = deps(request)
@@ -86,7 +89,7 @@ async def login(request: Request) -> Response:
                 max_s=c.session_max_s,
             )
             principal = Principal(row.name, Role(row.role), "cookie", row.id)
-            await record_for(conn, principal, address, "login", f"token:{row.name}")
+            await audit(request, principal, "login", f"token:{row.name}", conn=conn)
     if row is None:
         throttle.failed(key, now)
         # Sampled: one row per address and minute, with how many were left out.
@@ -103,6 +106,7 @@ async def login(request: Request) -> Response:
     return response
 
 
+@public
 async def logout(request: Request) -> Response:
     """End the session (if any) and forget the cookie."""
     console = deps(request)
@@ -112,7 +116,7 @@ async def logout(request: Request) -> Response:
         async with transaction(console.pool) as conn:
             ended = await end_session(conn, sha256(session_id), console.now())
             if ended and principal is not None:
-                await record_for(conn, principal, client_address(request), "logout", None)
+                await audit(request, principal, "logout", None, conn=conn)
     response = RedirectResponse("/console/login", status_code=303)
     clear_session_cookie(response, console)
     return response

@@ -28,8 +28,9 @@ from gateway.adapters.postgres import dependency_state as outages
 from gateway.adapters.postgres.confirmations import pending_stats
 from gateway.adapters.postgres.console import stats
 from gateway.console.charts import Bar, Chart, Threshold, bar_chart
+from gateway.console.guard import needs
 from gateway.console.ledger_reads import negative_merchants
-from gateway.console.web import ConsoleDeps, deps, is_htmx, render, require
+from gateway.console.web import ConsoleDeps, Principal, deps, is_htmx, render
 from gateway.core.console.outages import (
     RETRY_OVERDUE_S,
     DependencyBrief,
@@ -289,22 +290,22 @@ def _percent(done: int, total: int) -> int:
     return 100 if total <= 0 else min(100, round(100 * done / total))
 
 
-async def overview_page(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def overview_page(request: Request, principal: Principal) -> Response:
     view = await gather(deps(request))
     template = "overview/_figures.html" if is_htmx(request) else "overview/page.html"
     return render(request, template, context(view))
 
 
-async def overview_partial(request: Request) -> Response:
+@needs(Capability.VIEW)
+async def overview_partial(request: Request, principal: Principal) -> Response:
     """The figures alone, for htmx to swap into the page (a plain GET shows them too)."""
-    await require(request, Capability.VIEW)
     view = await gather(deps(request))
     return render(request, "overview/_figures.html", context(view))
 
 
-async def overview_api(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def overview_api(request: Request, principal: Principal) -> Response:
     return JSONResponse(to_json(await gather(deps(request))))
 
 

@@ -15,9 +15,8 @@ from starlette.requests import Request
 
 from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres import replay_jobs as store
-from gateway.adapters.postgres.console.audit import record_for
 from gateway.console.replay_plans import PlanView, make_plan
-from gateway.console.web import Principal, client_address, deps
+from gateway.console.web import Principal, audit, deps
 from gateway.core.operator_input import MAX_ROW_ID
 from gateway.core.payload_text import shown_message
 from gateway.core.replay.jobs import (
@@ -144,13 +143,9 @@ async def create_job(
             raise NothingToReplay("nothing to replay: every row chosen is skipped (see why)")
         job_id, created = await store.create_job(conn, view.new_job(principal.actor, key))
         if created:
-            await record_for(
-                conn,
-                principal,
-                client_address(request),
-                "replay.create",
-                f"job:{job_id}",
-                detail={"kind": ask.kind.value, "rows": view.count, "request": ask.request_doc()},
+            detail = {"kind": ask.kind.value, "rows": view.count, "request": ask.request_doc()}
+            await audit(
+                request, principal, "replay.create", f"job:{job_id}", detail=detail, conn=conn
             )
     return job_id, created, view
 
@@ -163,15 +158,10 @@ async def act(
     async with transaction(deps(request).pool) as conn:
         job, applied = await store.apply_action(conn, job_id, action)
         if job is not None:
-            await record_for(
-                conn,
-                principal,
-                client_address(request),
-                f"replay.{action.value}",
-                f"job:{job_id}",
-                outcome="ok" if applied else "refused",
-                detail={"state": job.state.value},
-            )
+            outcome = "ok" if applied else "refused"
+            state = {"state": job.state.value}
+            what = f"replay.{action.value}"
+            await audit(request, principal, what, f"job:{job_id}", outcome, state, conn=conn)
     return job, applied
 
 

@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.console import replays_api
+from gateway.console.guard import by_method, needs
 from gateway.console.replay_ops import (
     NotConfirmed,
     act,
@@ -31,7 +32,7 @@ from gateway.console.replay_ops import (
     plan_of,
 )
 from gateway.console.replay_plans import filter_summary
-from gateway.console.web import form_value, is_htmx, read_form, render, require
+from gateway.console.web import Principal, form_value, is_htmx, read_form, render
 from gateway.core.console.roles import Capability, can
 from gateway.core.replay.jobs import (
     CONFIRM_ABOVE_ROWS,
@@ -105,13 +106,13 @@ async def _planner(
     return render(request, "replays/new.html", context, status=status)
 
 
-async def planner_page(request: Request) -> Response:
-    await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def planner_page(request: Request, principal: Principal) -> Response:
     return await _planner(request, query_params(request))
 
 
-async def create_from_form(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def create_from_form(request: Request, principal: Principal) -> Response:
     form = await read_form(request)
     params = {k: [v for v in form.getlist(k) if isinstance(v, str)] for k in form}
     try:
@@ -125,8 +126,8 @@ async def create_from_form(request: Request) -> Response:
     return RedirectResponse(f"/console/replays/{job_id}", status_code=303)
 
 
-async def jobs_list(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def jobs_list(request: Request, principal: Principal) -> Response:
     state = request.query_params.get("state") or ""
     context: dict[str, Any] = {
         "jobs": [],
@@ -157,8 +158,8 @@ ACTION_LABELS = {
 }
 
 
-async def job_page(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def job_page(request: Request, principal: Principal) -> Response:
     job_id = job_id_of(request)
     if job_id is None:
         return render(request, "replays/missing.html", {"detail": "no such job"}, status=404)
@@ -197,8 +198,8 @@ async def job_page(request: Request) -> Response:
     return render(request, "replays/detail.html", context)
 
 
-async def action_from_form(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def action_from_form(request: Request, principal: Principal) -> Response:
     job_id = job_id_of(request)
     if job_id is None:
         return render(request, "replays/missing.html", {"detail": "no such job"}, status=404)
@@ -215,13 +216,11 @@ async def action_from_form(request: Request) -> Response:
     return RedirectResponse(back, status_code=303)
 
 
-async def jobs(request: Request) -> Response:
-    """One route for both methods, so a 405 names both in `Allow`."""
-    return await (create_from_form if request.method == "POST" else jobs_list)(request)
-
-
 ROUTES: list[BaseRoute] = [
-    Route("/console/replays", jobs, methods=["GET", "POST"]),
+    # One route for both methods, so a 405 names both in `Allow`.
+    Route(
+        "/console/replays", by_method(get=jobs_list, post=create_from_form), methods=["GET", "POST"]
+    ),
     Route("/console/replays/new", planner_page, methods=["GET"]),
     Route("/console/replays/{job_id:int}", job_page, methods=["GET"]),
     Route("/console/replays/{job_id:int}/{action}", action_from_form, methods=["POST"]),

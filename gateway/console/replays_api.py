@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.console.guard import by_method, needs
 from gateway.console.replay_ops import (
     NotConfirmed,
     act,
@@ -23,7 +24,7 @@ from gateway.console.replay_ops import (
     jobs_page,
     plan_of,
 )
-from gateway.console.web import problem, read_body, require
+from gateway.console.web import Principal, problem, read_body
 from gateway.core.console.roles import Capability, can
 from gateway.core.replay.jobs import ItemState, JobAction, JobState
 from gateway.core.replay.requests import ask_from_json
@@ -48,8 +49,8 @@ def _why(exc: Exception, states: type[JobState] | type[ItemState]) -> str:
     return "state: one of " + ", ".join(s.value for s in states)
 
 
-async def create(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def create(request: Request, principal: Principal) -> Response:
     body = await _body(request)
     if isinstance(body, Response):
         return body
@@ -80,8 +81,8 @@ async def create(request: Request) -> Response:
     )
 
 
-async def list_jobs(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def list_jobs(request: Request, principal: Principal) -> Response:
     states: tuple[JobState, ...] = ()
     try:
         states = tuple(JobState(s) for s in request.query_params.getlist("state"))
@@ -93,8 +94,8 @@ async def list_jobs(request: Request) -> Response:
     )
 
 
-async def get_job(request: Request) -> Response:
-    await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def get_job(request: Request, principal: Principal) -> Response:
     job_id = job_id_of(request)
     if job_id is None:
         return problem(404, "Not Found", "no such replay job")
@@ -104,8 +105,8 @@ async def get_job(request: Request) -> Response:
     return JSONResponse(job_doc(detail.job, detail.counts))
 
 
-async def job_items(request: Request) -> Response:
-    principal = await require(request, Capability.VIEW)
+@needs(Capability.VIEW)
+async def job_items(request: Request, principal: Principal) -> Response:
     job_id = job_id_of(request)
     if job_id is None:
         return problem(404, "Not Found", "no such replay job")
@@ -126,8 +127,8 @@ async def job_items(request: Request) -> Response:
     )
 
 
-async def action(request: Request) -> Response:
-    principal = await require(request, Capability.OPERATE)
+@needs(Capability.OPERATE)
+async def action(request: Request, principal: Principal) -> Response:
     job_id = job_id_of(request)
     if job_id is None:
         return problem(404, "Not Found", "no such replay job")
@@ -146,20 +147,16 @@ async def action(request: Request) -> Response:
     return JSONResponse(job_doc(detail.job, detail.counts))
 
 
-async def jobs(request: Request) -> Response:
-    """One route for both methods, so a 405 names both in `Allow`."""
-    return await (create if request.method == "POST" else list_jobs)(request)
-
-
-async def no_such_path(request: Request) -> Response:
+@needs(Capability.VIEW)
+async def no_such_path(request: Request, principal: Principal) -> Response:
     """Anything else under the replays API: problem+json, as every answer here is."""
-    await require(request, Capability.VIEW)
     return problem(404, "Not Found", "no such replays resource: see the OpenAPI document")
 
 
 API = "/console/api/v1/replays"
 ROUTES: list[BaseRoute] = [
-    Route(API, jobs, methods=["GET", "POST"]),
+    # One route for both methods, so a 405 names both in `Allow`.
+    Route(API, by_method(get=list_jobs, post=create), methods=["GET", "POST"]),
     Route(API + "/{job_id:int}", get_job, methods=["GET"]),
     Route(API + "/{job_id:int}/items", job_items, methods=["GET"]),
     Route(API + "/{job_id:int}/{action}", action, methods=["POST"]),

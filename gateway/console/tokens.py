@@ -14,18 +14,17 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.adapters.postgres import connection, transaction
 from gateway.adapters.postgres.console.access import list_tokens
-from gateway.adapters.postgres.console.audit import record_for
+from gateway.console.guard import by_method, needs
 from gateway.console.token_admin import BadTokenRequest, NameTaken, issue, revoke
 from gateway.console.web import (
     Principal,
-    client_address,
+    audit,
     deps,
     form_value,
     problem,
     read_body,
     read_form,
     render,
-    require,
 )
 from gateway.core.console.access import parse_expires
 from gateway.core.console.roles import Capability, Role
@@ -60,13 +59,9 @@ async def _issue(
                 now=console.now(),
                 expires_in=lifetime,
             )
-            await record_for(
-                conn,
-                principal,
-                client_address(request),
-                "token.create",
-                f"token:{name}",
-                detail={"role": role, "expires": expires or None},
+            detail = {"role": role, "expires": expires or None}
+            await audit(
+                request, principal, "token.create", f"token:{name}", detail=detail, conn=conn
             )
     except BadTokenRequest as exc:
         return None, str(exc)
@@ -80,9 +75,7 @@ async def _revoke(request: Request, principal: Principal, name: str) -> bool:
     async with transaction(console.pool) as conn:
         revoked = await revoke(conn, name=name, revoked_by=principal.actor, now=console.now())
         if revoked:
-            await record_for(
-                conn, principal, client_address(request), "token.revoke", f"token:{name}"
-            )
+            await audit(request, principal, "token.revoke", f"token:{name}", conn=conn)
     return revoked
 
 
@@ -101,13 +94,13 @@ async def _page(request: Request, **extra: Any) -> Response:
     return render(request, "tokens/list.html", context, status=status, no_store=True)
 
 
-async def tokens_page(request: Request) -> Response:
-    await require(request, Capability.ADMINISTER)
+@needs(Capability.ADMINISTER)
+async def tokens_page(request: Request, principal: Principal) -> Response:
     return await _page(request)
 
 
-async def create_from_form(request: Request) -> Response:
-    principal = await require(request, Capability.ADMINISTER)
+@needs(Capability.ADMINISTER)
+async def create_from_form(request: Request, principal: Principal) -> Response:
     form = await read_form(request)
     name = form_value(form, "name").strip()
     role = form_value(form, "role").strip()
@@ -120,19 +113,19 @@ async def create_from_form(request: Request) -> Response:
     return await _page(request, new_token=token, new_name=name)
 
 
-async def revoke_from_form(request: Request) -> Response:
-    principal = await require(request, Capability.ADMINISTER)
+@needs(Capability.ADMINISTER)
+async def revoke_from_form(request: Request, principal: Principal) -> Response:
     await _revoke(request, principal, request.path_params["name"])
     return RedirectResponse("/console/tokens", status_code=303)
 
 
-async def api_list(request: Request) -> Response:
-    await require(request, Capability.ADMINISTER)
+@needs(Capability.ADMINISTER)
+async def api_list(request: Request, principal: Principal) -> Response:
     return JSONResponse({"items": await _tokens_json(request), "next_cursor": None})
 
 
-async def api_create(request: Request) -> Response:
-    principal = await require(request, Capability.ADMINISTER)
+@needs(Capability.ADMINISTER)
+async def api_create(request: Request, principal: Principal) -> Response:
     try:
         body = json.loads(await read_body(request) or b"null")
     except ValueError:
@@ -155,13 +148,8 @@ async def api_create(request: Request) -> Response:
     )
 
 
-async def api_tokens(request: Request) -> Response:
-    """One route for both methods, so a 405 names both in `Allow`."""
-    return await (api_create if request.method == "POST" else api_list)(request)
-
-
-async def api_revoke(request: Request) -> Response:
-    principal = await require(request, Capability.ADMINISTER)
+@needs(Capability.ADMINISTER)
+async def api_revoke(request: Request, principal: Principal) -> Response:
     name = request.path_params["name"]
     if not await _revoke(request, principal, name):
         return problem(404, "Not Found", f"no live token is called {name!r}")
@@ -172,6 +160,9 @@ ROUTES: list[BaseRoute] = [
     Route("/console/tokens", tokens_page, methods=["GET"]),
     Route("/console/tokens", create_from_form, methods=["POST"]),
     Route("/console/tokens/{name}/revoke", revoke_from_form, methods=["POST"]),
-    Route("/console/api/v1/tokens", api_tokens, methods=["GET", "POST"]),
+    # One route for both methods, so a 405 names both in `Allow`.
+    Route(
+        "/console/api/v1/tokens", by_method(get=api_list, post=api_create), methods=["GET", "POST"]
+    ),
     Route("/console/api/v1/tokens/{name}/revoke", api_revoke, methods=["POST"]),
 ]

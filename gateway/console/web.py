@@ -1,5 +1,6 @@
 """What every console route module codes against: who is asking (`Principal`), the
-console's dependencies (`ConsoleDeps`), the capability check (`require`), and the ways
+console's dependencies (`ConsoleDeps`), the capability check (`require`; routes declare
+theirs with `console.guard`), the audit rows (`audit`, `audit_anonymous`), and the ways
 to answer (`render`, `problem`).
 
 Authentication itself (cookie sessions, bearer tokens, trusted proxy headers), the
@@ -22,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from gateway.adapters.http_answers import read_stream_capped
-from gateway.adapters.postgres import Pool, transaction
+from gateway.adapters.postgres import Conn, Pool, transaction
 from gateway.adapters.postgres.console.audit import record, record_for
 from gateway.console import display
 from gateway.core.console.access import LoginThrottle, console_origin
@@ -35,6 +36,7 @@ __all__ = [
     "ConsoleDeps",
     "Principal",
     "Refused",
+    "audit",
     "client_address",
     "deps",
     "is_api",
@@ -45,6 +47,7 @@ __all__ = [
     "read_body",
     "read_form",
     "render",
+    "requested",
     "require",
 ]
 
@@ -161,24 +164,44 @@ def is_api(request: Request) -> bool:
 
 async def require(request: Request, cap: Capability) -> Principal:
     """The principal if it holds `cap`. Otherwise raises `Refused`: 401 without a live
-    session or token, 403 (after an audit row "forbidden") without the capability."""
+    session or token, 403 (after an audit row "forbidden") without the capability.
+    Routes declare their capability with `guard.needs`, which calls this; a handler calls
+    it itself only for what a request asks beyond that (a search by body)."""
     principal = principal_of(request)
     if principal is None:
         raise Refused(401, "log in, or send a valid bearer token")
     if can(principal.role, cap):
         return principal
     needed = least_role(cap)
-    async with transaction(deps(request).pool) as conn:
-        await record_for(
-            conn,
-            principal,
-            client_address(request),
-            "forbidden",
-            f"{request.method} {request.url.path}",
-            outcome="refused",
-            detail={"capability": str(cap), "needs": str(needed)},
-        )
+    detail = {"capability": str(cap), "needs": str(needed)}
+    await audit(request, principal, "forbidden", requested(request), "refused", detail)
     raise Refused(403, f"this needs the {needed} role or higher", needed)
+
+
+def requested(request: Request) -> str:
+    """A refusal's audit target: the method and path asked for."""
+    return f"{request.method} {request.url.path}"
+
+
+async def audit(
+    request: Request,
+    principal: Principal,
+    action: str,
+    target: str | None,
+    outcome: str = "ok",
+    detail: Mapping[str, Any] | None = None,
+    *,
+    conn: Conn | None = None,
+) -> None:
+    """The audit row of what `principal` did, from the request's address. Pass `conn`
+    when the row must commit with the change it records (a failed audit write then
+    refuses the change); without it, the row is written in a transaction of its own."""
+    address = client_address(request)
+    if conn is not None:
+        await record_for(conn, principal, address, action, target, outcome, detail)
+        return
+    async with transaction(deps(request).pool) as own:
+        await record_for(own, principal, address, action, target, outcome, detail)
 
 
 async def audit_anonymous(
@@ -205,7 +228,7 @@ async def audit_anonymous(
             via="anonymous",
             address=address,
             action=action,
-            target=f"{request.method} {request.url.path}",
+            target=requested(request),
             outcome=outcome,
             detail=detail,
         )
