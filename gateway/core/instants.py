@@ -4,14 +4,22 @@
 
 The public documents of `core.dlq.public`, `core.events.public` and
 `core.ordering.public` hold their times as this text, so the CLI's `--json` and the
-console's API print the same characters whatever serializer each uses.
+console's API print the same characters whatever serializer each uses; the searches'
+links (`core.dlq.filters`, `core.events.search`) write their bounds the same way.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
 
 
+@overload
+def instant(value: datetime) -> str: ...
+@overload
+def instant(value: None) -> None: ...
+@overload
+def instant(value: datetime | None) -> str | None: ...
 def instant(value: datetime | None) -> str | None:
     """A stored time in a document; None for none."""
     return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")

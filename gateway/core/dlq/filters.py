@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from gateway.core.bodies.content import has_control_chars
 from gateway.core.events.model import FORWARD_STAGE_PREFIX, Stage, is_destination_name
+from gateway.core.instants import instant
 from gateway.core.operator_input import parse_ids, parse_instant
 from gateway.core.type_patterns import TypePattern, parse_pattern
 from gateway.errors import DlqUsageError, UsageError
@@ -216,10 +217,6 @@ def filter_from_query(now: datetime, params: Mapping[str, Sequence[str]]) -> Dlq
     )
 
 
-def _instant(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def filter_query(f: DlqFilter) -> list[tuple[str, str]]:
     """The query string `filter_from_query` reads back as `f` (times absolute, so a
     link or a bulk form means the same rows later as when the page was drawn)."""
@@ -228,9 +225,9 @@ def filter_query(f: DlqFilter) -> list[tuple[str, str]]:
     pairs += [("error_class", c) for c in f.error_classes]
     pairs += [("type", t.text) for t in f.types]
     if f.since is not None:
-        pairs.append(("since", _instant(f.since)))
+        pairs.append(("since", instant(f.since)))
     if f.until is not None:
-        pairs.append(("until", _instant(f.until)))
+        pairs.append(("until", instant(f.until)))
     if f.search is not None:
         pairs.append(("search", f.search))
     if f.min_attempts is not None:

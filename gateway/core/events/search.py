@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from gateway.core.events.filters import EventFilter, build_event_filter
+from gateway.core.instants import instant
 from gateway.core.keyset import BadCursor, Keyset, decode_cursor
 from gateway.errors import EventsUsageError
 
@@ -63,9 +64,9 @@ class EventSearch:
         pairs: list[tuple[str, str]] = [("provider", p) for p in f.providers]
         pairs += [("type", t.text) for t in f.types]
         if f.since is not None:
-            pairs.append(("since", f.since.isoformat().replace("+00:00", "Z")))
+            pairs.append(("since", instant(f.since)))
         if f.until is not None:
-            pairs.append(("until", f.until.isoformat().replace("+00:00", "Z")))
+            pairs.append(("until", instant(f.until)))
         pairs += [("id", str(i)) for i in f.ids]
         pairs += [("event_id", e) for e in f.event_ids]
         if f.source:

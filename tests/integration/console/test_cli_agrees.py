@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import random
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -89,16 +88,6 @@ def cli_args(pairs: list[tuple[str, str]]) -> list[str]:
         else:
             args += [f"--{key.replace('_', '-')}", value]
     return args
-
-
-@pytest.fixture
-def cfg(tmp_path: Path, console: ConsoleHarness) -> str:
-    path = tmp_path / "gateway.toml"
-    path.write_text(
-        f'[database]\nurl = "{console.dsn}"\n\n[nats]\nurl = "nats://127.0.0.1:1"\n',
-        encoding="utf-8",
-    )
-    return str(path)
 
 
 async def cli_ids(capsys: pytest.CaptureFixture[str], cfg: str, args: list[str]) -> list[int]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -40,16 +39,6 @@ class _Frozen(datetime):
     @classmethod
     def now(cls, tz: Any = None) -> Any:
         return cls.at if tz is None else cls.at.astimezone(tz)
-
-
-@pytest.fixture
-def cfg(tmp_path: Path, console: ConsoleHarness) -> str:
-    path = tmp_path / "gateway.toml"
-    path.write_text(
-        f'[database]\nurl = "{console.dsn}"\n\n[nats]\nurl = "nats://127.0.0.1:1"\n',
-        encoding="utf-8",
-    )
-    return str(path)
 
 
 @pytest.fixture

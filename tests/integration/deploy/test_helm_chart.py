@@ -639,3 +639,37 @@ def test_template_refuses_a_configuration_that_would_break(
     done = template(helm, "--values", values_file(tmp_path, values))
     assert done.returncode != 0
     assert named in done.stderr, done.stderr
+
+
+def test_the_longest_forward_target_name_still_makes_valid_resources(
+    helm: str, kubernetes_validate: str, tmp_path: Path
+) -> None:
+    """A target name at the schema's 63 characters, under a long release name: every
+    resource name and label value stays within Kubernetes' 63, and the manifests pass."""
+    name = "t" * 63
+    config = (
+        f'[forward.{name}]\nurl = "https://billing.example.com/hooks"\n'
+        'secret_env = "BILLING_SECRET"\n'
+    )
+    values = {"config": config, "processes": {"forward": {"targets": [{"name": name}]}}}
+    done = _run(
+        helm,
+        "template",
+        "a-release-name-of-forty-characters-long",
+        str(CHART),
+        "--values",
+        values_file(tmp_path, values),
+    )
+    assert done.returncode == 0, done.stderr
+    docs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    forward = [d for d in deployments if container(d)["args"][:1] == ["forward"]]
+    assert [container(d)["args"][:3] for d in forward] == [["forward", "--name", name]]
+    for doc in docs:
+        assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
+        for value in doc["metadata"].get("labels", {}).values():
+            assert len(str(value)) <= 63, value
+    manifests = tmp_path / "long.yaml"
+    manifests.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
+    checked = validate(kubernetes_validate, manifests)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
