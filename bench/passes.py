@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import loop_lag
 from bench.events import RequestSet, write_requests
 from bench.prefill import rows_after
 from bench.procs import CpuMeter
@@ -43,11 +44,13 @@ def measure_pass(
     limits: list[int] | None = None,
     database: str | None = None,
 ) -> tuple[WrkResult, dict[str, Any]]:
+    lag_before = loop_lag.read_buckets(server.base_url)
     meter = CpuMeter(server.pid, nats_pid, server.sidecar_pids, database, server.settler_pids)
     meter.start()
     result = run_wrk(server.base_url, requests, load, limits)
     summary = result.summary()
     summary["cpu"] = meter.stop()
+    summary["loop_lag"] = loop_lag.over_pass(lag_before, loop_lag.read_buckets(server.base_url))
     # Server CPU time per answer: far less sensitive to other work on the machine than
     # requests/s, so the figure to compare when trying a change.
     cpu_s = summary["cpu"]["server_pct"] / 100 * result.duration_s
@@ -73,6 +76,13 @@ def describe(title: str, s: dict[str, Any]) -> None:
             f"  {'':<11} PostgreSQL CPU per new row: {s['postgres_cpu_us_per_new_row']:.0f} µs "
             f"(cluster), {s['postgres_db_cpu_us_per_new_row']:.0f} µs (this database's "
             f"backends); {s['new_rows']:,} rows"
+        )
+    lag = s.get("loop_lag")
+    if lag is not None:
+        under = "-" if lag["max_under_ms"] is None else f"{lag['max_under_ms']:g}"
+        print(
+            f"  {'':<11} event-loop lag p99 {lag['p99_ms']:.2f} ms, every sample under "
+            f"{under} ms ({lag['samples']:,} samples)"
         )
     parts = [f"{k.removesuffix('_pct')} {v:.0f}%" for k, v in cpu.items() if k.endswith("_pct")]
     others = ", ".join(f"{comm} {v:.0f}%" for comm, v in cpu["others"]) or "none"

@@ -155,6 +155,11 @@ def targets(
                 None if p99 is None else p99 <= 20.0,
             )
         )
+    lag = runs.get("batching", {}).get("new", {}).get("loop_lag") or {}
+    found.append(_at_most("(b) event-loop lag p99, new events (ms)", lag.get("p99_ms"), 10.0))
+    cpu_a = runs.get("bare", {}).get("new", {}).get("server_cpu_us_per_request")
+    cpu_b = runs.get("batching", {}).get("new", {}).get("server_cpu_us_per_request")
+    found.append(_at_most("(b)/(a) server CPU per new event", _ratio(cpu_b, cpu_a), 2.0))
     for key, title in (
         ("growth_pct", "RSS after the soak vs after warm-up (%)"),
         ("growth_drained_pct", "the same, once the outbox drained (%)"),
@@ -237,8 +242,8 @@ def table(runs: dict[str, Any]) -> str:
     lines = [
         "| server | pass | req/s | p50 ms | p99 ms | socket errors + timeouts | non-2xx "
         "| accepted | duplicate | server CPU % | relay CPU % | server CPU µs/req "
-        "| PostgreSQL CPU µs/new row |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| PostgreSQL CPU µs/new row | event-loop lag p99 ms |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run, title in RUN_TITLES.items():
         for pass_name, pass_title in PASS_TITLES.items():
@@ -253,7 +258,8 @@ def table(runs: dict[str, Any]) -> str:
                 f"| {_fmt(r['cpu'].get('server_pct'), 0)} "
                 f"| {_fmt(r['cpu'].get('relay_pct'), 0)} "
                 f"| {_fmt(r['server_cpu_us_per_request'], 0)} "
-                f"| {_fmt(r.get('postgres_cpu_us_per_new_row'), 0)} |"
+                f"| {_fmt(r.get('postgres_cpu_us_per_new_row'), 0)} "
+                f"| {_fmt((r.get('loop_lag') or {}).get('p99_ms'), 2)} |"
             )
     return "\n".join(lines)
 

@@ -53,6 +53,7 @@ import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from gateway.edge_writes import CoalescedWrites
 from gateway.metrics import Counter
 from gateway.settings import HttpSettings
 
@@ -129,10 +130,12 @@ class EdgeProtocol(HttpToolsProtocol):
     # -- asyncio.Protocol ------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._writes = CoalescedWrites(transport, self.loop)
+        super().connection_made(self._writes)  # type: ignore[arg-type]  # a transport's shape
         self._arm(self._header_timeout_s, self._head_timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._writes.discard()
         self._cancel_deadline()
         if self._write_deadline is not None:
             self._write_deadline.cancel()
@@ -227,6 +230,7 @@ class EdgeProtocol(HttpToolsProtocol):
         ):
             self._count("over_capacity")  # uvicorn answers it 503 (`max_connections`)
         super().on_headers_complete()
+        self._writes.expect_head()  # the answer's head and body in one write
 
     def on_chunk_header(self) -> None:
         if not self._chunked:

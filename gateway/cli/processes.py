@@ -84,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return _serve_workers(args, options, sock, Multiprocess)
         from gateway.wiring.ingest import create_app
 
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
+        server = uvicorn.Server(uvicorn.Config(create_app(settings, own_process=True), **options))
         server.run(sockets=[sock])
         return 0 if server.started else STARTUP_FAILURE
     finally:

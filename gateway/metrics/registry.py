@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from gateway.metrics.families import Counter, Gauge, Histogram
+from gateway.metrics.loop_lag import LAG_BUCKETS_S
 from gateway.metrics.shared import MULTIPROC_ENV, forget_dead_processes
 
 #: How each gauge combines across the workers of `gateway serve --workers N`. Every one
@@ -35,6 +36,14 @@ class Metrics:
         )
         self.request_seconds = Histogram(
             "gateway_request_seconds", "Time to answer an ingestion request.", (), reg
+        )
+        self.event_loop_lag_seconds = Histogram(
+            "gateway_event_loop_lag_seconds",
+            "How much later than due the serving process's event loop woke a timer "
+            "(sampled every 10 ms): a pause here delays every request in flight.",
+            (),
+            reg,
+            buckets=LAG_BUCKETS_S,
         )
         self.http_refused_total = Counter(
             "gateway_http_refused_total",

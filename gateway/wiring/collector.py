@@ -1,4 +1,4 @@
-"""Python's cycle collector in a long-running worker (`gateway settle`).
+"""Python's cycle collector in a long-running process (`gateway settle`, `gateway serve`).
 
 A settlement batch makes and drops a few thousand small objects (messages, events,
 items, records), so with Python's default thresholds the collector runs every few
@@ -9,6 +9,11 @@ most of them the modules imported at start-up, which never become garbage: in
 has started, `settle_down` moves what exists then out of the collector's sight
 (`gc.freeze`) and lets the young generation grow to `YOUNG_THRESHOLD` objects before a
 pass; garbage in cycles then waits a little longer to be freed.
+
+In `gateway serve` the same passes are pauses of the event loop, so of every request in
+flight: in the first load after start, while the heap still grew, `make bench` saw a
+pass over the oldest generation every three seconds, of 26-38 ms each, and a p99 of
+20-39 ms; with the modules frozen, none during the load, and a p99 of 16 ms.
 """
 
 from __future__ import annotations

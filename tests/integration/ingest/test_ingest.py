@@ -273,6 +273,13 @@ async def test_metrics_and_health(server: RunningServer) -> None:
         "gateway_outbox_lag_seconds",
     ):
         assert name in text
+    # The event loop's lag is sampled from start-up on, every 10 ms.
+    lag_count = next(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("gateway_event_loop_lag_seconds_count")
+    )
+    assert lag_count > 0
 
 
 async def test_body_stored_byte_for_byte_with_headers(

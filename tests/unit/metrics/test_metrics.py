@@ -20,6 +20,7 @@ from gateway.metrics.shared import forget_dead_processes
 CONTRACT = {
     "gateway_webhooks_total": ("counter", ("outcome", "provider")),
     "gateway_request_seconds": ("histogram", ()),
+    "gateway_event_loop_lag_seconds": ("histogram", ()),
     "gateway_http_refused_total": ("counter", ("reason",)),
     "gateway_duplicates_from_memory_total": ("counter", ()),
     "gateway_outbox_pending": ("gauge", ()),
