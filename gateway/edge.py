@@ -230,7 +230,12 @@ class EdgeProtocol(HttpToolsProtocol):
         ):
             self._count("over_capacity")  # uvicorn answers it 503 (`max_connections`)
         super().on_headers_complete()
-        self._writes.expect_head()  # the answer's head and body in one write
+
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        # Each answer's head and body in one write: the first write of the request
+        # about to be answered is its head (pipelined ones start here one by one).
+        self._writes.expect_head()
+        super()._start_asgi_task(cycle, app)
 
     def on_chunk_header(self) -> None:
         if not self._chunked:

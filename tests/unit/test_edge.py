@@ -26,6 +26,7 @@ class FakeTransport(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
         self.written = bytearray()
+        self.writes = 0  # calls to write(): one per small answer (gateway.edge_writes)
         self.closed = False
         self.eof = False
 
@@ -33,6 +34,7 @@ class FakeTransport(asyncio.Transport):
         return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8080)}.get(name)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes += 1
         self.written += data
 
     def write_eof(self) -> None:
@@ -438,3 +440,20 @@ def test_the_server_config_still_pickles_for_worker_processes() -> None:
         "header_timeout_s": 3.0,
         "body_timeout_s": 7.0,
     }
+
+
+async def test_an_answer_is_one_write_head_and_body_together() -> None:
+    edge = Edge()
+    await edge.feed(request(10))
+    assert bytes(edge.transport.written).endswith(b"\r\n\r\nok")
+    assert edge.transport.writes == 1
+
+
+async def test_pipelined_answers_come_whole_and_in_order() -> None:
+    edge = Edge()
+    await edge.feed(request(10) + request(20) + request(30))
+    await asyncio.sleep(0.01)
+    written = bytes(edge.transport.written)
+    assert written.count(b"HTTP/1.1 200 OK") == 3
+    assert [part.endswith(b"ok") for part in written.split(b"HTTP/1.1 ")[1:]] == [True] * 3
+    assert edge.transport.writes == 3

@@ -116,7 +116,9 @@ async def test_untrusted_delivery_gets_401_and_nothing_is_stored(
 
 
 @pytest.mark.parametrize("scheme", TIMESTAMPED)
-@pytest.mark.parametrize("offset_s", [-301, 301, -3600], ids=["stale", "future", "an-hour-old"])
+# A future timestamp comes closer to the window while the request travels, and `deliver`
+# signs whole seconds (up to one earlier than asked): 301 was seen accepted under load.
+@pytest.mark.parametrize("offset_s", [-301, 305, -3600], ids=["stale", "future", "an-hour-old"])
 async def test_timestamp_outside_window_gets_401(
     server: RunningServer, database_url: str, scheme: str, offset_s: int
 ) -> None:
