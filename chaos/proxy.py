@@ -163,7 +163,14 @@ def _abort(writer: asyncio.StreamWriter) -> None:
 
 @dataclass
 class FaultProxy:
-    """Listens on `listen_port` (0: any free port) and forwards to the upstream."""
+    """Listens on `listen_port` (0: any free port) and forwards to the upstream.
+
+    Two counters let a test see what a client did to it: `connections` is every
+    connection accepted, whatever the proxy's state (cut at once while disabled, held
+    in a black hole, or forwarded); `clients_left` is the connections held silent in a
+    black hole that the client itself closed (not those the proxy cut: the black
+    hole's end, `set_enabled(False)`, `close()`).
+    """
 
     upstream_host: str
     upstream_port: int
@@ -176,6 +183,8 @@ class FaultProxy:
     _server: asyncio.Server | None = None
     _links: set[Link] = field(default_factory=set)
     _held: set[asyncio.StreamWriter] = field(default_factory=set)  # accepted in a black hole
+    connections: int = 0  # every connection accepted
+    clients_left: int = 0  # held in a black hole, then closed by the client
 
     @property
     def listen(self) -> str:
@@ -288,6 +297,7 @@ class FaultProxy:
 
     # --- connections --------------------------------------------------------------------
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        self.connections += 1
         if not self._enabled:
             client_w.transport.abort()
             return
@@ -317,6 +327,7 @@ class FaultProxy:
         finally:
             if writer in self._held:  # not reset by the black hole's end: the client left
                 self._held.discard(writer)
+                self.clients_left += 1
                 writer.close()
 
     async def close(self) -> None:

@@ -260,6 +260,31 @@ async def test_blackhole_accepts_new_connections_and_holds_them_silent(
     assert echo.connections == [] and echo.received == []
 
 
+async def test_blackhole_counts_connections_and_the_clients_that_left(echo: Echo) -> None:
+    """`connections` counts every accepted connection; `clients_left` those held in the
+    black hole that their client closed, not those the proxy cut when closed."""
+    proxy = FaultProxy("127.0.0.1", echo.port, name="echo")
+    await proxy.start()
+    try:
+        await proxy.set_blackhole(True)
+        (_, leaving), (staying_r, _) = await connect(proxy), await connect(proxy)
+        leaving.close()
+        await leaving.wait_closed()
+        deadline = time.monotonic() + 2
+        while proxy.clients_left != 1:
+            assert time.monotonic() < deadline, "the client's close was not counted"
+            await asyncio.sleep(0.02)
+        await assert_silent(staying_r, 0.2)
+        assert proxy.connections == 2 and proxy.clients_left == 1
+    finally:
+        await proxy.close()
+    with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
+        await asyncio.wait_for(staying_r.readexactly(1), 2)
+    await asyncio.sleep(0.1)  # the held connection's reader has seen its end
+    assert proxy.connections == 2 and proxy.clients_left == 1
+    assert echo.connections == []
+
+
 async def test_the_end_of_a_blackhole_resets_what_lived_through_it(proxy: FaultProxy):
     """Bytes were dropped, so those streams are broken: reset. New connections pass."""
     before_r, before_w = await connect(proxy)

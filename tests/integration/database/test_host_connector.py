@@ -13,12 +13,12 @@ from collections.abc import Iterator
 import asyncpg
 import pytest
 
+from chaos.proxy import FaultProxy
 from gateway.adapters.postgres import hosts
 from gateway.adapters.postgres.hosts import HostConnector, connector_for
 from gateway.core.database_hosts import DatabaseHost, stagger_delay_s
 from gateway.errors import DatabaseError, DatabaseUnavailable
-from tests.integration.database.silent import (
-    BlackHole,
+from tests.support.database_faults import (
     black_hole,
     dead_address,
     slow_proxy,
@@ -81,7 +81,7 @@ async def test_a_black_holed_first_host_costs_the_stagger_delay_then_never_again
     hole is closed before the call returns, and the next connection goes straight to
     the second host: the black hole sees nobody again."""
     async with black_hole() as hole:
-        url = with_hosts(database_url, hole.address)
+        url = with_hosts(database_url, hole.listen)
         walker = connector(url)
         started = time.monotonic()
         conn = await walker.connect(url, timeout=CONNECT_S)
@@ -91,7 +91,7 @@ async def test_a_black_holed_first_host_costs_the_stagger_delay_then_never_again
         assert stagger_delay_s(CONNECT_S) <= took_s < LOGIN_BOUND_S < CONNECT_S
         assert hole.connections == 1, "the first host was tried first"
         deadline = time.monotonic() + LOGIN_BOUND_S  # the black hole's side of the close
-        while hole.closed != 1:
+        while hole.clients_left != 1:
             assert time.monotonic() < deadline, "the losing attempt's connection is open"
             await asyncio.sleep(0.02)
         assert not _connect_attempts(), "no attempt outlives the call"
@@ -122,7 +122,7 @@ async def test_a_slow_first_host_loses_and_its_session_is_closed(
     stagger_s, delay_s = 1.0, 1.0 + LOGIN_BOUND_S
     stagger_of(monkeypatch, stagger_s)
     async with slow_proxy(delay_s) as slow:
-        url = with_hosts(database_url, slow.address) + "?sslmode=disable"
+        url = with_hosts(database_url, slow.listen) + "?sslmode=disable"
         walker = connector(url)
         sessions = await asyncpg.connect(database_url)
         try:
@@ -177,7 +177,7 @@ async def test_asyncpg_alone_never_reaches_the_second_host(database_url: str) ->
     """Why the connector exists: asyncpg's timeout is one budget for the whole list, so
     the same URL given to asyncpg times out on the black hole however long it is."""
     async with black_hole() as hole:
-        url = with_hosts(database_url, hole.address)
+        url = with_hosts(database_url, hole.listen)
         with pytest.raises(TimeoutError):
             await asyncpg.connect(url, timeout=2 * PER_HOST_S)
 
@@ -187,7 +187,7 @@ async def test_an_abandoned_walk_still_learns_the_usable_host(database_url: str)
     the stagger delay) does not leave the next caller facing the black hole again: the
     walk runs on, remembers the second host, and closes the connection nobody took."""
     async with black_hole() as hole:
-        url = with_hosts(database_url, hole.address)
+        url = with_hosts(database_url, hole.listen)
         walker = connector(url)
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(stagger_delay_s(PER_HOST_S) / 2):
@@ -205,7 +205,7 @@ async def test_no_usable_host_is_one_error_naming_each_host_without_the_password
     database_url: str,
 ) -> None:
     async with black_hole() as hole:
-        dead, silent = dead_address(), hole.address
+        dead, silent = dead_address(), hole.listen
         url = f"postgresql://postgres:s3cr3t@{dead},{silent}/nowhere"
         with pytest.raises(DatabaseUnavailable) as refused:
             await hosts.connect(url, timeout_s=PER_HOST_S)
@@ -224,7 +224,7 @@ async def test_a_list_of_silent_hosts_costs_one_budget_not_a_stagger_per_host() 
     budget_s = 2 * PER_HOST_S  # `walk_budget_s`
     async with contextlib.AsyncExitStack() as stack:
         holes = [await stack.enter_async_context(black_hole()) for _ in range(16)]
-        url = f"postgresql://postgres@{','.join(h.address for h in holes)}/nowhere"
+        url = f"postgresql://postgres@{','.join(h.listen for h in holes)}/nowhere"
         started = time.monotonic()
         with pytest.raises(DatabaseUnavailable) as refused:
             await hosts.connect(url, timeout_s=PER_HOST_S)
@@ -237,15 +237,15 @@ async def test_a_list_of_silent_hosts_costs_one_budget_not_a_stagger_per_host() 
         await wait_until(lambda: _all_closed(tried), timeout_s=5)
 
 
-async def _all_closed(holes: list[BlackHole]) -> bool:
-    return all(h.closed == h.connections for h in holes)
+async def _all_closed(holes: list[FaultProxy]) -> bool:
+    return all(h.clients_left == h.connections for h in holes)
 
 
 async def test_a_rejected_login_stops_the_walk(database_url: str) -> None:
     """A server that refuses the role says what every copy of it would say: the error
     comes at once, as libpq reports it, instead of the next host's timeout."""
     async with black_hole() as hole:
-        url = f"postgresql://no_such_role@127.0.0.1:5432,{hole.address}/postgres"
+        url = f"postgresql://no_such_role@127.0.0.1:5432,{hole.listen}/postgres"
         with pytest.raises(asyncpg.InvalidAuthorizationSpecificationError):
             await hosts.connect(url, timeout_s=PER_HOST_S)
         assert hole.connections == 0

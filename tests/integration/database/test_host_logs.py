@@ -10,7 +10,7 @@ import pytest
 
 from gateway.adapters.postgres import open_pool
 from gateway.errors import DatabaseUnavailable
-from tests.integration.database.silent import dead_address, with_hosts
+from tests.support.database_faults import dead_address, with_hosts
 
 LOGGER = "gateway.adapters.postgres.hosts"
 

@@ -23,7 +23,7 @@ from gateway.adapters.postgres import (
     transaction,
 )
 from gateway.errors import DatabaseError, DatabaseUnavailable
-from tests.integration.database.silent import freezable_proxy, with_hosts
+from tests.support.database_faults import database_proxy, with_hosts
 
 
 async def _backend_pids(pool: Pool, n: int) -> set[int]:
@@ -83,12 +83,12 @@ async def test_a_cancelled_block_on_a_silent_server_stays_a_cancellation(
     """A deadline or shutdown cancelling a statement on a vanished server: the caller
     sees its own cancellation at once, not a `DatabaseUnavailable` one statement timeout
     later (asyncpg's cancel request and ROLLBACK would each wait for the silent server)."""
-    async with freezable_proxy() as proxy:
-        url = with_hosts(database_url, proxy.address)
+    async with database_proxy() as proxy:
+        url = with_hosts(database_url, proxy.listen)
         async with open_pool(url, max_size=1, command_timeout_s=5.0) as pool:
             async with connection(pool) as conn:
                 assert await conn.fetchval("SELECT 1") == 1
-            proxy.freeze()
+            await proxy.set_blackhole(True)
 
             async def stuck() -> None:
                 async with borrow(pool) as conn:
@@ -106,12 +106,12 @@ async def test_a_cancelled_block_on_a_silent_server_stays_a_cancellation(
 async def test_the_readiness_probe_on_a_silent_server_answers_within_its_timeout(
     database_url: str,
 ) -> None:
-    async with freezable_proxy() as proxy:
-        url = with_hosts(database_url, proxy.address)
+    async with database_proxy() as proxy:
+        url = with_hosts(database_url, proxy.listen)
         async with open_pool(url, max_size=1, command_timeout_s=5.0) as pool:
             probe = DatabaseProbe(pool, timeout_s=1.0)
             assert await probe.ping()
-            proxy.freeze()
+            await proxy.set_blackhole(True)
             started = time.monotonic()
             assert not await probe.ping()
             assert time.monotonic() - started < 2.5  # was 1 s + the 5 s statement timeout

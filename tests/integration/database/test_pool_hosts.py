@@ -22,10 +22,10 @@ from gateway.adapters.postgres import (
 )
 from gateway.core.database_hosts import stagger_delay_s
 from gateway.errors import DatabaseUnavailable
-from tests.integration.database.silent import (
+from tests.support.database_faults import (
     black_hole,
+    database_proxy,
     dead_address,
-    freezable_proxy,
     with_hosts,
 )
 
@@ -54,7 +54,7 @@ async def test_the_readiness_probe_gets_past_a_black_holed_first_host(
     (otherwise a gateway without traffic would not become ready before the walk learnt
     the second host), and later connections ask the second host first."""
     async with black_hole() as hole:
-        url = with_hosts(database_url, hole.address)
+        url = with_hosts(database_url, hole.listen)
         async with open_pool(url, connect_timeout_s=5.0) as pool:
             probe = DatabaseProbe(pool)
             assert await probe.ping() is True
@@ -75,15 +75,15 @@ async def test_a_silent_server_frees_its_pooled_connection_within_the_statement_
     pool's next connection reaches the other host after the stagger delay (the
     remembered, silent host is tried first, and left unanswered)."""
     command_s, connect_s = 1.0, 1.0
-    async with freezable_proxy() as proxy:
-        url = with_hosts(database_url, proxy.address)
+    async with database_proxy() as proxy:
+        url = with_hosts(database_url, proxy.listen)
         async with open_pool(
             url, max_size=1, connect_timeout_s=connect_s, command_timeout_s=command_s
         ) as pool:
             async with connection(pool) as conn:
                 assert await conn.fetchval("SELECT 1") == 1
             assert proxy.connections == 1  # the first host worked, and is remembered
-            proxy.freeze()
+            await proxy.set_blackhole(True)
 
             started = time.monotonic()
             with pytest.raises(DatabaseUnavailable):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 
-from tests.integration.database.silent import black_hole, dead_address, with_hosts
 from tests.integration.dlq.test_dlq_cli import arun
 from tests.integration.metrics.test_processes import answers, process
 from tests.support.config_file import write_toml
+from tests.support.database_faults import black_hole, dead_address, with_hosts
 from tests.support.deliveries import Delivery, deliver
 from tests.support.gateway import BILLING_TOKEN, config, running_server
 from tests.support.services import free_port, stream_messages, wait_until
@@ -78,7 +78,7 @@ async def test_serve_gets_past_a_black_holed_first_host(
     baseline run takes out what both pay: the interpreter's start, NATS, the stream."""
     baseline_s = await serve_accepts(database_url, database_url, nats_url, tmp_path)
     async with black_hole() as hole:
-        url = with_hosts(database_url, hole.address)
+        url = with_hosts(database_url, hole.listen)
         took_s = await serve_accepts(database_url, url, nats_url, tmp_path)
         assert hole.connections >= 1, "the black-holed host was tried first"
     extra_s = took_s - baseline_s

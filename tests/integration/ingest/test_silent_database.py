@@ -3,8 +3,8 @@ established connection): the waiting request is answered 503 within about the co
 timeout, not the statement timeout, and the next commit goes to the host that answers.
 
 The URL lists a proxy to the shared PostgreSQL first and the shared server itself second;
-the proxy is used (and remembered) until it freezes: from then it passes nothing and
-closes nothing, as a vanished machine. One writer, so "the next group" is the next
+the proxy is used (and remembered) until it is black-holed: from then it passes nothing
+and closes nothing, as a vanished machine. One writer, so "the next group" is the next
 request, on the same writer that lived through the silence.
 """
 
@@ -16,7 +16,7 @@ import time
 import asyncpg
 import pytest
 
-from tests.integration.database.silent import freezable_proxy, with_hosts
+from tests.support.database_faults import database_proxy, with_hosts
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
 
@@ -43,8 +43,8 @@ async def test_a_silent_database_is_a_503_within_the_commit_timeout_then_the_oth
     database_url: str, nats_url: str, batching: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="gateway.ingest.inbox")
-    async with freezable_proxy() as proxy:
-        url = with_hosts(database_url, proxy.address)
+    async with database_proxy() as proxy:
+        url = with_hosts(database_url, proxy.listen)
         ingest = {"commit_timeout_s": COMMIT_TIMEOUT_S, "batching": batching, "writers": 1}
         async with running_server(config(url, nats_url, ingest=ingest)) as server:
 
@@ -58,7 +58,7 @@ async def test_a_silent_database_is_a_503_within_the_commit_timeout_then_the_oth
 
             assert (await post("evt_before"))[:2] == (200, "accepted")
             assert proxy.connections >= 1, "the first host took the commit"
-            proxy.freeze()
+            await proxy.set_blackhole(True)
 
             status, _, took_s = await post("evt_silent")
             assert status == 503
@@ -69,10 +69,10 @@ async def test_a_silent_database_is_a_503_within_the_commit_timeout_then_the_oth
             # The next commit finds the other host (the silent one, remembered, is
             # tried first and left unanswered), within the request's own deadline.
             assert (await post("evt_after"))[:2] == (200, "accepted")
-            # The provider's retry of the refused event: the frozen host swallowed it,
+            # The provider's retry of the refused event: the silent host swallowed it,
             # so nothing committed it, and it is accepted now.
             assert (await post("evt_silent"))[:2] == (200, "accepted")
-            await proxy.stop()  # lets the gateway's shutdown close its silent connections
+            await proxy.close()  # lets the gateway's shutdown close its silent connections
     for event_id in ("evt_before", "evt_silent", "evt_after"):
         assert await rows(database_url, event_id) == 1, event_id
     writer = [r for r in caplog.records if r.name == "gateway.ingest.inbox"]
