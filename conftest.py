@@ -10,14 +10,9 @@ import redis.asyncio as aioredis
 
 from gateway.adapters.postgres import migrate
 from gateway.adapters.postgres.webhooks import WHOLE_STATEMENTS
+from tests.support.nats import NatsServer
 from tests.support.receiver import Receiver
-from tests.support.services import (
-    REDIS_URL,
-    NatsServer,
-    create_database,
-    drop_database,
-    unique_name,
-)
+from tests.support.services import REDIS_URL, create_database, drop_database, unique_name
 from tests.support.stub import Stub, running_stub
 
 

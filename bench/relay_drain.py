@@ -24,13 +24,8 @@ from gateway.core.events.model import Event
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
 from gateway.settings import NatsSettings, OutboxSettings
-from tests.support.services import (
-    NatsServer,
-    create_database,
-    drop_database,
-    stream_messages,
-    unique_name,
-)
+from tests.support.nats import NatsServer
+from tests.support.services import create_database, drop_database, stream_messages, unique_name
 
 BODY = b'{"id":"evt","type":"payment_intent.succeeded","data":{"object":{"amount":1999,' + (
     b'"currency":"usd","pad":"' + b"x" * 180 + b'"}}}'

@@ -92,7 +92,7 @@ from bench.servers import (
 from bench.settlement import settlement_benchmark
 from bench.storage import retention_run
 from bench.wrk import Load, run_wrk, wrk_binary
-from tests.support.services import nats_server_binary
+from tests.support.nats import nats_server_binary
 
 DEFAULT_OUTPUT = Path(__file__).with_name("results.json")
 PASSES = tuple(report.PASS_TITLES)

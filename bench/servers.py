@@ -1,8 +1,9 @@
 """The things a benchmark run starts and must stop: a fresh database, a private
 nats-server, and the HTTP server under test (the gateway or the bare endpoint).
 
-Databases and NATS servers come from the test helpers (`tests/support/services.py`), so
-the bench never touches the shared `test` database or the development NATS on 4223.
+Databases and NATS servers come from the test helpers (`tests/support/services.py`,
+`tests/support/nats.py`), so the bench never touches the shared `test` database or the
+development NATS on 4223.
 """
 
 from __future__ import annotations
@@ -28,14 +29,8 @@ import redis
 from gateway.adapters.postgres import migrate
 from gateway.adapters.postgres.outbox import outbox_stats
 from tests.support.config_file import write_toml
-from tests.support.services import (
-    REDIS_URL,
-    NatsServer,
-    create_database,
-    drop_database,
-    free_port,
-    unique_name,
-)
+from tests.support.nats import NatsServer
+from tests.support.services import REDIS_URL, create_database, drop_database, free_port, unique_name
 
 ROOT = Path(__file__).resolve().parents[1]
 STRIPE_SECRET = "whsec_bench_stripe_secret"  # a benchmark-only value, never a real secret

@@ -15,8 +15,9 @@ import pytest
 
 from chaos.failover import Topology, migrated_pair
 from chaos.harness import FULL, Scenario, base_doc, merge
-from chaos.services import NatsNode, PgCluster
+from chaos.services import PgCluster
 from gateway.adapters.postgres import migrate
+from tests.support.nats import NatsServer
 from tests.support.stub import Stub
 
 
@@ -36,8 +37,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def nats_node() -> Iterator[NatsNode]:
-    node = NatsNode()
+def nats_node() -> Iterator[NatsServer]:
+    """A private nats-server the scenario may kill and restart."""
+    node = NatsServer(name="n1")
     node.start()
     yield node
     node.cleanup()

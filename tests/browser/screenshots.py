@@ -37,7 +37,8 @@ from tests.browser.harness import (
     seed_many,
 )
 from tests.browser.pages import log_in
-from tests.support.services import NatsServer, create_database, drop_database, unique_name
+from tests.support.nats import NatsServer
+from tests.support.services import create_database, drop_database, unique_name
 
 OUT = ROOT / "docs" / "images" / "console"
 VIEWPORT = {"width": 1280, "height": 860}

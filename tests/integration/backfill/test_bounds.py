@@ -21,6 +21,7 @@ from gateway.core.backfill.decisions import Window
 from gateway.errors import ProviderApiAnswerTooLarge, ProviderApiUnavailable
 from gateway.wiring.backfill import backfill_parts
 from tests.support.gateway import config
+from tests.support.nats import NatsServer
 from tests.support.provider_apis import (
     API_KEY,
     running_apis,
@@ -28,7 +29,6 @@ from tests.support.provider_apis import (
     streamed,
     stripe_event,
 )
-from tests.support.services import NatsServer
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 WINDOW = Window(NOW - timedelta(hours=2), NOW)

@@ -20,8 +20,9 @@ from gateway.settings import parse
 from gateway.settings.sections import NatsSettings
 from gateway.wiring.console import LazyNats
 from tests.support.console import ConsoleHarness
+from tests.support.nats import NatsServer
 from tests.support.openapi import check_answer
-from tests.support.services import NatsServer, free_port
+from tests.support.services import free_port
 
 SENDERS = {
     "providers": {

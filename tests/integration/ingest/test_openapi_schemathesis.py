@@ -29,7 +29,8 @@ from schemathesis.checks import is_check_class
 
 from tests.support import openapi
 from tests.support.gateway import BILLING_TOKEN, config, running_server
-from tests.support.services import NatsServer, create_database, drop_database, unique_name
+from tests.support.nats import NatsServer
+from tests.support.services import create_database, drop_database, unique_name
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase

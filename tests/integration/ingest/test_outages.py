@@ -20,7 +20,8 @@ from gateway.metrics import Metrics
 from gateway.wiring.ingest import running_gateway
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
-from tests.support.services import NatsServer, stream_messages, wait_until
+from tests.support.nats import NatsServer
+from tests.support.services import stream_messages, wait_until
 
 
 async def count(dsn: str, sql: str) -> int:

@@ -29,7 +29,8 @@ from gateway.settings import HttpSettings, NatsSettings, OutboxSettings
 from tests.integration.dlq.test_dlq_cli import arun, toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import BILLING_TOKEN, RunningServer, config, running_server
-from tests.support.services import NatsServer, stream_messages, wait_until
+from tests.support.nats import NatsServer
+from tests.support.services import stream_messages, wait_until
 
 SERVER_MAX_PAYLOAD = 16_384
 POISON_BODY = orjson.dumps({"type": "bulk.x", "data": {"pad": "A" * 20_000}})

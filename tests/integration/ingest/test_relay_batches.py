@@ -25,12 +25,9 @@ from gateway.core.relay.stream import STREAM_SUBJECTS
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
 from gateway.settings import NatsSettings, OutboxSettings
+from tests.support.nats import NatsServer
 from tests.support.outbox import sweep_until_still
-from tests.support.services import (
-    NatsServer,
-    stream_messages,
-    wait_until,
-)
+from tests.support.services import stream_messages, wait_until
 
 Message = tuple[str, dict[str, str], bytes]
 

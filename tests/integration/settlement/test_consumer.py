@@ -19,7 +19,7 @@ from gateway.errors import BrokerUnavailable
 from gateway.settings import Settings
 from gateway.settlement import reconcile
 from tests.support.config_file import with_urls
-from tests.support.services import NatsServer
+from tests.support.nats import NatsServer
 
 SUBJECT = "webhooks.stripe.payment_intent.succeeded"
 

@@ -23,7 +23,8 @@ from gateway.settlement.reconcile import Verdict, verdict
 from gateway.wiring.settlement import run_reconcile
 from tests.support.deliveries import deliver
 from tests.support.gateway import RunningServer, config, running_server
-from tests.support.services import NatsServer, stream_messages, wait_until
+from tests.support.nats import NatsServer
+from tests.support.services import stream_messages, wait_until
 from tests.support.settlement import fetch, open_merchant, running_worker, settlement_sections
 from tests.support.stub import Stub
 

@@ -25,8 +25,9 @@ import orjson
 from chaos.proxy import FaultProxy
 from tests.support.config_file import write_toml
 from tests.support.gateway import config
+from tests.support.nats import NatsServer
 from tests.support.receiver import Receiver
-from tests.support.services import NatsServer, free_port, wait_for_port, wait_until
+from tests.support.services import free_port, wait_for_port, wait_until
 from tests.support.settlement import settlement_sections
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
