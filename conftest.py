@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -124,8 +125,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the Redis database), the fixtures above (databases, NATS servers), tmp_path."""
     import os
 
+    _unique_node_ids(items)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=_rank)  # stable: within a rank, the collection's order
+
+
+def _unique_node_ids(items: list[pytest.Item]) -> None:
+    """schemathesis names each operation's item (`test[POST /v1/events]`) but gives all of
+    them the test function's node id, and xdist's schedulers keep their work by node id:
+    under `-n N` one operation of each schema ran and the rest were silently dropped (38
+    tests). Such items get the node id their name says."""
+    counts = collections.Counter(item.nodeid for item in items)
+    for item in items:
+        if counts[item.nodeid] > 1 and item.parent is not None:
+            item._id = item.parent.id.child(item.name)  # as pytest itself builds one
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
