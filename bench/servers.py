@@ -12,7 +12,6 @@ import asyncio
 import compileall
 import contextlib
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import redis
 
 from gateway.adapters.postgres import migrate
 from gateway.adapters.postgres.outbox import outbox_stats
+from tests.support import processes
 from tests.support.config_file import write_toml
 from tests.support.nats import NatsServer
 from tests.support.services import REDIS_URL, create_database, drop_database, free_port, unique_name
@@ -177,13 +177,8 @@ class Server:
     def stop(self, timeout_s: float = 45.0) -> None:
         """SIGTERM (the gateway commits and publishes what it holds), then SIGKILL."""
         for proc in [*self.settlers, *self.sidecars, self.proc]:
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            if proc is not None:
+                processes.stop(proc, timeout_s)
         self.sidecars = []
         self.settlers = []
         self.proc = None

@@ -85,6 +85,7 @@ from bench.settlement_report import (
     verify,
 )
 from gateway import settings as settings_mod
+from tests.support import processes
 from tests.support.services import REDIS_URL, free_port
 
 BACKLOG_EVENTS = 50_000
@@ -325,13 +326,7 @@ def _profiler(pid: int, output: Path) -> subprocess.Popen[bytes]:
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM (the worker finishes its batch), then SIGKILL."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    processes.stop(proc, 30)
 
 
 def main(argv: list[str] | None = None) -> int:

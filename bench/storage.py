@@ -43,6 +43,7 @@ from bench.procs import cpu_s, tree_rss_kib
 from bench.report import RUN_TITLES, check
 from bench.servers import ROOT, fresh_backend, gateway_server, server_counters, stream_count
 from bench.wrk import Load, WrkResult
+from tests.support import processes
 
 RETENTION_START_TIMEOUT_S = 60.0  # for its first batch to commit (start-up included)
 
@@ -67,12 +68,7 @@ def _finish(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[bool, floa
         proc.wait(timeout=timeout_s)
         return True, round(time.monotonic() - started, 1)
     except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        processes.stop(proc, 30)
         return False, round(time.monotonic() - started, 1)
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import orjson
 
+from tests.support import processes
+
 GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
@@ -63,13 +65,7 @@ class GatewayProcess:
     def _signal(self, sig: signal.Signals, timeout_s: float) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        processes.stop(self.proc, timeout_s, sig)
         self.proc = None
 
     def log_lines(self) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ import httpx
 import orjson
 
 from gateway.core.console.roles import Role
+from tests.support import processes
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
@@ -253,12 +254,7 @@ class Process:
     def stop(self) -> None:
         if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        processes.stop(self.proc, 15)
         self.proc = None
 
 

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support import processes
 from tests.support.services import free_port, wait_for_port
 
 __all__ = ["NatsServer", "nats_server_binary"]
@@ -103,13 +104,8 @@ class NatsServer:
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: signal.Signals) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            processes.stop(self.proc, STOP_TIMEOUT_S, sig)
         self.proc = None
 
     def cleanup(self) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from gateway.core.console.access import sha256
 from gateway.core.console.roles import Role
+from tests.support import processes
 from tests.support.config_file import with_urls, write_toml
 from tests.support.console import ConsoleHarness
 from tests.support.services import free_port, wait_until
@@ -161,14 +162,9 @@ async def answer(url: str) -> httpx.Response | None:
 def stop(proc: subprocess.Popen[str]) -> int:
     """SIGTERM, and the exit status: 0, or the signal uvicorn raises again after its
     graceful stop (as `gateway serve` does), both a clean stop to systemd."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=15)
-        return 0 if code == -signal.SIGTERM else code
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise
+    if not processes.stop(proc, 15):
+        raise TimeoutError("the console did not stop within 15 s of SIGTERM; killed")
+    return 0 if proc.returncode == -signal.SIGTERM else proc.returncode
 
 
 async def test_the_console_serves_on_loopback_without_a_token(cfg: str) -> None:

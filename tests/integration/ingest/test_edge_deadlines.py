@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +32,7 @@ from tests.integration.ingest.test_edge_limits import (
     signed_request,
     stored,
 )
+from tests.support import processes
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import RunningServer, config, running_server
@@ -297,12 +297,7 @@ def serving(cfg: Path) -> Iterator[subprocess.Popen[str]]:
     try:
         yield proc
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        processes.stop(proc, 30)
 
 
 def peak_rss_bytes(pid: int) -> int:

@@ -5,7 +5,6 @@ in the test, which decodes them with the official protobuf classes."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import httpx
 import orjson
 import pytest
 
+from tests.support import processes
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import SECRETS, config
@@ -48,13 +48,7 @@ def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+    processes.stop(process, 20)
 
 
 def log_lines(path: Path) -> list[dict[str, Any]]:
