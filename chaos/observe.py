@@ -20,8 +20,9 @@ import nats.errors
 import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from chaos.procs import GATEWAY, clean_env
+from chaos.procs import GATEWAY
 from tests.support.ordering_property import OrderingSummary, summary, violations
+from tests.support.processes import clean_env
 
 #: How long the stream's reader waits for its consumer to get a leader (see read_stream).
 LEADERLESS_WAIT_S = 30.0

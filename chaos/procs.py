@@ -4,7 +4,6 @@ started, SIGKILLed and restarted for real, each logging to its own file."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -16,15 +15,9 @@ import httpx
 import orjson
 
 from tests.support import processes
+from tests.support.processes import clean_env
 
 GATEWAY = str(Path(sys.executable).parent / "gateway")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without any GATEWAY_* override, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    env.update(extra)
-    return env
 
 
 class GatewayProcess:

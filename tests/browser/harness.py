@@ -31,6 +31,7 @@ from tests.support import processes
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
+from tests.support.processes import clean_env
 from tests.support.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,10 +197,6 @@ def write_config(path: Path, database_url: str, nats_url: str, port: int, *, fix
     if not fixed:
         doc["providers"]["stripe"]["event_types"] = NARROW_TYPES
     return write_toml(path, doc)
-
-
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
 
 
 def issue_tokens(cfg: Path) -> dict[Role, str]:

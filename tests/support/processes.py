@@ -4,9 +4,18 @@ for ever on one that will not stop."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 from typing import Any
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without any GATEWAY_* override (a child reads its own config
+    file, not the developer's), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env.update(extra)
+    return env
 
 
 def stop(

@@ -6,7 +6,6 @@ that says, as the process exits, what its collector was set to."""
 from __future__ import annotations
 
 import gc
-import os
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from gateway.wiring.collector import YOUNG_THRESHOLD
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_ready
 
 _WRAPPER = textwrap.dedent(
@@ -41,7 +41,7 @@ async def test_gateway_serve_freezes_its_start_up_heap(
 ) -> None:
     port = free_port()
     cfg = write_toml(tmp_path / "gateway.toml", config(database_url, nats_url, http={"port": port}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = clean_env()
     serve = subprocess.Popen(
         [sys.executable, "-c", _WRAPPER, "serve", "--config", str(cfg)],
         env=env,
