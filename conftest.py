@@ -102,10 +102,29 @@ def whole_statements_afresh() -> None:
 
 # --- pytest-xdist: which tests start first ---------------------------------------------
 
+#: Units of work that hold several modules, run one after another on one worker: the
+#: chaos scenarios (four at once, each a gateway, a worker, a load generator and its
+#: faults, starved the timed checks of their own scenario on 2 vCPUs), and the modules that
+#: build and run the container images (a session fixture builds them once per worker: on
+#: three workers, three times).
+_TOGETHER = {
+    "chaos/test_s": "chaos/scenarios",
+    "tests/integration/deploy/test_compose.py": "tests/integration/deploy/containers",
+    "tests/integration/deploy/test_image.py": "tests/integration/deploy/containers",
+    "tests/integration/deploy/test_kube_play.py": "tests/integration/deploy/containers",
+}
+
 #: Handed out first under xdist, longest first, so that no worker is left running a long
-#: test while the others are idle: the chaos scenarios, the benchmarks' self-checks, the
-#: rest of chaos/, the browser tests; the unit tests (short) come last.
-_FIRST = ("chaos/test_s", "tests/integration/test_bench_", "chaos/", "tests/browser/")
+#: test while the others are idle: the chaos scenarios, the container images, the
+#: benchmarks' self-checks, the rest of chaos/, the browser tests; the unit tests (short)
+#: come last.
+_FIRST = (
+    "chaos/test_s",
+    "tests/integration/deploy/",
+    "tests/integration/test_bench_",
+    "chaos/",
+    "tests/browser/",
+)
 
 
 def _rank(item: pytest.Item) -> int:
@@ -142,18 +161,21 @@ def _unique_node_ids(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`--dist loadfile`, except that the chaos scenarios (chaos/test_s*.py) are one unit
-    of work: they run one after another on one worker. Four at once (each a gateway, a
-    worker, a load generator and its faults) starved the timed checks of their own
-    scenario on 2 vCPUs (s08's p99 of the unaffected clients, s06's felt faults)."""
+    """`--dist loadfile`, except that the units in `_TOGETHER` hold several modules, and
+    the units are handed out in the collection's order (`_rank`): xdist's default puts
+    the units with the most tests first, which left the container images and the
+    benchmarks' self-checks (few tests, minutes each) to the end of the run."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
-    class ScenariosTogether(LoadFileScheduling):  # type: ignore[misc]
+    config.option.loadscopereorder = False
+
+    class UnitsTogether(LoadFileScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith("chaos/test_s"):
-                return "chaos/scenarios"
+            for prefix, unit in _TOGETHER.items():
+                if nodeid.startswith(prefix):
+                    return unit
             return str(super()._split_scope(nodeid))
 
-    return ScenariosTogether(config, log)
+    return UnitsTogether(config, log)

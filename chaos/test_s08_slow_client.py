@@ -3,6 +3,11 @@ then a ~4 KB body) over 60 s (10 s in the fast variant).
 
 The gateway refuses each with 400 once `http.request_timeout_s` passes while it waits
 for the body, records nothing for it, and answers everyone else as usual meanwhile.
+
+"As usual" is the same load's answers without the slow clients, sent first in the same
+run: the others' answer times are judged against that baseline, not against a fixed
+number of seconds, so a machine busy with other work slows both alike. A gateway that
+made the others wait for a slow client would add up to its `request_timeout_s` to them.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import orjson
 import pytest
 
 from chaos.harness import profiles
+from chaos.loadgen import LoadRecord
 from chaos.proxy import FaultProxy
 from chaos.workload import LoadSpec, PlannedEvent, sign
 from tests.support.settlement import fetch
@@ -66,6 +72,9 @@ async def test_slow_clients_time_out_and_others_are_unaffected(
     sc.serve()
     sc.settle()
     await sc.ready("serve")
+    # The baseline: the same load (other event ids) with no slow client connected.
+    usual = await sc.load(LoadSpec(events=p["events"], rate_per_s=p["rate"], seed=2)).run()
+    await sc.drain(usual)  # settled before the measured run, which it would otherwise share
     slicer = FaultProxy("127.0.0.1", urlsplit(sc.url()).port or 0, name="slow-clients")
     await slicer.start()
     events = [slow_event(i) for i in range(p["clients"])]
@@ -96,7 +105,18 @@ async def test_slow_clients_time_out_and_others_are_unaffected(
         database_url, "SELECT count(*) FROM processed_webhooks WHERE event_id LIKE 'evt_slow_%'"
     )
     assert stored[0][0] == 0, "a refused slow request was recorded"
-    ok = [a for a in record.answers if 200 <= a.status < 300]
     assert result.figures["never_2xx"] == 0 and set(result.figures["rejected"]) <= {"401"}
-    took = sorted(a.took_s for a in ok)
-    assert took[int(len(took) * 0.99)] < 1.0 and took[-1] < 3.0, "others were slowed down"
+    took, usual_took = answer_times_s(record), answer_times_s(usual)
+    print(f"others' p99/max {took[0.99]:.3f}/{took[1.0]:.3f} s", end=", ")
+    print(f"without slow clients {usual_took[0.99]:.3f}/{usual_took[1.0]:.3f} s")
+    assert took[0.99] < usual_took[0.99] + p["timeout_s"] / 2, "others were slowed down"
+    assert took[1.0] < usual_took[1.0] + p["timeout_s"], (
+        "one of the others waited for a slow client"
+    )
+
+
+def answer_times_s(record: LoadRecord) -> dict[float, float]:
+    """The p99 and the longest of a run's 2xx answer times, in seconds."""
+    took = sorted(a.took_s for a in record.answers if 200 <= a.status < 300)
+    assert took, "no 2xx answer at all"
+    return {0.99: took[int(len(took) * 0.99)], 1.0: took[-1]}

@@ -170,6 +170,14 @@ def layering(found: Iterable[Import], package: str) -> Iterator[str]:
         if _within(imp.importer, cli) and _within(imp.target, adapters):
             # The CLI parses and prints; what a command opens, the wiring opens and closes.
             yield f"cli imports no adapters: {where}"
+        if _within(imp.target, wiring) and not (
+            _within(imp.importer, wiring)
+            or _within(imp.importer, cli)
+            or imp.importer == f"{package}.__main__"
+        ):
+            # The composition root is the top of the house: a part that imported it would
+            # depend on every other part.
+            yield f"only cli imports the wiring: {where}"
         if (top == "importlib" and imp.target not in DATA_ONLY_IMPORTLIB) or (
             imp.target == "builtins"
         ):
@@ -276,6 +284,24 @@ def cycles(found: Iterable[Import], mods: Mapping[str, Module]) -> list[list[str
     return groups
 
 
+def room_cycles(found: Iterable[Import], mods: Mapping[str, Module]) -> list[list[str]]:
+    """Cycles between the package's rooms (`gateway.core`, `gateway.dlq`, ...: a
+    top-level subpackage or module), which module cycles do not show: `dlq.a` importing
+    `events.b` and `events.c` importing `dlq.d` is no module cycle, but the two rooms
+    lean on each other and can no longer be read, tested or moved one at a time."""
+
+    def room(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    rooms = {room(name): mods[name] for name in mods if "." in name}
+    between = [
+        Import(room(imp.importer), room(imp.target), imp.line)
+        for imp in found
+        if imp.target in mods and "." in imp.importer and "." in imp.target
+    ]
+    return cycles(between, rooms)
+
+
 #: Modules that may name a logger other than their own, and why.
 NAMED_LOGGERS = {
     # Configures the libraries' loggers (uvicorn's) and the root logger for every process.
@@ -357,4 +383,5 @@ def check(root: Path, package: str) -> list[str]:
     problems += sql_outside_adapters(mods, package)
     problems += logger_names(mods, package)
     problems += [f"import cycle: {' -> '.join(group)}" for group in cycles(found, mods)]
+    problems += [f"cycle between packages: {' -> '.join(g)}" for g in room_cycles(found, mods)]
     return problems

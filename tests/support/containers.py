@@ -3,7 +3,8 @@ default limits this machine needs, with no registry (every base is built here).
 
 The store lives under `.data/containers/store-PID` and is reset when the session ends, so
 every run builds from a clean store. Debian's base comes from `debootstrap` (cached as a
-tarball beside it: the mirror is the slow part) and is imported with `podman import`.
+tarball once per machine, in the user's cache directory, so that a fresh clone does not
+fetch it again: the mirror is the slow part) and is imported with `podman import`.
 
 The tools come from `make test`'s set-up (scripts/setup.sh). Where one is missing the
 tests skip, naming it, unless `GATEWAY_REQUIRE_CONTAINERS=1` (set by `make test`), where
@@ -26,6 +27,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / ".data" / "containers"
+#: Outside the checkout: what every clone on this machine would make alike.
+MACHINE_CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    / "payments-webhook-gateway-tests"
+)
 TOOLS_BIN = ROOT / ".data" / "tools" / "bin"
 IMAGES = ROOT / "tests" / "integration" / "deploy" / "images"
 MIRROR = "http://deb.debian.org/debian"
@@ -190,10 +196,10 @@ def private_podman() -> Podman:
 
 def debian_rootfs() -> Path:
     """A minimal Debian tarball from the mirror (debootstrap), made once per machine."""
-    tarball = DATA / f"debian-{SUITE}-minbase.tar"
-    DATA.mkdir(parents=True, exist_ok=True)
+    tarball = MACHINE_CACHE / f"debian-{SUITE}-minbase.tar"
+    MACHINE_CACHE.mkdir(parents=True, exist_ok=True)
     # One maker at a time (test processes in parallel): the others wait, then take it.
-    with (DATA / "rootfs.lock").open("w") as lock:
+    with (MACHINE_CACHE / "rootfs.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not tarball.exists():
             _debootstrap(tarball)
@@ -202,7 +208,7 @@ def debian_rootfs() -> Path:
 
 def _debootstrap(tarball: Path) -> None:
     debootstrap = tool("debootstrap")
-    staging = DATA / f"rootfs-{os.getpid()}"
+    staging = MACHINE_CACHE / f"rootfs-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         subprocess.run(
