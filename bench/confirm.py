@@ -173,7 +173,8 @@ def _config(backend: Backend, path: Path, api_url: str, args: argparse.Namespace
 
 async def record_webhooks(settings: Settings, ids: list[str]) -> float:
     """Record a webhook per id as the gateway does; the seconds it took."""
-    shape = webhook_shaper(settings.providers["mollie"], ordered_subject(settings))
+    ordered = ordered_subject(settings.ordering, settings.settlement)
+    shape = webhook_shaper(settings.providers["mollie"], ordered)
     started = time.perf_counter()
     events = [shape(FORM, f"id={payment_id}".encode()) for payment_id in ids]
     if not all(isinstance(e, Event) and e.awaits_confirmation for e in events):

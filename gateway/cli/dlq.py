@@ -161,11 +161,10 @@ async def replay_body(settings: Settings, args: argparse.Namespace, f: DlqFilter
         unordered=args.unordered,
     )
     report = ReplayReport(quiet=args.json, dry_run=options.dry_run)
+    handlers = stage_handlers(settings.forward)
     async with ops.replay_resources(settings) as ctx:
         try:
-            summary = await replay(
-                ctx, f, options, report.row, report.planned, handlers=stage_handlers(settings)
-            )
+            summary = await replay(ctx, f, options, report.row, report.planned, handlers=handlers)
         finally:
             report.finish()
     if args.json:

@@ -5,6 +5,7 @@ letters, its key's place and its settlement. The routes are in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -19,7 +20,7 @@ from gateway.core.events.rows import EventBrief, EventRow
 from gateway.core.events.search import PublishState
 from gateway.core.instants import instant
 from gateway.core.payload_text import shown_message
-from gateway.settings import Settings
+from gateway.settings import ProviderSettings
 
 #: What each publish state means, as the pages say it.
 PUBLISH_MEANING = {
@@ -48,7 +49,9 @@ class EventDetail:
     settlement: dict[str, Any]
 
 
-async def event_detail(conn: Conn, settings: Settings, row_id: int) -> EventDetail | None:
+async def event_detail(
+    conn: Conn, providers: Mapping[str, ProviderSettings], row_id: int
+) -> EventDetail | None:
     row = await get_event(conn, row_id)
     if row is None:
         return None
@@ -57,10 +60,12 @@ async def event_detail(conn: Conn, settings: Settings, row_id: int) -> EventDeta
     key = None
     if row.order_key is not None and row.key_seq is not None:
         key = await store.key_place(conn, b.provider, row.order_key, row.key_seq)
-    return EventDetail(row, dead, key, await _settlement(conn, settings, row))
+    return EventDetail(row, dead, key, await _settlement(conn, providers, row))
 
 
-async def _settlement(conn: Conn, settings: Settings, row: EventRow) -> dict[str, Any]:
+async def _settlement(
+    conn: Conn, providers: Mapping[str, ProviderSettings], row: EventRow
+) -> dict[str, Any]:
     """Where the event's settlement stands: the worker's own transfer id, read from the
     body (a body retention removed can no longer say). What the body asks for (transfer,
     kind, settlement id, amount, currency) and an extractor's message quoting it are
@@ -68,8 +73,8 @@ async def _settlement(conn: Conn, settings: Settings, row: EventRow) -> dict[str
     b = row.brief
     if b.payload_removed_at is not None:
         return {"state": None, "reason": REMOVED}
-    schemes = {name: p.scheme for name, p in settings.providers.items()}
-    merchants = {n: p.merchant for n, p in settings.providers.items() if p.merchant is not None}
+    schemes = {name: p.scheme for name, p in providers.items()}
+    merchants = {n: p.merchant for n, p in providers.items() if p.merchant is not None}
     asked = settlement_asked(b.provider, b.event_type, row.body, schemes, merchants)
     if asked.transfer_id is None or asked.instruction is None:
         return {"state": None, "reason": asked.reason, "public_reason": _public_reason(b, asked)}

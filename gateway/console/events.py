@@ -162,7 +162,7 @@ async def _detail(request: Request, principal: Principal) -> tuple[EventDetail |
         return None, False
     shows = can(principal.role, Capability.READ_PAYLOADS)
     async with transaction(console.pool) as conn:
-        detail = await event_detail(conn, console.settings, row_id)
+        detail = await event_detail(conn, console.settings.providers, row_id)
         if detail is not None and shows:
             via = {"via": _via(request)}
             await audit(

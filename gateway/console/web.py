@@ -94,6 +94,8 @@ class ConsoleDeps:
     """What routes reach through `deps(request)`."""
 
     pool: Pool
+    #: The whole settings, not a section: the routes read `[console]`, `[settlement]`,
+    #: `[nats]`, `[alerts]`, the providers and the services.
     settings: Settings
     #: The current time, UTC (tests pass a clock they move).
     now: Callable[[], datetime] = _utc_now

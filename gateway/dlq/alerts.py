@@ -49,7 +49,6 @@ from gateway.core.health.alerting import (
 from gateway.dlq.order_gauges import refresh_order_gauges
 from gateway.errors import AlertNotDelivered, GatewayError
 from gateway.metrics import Metrics
-from gateway.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -214,17 +213,17 @@ class DlqAlerts:
 
 
 async def run_alerts(
-    pool: Pool, settings: Settings, metrics: Metrics, receiver: AlertReceiver | None
+    pool: Pool, alerts: AlertSettings, metrics: Metrics, receiver: AlertReceiver | None
 ) -> None:
     """Keep the DLQ gauges current and send the alerts, until cancelled.
 
     `[alerts]` was checked with the rest of the settings at start-up. `receiver` is
     opened by the composition root, which passes None when no `webhook_url` is set.
     """
-    alerts = DlqAlerts(pool, settings.alerts, metrics, receiver)
+    evaluation = DlqAlerts(pool, alerts, metrics, receiver)
     try:
-        await alerts.run()
+        await evaluation.run()
     finally:
         # Cancelled: let the next process take the lease now rather than when it expires.
         with contextlib.suppress(Exception):
-            await asyncio.shield(asyncio.wait_for(alerts.release(), 2.0))
+            await asyncio.shield(asyncio.wait_for(evaluation.release(), 2.0))

@@ -120,7 +120,7 @@ class AutoReplayer:
         from gateway.dlq import replay as replay_mod  # loads the settlement side, as jobs do
 
         policy = self.settings.policy
-        handlers = replay_mod.stage_handlers(self.ctx.settings)
+        handlers = replay_mod.stage_handlers(self.ctx.settings.forward)
         rows = await store.candidates(
             conn,
             sorted(policy.classes),

@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 class IngestReplay:
     """Validates a parked webhook again and queues it for the stream (the `ingest` stage)."""
 
+    # The whole settings, not a section: a replay reads the providers and `[outbox]`,
+    # and `[ordering]` with `[settlement]` for the ordering key, as the live path does.
     def __init__(
         self,
         pool: Pool,
@@ -55,7 +57,8 @@ class IngestReplay:
         self._broker = broker
         self._metrics = metrics
         self._warned = False
-        self._ordered = ordered_subject(settings)  # keyed as the live path keys events
+        # Keyed as the live path keys events.
+        self._ordered = ordered_subject(settings.ordering, settings.settlement)
 
     async def __call__(self, row: DlqRow) -> None:
         provider = self._settings.providers.get(row.provider)

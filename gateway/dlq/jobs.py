@@ -301,7 +301,7 @@ class JobRunner:
             self.ctx,
             DlqFilter(resolved=None),
             options,
-            handlers=_run_level(replay_mod.stage_handlers(self.ctx.settings)),
+            handlers=_run_level(replay_mod.stage_handlers(self.ctx.settings.forward)),
         )
         if not summary.results:  # another replay holds it, or tried it since this one began
             return None

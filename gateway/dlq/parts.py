@@ -38,6 +38,9 @@ class ReplayContext(Protocol):
     connects to what that stage needs.
     """
 
+    # The whole settings, not a section: the context is handed to every stage's handler
+    # factory and the re-drive, which between them read the providers, `[outbox]`,
+    # `[ordering]`, `[settlement]`, `[dlq]`, `[currency]` and `[forward]`.
     @property
     def settings(self) -> Settings: ...
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -40,7 +40,7 @@ from gateway.dlq.publish_handler import publish_handler
 from gateway.dlq.settlement_handler import settlement_handler
 from gateway.dlq.traced import replay_done, replay_span
 from gateway.errors import DlqRowNotFound, PayloadRemoved
-from gateway.settings import Settings
+from gateway.settings.forward import ForwardOptions
 
 #: The stages a replay can run again, and the factory of each one's handler. Read-only:
 #: a stage is replayable because it is named here, where a reader can see it, not because
@@ -61,10 +61,10 @@ STAGE_HANDLERS: StageHandlers = MappingProxyType(
 RowRecorder = Callable[[Conn, DlqRow, RowResult], Awaitable[None]]
 
 
-def stage_handlers(settings: Settings) -> StageHandlers:
+def stage_handlers(forward: Mapping[str, ForwardOptions]) -> StageHandlers:
     """Every stage a replay with these settings can run again: the pipeline's, and each
     `[forward.NAME]` destination's `forward:NAME`."""
-    return MappingProxyType({**STAGE_HANDLERS, **forward_handlers(settings.forward)})
+    return MappingProxyType({**STAGE_HANDLERS, **forward_handlers(forward)})
 
 
 class Handlers:

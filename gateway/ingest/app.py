@@ -101,13 +101,19 @@ async def metrics(request: Request) -> Response:
 class GatewayApp:
     """The ASGI application: the ingestion endpoints directly, Starlette for the rest."""
 
+    # The whole `Settings`, not a section: they are handed on to `run_parts` (the
+    # composition root opens the parts from them), and the app itself reads `[http]`,
+    # the providers, the services, `[ordering]` and `[settlement]`.
     def __init__(self, settings: Settings, run_parts: RunParts) -> None:
         self.settings = settings
         self.parts: IngestParts | None = None  # set while the lifespan runs
         self.deadlines = Deadlines()
-        self.events_gate = service_gate(settings)
+        self.events_gate = service_gate(settings.services, settings.ordering, settings.settlement)
         # Built once per configured provider; any other name gets its 404 from a fresh gate.
-        self.webhook_gates = {name: webhook_gate(settings, name) for name in settings.providers}
+        self.webhook_gates = {
+            name: webhook_gate(settings.providers, settings.ordering, settings.settlement, name)
+            for name in settings.providers
+        }
         self.return_urls = callback_urls(settings.providers)
 
         http = settings.http
@@ -160,7 +166,9 @@ class GatewayApp:
                 gate = self.webhook_gates.get(name)
                 label = name
                 if gate is None:  # answered 404; metrics label every such name alike
-                    gate, label = webhook_gate(self.settings, name), "unknown"
+                    s = self.settings
+                    gate = webhook_gate(s.providers, s.ordering, s.settlement, name)
+                    label = "unknown"
                 await ingest(parts, self.deadlines, scope, receive, send, label, gate)
                 return
             if path == EVENTS_PATH:

@@ -18,7 +18,7 @@ import asyncio
 import hmac
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,7 +59,12 @@ from gateway.ingest.batches import Batched, accept_batch, answer_batch, batch_sh
 from gateway.ingest.certified import NeedsCertificate
 from gateway.ingest.deadlines import Deadlines
 from gateway.ingest.parts import IngestParts
-from gateway.settings import ProviderSettings, ServiceSettings, Settings
+from gateway.settings import (
+    OrderingSettings,
+    ProviderSettings,
+    ServiceSettings,
+    SettlementSettings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,13 +116,15 @@ async def read_body(receive: Receive, declared: str | None, max_bytes: int) -> b
         chunks.append(chunk)
 
 
-def authenticate(settings: Settings, authorization: str | None) -> ServiceSettings:
+def authenticate(
+    services: Mapping[str, ServiceSettings], authorization: str | None
+) -> ServiceSettings:
     """The service whose bearer token this is; compared in constant time against all."""
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized("a bearer token is required")
     found = None
-    for service in settings.services.values():
+    for service in services.values():
         # An empty token is one this process did not read (`settings.secrets`): it
         # authenticates nothing, not even an empty bearer.
         if service.token and hmac.compare_digest(service.token.encode(), token.strip().encode()):
@@ -127,12 +134,14 @@ def authenticate(settings: Settings, authorization: str | None) -> ServiceSettin
     return found
 
 
-def ordered_subject(settings: Settings) -> OrderedSubject | None:
+def ordered_subject(
+    ordering: OrderingSettings, settlement: SettlementSettings
+) -> OrderedSubject | None:
     """Which subjects' events get an ordering key: those `[settlement] subjects` takes,
     none at all with `[ordering] enabled = false`. Decided once, at start-up."""
-    if not settings.ordering.enabled:
+    if not ordering.enabled:
         return None
-    return ordered_subjects(settings.settlement.subjects)
+    return ordered_subjects(settlement.subjects)
 
 
 def webhook_shaper(provider: ProviderSettings, ordered: OrderedSubject | None = None) -> Shaper:
@@ -203,10 +212,16 @@ def echoed(name: str) -> str:
     return text if len(text) <= ECHO_MAX_CHARS else text[:ECHO_MAX_CHARS] + "..."
 
 
-def webhook_gate(settings: Settings, name: str) -> Gate:
+def webhook_gate(
+    providers: Mapping[str, ProviderSettings],
+    ordering: OrderingSettings,
+    settlement: SettlementSettings,
+    name: str,
+) -> Gate:
     """`POST /webhooks/{name}`: an unknown provider, or a request without its scheme's
-    signature headers, is refused before the body is read."""
-    provider = settings.providers.get(name)
+    signature headers, is refused before the body is read (`ordering` and `settlement`
+    decide which of its events get an ordering key: `ordered_subject`)."""
+    provider = providers.get(name)
     if provider is None:
         problem = f"no provider named {echoed(name)} is configured"
 
@@ -214,7 +229,7 @@ def webhook_gate(settings: Settings, name: str) -> Gate:
             raise UnknownProvider(problem)
 
         return refuse
-    shaper = webhook_shaper(provider, ordered_subject(settings))
+    shaper = webhook_shaper(provider, ordered_subject(ordering, settlement))
     # Without these `verify` can only say `SignatureMissing`; checking them here spares
     # waiting up to `request_timeout_s` for a body that cannot be accepted.
     required = get_scheme(provider.scheme).required_headers(provider.params)
@@ -253,12 +268,16 @@ def _refused_as(status: int, required: tuple[str, ...], shaper: Shaper) -> Gate:
     return gate
 
 
-def service_gate(settings: Settings) -> Gate:
+def service_gate(
+    services: Mapping[str, ServiceSettings],
+    ordering: OrderingSettings,
+    settlement: SettlementSettings,
+) -> Gate:
     """`POST /v1/events`: the bearer token is checked before the body is read."""
-    ordered = ordered_subject(settings)
+    ordered = ordered_subject(ordering, settlement)
 
     def gate(headers: Headers) -> Shaper:
-        service = authenticate(settings, headers.get("authorization"))
+        service = authenticate(services, headers.get("authorization"))
 
         def shape(headers: Headers, body: bytes) -> Event:
             return service_event(
@@ -298,32 +317,31 @@ async def ingest(  # noqa: C901
     """Shape the request into an event, pass it through the gate, answer after the
     commit, and map the exception tree onto HTTP answers and metrics."""
     started = time.perf_counter()
-    settings = parts.settings
     task: asyncio.Task[Any] | None = asyncio.current_task()
     if task is None:
         raise RuntimeError("ingest must run inside an asyncio task")
     loop_time = asyncio.get_running_loop().time
     reading = True
     # Off, `UNTRACED` (one flag read per request); on and unsampled, no span objects.
-    trace = traced.request_trace(scope["headers"], label, settings.tracing.trust_incoming)
+    trace = traced.request_trace(scope["headers"], label, parts.tracing.trust_incoming)
     untraced = trace is traced.UNTRACED  # its steps do nothing: not even called
     status: int | None = 200
     error_class: str | None = None
     counted = False
     try:
         try:
-            deadlines.set(task, loop_time() + settings.http.request_timeout_s)
+            deadlines.set(task, loop_time() + parts.http.request_timeout_s)
             try:
                 headers = request_headers(scope)
                 shape = gate(headers)
                 body = await read_body(
-                    receive, headers.get("content-length"), settings.http.max_body_bytes
+                    receive, headers.get("content-length"), parts.http.max_body_bytes
                 )
                 reading = False
                 if isinstance(shape, NeedsCertificate):
                     shape = await shape.resolved(headers, parts.certificates)
                 event = shape(headers, body)  # verified: a trusted sender's trace may join
-                deadlines.set(task, loop_time() + settings.ingest.commit_timeout_s)
+                deadlines.set(task, loop_time() + parts.ingest.commit_timeout_s)
                 try:
                     if isinstance(event, Batched):
                         outcomes = await accept_batch(parts, event, label)
@@ -381,7 +399,7 @@ async def ingest(  # noqa: C901
     except TransientError as exc:
         result, status, error_class = "unavailable", 503, exc.error_class
         log.warning("event not made durable", extra={"provider": label, "error": repr(exc)})
-        retry_after = (b"retry-after", str(settings.http.retry_after_s).encode())
+        retry_after = (b"retry-after", str(parts.http.retry_after_s).encode())
         await send_json(
             send, 503, {"error": "unavailable", "detail": "try again later"}, (retry_after,)
         )

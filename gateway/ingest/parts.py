@@ -12,7 +12,7 @@ from typing import Protocol
 from gateway.core.events.model import Event, Outcome
 from gateway.ingest.certified import CertificateFetcher
 from gateway.metrics import Metrics
-from gateway.settings import Settings
+from gateway.settings import HttpSettings, IngestSettings, TracingSettings
 
 
 class Inbox(Protocol):
@@ -39,7 +39,12 @@ class Probe(Protocol):
 class IngestParts:
     """The running parts the endpoints use, for one serving process."""
 
-    settings: Settings
+    #: The request deadline, the body limit and the `Retry-After` of a 503.
+    http: HttpSettings
+    #: The commit deadline.
+    ingest: IngestSettings
+    #: Whether an incoming trace is joined.
+    tracing: TracingSettings
     inbox: Inbox
     database: Probe
     broker: Probe

@@ -3,6 +3,7 @@ opened by the composition root (`gateway.wiring.settlement`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gateway.adapters.alert_webhook import AlertWebhook
@@ -13,7 +14,7 @@ from gateway.adapters.postgres import Pool
 from gateway.core.ledger.port import Ledger
 from gateway.dependency_watch import DependencyWatch
 from gateway.metrics import Metrics
-from gateway.settings import Settings
+from gateway.settings import ProviderSettings, Settings, SettlementSettings
 from gateway.settlement.settler import Settler
 
 
@@ -21,6 +22,8 @@ from gateway.settlement.settler import Settler
 class SettlementParts:
     """What the settlement worker (and DLQ replay of settlement rows) needs."""
 
+    #: The whole settings, not a section: the worker, its ordered gate and its rounds
+    #: read `[settlement]`, `[ledger]`, `[ordering]`, the providers and the database URL.
     settings: Settings
     pool: Pool
     broker: JetStreamBroker
@@ -38,6 +41,8 @@ class ReconcileParts:
     """What one `gateway reconcile` pass needs: the database and a publisher that connects
     to NATS only if the pass finds something to re-publish."""
 
-    settings: Settings
+    #: Which events settle: each provider's scheme, and `[settlement] subjects`.
+    providers: Mapping[str, ProviderSettings]
+    settlement: SettlementSettings
     pool: Pool
     publisher: OneShotPublisher

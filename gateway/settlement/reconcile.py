@@ -41,7 +41,7 @@ from gateway.core.events.model import Event, subject_allowed
 from gateway.core.providers.movements import may_move_money
 from gateway.core.settlement.instructions import SettlementState, transfer_id
 from gateway.errors import BrokerUnavailable, ConfigError, GatewayError
-from gateway.settings import Settings
+from gateway.settings import ProviderSettings, SettlementSettings
 from gateway.settlement.parts import ReconcileParts
 from gateway.settlement.settler import instruction_for
 
@@ -100,11 +100,16 @@ def new_run_id(now: datetime) -> str:
 
 
 async def find_unsettled(
-    conn: Conn, settings: Settings, older_than_s: float, lookback_s: float, batch_size: int
+    conn: Conn,
+    providers: Mapping[str, ProviderSettings],
+    settlement: SettlementSettings,
+    older_than_s: float,
+    lookback_s: float,
+    batch_size: int,
 ) -> tuple[int, int, list[StoredEvent]]:
     """(scanned, already settled, events to re-publish), reading in id order."""
-    schemes = {name: p.scheme for name, p in settings.providers.items()}
-    subjects = settings.settlement.subjects
+    schemes = {name: p.scheme for name, p in providers.items()}
+    subjects = settlement.subjects
     scanned = settled = 0
     unsettled: list[StoredEvent] = []
     after_id = 0
@@ -133,12 +138,17 @@ async def find_unsettled(
 
 
 async def find_payload_removed(
-    conn: Conn, settings: Settings, older_than_s: float, lookback_s: float, batch_size: int
+    conn: Conn,
+    providers: Mapping[str, ProviderSettings],
+    settlement: SettlementSettings,
+    older_than_s: float,
+    lookback_s: float,
+    batch_size: int,
 ) -> list[str]:
     """`provider:event_id` of events on a settling subject, in the window, with no
     outcome, whose payload retention removed: whether they settled cannot be told."""
-    subjects = tuple(settings.settlement.subjects)
-    schemes = {name: p.scheme for name, p in settings.providers.items()}
+    subjects = tuple(settlement.subjects)
+    schemes = {name: p.scheme for name, p in providers.items()}
     found: list[str] = []
     after_id = 0
     while page := await reconcile_removed(conn, older_than_s, lookback_s, after_id, batch_size):
@@ -211,10 +221,10 @@ async def reconcile(
     report = ReconcileReport(run_id=run_id or new_run_id(datetime.now(UTC)), dry_run=dry_run)
     async with connection(parts.pool) as conn:
         scanned, settled, unsettled = await find_unsettled(
-            conn, parts.settings, older_than_s, lookback_s, batch_size
+            conn, parts.providers, parts.settlement, older_than_s, lookback_s, batch_size
         )
         report.payload_removed = await find_payload_removed(
-            conn, parts.settings, older_than_s, lookback_s, batch_size
+            conn, parts.providers, parts.settlement, older_than_s, lookback_s, batch_size
         )
     report.scanned, report.settled = scanned, settled
     if report.payload_removed:

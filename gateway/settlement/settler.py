@@ -39,7 +39,7 @@ from gateway.errors import (
     UnknownMerchant,
     error_class_of,
 )
-from gateway.settings import Settings
+from gateway.settings import ProviderSettings, ServiceSettings, SettlementSettings
 from gateway.settlement import follow_ups, pricing, route, steps, two_phase
 from gateway.settlement.items import Item, SettleOutcome, Tally, step_failed
 from gateway.settlement.ledger_ops import open_accounts
@@ -68,22 +68,30 @@ def instruction_for(
 class Settler:
     """Settles events against one ledger with rates from one source."""
 
-    def __init__(self, settings: Settings, pool: Pool, ledger: Ledger, rates: RateSource) -> None:
-        self._currency = settings.settlement.currency
-        self._converts = settings.settlement.balances == "converted"
+    def __init__(
+        self,
+        settlement: SettlementSettings,
+        providers: Mapping[str, ProviderSettings],
+        services: Mapping[str, ServiceSettings],
+        pool: Pool,
+        ledger: Ledger,
+        rates: RateSource,
+    ) -> None:
+        self._currency = settlement.currency
+        self._converts = settlement.balances == "converted"
         # Sources whose clearing and payouts accounts exist in a currency (per currency).
         self._open_sources: set[tuple[str, str]] = set()
-        self._schemes = {name: p.scheme for name, p in settings.providers.items()}
+        self._schemes = {name: p.scheme for name, p in providers.items()}
         # Only a payment provider's events can be unmapped: another scheme never settles.
         self._park_unmapped = {
             name
-            for name, p in settings.providers.items()
+            for name, p in providers.items()
             if p.unmapped == "park" and movements_of(p.scheme) is not None
         }
         self._merchants = {
-            name: p.merchant for name, p in settings.providers.items() if p.merchant is not None
+            name: p.merchant for name, p in providers.items() if p.merchant is not None
         }
-        self._sources = [*settings.providers, *(f"service:{s}" for s in settings.services)]
+        self._sources = [*providers, *(f"service:{s}" for s in services)]
         self._pool = pool
         self._ledger = ledger
         self._rates = rates

@@ -102,7 +102,7 @@ async def backfill_parts(
                     metrics or Metrics(),
                     publisher,
                     max_body_bytes=settings.http.max_body_bytes,
-                    ordered=ordered_subject(settings),
+                    ordered=ordered_subject(settings.ordering, settings.settlement),
                 )
         finally:
             await source.close()
@@ -131,7 +131,7 @@ def scheduled_parts(
                     metrics,
                     publisher,
                     max_body_bytes=settings.http.max_body_bytes,
-                    ordered=ordered_subject(settings),
+                    ordered=ordered_subject(settings.ordering, settings.settlement),
                 )
         finally:
             await source.close()

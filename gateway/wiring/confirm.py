@@ -17,7 +17,7 @@ from gateway.settings import Settings
 
 def confirm_sources(settings: Settings) -> list[ConfirmSource]:
     """The configured providers whose webhooks are confirmed by a fetch."""
-    ordered = ordered_subject(settings)
+    ordered = ordered_subject(settings.ordering, settings.settlement)
     sources = []
     for name, provider in settings.providers.items():
         confirmation = provider.confirmation

@@ -98,7 +98,7 @@ async def running_gateway(
                 http_client, settings.alerts.webhook_url, settings.alerts.timeout_s
             )
         alerts = asyncio.create_task(
-            run_alerts(pool, settings, metrics, receiver), name="dlq-alerts"
+            run_alerts(pool, settings.alerts, metrics, receiver), name="dlq-alerts"
         )
         # Retention and the storage gauges: every process tries, one works (advisory lock).
         warning = key_horizon_warning(settings.retention.key_max_age_s, RETRY_HORIZON_S)
@@ -116,7 +116,16 @@ async def running_gateway(
         # The signing certificates of the providers that sign with one (PayPal): a
         # client each, closed with the others below.
         certificates = await certificate_stores(settings, exits)
-        parts = IngestParts(settings, inbox, database, broker, metrics, certificates)
+        parts = IngestParts(
+            settings.http,
+            settings.ingest,
+            settings.tracing,
+            inbox,
+            database,
+            broker,
+            metrics,
+            certificates,
+        )
         if own_process:
             # Before the first request: a pass of the cycle collector over every module
             # imported at start-up stalls every request in flight (26-38 ms, every three

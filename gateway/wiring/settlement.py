@@ -93,7 +93,9 @@ async def settlement_parts(
                 max_age_s=settings.currency.max_age_s,
                 policy=RetryPolicy(settings.currency.retry_delays_s),
             )
-            settler = Settler(settings, pool, ledger, rates)
+            settler = Settler(
+                settings.settlement, settings.providers, settings.services, pool, ledger, rates
+            )
             consumer = DurablePullConsumer(
                 broker, settings.nats.stream, consumer_config(settings.settlement)
             )
@@ -174,7 +176,9 @@ async def _work(settings: Settings, parts: SettlementParts, ready: Callable[[], 
 
     # Retries are counted here, so their alert threshold is judged here too; the
     # shared alert state keeps serve and settle from announcing an episode twice.
-    alerts = asyncio.create_task(run_alerts(parts.pool, settings, parts.metrics, parts.alerts))
+    alerts = asyncio.create_task(
+        run_alerts(parts.pool, settings.alerts, parts.metrics, parts.alerts)
+    )
     try:
         await SettlementWorker(parts).run(started=started)
     finally:
@@ -194,7 +198,7 @@ async def reconcile_parts(settings: Settings) -> AsyncIterator[ReconcileParts]:
         open_pool(settings.database_url, max_size=2) as pool,
         open_one_shot_publisher(settings.nats, name="gateway-reconcile") as publisher,
     ):
-        yield ReconcileParts(settings, pool, publisher)
+        yield ReconcileParts(settings.providers, settings.settlement, pool, publisher)
 
 
 async def run_reconcile(

@@ -33,7 +33,14 @@ class Rates:
 
 def settler(rates: Rates) -> Settler:
     settings = settings_mod.parse(config("postgresql://db/x", "nats://127.0.0.1:4222"), env={})
-    return Settler(settings, cast(Any, None), cast(Ledger, None), cast(RateSource, rates))
+    return Settler(
+        settings.settlement,
+        settings.providers,
+        settings.services,
+        cast(Any, None),
+        cast(Ledger, None),
+        cast(RateSource, rates),
+    )
 
 
 @pytest.mark.parametrize("origin", [RateOrigin.SERVICE, RateOrigin.CACHE])

@@ -192,7 +192,15 @@ class Gateway:
         @contextlib.asynccontextmanager
         async def run_parts(settings: Settings) -> AsyncIterator[IngestParts]:
             try:
-                yield IngestParts(settings, self.inbox, self.database, self.broker, self.metrics)
+                yield IngestParts(
+                    settings.http,
+                    settings.ingest,
+                    settings.tracing,
+                    self.inbox,
+                    self.database,
+                    self.broker,
+                    self.metrics,
+                )
             finally:
                 await self.inbox.close()
 

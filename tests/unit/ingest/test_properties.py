@@ -66,7 +66,9 @@ class FakeGateway:
         @contextlib.asynccontextmanager
         async def run_parts(settings: Settings) -> AsyncIterator[IngestParts]:
             up = StaticProbe()
-            yield IngestParts(settings, self.inbox, up, up, Metrics())
+            yield IngestParts(
+                settings.http, settings.ingest, settings.tracing, self.inbox, up, up, Metrics()
+            )
 
         self.app = GatewayApp(self.settings, run_parts)
 

@@ -145,4 +145,4 @@ def test_a_token_not_read_authenticates_nothing(header: str) -> None:
     """Fail closed: an unread (empty) token never matches, not even an empty bearer."""
     settings = parse(doc(), env={}, secrets=NO_SECRET)
     with pytest.raises(Unauthorized):
-        authenticate(settings, header)
+        authenticate(settings.services, header)
