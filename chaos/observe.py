@@ -20,7 +20,7 @@ import nats.errors
 import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from chaos.procs import GATEWAY
+from tests.support.cli import GATEWAY
 from tests.support.ordering_property import OrderingSummary, summary, violations
 from tests.support.processes import clean_env
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,8 @@ import httpx
 import orjson
 
 from tests.support import processes
+from tests.support.cli import GATEWAY
 from tests.support.processes import clean_env
-
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 class GatewayProcess:

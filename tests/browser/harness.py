@@ -14,7 +14,6 @@ import contextlib
 import gzip
 import os
 import subprocess
-import sys
 import time
 import traceback
 from collections.abc import Iterator, Mapping
@@ -28,6 +27,7 @@ import orjson
 
 from gateway.core.console.roles import Role
 from tests.support import processes
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
@@ -37,7 +37,6 @@ from tests.support.services import free_port
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 CORPUS = Path(os.environ.get("GATEWAY_TEST_CORPUS", ROOT.parent / "shared" / "corpus"))
 #: A real Stripe delivery (stripe-openapi's fixtures, in the shared corpus).
 STRIPE_FIXTURE = "stripe-openapi/fixtures3.json#payment_intent.succeeded"

@@ -14,8 +14,9 @@ from playwright.async_api import Page, expect
 
 from gateway.core.console.roles import Role
 from tests.browser.conftest import NewPage
-from tests.browser.harness import GATEWAY, Console, Seeded
+from tests.browser.harness import Console, Seeded
 from tests.browser.pages import log_in
+from tests.support.cli import GATEWAY
 from tests.support.processes import clean_env
 
 MERCHANT = "m_browser"

@@ -15,9 +15,10 @@ from playwright.async_api import expect
 
 from gateway.core.console.roles import Role
 from tests.browser.conftest import NewPage
-from tests.browser.harness import GATEWAY, Console, Process
+from tests.browser.harness import Console, Process
 from tests.browser.pages import log_in
 from tests.integration.settlement.test_settlement import payment, post_stripe
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.gateway import config, running_server
 from tests.support.processes import clean_env

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import GATEWAY
 
 UNITS_DIR = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 INSTALLED_GATEWAY = "/opt/gateway/venv/bin/gateway"
@@ -67,7 +68,7 @@ def one(unit: str, key: str) -> str:
 )
 def test_systemd_analyze_verify_accepts_every_unit(tmp_path: Path) -> None:
     """`systemd-analyze verify` passes with no warning at all (it exits 0 on many)."""
-    gateway = Path(sys.executable).parent / "gateway"
+    gateway = Path(GATEWAY)
     copies = []
     for unit in sorted(UNITS_DIR.glob("gateway-*.*")):
         copy = tmp_path / unit.name

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,8 +14,10 @@ from gateway.adapters.postgres import open_pool
 from gateway.confirm.worker import ConfirmWorker
 from gateway.metrics import Metrics
 from gateway.wiring.confirm import confirm_sources
+from tests.support.cli import Result, invoke
 from tests.support.config_file import write_toml
 from tests.support.gateway import RunningServer
+from tests.support.processes import clean_env
 
 #: Quick tries for tests: a transient answer is tried again within a second.
 QUICK = {"first_delay_s": 0.1, "max_delay_s": 0.4, "poll_s": 0.05, "lease_s": 90.0}
@@ -54,13 +53,11 @@ async def confirming(doc: Mapping[str, Any], env: Mapping[str, str]) -> AsyncIte
 
 async def run_gateway(
     tmp_path: Path, doc: Mapping[str, Any], env: Mapping[str, str], *args: str
-) -> subprocess.CompletedProcess[str]:
-    """`gateway ARGS --config FILE` in a subprocess, with `env`'s variables set (the API
-    keys the config names)."""
+) -> Result:
+    """`gateway ARGS --config FILE` (in this process, awaited in a thread: the stand-in
+    API runs on the test's loop), with `env`'s variables set (the API keys the config
+    names)."""
     path = write_toml(tmp_path / "gateway.toml", dict(doc))
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    command = [str(Path(sys.executable).parent / "gateway"), *args, "--config", str(path)]
     return await asyncio.to_thread(
-        subprocess.run, command, capture_output=True, text=True, timeout=120,
-        env=inherited | dict(env),
-    )  # fmt: skip
+        invoke, *args, "--config", str(path), env=clean_env() | dict(env)
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -14,10 +13,10 @@ import httpx
 import orjson
 import pytest
 
+from tests.support.cli import GATEWAY, invoke, run
 from tests.support.gateway import SECRETS
+from tests.support.processes import clean_env
 from tests.support.services import free_port, stream_messages, wait_for_port
-
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 def write_config(path: Path, database_url: str, nats_url: str, port: int) -> Path:
@@ -40,33 +39,25 @@ secrets = ["{SECRETS["stripe"]}"]
     return path
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return subprocess.run(
-        [GATEWAY, *args], capture_output=True, text=True, timeout=60, env={**clean, **(env or {})}
-    )
-
-
 def test_version_from_the_script_and_from_python_dash_m() -> None:
     from gateway.cli import package_version
 
     assert run("--version").stdout == f"gateway {package_version()}\n"
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     as_module = subprocess.run(
         [sys.executable, "-m", "gateway", "--version"],
         capture_output=True,
         text=True,
         timeout=60,
-        env=clean,
+        env=clean_env(),
     )
     assert as_module.returncode == 0
     assert as_module.stdout == f"gateway {package_version()}\n"
 
 
 def test_help_on_every_level() -> None:
-    assert "serve" in run("--help").stdout
+    assert "serve" in invoke("--help").stdout
     for command in ("serve", "migrate", "relay", "sign"):
-        result = run(command, "--help")
+        result = invoke(command, "--help")
         assert result.returncode == 0
         assert "usage: gateway" in result.stdout
 
@@ -86,7 +77,7 @@ def test_bad_config_stops_with_one_line_naming_the_key(
     path = tmp_path / "gateway.toml"
     urls = '[database]\nurl = "postgresql://127.0.0.1:1/x"\n[nats]\nurl = "nats://127.0.0.1:1"\n'
     path.write_text(content and urls + content, encoding="utf-8")
-    result = run("migrate", "--config", str(path))
+    result = invoke("migrate", "--config", str(path))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -99,20 +90,19 @@ def test_serve_sign_send_and_graceful_stop(
     """migrate → serve → `gateway sign --send` → SIGTERM: the README's path, for real."""
     port = free_port()
     cfg = write_config(tmp_path / "gateway.toml", empty_database_url, nats_url, port)
-    migrated = run("migrate", "--config", str(cfg))
+    migrated = invoke("migrate", "--config", str(cfg))
     assert migrated.returncode == 0, migrated.stderr
     assert "001_ingest.sql" in migrated.stdout
     assert migrated.stdout.splitlines()[-1] == "stream WEBHOOKS created"
-    assert "applied 0 migration(s)" in run("migrate", "--config", str(cfg)).stdout
-    assert orjson.loads(run("--json", "migrate", "--config", str(cfg)).stdout) == {
+    assert "applied 0 migration(s)" in invoke("migrate", "--config", str(cfg)).stdout
+    assert orjson.loads(invoke("--json", "migrate", "--config", str(cfg)).stdout) == {
         "applied": [],
         "stream": {"name": "WEBHOOKS", "action": "unchanged", "changes": []},
     }
 
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     server = subprocess.Popen(
         [GATEWAY, "serve", "--config", str(cfg)],
-        env=clean,
+        env=clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -122,22 +112,24 @@ def test_serve_sign_send_and_graceful_stop(
         body = tmp_path / "event.json"
         body.write_bytes(b'{"id": "evt_cli_1", "type": "payment_intent.succeeded", "data": {}}')
         url = f"http://127.0.0.1:{port}/webhooks/stripe"
-        sent = run(
+        sent = invoke(
             "sign", "stripe", "--secret", SECRETS["stripe"], "--body", str(body), "--send", url
         )
         assert sent.returncode == 0, sent.stdout + sent.stderr
         assert sent.stdout.startswith('200 {"status":"accepted","event_id":"evt_cli_1"}')
 
-        printed = run("sign", "stripe", "--secret", SECRETS["stripe"], "--body", str(body))
+        printed = invoke("sign", "stripe", "--secret", SECRETS["stripe"], "--body", str(body))
         name, _, value = printed.stdout.strip().partition(": ")
-        as_json = run(
+        as_json = invoke(
             "sign", "stripe", "--secret", SECRETS["stripe"], "--body", str(body), "--json"
         )
         assert list(orjson.loads(as_json.stdout)["headers"]) == [name]
         again = httpx.post(url, content=body.read_bytes(), headers={name: value})
         assert again.json() == {"status": "duplicate", "event_id": "evt_cli_1"}
 
-        wrong = run("sign", "stripe", "--secret", "whsec_wrong", "--body", str(body), "--send", url)
+        wrong = invoke(
+            "sign", "stripe", "--secret", "whsec_wrong", "--body", str(body), "--send", url
+        )
         assert wrong.returncode == 1
         assert wrong.stdout.startswith("401 ")
     finally:

@@ -1,16 +1,15 @@
-"""What a newcomer hits first, as real processes: a config without its URLs, a stream
-that is not the configured one, a port already taken, a database that is down, and
-library logs in a command's output. Each is one line on stderr with a known exit status.
+"""What a newcomer hits first, as the `gateway` command answers it: a config without its
+URLs, a stream that is not the configured one, a port already taken, a database that is
+down, and library logs in a command's output. Each is one line on stderr with a known exit
+status. `serve`, `relay` and `settle` start as real processes; the short commands run in
+this process (tests/support/cli.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import http.server
-import os
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,26 +19,25 @@ import orjson
 import pytest
 from nats.js.api import StorageType, StreamConfig
 
+from tests.support.cli import Completed, invoke, run
+from tests.support.processes import clean_env
 from tests.support.services import free_port, unique_name
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 PASSWORD = "hunter2-not-printed"
+#: Commands that run until stopped: a real process each (tests/support/cli.py says why).
+LONG_RUNNING = {"serve", "relay", "settle"}
 
 
-def run(
-    *args: str, env: dict[str, str] | None = None, timeout_s: float = 60
-) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return subprocess.run(
-        [GATEWAY, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env={**clean, **(env or {})},
-    )
+def gateway(*args: str, env: dict[str, str] | None = None) -> Completed:
+    """`gateway ARGS` with no GATEWAY_* variable but `env`'s: a process for a command
+    that runs until stopped, in this process for the others."""
+    environ = clean_env(**(env or {}))
+    if args[0] in LONG_RUNNING:
+        return run(*args, env=environ)
+    return invoke(*args, env=environ)
 
 
-def one_line(result: subprocess.CompletedProcess[str]) -> str:
+def one_line(result: Completed) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     return lines[0]
@@ -67,12 +65,12 @@ def test_an_empty_config_names_both_ways_to_set_each_url(tmp_path: Path, command
     """No database `test` on 127.0.0.1 and no NATS on 4222 by default: start-up stops at
     once, before anything connects, naming the file's key and the variable."""
     empty = write(tmp_path / "gateway.toml", "")
-    result = run(*command.split(), "--config", empty)
+    result = gateway(*command.split(), "--config", empty)
     assert result.returncode == 2
     assert one_line(result) == MISSING_DATABASE
 
     only_db = write(tmp_path / "db.toml", '[database]\nurl = "postgresql://127.0.0.1:1/x"\n')
-    result = run(*command.split(), "--config", only_db)
+    result = gateway(*command.split(), "--config", only_db)
     assert result.returncode == 2
     assert one_line(result) == MISSING_NATS
 
@@ -80,7 +78,7 @@ def test_an_empty_config_names_both_ways_to_set_each_url(tmp_path: Path, command
 def test_the_environment_alone_may_set_the_urls(tmp_path: Path, database_url: str) -> None:
     empty = write(tmp_path / "gateway.toml", "")
     env = {"GATEWAY_DATABASE_URL": database_url, "GATEWAY_NATS_URL": "nats://127.0.0.1:1"}
-    result = run("dlq", "stats", "--json", "--config", empty, env=env)
+    result = gateway("dlq", "stats", "--json", "--config", empty, env=env)
     assert result.returncode == 0, result.stderr
     assert orjson.loads(result.stdout)["unresolved"] == 0
 
@@ -137,7 +135,7 @@ def test_a_stream_that_differs_stops_start_up_naming_the_differences(
     stream(nats_url, name, OTHER)
     cfg = stream_config(tmp_path, database_url, nats_url, name)
 
-    result = run(command, "--config", cfg)
+    result = gateway(command, "--config", cfg)
 
     assert result.returncode == 2
     line = one_line(result)
@@ -154,10 +152,10 @@ def test_migrate_creates_and_updates_the_stream_and_says_what_changed(
 ) -> None:
     name = unique_name("GW_MIGRATE")
     cfg = stream_config(tmp_path, database_url, nats_url, name)
-    created = run("migrate", "--config", cfg)
+    created = gateway("migrate", "--config", cfg)
     assert created.returncode == 0, created.stderr
     assert created.stdout.splitlines()[-1] == f"stream {name} created"
-    again = run("--json", "migrate", "--config", cfg)
+    again = gateway("--json", "migrate", "--config", cfg)
     assert orjson.loads(again.stdout) == {
         "applied": [],
         "stream": {"name": name, "action": "unchanged", "changes": []},
@@ -167,7 +165,7 @@ def test_migrate_creates_and_updates_the_stream_and_says_what_changed(
     other = unique_name("GW_MIGRATE")
     stream(nats_url, other, OTHER)
     cfg = stream_config(tmp_path, database_url, nats_url, other)
-    updated = run("migrate", "--config", cfg)
+    updated = gateway("migrate", "--config", cfg)
     assert updated.returncode == 0, updated.stderr
     assert updated.stdout.splitlines()[-1] == (
         f"stream {other} updated: subjects webhooks.> -> events.>, webhooks.>; "
@@ -185,7 +183,7 @@ def test_migrate_reports_a_change_nats_refuses_in_one_line(
     name = unique_name("GW_MEMORY")
     stream(nats_url, name, {"subjects": ["webhooks.>", "events.>"], "storage": StorageType.MEMORY})
     cfg = stream_config(tmp_path, database_url, nats_url, name)
-    result = run("migrate", "--config", cfg)
+    result = gateway("migrate", "--config", cfg)
     assert result.returncode == 1
     line = one_line(result)
     assert line.startswith(
@@ -212,7 +210,7 @@ def test_serve_with_its_port_taken_is_one_line_before_anything_starts(
     name = unique_name("GW_PORT")
     cfg = stream_config(tmp_path, database_url, nats_url, name)
     port = str(squatter.getsockname()[1])
-    result = run("serve", "--config", cfg, "--port", port, "--workers", workers)
+    result = gateway("serve", "--config", cfg, "--port", port, "--workers", workers)
     assert result.returncode == 2
     assert one_line(result) == (
         f"gateway: config error: --port: port {port} is already in use on 127.0.0.1 "
@@ -230,7 +228,7 @@ def test_serve_with_its_admin_port_taken_is_one_line(
         f'[database]\nurl = "{database_url}"\n[nats]\nurl = "{nats_url}"\n'
         f"[http]\nport = {free_port()}\nadmin_port = {admin}\n",
     )
-    result = run("serve", "--config", cfg)
+    result = gateway("serve", "--config", cfg)
     assert result.returncode == 2
     assert one_line(result).startswith(
         f"gateway: config error: http.admin_port: port {admin} is already in use"
@@ -276,7 +274,7 @@ def test_every_command_reports_a_database_outage_in_the_same_line(
         f'[database]\nurl = "{in_file}"\n[nats]\nurl = "nats://127.0.0.1:{closed_port}"\n',
     )
     env = {"GATEWAY_DATABASE_URL": url} if where != "database.url" else {}
-    result = run(*command.split(), "--config", cfg, env=env)
+    result = gateway(*command.split(), "--config", cfg, env=env)
     assert result.returncode == 1
     assert one_line(result) == (
         f"gateway: cannot use the database at 127.0.0.1:{closed_port} (set by {where}): "
@@ -293,7 +291,7 @@ def test_migrate_reports_nats_down_the_same_way(
         f'[database]\nurl = "{database_url}"\n'
         f'[nats]\nurl = "nats://token-{PASSWORD}@127.0.0.1:{closed_port}"\n',
     )
-    result = run("migrate", "--config", cfg)
+    result = gateway("migrate", "--config", cfg)
     assert result.returncode == 1
     assert result.stdout == "applied 0 migration(s)\n"  # the database part is done
     assert one_line(result) == (
@@ -336,11 +334,11 @@ def test_library_logs_stay_out_of_a_commands_output_and_urls_out_of_every_log(
     names the whole URL, which may carry a credential: not even `debug` shows it."""
     body = write(tmp_path / "event.json", '{"id": "evt_1"}')
     argv = ("sign", "stripe", "--secret", "whsec_x", "--body", body, "--send", ok_server)
-    quiet = run(*argv, "--log-level", "info")
+    quiet = gateway(*argv, "--log-level", "info")
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stdout.startswith("200 ok")
     assert quiet.stderr == ""
-    loud = run(*argv, "--log-level", "debug")
+    loud = gateway(*argv, "--log-level", "debug")
     assert loud.returncode == 0, loud.stderr
     assert '"logger":"httpx"' not in loud.stderr
     assert ok_server not in loud.stderr

@@ -9,9 +9,6 @@ they leave are what is checked.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,10 +17,9 @@ import asyncpg
 import orjson
 import pytest
 
+from tests.support.cli import Result, invoke
 from tests.support.config_file import with_urls, write_toml
 from tests.support.ordering_property import violations
-
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 @pytest.fixture
@@ -40,18 +36,9 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     await conn.close()
 
 
-async def gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in a subprocess, as an operator runs it."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [GATEWAY, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean,
-        check=False,
-    )
+async def gateway(*args: str) -> Result:
+    """The CLI as an operator runs it (in this process), awaited in a thread."""
+    return await asyncio.to_thread(invoke, *args)
 
 
 async def park(db: asyncpg.Connection, provider: str, key: str, seq: int, error_class: str) -> int:

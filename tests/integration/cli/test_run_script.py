@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.support.gateway import SECRETS
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_for_port
 
 pytestmark = pytest.mark.slow
@@ -69,14 +70,12 @@ def _sigint_as_in_a_terminal() -> None:
 
 
 def start_run_sh(tmp_path: Path, config: Path) -> subprocess.Popen[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    env = {
-        **clean,
-        "GATEWAY_CONFIG": str(config),
-        "GATEWAY_BIN": str(Path(sys.executable).parent),
-        "GATEWAY_RUN_LOGS": str(tmp_path / "logs"),
-        "PYTHONPATH": str(REPO),
-    }
+    env = clean_env(
+        GATEWAY_CONFIG=str(config),
+        GATEWAY_BIN=str(Path(sys.executable).parent),
+        GATEWAY_RUN_LOGS=str(tmp_path / "logs"),
+        PYTHONPATH=str(REPO),
+    )
     return subprocess.Popen(
         ["bash", str(RUN_SH)],
         env=env,

@@ -6,20 +6,17 @@ still refuses to start, naming the first one missing."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
+from tests.support.cli import Result, invoke, run
 from tests.support.config_file import write_toml
 from tests.support.dead_letters import park
+from tests.support.processes import clean_env
 from tests.support.services import free_port
-
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 def production_config(database_url: str, nats_url: str) -> dict[str, Any]:
@@ -45,12 +42,16 @@ def production_config(database_url: str, nats_url: str) -> dict[str, Any]:
     }
 
 
-def gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    """`gateway ARGS` with none of the file's secrets in the environment."""
+def no_secrets() -> dict[str, str]:
+    """The environment with none of the file's secrets (and no GATEWAY_* variable)."""
     named = {"STRIPE_WEBHOOK_SECRET", "GITHUB_WEBHOOK_SECRET", "GITHUB_API_TOKEN"}
     named |= {"BILLING_TOKEN", "CRM_SECRET"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_") and k not in named}
-    return subprocess.run([GATEWAY, *args], capture_output=True, text=True, timeout=60, env=env)
+    return {k: v for k, v in clean_env().items() if k not in named}
+
+
+def gateway(*args: str) -> Result:
+    """`gateway ARGS` with none of the file's secrets in the environment."""
+    return invoke(*args, env=no_secrets())
 
 
 @pytest.fixture
@@ -81,13 +82,13 @@ async def test_ledger_balances_runs_with_no_secret_in_the_environment(cfg: str) 
 
 async def test_serve_still_refuses_to_start_without_a_providers_secret(cfg: str) -> None:
     """Start-up validation is as strict as before where the secrets are used."""
-    served = gateway("serve", "--config", cfg)
+    served = run("serve", "--config", cfg, env=no_secrets())
     assert served.returncode == 2
     assert "providers.stripe.secret_env" in served.stderr
     assert "STRIPE_WEBHOOK_SECRET is not set" in served.stderr
 
 
 async def test_forward_still_refuses_to_start_without_its_own_secret(cfg: str) -> None:
-    forwarded = gateway("forward", "--name", "crm", "--config", cfg)
+    forwarded = run("forward", "--name", "crm", "--config", cfg, env=no_secrets())
     assert forwarded.returncode == 2
     assert "forward.crm.secret_env" in forwarded.stderr

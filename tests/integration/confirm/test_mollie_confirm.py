@@ -13,10 +13,8 @@ refusals are parked at stage `confirm`, and replayed; a forged id fetches nothin
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -28,6 +26,7 @@ import pytest
 from starlette.responses import Response
 
 from tests.integration.providers.test_hmac_providers_end_to_end import ended, settled
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.confirming import QUICK, confirming, run_gateway, serving
 from tests.support.dead_letters import park
@@ -39,6 +38,7 @@ from tests.support.mollie_api import (
     slow,
     stand_in_keys,
 )
+from tests.support.processes import clean_env
 from tests.support.services import wait_until
 from tests.support.settlement import (
     fetch,
@@ -52,7 +52,6 @@ from tests.support.stub import Stub
 MERCHANT = "m_mollie"
 KEY_ENV = "MOLLIE_TEST_KEY"
 ENV = {KEY_ENV: API_KEY}
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
@@ -280,7 +279,7 @@ async def test_a_body_that_names_no_payment_is_refused_as_a_webhook_and_parked(
 
 
 async def gateway_cli(tmp_path: Path, doc: dict[str, Any], *args: str) -> Any:
-    """`gateway ARGS --config FILE` in a subprocess, with the API key's variable set."""
+    """`gateway ARGS --config FILE` (in this process), with the API key's variable set."""
     return await run_gateway(tmp_path, doc, ENV, *args)
 
 
@@ -291,7 +290,7 @@ async def test_the_gateway_confirm_process_confirms_and_stops_on_sigterm(
     async with serving(doc, ENV) as server:
         assert await webhook(server, "tr_process") == (200, "accepted")
     path = write_toml(tmp_path / "gateway.toml", doc)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")} | ENV
+    env = clean_env() | ENV
     process = subprocess.Popen(
         [GATEWAY, "confirm", "--config", str(path), "--metrics-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,11 +20,12 @@ import pytest
 from gateway.core.console.access import sha256
 from gateway.core.console.roles import Role
 from tests.support import processes
+from tests.support.cli import GATEWAY, Result, invoke, run
 from tests.support.config_file import with_urls, write_toml
 from tests.support.console import ConsoleHarness
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_until
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 TOKEN = re.compile(r"^gwc_[A-Za-z0-9_-]{43}$")
 
 
@@ -44,11 +43,8 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     await conn.close()
 
 
-async def gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return await asyncio.to_thread(
-        subprocess.run, [GATEWAY, *args], capture_output=True, text=True, env=clean, timeout=60
-    )
+async def gateway(*args: str) -> Result:
+    return await asyncio.to_thread(invoke, *args)
 
 
 async def test_create_prints_the_token_alone_and_stores_only_its_hash(
@@ -130,8 +126,8 @@ async def test_revoke_ends_the_tokens_sessions(console: ConsoleHarness, cfg: str
 
 
 async def test_the_console_refuses_a_public_address_with_no_token(cfg: str) -> None:
-    done = await gateway(
-        "console", "--host", "0.0.0.0", "--port", str(free_port()), "--config", cfg
+    done = await asyncio.to_thread(  # a process: the console runs until stopped
+        run, "console", "--host", "0.0.0.0", "--port", str(free_port()), "--config", cfg
     )
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if not line.startswith("{")]
@@ -141,13 +137,12 @@ async def test_the_console_refuses_a_public_address_with_no_token(cfg: str) -> N
 
 
 async def serving(cfg: str, host: str, port: int) -> subprocess.Popen[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     return subprocess.Popen(
         [GATEWAY, "console", "--host", host, "--port", str(port), "--config", cfg],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=clean,
+        env=clean_env(),
     )
 
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,13 +28,13 @@ from gateway.settlement.settler import SettleOutcome
 from gateway.wiring.settlement import settlement_parts
 from tests.integration.console.test_roles_ledger import balance, open_merchant
 from tests.integration.settlement.test_money_movements import Payment
+from tests.support.cli import invoke
 from tests.support.config_file import write_toml
 from tests.support.console import ConsoleFactory, ConsoleHarness
 from tests.support.gateway import config
 from tests.support.settlement import ledger_section, settlement_sections
 from tests.support.stub import Stub
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 API = "/console/api/v1/ledger"
 
 
@@ -57,11 +54,8 @@ async def parts(doc: dict[str, Any]) -> AsyncIterator[SettlementParts]:
 def cli_balance(tmp_path: Path, doc: dict[str, Any], merchant_id: str) -> int:
     """`gateway ledger balances --merchant M --json`: the merchant's balance, as printed."""
     cfg = write_toml(tmp_path / "gateway.toml", doc)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    out = subprocess.run(
-        [GATEWAY, "ledger", "balances", "--merchant", merchant_id, "--json", "--config", str(cfg)],
-        capture_output=True, text=True, timeout=60, env=clean, check=True,
-    )  # fmt: skip
+    out = invoke("ledger", "balances", "--merchant", merchant_id, "--json", "--config", str(cfg))
+    out.check_returncode()
     [account] = json.loads(out.stdout)
     return int(account["balance"])
 

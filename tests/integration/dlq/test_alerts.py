@@ -8,7 +8,6 @@ import contextlib
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,11 +23,10 @@ from gateway.core.health.alerting import AlertSettings
 from gateway.dlq.alerts import DlqAlerts, refresh_dlq_gauges, run_alerts
 from gateway.metrics import Metrics
 from gateway.settings import parse
+from tests.support.cli import GATEWAY
 from tests.support.config_file import with_urls
 from tests.support.receiver import Receiver
 from tests.support.services import wait_until
-
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 RULES_DIR = Path(__file__).resolve().parents[3] / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -351,7 +349,7 @@ async def test_run_alerts_runs_until_cancelled(
     doc = {"alerts": {"webhook_url": receiver.url, "interval_s": 0.05}}
     settings = parse(with_urls(doc), env={})
     webhook = AlertWebhook(client, receiver.url)
-    task = asyncio.create_task(run_alerts(pool, settings, Metrics(), webhook))
+    task = asyncio.create_task(run_alerts(pool, settings.alerts, Metrics(), webhook))
     try:
         await wait_until(lambda: _async(receiver.received), timeout_s=10)
     finally:

@@ -16,7 +16,6 @@ import os
 import pty
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -35,11 +34,11 @@ from gateway.dlq import replay as replay_mod
 from gateway.dlq.parts import ReplayContext, StageHandler, StageHandlers
 from gateway.dlq.replay import STAGE_HANDLERS
 from gateway.errors import LedgerUnavailable, UnknownMerchant
+from tests.support.cli import GATEWAY, Result, invoke
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
+from tests.support.processes import clean_env
 from tests.support.services import stream_messages, wait_until
-
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 def toml(doc: Mapping[str, Any], prefix: str = "") -> str:
@@ -64,16 +63,21 @@ def cfg(tmp_path: Path, database_url: str, nats_url: str) -> str:
     return str(path)
 
 
-def run(*args: str, stderr: int = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+def on_a_terminal(*args: str, stderr: int) -> subprocess.CompletedProcess[str]:
+    """`gateway ARGS` as a process whose stderr is `stderr` (a terminal: the point)."""
     return subprocess.run(
-        [GATEWAY, *args], stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=120, env=clean
+        [GATEWAY, *args],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        timeout=120,
+        env=clean_env(),
     )
 
 
-async def arun(*args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in a subprocess, awaited without blocking the test's event loop."""
-    return await asyncio.to_thread(run, *args)
+async def arun(*args: str) -> Result:
+    """The CLI (in this process), awaited without blocking the test's event loop."""
+    return await asyncio.to_thread(invoke, *args)
 
 
 def stand_in(monkeypatch: pytest.MonkeyPatch, handlers: StageHandlers) -> None:
@@ -171,9 +175,9 @@ def summary_counts(text: str) -> list[tuple[int, ...]]:
 
 def test_help_on_every_dlq_command() -> None:
     """`gateway dlq` and each of its commands explain themselves."""
-    assert "replay" in run("dlq", "--help").stdout
+    assert "replay" in invoke("dlq", "--help").stdout
     for command in ("list", "show", "replay", "resolve", "stats"):
-        result = run("dlq", command, "--help")
+        result = invoke("dlq", command, "--help")
         assert result.returncode == 0
         assert f"usage: gateway dlq {command}" in result.stdout
 
@@ -655,7 +659,9 @@ async def test_progress_bar_on_a_terminal_only(cfg: str, db: asyncpg.Connection)
 
     master, slave = pty.openpty()
     try:
-        proc = await asyncio.to_thread(run, "dlq", "replay", "--all", "--config", cfg, stderr=slave)
+        proc = await asyncio.to_thread(
+            on_a_terminal, "dlq", "replay", "--all", "--config", cfg, stderr=slave
+        )
     finally:
         os.close(slave)
     terminal = _read_pty(master)

@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,15 +22,16 @@ from gateway.adapters.postgres.durability import read_durability
 from gateway.core.health.durability import DurabilityState
 from gateway.metrics import Metrics
 from gateway.wiring.durability import DurabilityWatcher
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.gateway import config
 from tests.support.pg_pair import PgPair
+from tests.support.processes import clean_env
 from tests.support.services import wait_until
 
 pytestmark = pytest.mark.slow
 
 S = DurabilityState
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 async def started(pair: PgPair) -> PgPair:
@@ -162,7 +161,7 @@ async def test_a_required_relay_starts_on_a_synchronous_pair(
     await migrate(sync_pair.primary_dsn)
     doc = config(sync_pair.primary_dsn, nats_url, database={"require_synchronous_standby": True})
     cfg = write_toml(tmp_path / "gateway.toml", doc)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = clean_env()
     log_path = tmp_path / "relay.log"
 
     def durability_lines() -> list[dict[str, object]]:

@@ -6,28 +6,23 @@ state in `/readyz` and `/metrics`; with `[database] require_synchronous_standby 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.cli import GATEWAY, run
 from tests.support.config_file import write_toml
 from tests.support.gateway import config
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_until
 from tests.support.settlement import settlement_sections
 from tests.support.stub import Stub
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 SETTING = "database.require_synchronous_standby"
-
-
-def environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
 
 
 def log_lines(stderr: str) -> list[dict[str, Any]]:
@@ -52,7 +47,7 @@ async def test_serve_without_a_standby_warns_once_and_reports_at_risk(
     cfg = write_toml(tmp_path / "gateway.toml", config(database_url, nats_url, http={"port": port}))
     proc = subprocess.Popen(
         [GATEWAY, "serve", "--config", str(cfg)],
-        env=environment(),
+        env=clean_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -110,13 +105,7 @@ async def test_required_and_not_synchronous_refuses_to_start(
         **settlement_sections(stub.url, redis_url),
     )
     cfg = write_toml(tmp_path / "gateway.toml", doc)
-    done = subprocess.run(
-        [GATEWAY, command, "--config", str(cfg)],
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run(command, "--config", str(cfg))  # serve, relay, settle: a process each
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(
         f"gateway: config error: {SETTING}: is true, but the database's durability is "

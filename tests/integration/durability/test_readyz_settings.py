@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,14 +20,15 @@ import httpx
 import pytest
 
 from gateway.adapters.postgres import migrate
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.gateway import config
 from tests.support.pg_pair import PgCluster
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 HOSTS = ("pg-standby-a.dc1.internal", "pg-standby-b.dc2.internal", "pg-standby-c.dc3.internal")
 NAMES = "FIRST 2 (" + ", ".join(f'"{h}"' for h in HOSTS) + ")"
 
@@ -61,7 +60,7 @@ async def test_readyz_shows_the_state_and_a_code_never_the_standby_names(
     cfg = write_toml(
         tmp_path / "gateway.toml", config(named_primary, nats_url, http={"port": port})
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = clean_env()
     log_path = tmp_path / "serve.log"
 
     async def waiting() -> httpx.Response | None:

@@ -2,7 +2,8 @@
 a key whose event fails every attempt is held (its next event parked behind it), every
 other key flows, the destination's /metrics says so, `gateway dlq replay` delivers the
 parked events in their key's order once the target is fixed, and SIGINT ends the
-command with its summary and status 0. Bad flags and tables are one line, status 2."""
+command with its summary and status 0. Bad flags and tables are one line, status 2.
+`forward` and `listen` run as processes (they run until stopped); `dlq` in this process."""
 
 from __future__ import annotations
 
@@ -10,28 +11,31 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
 
+from tests.support.cli import GATEWAY, Result, invoke, run
 from tests.support.config_file import write_toml
 from tests.support.forward_target import Received, Target, serving
 from tests.support.forwarding import FORWARD_SECRET, post_stripe
 from tests.support.gateway import config, running_server
 from tests.support.services import free_port, wait_until
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 ENV = {**os.environ, "FWD_SECRET": FORWARD_SECRET, "GATEWAY_LOG_LEVEL": "WARNING"}
 
 
 async def gateway(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in a subprocess, to its end."""
-    return await asyncio.to_thread(
-        subprocess.run, [GATEWAY, *args], capture_output=True, text=True, env=ENV, timeout=120
-    )
+    return await asyncio.to_thread(run, *args, env=ENV, timeout_s=120)
+
+
+async def dlq(*args: str) -> Result:
+    """`gateway dlq ARGS` in this process, awaited in a thread (the target runs on the
+    test's loop)."""
+    return await asyncio.to_thread(invoke, "dlq", *args, env=ENV)
 
 
 def destination(target: Target, metrics_port: int) -> dict[str, object]:
@@ -100,7 +104,7 @@ async def test_a_poison_key_is_held_and_replay_delivers_it_in_order(
                     assert family + '"blocked"} 1.0' in text
 
                     fixed["now"] = True
-                    replayed = await gateway("dlq", "replay", "--all", "--config", str(path))
+                    replayed = await dlq("replay", "--all", "--config", str(path))
                     assert replayed.returncode == 0, replayed.stderr
                     assert "replayed 2" in replayed.stdout, replayed.stdout
                     assert (
@@ -192,7 +196,7 @@ async def test_a_bad_destination_table_stops_every_command(
     doc = config(database_url, "nats://127.0.0.1:1")
     doc["forward"] = {"b": table}
     path = write_toml(tmp_path / "gateway.toml", doc)
-    result = await gateway("dlq", "stats", "--config", str(path))
+    result = await dlq("stats", "--config", str(path))
     assert result.returncode == 2
     assert key in result.stderr
 

@@ -9,13 +9,13 @@ import asyncio
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import standardwebhooks
 
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.forward_target import Target, always, serving
 from tests.support.forwarding import post_stripe
@@ -24,7 +24,6 @@ from tests.support.services import unique_name
 from tests.support.settlement import fetch
 
 TMUX = shutil.which("tmux")
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 pytestmark = pytest.mark.skipif(
     TMUX is None, reason="tmux not installed (Debian package 'tmux'; scripts/setup.sh installs it)"

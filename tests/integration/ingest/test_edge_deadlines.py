@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -33,14 +31,15 @@ from tests.integration.ingest.test_edge_limits import (
     stored,
 )
 from tests.support import processes
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import RunningServer, config, running_server
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_ready
 
 KEEPALIVE_TIMEOUT_S = 1.0
 BODY_TIMEOUT_S = 1.0
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 @pytest.fixture
@@ -286,7 +285,7 @@ async def test_a_trailer_cannot_replace_the_signature_header(
 
 @contextlib.contextmanager
 def serving(cfg: Path) -> Iterator[subprocess.Popen[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = clean_env()
     proc = subprocess.Popen(
         [GATEWAY, "serve", "--config", str(cfg)],
         env=env,

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import random
-import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -28,6 +27,7 @@ from gateway.core.backfill.decisions import Window
 from gateway.core.events.model import Event, new_event
 from gateway.ingest.inbox import GroupCommitInbox
 from gateway.wiring.backfill import backfill_parts
+from tests.support.cli import invoke
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import BILLING_TOKEN, config, running_server
@@ -35,7 +35,6 @@ from tests.support.provider_apis import API_KEY, running_apis, stand_in_keys, st
 from tests.support.services import stream_messages, wait_until
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 def event(
@@ -316,11 +315,10 @@ async def test_a_parked_event_replayed_once_valid_takes_its_keys_next_number(
 
     doc["providers"]["hmac"]["event_type_from"] = "json:type"  # the operator's fix
     path = write_toml(tmp_path / "fixed.toml", doc)
+    replay = ("dlq", "replay", "--all", "--stage", "ingest", "--config", str(path))
     for _ in range(2):  # the second replay finds it resolved: no second number
-        await asyncio.to_thread(
-            subprocess.run, [GATEWAY, "dlq", "replay", "--all", "--stage", "ingest",
-                             "--config", str(path)], check=True, capture_output=True,
-        )  # fmt: skip
+        done = await asyncio.to_thread(invoke, *replay, env=os.environ)  # inherited, as before
+        done.check_returncode()
     assert numbered | {"h2": 3} == {r["event_id"]: r["key_seq"] for r in await rows(database_url)}
     assert await counters(database_url) == {("hmac", "pi_r"): 3}
 

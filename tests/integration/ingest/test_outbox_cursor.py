@@ -5,11 +5,9 @@ when the migration runs."""
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -29,13 +27,14 @@ from gateway.core.signatures.base import FieldRef
 from gateway.errors import OutboxCursorAhead
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config
 from tests.support.outbox import sweep_until_still
+from tests.support.processes import clean_env
 from tests.support.services import stream_messages, wait_until
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 SQL_DIR = Path(__file__).resolve().parents[3] / "sql"
 
 
@@ -131,7 +130,7 @@ async def test_a_relay_killed_mid_batch_loses_nothing_and_the_next_one_finishes(
             await insert_events(conn, events[i : i + 500])
     doc = config(database_url, nats_url, outbox={"inline": False, "batch_size": 100})
     cfg = str(write_toml(tmp_path / "gateway.toml", doc))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = clean_env()
 
     def start_relay() -> subprocess.Popen[bytes]:
         return subprocess.Popen(

@@ -4,22 +4,21 @@ publishes. Real processes, real PostgreSQL, real JetStream."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import asyncpg
 
+from tests.support.cli import GATEWAY
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config, running_server
+from tests.support.processes import clean_env
 from tests.support.services import stream_messages, wait_until
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 EVENTS = 40
 
 
@@ -63,7 +62,7 @@ async def test_serve_records_and_a_relay_process_publishes(
 
         await wait_until(gauge_shows_backlog, timeout_s=15)
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+        env = clean_env()
         relay = subprocess.Popen(
             [GATEWAY, "relay", "--config", str(write_toml(tmp_path / "gateway.toml", doc))],
             env=env,

@@ -4,7 +4,6 @@ own import log says what it loaded."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import httpx
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_ready
 
 
@@ -33,7 +33,7 @@ async def test_gateway_serve_loads_no_settlement_redis_or_tigerbeetle(
     port = free_port()
     doc = config(database_url, nats_url, http={"port": port})
     cfg = write_toml(tmp_path / "gateway.toml", doc)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env = clean_env()
     # The import log goes to a file: read through a pipe only at the end, it fills the
     # pipe's buffer first and the server stops, blocked writing it, before it is ready.
     log_path = tmp_path / "imports.log"

@@ -6,12 +6,10 @@ taken stops start-up with one line naming it and the setting."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,14 +17,15 @@ from typing import Any
 
 import httpx
 
+from tests.support.cli import GATEWAY, run
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import config
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_until
 from tests.support.settlement import settlement_sections
 from tests.support.stub import Stub
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 _SAMPLE = re.compile(r"^(\w+)(?:\{(.*)\})? (\S+)$", re.MULTILINE)
 
 
@@ -38,10 +37,9 @@ def samples(text: str, name: str) -> list[tuple[str, float]]:
 @contextmanager
 def process(*args: str, **env_extra: str) -> Iterator[subprocess.Popen[str]]:
     """`gateway ARGS...`, stopped with SIGTERM at the end of the block."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     proc = subprocess.Popen(
         [GATEWAY, *args],
-        env={**env, **env_extra},
+        env=clean_env(**env_extra),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -154,8 +152,7 @@ async def test_settle_workers_on_one_host_each_have_their_port_or_none(
 
 
 def one_line_error(args: list[str]) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    done = subprocess.run([GATEWAY, *args], env=env, capture_output=True, text=True, timeout=60)
+    done = run(*args)  # settle, relay: a process each, as they run until stopped
     return done.returncode, done.stderr
 
 

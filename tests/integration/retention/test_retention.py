@@ -358,7 +358,12 @@ async def test_reconcile_reports_settling_events_whose_payload_is_gone(
     stripe = {"scheme": "stripe", "secrets": ["whsec_test"]}
     doc = with_urls({"database": {"url": database_url}, "providers": {"stripe": stripe}})
     settings = parse(doc, env={})
-    parts = ReconcileParts(settings, pool, publisher=None)  # type: ignore[arg-type]
+    parts = ReconcileParts(
+        settings.providers,
+        settings.settlement,
+        pool,
+        publisher=None,  # type: ignore[arg-type]
+    )
 
     report = await reconcile(parts, older_than_s=1, dry_run=True)
 

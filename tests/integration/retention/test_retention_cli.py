@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,19 +14,13 @@ import pytest
 from gateway.adapters.postgres import retention as store
 from tests.integration.dlq.test_dlq_cli import park, toml
 from tests.integration.retention.test_order_retention import key
+from tests.support.cli import Result, invoke
 from tests.support.gateway import config
 from tests.support.outbox import pass_cursor
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return subprocess.run([GATEWAY, *args], capture_output=True, text=True, timeout=120, env=clean)
-
-
-async def arun(*args: str) -> subprocess.CompletedProcess[str]:
-    return await asyncio.to_thread(run, *args)
+async def arun(*args: str) -> Result:
+    return await asyncio.to_thread(invoke, *args)
 
 
 @pytest.fixture

@@ -7,9 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,6 +22,7 @@ from gateway.settlement.parts import SettlementParts
 from gateway.settlement.settler import SettleOutcome
 from gateway.wiring.settlement import settlement_parts
 from tests.integration.settlement.test_money_movements import Payment
+from tests.support.cli import Result, invoke
 from tests.support.config_file import write_toml
 from tests.support.gateway import config
 from tests.support.settlement import (
@@ -34,8 +32,6 @@ from tests.support.settlement import (
     settlement_sections,
 )
 from tests.support.stub import Stub
-
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
 
 @pytest.fixture(params=["postgres", "tigerbeetle"])
@@ -58,11 +54,8 @@ def cfg(tmp_path: Path, doc: dict[str, Any]) -> tuple[str, str]:
     return ("--config", str(write_toml(tmp_path / "gateway.toml", doc)))
 
 
-def gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return subprocess.run(
-        [GATEWAY, *args], capture_output=True, text=True, timeout=60, env=clean, check=False
-    )
+def gateway(*args: str) -> Result:
+    return invoke(*args)
 
 
 async def settled_payment(parts: SettlementParts) -> Payment:

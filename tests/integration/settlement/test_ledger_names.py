@@ -10,8 +10,6 @@ its own, so a long-lived TigerBeetle cluster with other runs' accounts serves as
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -33,8 +31,7 @@ from gateway.core.settlement.instructions import (
     build_transfer,
 )
 from gateway.settlement import ledger_ops
-
-GATEWAY = str(Path(sys.executable).parent / "gateway")
+from tests.support.cli import Result, invoke
 
 
 @pytest.fixture(params=["postgres", "tigerbeetle"])
@@ -121,11 +118,8 @@ async def test_a_database_without_the_names_table_lists_balances_unnamed(
     assert (view.kind, view.owner, view.currency) == ("merchant", None, "USD")
 
 
-def _gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return subprocess.run(
-        [GATEWAY, *args], capture_output=True, text=True, timeout=60, env=clean, check=False
-    )
+def _gateway(*args: str) -> Result:
+    return invoke(*args)
 
 
 async def test_cli_balances_by_merchant_as_table_and_json(

@@ -1,36 +1,32 @@
-"""`gateway settle` and `gateway ledger` as processes: SIGKILL mid-batch loses nothing and
-settles nothing twice."""
+"""`gateway settle` as a process, and `gateway ledger` on what it posted: SIGKILL
+mid-batch loses nothing and settles nothing twice."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import asyncpg
 
+from tests.support.cli import GATEWAY, Result, invoke
 from tests.support.config_file import write_toml
 from tests.support.gateway import BILLING_TOKEN, config, running_server
+from tests.support.processes import clean_env
 from tests.support.services import wait_until
 from tests.support.settlement import fetch, settlement_sections
 from tests.support.stub import Stub
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 
-
-def gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    return subprocess.run([GATEWAY, *args], capture_output=True, text=True, timeout=60, env=env)
+def gateway(*args: str) -> Result:
+    return invoke(*args)
 
 
 def start_worker(cfg: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     return subprocess.Popen(
         [GATEWAY, "settle", "--config", str(cfg)],
-        env=env,
+        env=clean_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

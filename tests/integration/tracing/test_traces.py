@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +14,16 @@ import orjson
 import pytest
 
 from tests.support import processes
+from tests.support.cli import GATEWAY, invoke
 from tests.support.config_file import write_toml
 from tests.support.deliveries import deliver
 from tests.support.gateway import SECRETS, config
 from tests.support.otlp import STATUS_ERROR, OtlpReceiver, ReceivedSpan, running_receiver
+from tests.support.processes import clean_env
 from tests.support.services import free_port, wait_ready, wait_until
 from tests.support.settlement import fetch, settlement_sections
 from tests.support.stub import Stub
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 #: A provider's own trace header: never the parent (trust_incoming is off by default).
 PROVIDERS_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 SERVER, CONSUMER, PRODUCER = 2, 5, 4  # Span.SpanKind values in the protocol
@@ -41,7 +41,7 @@ def payment(event_id: str, pi: str, merchant: str, currency: str = "usd") -> byt
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "OTEL_"))}
+    env = {k: v for k, v in clean_env().items() if not k.startswith("OTEL_")}
     env["OTEL_BSP_SCHEDULE_DELAY"] = "100"  # export within 0.1 s, so the test waits little
     with log.open("wb") as out:
         return subprocess.Popen([GATEWAY, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -104,12 +104,8 @@ async def run(tmp_path: Path, database_url: str, nats_url: str, stub: Stub, redi
             tracing={"endpoint": receiver.url},
         )
         cfg = str(write_toml(tmp_path / "gateway.toml", doc))
-        opened = subprocess.run(
-            [GATEWAY, "ledger", "--config", cfg, "open-account", "m_trace"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        # In this process, with the environment inherited as before (not clean_env()).
+        opened = invoke("ledger", "--config", cfg, "open-account", "m_trace", env=os.environ)
         assert opened.returncode == 0, opened.stderr
         logs = (tmp_path / "serve.log", tmp_path / "settle.log")
         serve = start(["serve", "--config", cfg, "--log-level", "debug"], logs[0])

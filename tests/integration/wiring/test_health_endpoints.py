@@ -8,39 +8,36 @@ host, port or URL; live stays 200 throughout (finding 14)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from subprocess import PIPE
 from typing import Any
 
 import httpx
 import orjson
 
 from chaos.proxy import FaultProxy
+from tests.support.cli import GATEWAY, invoke
 from tests.support.config_file import write_toml
 from tests.support.gateway import config
 from tests.support.nats import NatsServer
+from tests.support.processes import clean_env
 from tests.support.receiver import Receiver
 from tests.support.services import free_port, wait_for_port, wait_until
 from tests.support.settlement import settlement_sections
 
-GATEWAY = str(Path(sys.executable).parent / "gateway")
 FORWARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
 @contextmanager
 def process(*args: str, **env_extra: str) -> Iterator[subprocess.Popen[str]]:
     """`gateway ARGS...` with no GATEWAY_* variables, stopped with SIGTERM at the end."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     proc = subprocess.Popen(
         [GATEWAY, *args],
-        env={**env, **env_extra},
+        env=clean_env(**env_extra),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -66,12 +63,8 @@ def process(*args: str, **env_extra: str) -> Iterator[subprocess.Popen[str]]:
 
 async def migrate(cfg: Path) -> None:
     """`gateway migrate` (the stream), without blocking the loop the proxy runs on."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
-    proc = await asyncio.create_subprocess_exec(
-        GATEWAY, "migrate", "--config", str(cfg), env=env, stdout=PIPE, stderr=PIPE
-    )
-    _, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
+    done = await asyncio.to_thread(invoke, "migrate", "--config", str(cfg))
+    assert done.returncode == 0, done.stderr
 
 
 async def get(port: int, path: str) -> tuple[int, str] | None:

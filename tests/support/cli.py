@@ -1,0 +1,176 @@
+"""The `gateway` command in a test, two ways: `run` starts the installed script as a
+real process; `invoke` calls `gateway.cli.main` in this process and answers the same
+three things (status, stdout, stderr).
+
+A process pays for an interpreter and the whole command tree's imports each time:
+`gateway --version` or `dlq --help` took 2.2-2.8 s as a process and 0.03-0.13 s through
+`invoke` on this 2-vCPU machine beside a parallel test run. Use `run` (or Popen with
+`GATEWAY`) where the process is the point: its exit status or signals, a fresh
+interpreter, the commands that run until stopped (`serve`, `relay`, `settle`, `forward`,
+`listen`, `console`, `confirm`: they install signal handlers, which only the main thread
+may, and a mistake would hang the test instead of hitting the timeout); `invoke` for the
+short ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import os
+import subprocess
+import sys
+import threading
+import traceback
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.processes import clean_env
+
+__all__ = ["GATEWAY", "Completed", "Result", "invoke", "run"]
+
+#: The venv's `gateway` script, as an operator runs it.
+GATEWAY = str(Path(sys.executable).parent / "gateway")
+
+#: `os.environ`, `sys.stdout`/`sys.stderr`, the cwd and the logging tree are the
+#: process's own: two `invoke`s at once would write into each other's.
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def run(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout_s: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """`gateway ARGS` as a real process, to its end; `env` None: `clean_env()` (the
+    process reads its own config file, not the developer's GATEWAY_* variables)."""
+    return subprocess.run(
+        [GATEWAY, *args],
+        env=dict(clean_env() if env is None else env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class Result:
+    """What `invoke` answers: the fields of `subprocess.CompletedProcess` a test reads."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def check_returncode(self) -> None:
+        """Raise `CalledProcessError` on a non-zero status, as `CompletedProcess` does."""
+        if self.returncode:
+            raise subprocess.CalledProcessError(
+                self.returncode, [GATEWAY, *self.args], self.stdout, self.stderr
+            )
+
+
+#: What `run` or `invoke` answers, for a helper that may do either.
+Completed = subprocess.CompletedProcess[str] | Result
+
+
+def invoke(
+    *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None
+) -> Result:
+    """`gateway ARGS` through `gateway.cli.main` in this process, with `os.environ`
+    exactly `env` (None: `clean_env()`) and `cwd` for the call; everything it changes
+    is put back afterwards.
+
+    Blocking. Called while this thread runs an event loop (an async test), the command
+    runs in a thread of its own, since its `asyncio.run` cannot nest in a running loop;
+    that loop waits meanwhile, as it did for `subprocess.run`. An async test that
+    serves something the command talks to awaits `asyncio.to_thread(invoke, ...)`.
+    """
+    environ = clean_env() if env is None else dict(env)  # a copy: `env` may be os.environ
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _invoke(list(args), environ, cwd)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-cli") as pool:
+        return pool.submit(_invoke, list(args), environ, cwd).result()
+
+
+def _invoke(argv: list[str], env: Mapping[str, str], cwd: str | Path | None) -> Result:
+    from gateway.cli import main  # the whole command tree: only for tests that use it
+
+    out, err = io.StringIO(), io.StringIO()
+    with _ONE_AT_A_TIME, _environ(env), _logging_restored(), contextlib.ExitStack() as stack:
+        if cwd is not None:
+            stack.enter_context(contextlib.chdir(cwd))
+        # Captured before `main` configures logging: its handler binds the `sys.stderr`
+        # of that moment, so the JSON log lines land in `err` as they would on stderr.
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        try:
+            status = main(argv)
+        except SystemExit as exc:  # argparse: 2 for bad usage, 0 after --help/--version
+            status = _exit_status(exc.code)
+        except Exception:  # what the interpreter does with an uncaught one: exit 1
+            traceback.print_exc()
+            status = 1
+    return Result(argv, status, out.getvalue(), err.getvalue())
+
+
+def _exit_status(code: object) -> int:
+    """The status `sys.exit(code)` gives a process (a message is printed, status 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+@contextlib.contextmanager
+def _environ(env: Mapping[str, str]) -> Iterator[None]:
+    """`os.environ` is `env` in the block and what it was afterwards (`main` writes
+    GATEWAY_LOG_LEVEL for `serve`'s workers; a command may read any variable)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _logging_restored() -> Iterator[None]:
+    """Every logger's level, handlers and propagation, `logging.disable` and the event
+    loop policy as they were: `gateway.logs.configure` replaces the root's handlers and
+    sets levels (root, httpx, uvicorn), the operator commands quieten the JetStream
+    adapter's logger, and the long-running commands install uvloop's policy. A logger
+    first made during the call gets back the level a new one has (NOTSET)."""
+    manager = logging.Logger.manager
+    saved = {lg: (lg.level, lg.handlers[:], lg.propagate, lg.disabled) for lg in _loggers()}
+    disabled, policy = manager.disable, asyncio.get_event_loop_policy()
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop_policy(policy)
+        logging.disable(disabled)
+        for lg in _loggers():
+            if lg not in saved:
+                lg.setLevel(logging.NOTSET)
+                continue
+            level, handlers, lg.propagate, lg.disabled = saved[lg]
+            lg.setLevel(level)  # clears the manager's cache of effective levels too
+            lg.handlers[:] = handlers
+
+
+def _loggers() -> list[logging.Logger]:
+    """The root logger and every one made so far (placeholders are not loggers)."""
+    made = logging.Logger.manager.loggerDict.values()
+    return [logging.getLogger(), *(lg for lg in made if isinstance(lg, logging.Logger))]
