@@ -5,7 +5,6 @@ gauges read (pending, and when the oldest unacknowledged message was stored) is 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -21,9 +20,10 @@ from gateway.adapters.jetstream.consumer import (
     DurablePullConsumer,
     forward_consumer_config,
 )
-from gateway.adapters.jetstream.consumer_info import consumer_backlog
+from gateway.adapters.jetstream.consumer_info import ConsumerBacklog, consumer_backlog
 from gateway.settings import Settings
 from tests.support.config_file import with_urls
+from tests.support.services import wait_until
 
 
 @pytest.fixture
@@ -138,15 +138,28 @@ async def test_the_backlog_counts_and_dates_what_is_not_acknowledged(
     oldest = found.oldest_at
     got = await fetch_all(consumer, 3)
     await got[0].ack()
-    await asyncio.sleep(0.2)
     await publish(nats_url, "webhooks.stripe.a", "b4")
-    found = await consumer_backlog(broker, stream, consumer.name, subjects=("webhooks.stripe.>",))
-    assert (found.pending, found.ack_pending) == (1, 2)
-    assert found.oldest_at is not None and found.oldest_at > oldest  # b2, not b1
+
+    # The server counts an acknowledgement and a new message a moment after it has them
+    # (seen: b4 not yet pending 0.2 s later on a busy machine): wait until it has both.
+    async def counted() -> ConsumerBacklog | None:
+        found = await consumer_backlog(
+            broker, stream, consumer.name, subjects=("webhooks.stripe.>",)
+        )
+        return found if (found.pending, found.ack_pending) == (1, 2) else None
+
+    seen = await wait_until(counted, timeout_s=10)
+    assert seen is not None and (seen.pending, seen.ack_pending) == (1, 2)
+    assert seen.oldest_at is not None and seen.oldest_at > oldest  # b2, not b1
     for d in got[1:]:
         await d.ack()
     for d in await fetch_all(consumer, 1):
         await d.ack()
-    await asyncio.sleep(0.2)
-    found = await consumer_backlog(broker, stream, consumer.name, subjects=())
-    assert (found.pending, found.ack_pending, found.oldest_at) == (0, 0, None)
+
+    async def emptied() -> ConsumerBacklog | None:
+        found = await consumer_backlog(broker, stream, consumer.name, subjects=())
+        return found if (found.pending, found.ack_pending) == (0, 0) else None
+
+    seen = await wait_until(emptied, timeout_s=10)
+    assert seen is not None
+    assert (seen.pending, seen.ack_pending, seen.oldest_at) == (0, 0, None)
