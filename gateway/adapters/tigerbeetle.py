@@ -57,6 +57,8 @@ _U64_MAX = 2**64 - 1
 BATCH_MAX = 8189
 #: Accounts per `query_accounts` page; under `BATCH_MAX`, as the contract suite ran it.
 _QUERY_LIMIT = 8000
+#: Whole reads `check()` makes at most while transfers keep landing between its pages.
+CHECK_READS_MAX = 5
 T = TypeVar("T")
 E = TypeVar("E")
 
@@ -159,9 +161,12 @@ class _OverLimit(Exception):
 class TigerBeetleLedger:
     """The `Ledger` port on a TigerBeetle cluster; every call bounded by `timeout_s`."""
 
-    def __init__(self, client: tb.ClientAsync, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, client: tb.ClientAsync, *, timeout_s: float = 5.0, page_size: int = _QUERY_LIMIT
+    ) -> None:
         self._client = client
         self._timeout_s = timeout_s
+        self._page_size = page_size
         #: Events per request: `BATCH_MAX` until the cluster's own limit proves smaller.
         self.batch_max = BATCH_MAX
 
@@ -295,9 +300,17 @@ class TigerBeetleLedger:
         )
 
     async def balances(self) -> list[Balance]:
-        """Every account's posted totals, in creation order (paged by timestamp)."""
+        """Every account's posted totals, in creation order (paged by timestamp).
+
+        Each page is one request, so one state of the cluster; with more accounts than a
+        page, transfers may land between pages (`check()` reads until two reads agree).
+        """
+        return (await self._read_accounts())[0]
+
+    async def _read_accounts(self) -> tuple[list[Balance], int]:
+        """Every account's posted totals and the number of pages (requests) read."""
         out: list[Balance] = []
-        timestamp_min = 0
+        timestamp_min, pages = 0, 0
         while True:
             query = tb.QueryFilter(
                 user_data_128=0,
@@ -307,21 +320,43 @@ class TigerBeetleLedger:
                 code=0,
                 timestamp_min=timestamp_min,
                 timestamp_max=0,
-                limit=_QUERY_LIMIT,
+                limit=self._page_size,
                 flags=tb.QueryFilterFlags.NONE,
             )
             page = await self._call("query_accounts", self._client.query_accounts(query))
+            pages += 1
             out.extend(balance_of(a) for a in page)
-            if len(page) < _QUERY_LIMIT:
-                return out
+            if len(page) < self._page_size:
+                return out, pages
             timestamp_min = page[-1].timestamp + 1
 
     async def check(self) -> LedgerTotals:
-        """Sums of posted debits and credits over every account."""
-        all_balances = await self.balances()
+        """Sums of posted debits and credits over every account, at one moment.
+
+        One page is one state of the cluster. Over several pages a transfer can land
+        between them, its debit read and its credit not: an imbalance that is not there.
+        Posted totals only grow, so two whole reads that agree on every account saw the
+        state at the moment between them: the sums are taken from such a pair, or, when
+        transfers keep landing for `CHECK_READS_MAX` reads, the check is
+        `LedgerUnavailable` (try again), never a false `LedgerImbalance`.
+        """
+        previous, pages = await self._read_accounts()
+        for _ in range(CHECK_READS_MAX - 1):
+            if pages == 1:
+                break
+            current, pages = await self._read_accounts()
+            if current == previous:
+                break
+            previous = current
+        else:
+            if pages > 1:
+                raise LedgerUnavailable(
+                    f"TigerBeetle accounts kept changing over {CHECK_READS_MAX} reads of "
+                    f"{len(previous)} accounts; check again when fewer transfers land"
+                )
         return LedgerTotals(
-            debits_posted=sum(b.debits_posted for b in all_balances),
-            credits_posted=sum(b.credits_posted for b in all_balances),
+            debits_posted=sum(b.debits_posted for b in previous),
+            credits_posted=sum(b.credits_posted for b in previous),
         )
 
 

@@ -484,6 +484,44 @@ async def test_tigerbeetle_ensures_more_accounts_than_one_request_holds() -> Non
         ]
 
 
+async def test_tigerbeetle_check_over_many_pages_sees_no_imbalance_while_money_moves() -> None:
+    """`gateway ledger check` beside a live settlement worker: the accounts are read in
+    four pages or more while captures land between them, and no read is an imbalance
+    (each check sums one state of the cluster, or says it could not: `LedgerUnavailable`)."""
+    async with tigerbeetle_or_skip() as tb_ledger:
+        book = Book()
+        await tb_ledger.ensure_accounts([book.clearing, book.account])
+        accounts = len(await tb_ledger.balances())
+        # The same client, in pages small enough that one read takes four requests or more.
+        page_size = min(max(accounts // 4, 2), 8000)
+        paged = TigerBeetleLedger(tb_ledger._client, page_size=page_size)
+        moving = True
+
+        async def settle() -> int:
+            posted = 0
+            while moving:
+                await tb_ledger.post([book.capture(f"p{posted}", 1 + posted % 97)])
+                posted += 1
+                await asyncio.sleep(0.01)
+            return posted
+
+        worker = asyncio.create_task(settle())
+        outcomes: list[str] = []
+        try:
+            for _ in range(20):
+                try:
+                    outcomes.append("balanced" if (await paged.check()).balanced else "imbalance")
+                except LedgerUnavailable:
+                    outcomes.append("moving")
+        finally:
+            moving = False
+            posted = await worker
+        assert posted > 0
+        assert "imbalance" not in outcomes
+        assert "balanced" in outcomes, outcomes
+        assert verify_totals(await paged.check()).balanced
+
+
 # --- backend-specific ----------------------------------------------------------------------
 
 
