@@ -65,7 +65,7 @@ screenshots: setup
 
 # TEST_WORKERS=4 runs the suite in 4 pytest-xdist processes (most tests wait on
 # PostgreSQL, NATS, subprocesses and timers), one test module per unit of work, the chaos
-# scenarios one unit and the container-image modules one unit, handed out longest first
+# scenarios one unit and the container-image modules one unit, the long kinds handed out first
 # (conftest.py); every port, database, Redis database and directory a test takes is its
 # worker's own (tests/support/services.py, conftest.py). One process stays the default:
 # on a slower 2-vCPU machine four workers stretched chaos s06's 18 s load to 97 s and

@@ -108,18 +108,20 @@ def whole_statements_afresh() -> None:
 #: build and run the container images (a session fixture builds them once per worker: on
 #: three workers, three times).
 _TOGETHER = {
-    "chaos/test_s": "chaos/scenarios",
+    "chaos/test_s0": "chaos/scenarios",
+    "chaos/test_s1": "chaos/scenarios",
     "tests/integration/deploy/test_compose.py": "tests/integration/deploy/containers",
     "tests/integration/deploy/test_image.py": "tests/integration/deploy/containers",
     "tests/integration/deploy/test_kube_play.py": "tests/integration/deploy/containers",
 }
 
-#: Handed out first under xdist, longest first, so that no worker is left running a long
-#: test while the others are idle: the chaos scenarios, the container images, the
-#: benchmarks' self-checks, the rest of chaos/, the browser tests; the unit tests (short)
-#: come last.
+#: Handed out first under xdist, the long kinds first, so that no worker is left running
+#: a long test while the others are idle: the chaos scenarios (`test_sNN_*`), the
+#: container images, the benchmarks' self-checks, the rest of chaos/, the browser tests;
+#: then the rest in the collection's order, the unit tests (short) last.
 _FIRST = (
-    "chaos/test_s",
+    "chaos/test_s0",
+    "chaos/test_s1",
     "tests/integration/deploy/",
     "tests/integration/test_bench_",
     "chaos/",

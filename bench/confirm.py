@@ -280,6 +280,9 @@ async def _outage(
             raise RuntimeError(f"not every webhook was tried within {ALL_TRIED_MOST_S:g} s")
         await asyncio.sleep(0.1)
     out["all_tried_after_s"] = round(time.monotonic() - stage.started, 1)
+    # Down a second more after the last first try, so the figures while down are
+    # sampled even when the stage's start took longer than `outage_s`.
+    ends = max(ends, time.monotonic() + 1.0)
     out["rss_mib_at_outage_start"] = mib(rss_kib(pid))
     cpu0, t0, samples = cpu_s(pid), time.monotonic(), []
     while (left_s := ends - time.monotonic()) > 0:
@@ -504,7 +507,8 @@ def summary(figures: dict[str, Any]) -> str:
         )
     else:
         lines[0] += (
-            f"outage {outage['outage_s']:g} s: RSS {outage['rss_mib_at_outage_start']} MiB "
+            f"outage {outage['down_s']:g} s (asked {outage['outage_s']:g}): "
+            f"RSS {outage['rss_mib_at_outage_start']} MiB "
             f"at its start, {outage['rss_mib_at_outage_end']} at its end, "
             f"{outage['rss_mib_at_end']} at the end (peak {figures['peak_rss_mib']}); "
             f"{outage['answers_per_s_during_outage']:,.0f} answers/s while down, "

@@ -31,6 +31,7 @@ import asyncpg
 import httpx
 
 from bench.console_fill import EVENT_DAYS, TABLES, fill
+from bench.e2e_figures import percentile
 from gateway.adapters.postgres import create_pool, migrate
 from gateway.adapters.postgres.console.events import search_sql
 from gateway.adapters.postgres.dead_letters import pages as dlq_pages
@@ -55,11 +56,6 @@ class Case:
     params: dict[str, str]
     # The statements the page runs, each as [sql, *args] (None: not a list page).
     explain: Callable[[], list[list[Any]]] | None
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
 async def _keyset(pool: asyncpg.Pool, sql: str, *args: Any) -> Keyset:
@@ -250,6 +246,7 @@ async def run(args: argparse.Namespace) -> int:
             for case in found:
                 times_ms = await measure(client, case, args.requests)
                 p95 = percentile(times_ms, 95)
+                assert p95 is not None, f"no request measured for {case.name}"
                 verdict = "-"
                 if case.explain is not None:
                     plan, indexed = await explain(pool, case)

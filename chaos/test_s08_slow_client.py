@@ -7,7 +7,8 @@ for the body, records nothing for it, and answers everyone else as usual meanwhi
 "As usual" is the same load's answers without the slow clients, sent first in the same
 run: the others' answer times are judged against that baseline, not against a fixed
 number of seconds, so a machine busy with other work slows both alike. A gateway that
-made the others wait for a slow client would add up to its `request_timeout_s` to them.
+made the others wait for a slow client would add up to its `request_timeout_s` to them:
+their p99 and their longest answer may each be at most half of it above the baseline's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import httpx
 import orjson
 import pytest
 
+from bench.e2e_figures import percentile
 from chaos.harness import profiles
 from chaos.loadgen import LoadRecord
 from chaos.proxy import FaultProxy
@@ -110,13 +112,14 @@ async def test_slow_clients_time_out_and_others_are_unaffected(
     print(f"others' p99/max {took[0.99]:.3f}/{took[1.0]:.3f} s", end=", ")
     print(f"without slow clients {usual_took[0.99]:.3f}/{usual_took[1.0]:.3f} s")
     assert took[0.99] < usual_took[0.99] + p["timeout_s"] / 2, "others were slowed down"
-    assert took[1.0] < usual_took[1.0] + p["timeout_s"], (
+    assert took[1.0] < usual_took[1.0] + p["timeout_s"] / 2, (
         "one of the others waited for a slow client"
     )
 
 
 def answer_times_s(record: LoadRecord) -> dict[float, float]:
-    """The p99 and the longest of a run's 2xx answer times, in seconds."""
-    took = sorted(a.took_s for a in record.answers if 200 <= a.status < 300)
-    assert took, "no 2xx answer at all"
-    return {0.99: took[int(len(took) * 0.99)], 1.0: took[-1]}
+    """The p99 (nearest rank) and the longest of a run's 2xx answer times, in seconds."""
+    took = [a.took_s for a in record.answers if 200 <= a.status < 300]
+    p99, longest = percentile(took, 99), percentile(took, 100)
+    assert p99 is not None and longest is not None, "no 2xx answer at all"
+    return {0.99: p99, 1.0: longest}

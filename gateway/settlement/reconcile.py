@@ -99,28 +99,46 @@ def new_run_id(now: datetime) -> str:
     return now.strftime("%Y%m%dT%H%M%S%fZ")
 
 
-async def find_unsettled(
-    conn: Conn,
-    providers: Mapping[str, ProviderSettings],
-    settlement: SettlementSettings,
-    older_than_s: float,
-    lookback_s: float,
-    batch_size: int,
-) -> tuple[int, int, list[StoredEvent]]:
+@dataclass(frozen=True)
+class Scan:
+    """What one pass looks through: the events older than `older_than_s` and younger
+    than `lookback_s`, read `batch_size` at a time, judged by each provider's scheme and
+    the settling subjects."""
+
+    schemes: Mapping[str, str]
+    subjects: tuple[str, ...]
+    older_than_s: float
+    lookback_s: float
+    batch_size: int
+
+    @classmethod
+    def of(
+        cls,
+        providers: Mapping[str, ProviderSettings],
+        settlement: SettlementSettings,
+        older_than_s: float,
+        lookback_s: float,
+        batch_size: int,
+    ) -> Scan:
+        schemes = {name: p.scheme for name, p in providers.items()}
+        return cls(schemes, tuple(settlement.subjects), older_than_s, lookback_s, batch_size)
+
+
+async def find_unsettled(conn: Conn, scan: Scan) -> tuple[int, int, list[StoredEvent]]:
     """(scanned, already settled, events to re-publish), reading in id order."""
-    schemes = {name: p.scheme for name, p in providers.items()}
-    subjects = settlement.subjects
     scanned = settled = 0
     unsettled: list[StoredEvent] = []
     after_id = 0
     while True:
-        page = await reconcile_candidates(conn, older_than_s, lookback_s, after_id, batch_size)
+        page = await reconcile_candidates(
+            conn, scan.older_than_s, scan.lookback_s, after_id, scan.batch_size
+        )
         if not page:
             return scanned, settled, unsettled
         after_id = page[-1].webhook_id
         wanted: dict[int, StoredEvent] = {}
         for stored in page:
-            kind, tid = verdict(stored.event, schemes, subjects)
+            kind, tid = verdict(stored.event, scan.schemes, scan.subjects)
             if kind is Verdict.IGNORED:
                 continue
             scanned += 1
@@ -137,26 +155,19 @@ async def find_unsettled(
             unsettled += [s for t, s in wanted.items() if t not in done and t not in netted]
 
 
-async def find_payload_removed(
-    conn: Conn,
-    providers: Mapping[str, ProviderSettings],
-    settlement: SettlementSettings,
-    older_than_s: float,
-    lookback_s: float,
-    batch_size: int,
-) -> list[str]:
+async def find_payload_removed(conn: Conn, scan: Scan) -> list[str]:
     """`provider:event_id` of events on a settling subject, in the window, with no
     outcome, whose payload retention removed: whether they settled cannot be told."""
-    subjects = tuple(settlement.subjects)
-    schemes = {name: p.scheme for name, p in providers.items()}
     found: list[str] = []
     after_id = 0
-    while page := await reconcile_removed(conn, older_than_s, lookback_s, after_id, batch_size):
+    window = (scan.older_than_s, scan.lookback_s)
+    while page := await reconcile_removed(conn, *window, after_id, scan.batch_size):
         after_id = page[-1][0]
         found += [
             f"{p}:{e}"
             for _, p, e, subject in page
-            if subject_allowed(subject, subjects) and _may_have_settled(p, subject, schemes)
+            if subject_allowed(subject, scan.subjects)
+            and _may_have_settled(p, subject, scan.schemes)
         ]
     return found
 
@@ -219,13 +230,10 @@ async def reconcile(
     if lookback_s <= 0 or batch_size <= 0:
         raise ConfigError("--lookback-s/--batch-size", "must be positive")
     report = ReconcileReport(run_id=run_id or new_run_id(datetime.now(UTC)), dry_run=dry_run)
+    scan = Scan.of(parts.providers, parts.settlement, older_than_s, lookback_s, batch_size)
     async with connection(parts.pool) as conn:
-        scanned, settled, unsettled = await find_unsettled(
-            conn, parts.providers, parts.settlement, older_than_s, lookback_s, batch_size
-        )
-        report.payload_removed = await find_payload_removed(
-            conn, parts.providers, parts.settlement, older_than_s, lookback_s, batch_size
-        )
+        scanned, settled, unsettled = await find_unsettled(conn, scan)
+        report.payload_removed = await find_payload_removed(conn, scan)
     report.scanned, report.settled = scanned, settled
     if report.payload_removed:
         log.warning(

@@ -9,7 +9,12 @@ A process pays for an interpreter and the whole command tree's imports each time
 interpreter, the commands that run until stopped (`serve`, `relay`, `settle`, `forward`,
 `listen`, `console`, `confirm`: they install signal handlers, which only the main thread
 may, and a mistake would hang the test instead of hitting the timeout); `invoke` for the
-short ones.
+short ones, and it refuses those.
+
+`invoke` shares the process with the test: while a command runs, `sys.stdout`,
+`sys.stderr` and the root logger's handler are the command's, so a server on the test's
+own event loop (`asyncio.to_thread(invoke, ...)`) that logs meanwhile writes into the
+command's stderr; a test that reads that stderr closely runs the command with `run`.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import sys
 import threading
 import traceback
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +42,25 @@ GATEWAY = str(Path(sys.executable).parent / "gateway")
 #: `os.environ`, `sys.stdout`/`sys.stderr`, the cwd and the logging tree are the
 #: process's own: two `invoke`s at once would write into each other's.
 _ONE_AT_A_TIME = threading.Lock()
+
+#: The commands that run until a signal stops them (`console` without `token`, and
+#: `dlq run-jobs` without `--once`, too): they install signal handlers, which only the
+#: main thread may; a test runs them with `run` or `subprocess.Popen([GATEWAY, ...])`.
+UNTIL_STOPPED = frozenset(
+    {"serve", "relay", "settle", "forward", "listen", "console", "confirm", "currency-stub"}
+)
+
+
+def runs_until_stopped(argv: list[str]) -> bool:
+    """Whether `gateway ARGV` is one of the `UNTIL_STOPPED` commands (not its --help)."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or "--help" in argv or "-h" in argv:
+        return False
+    if words[0] == "console":
+        return "token" not in words
+    if words[0] == "dlq":
+        return "run-jobs" in words and "--once" not in argv
+    return words[0] in UNTIL_STOPPED
 
 
 def run(
@@ -81,24 +104,41 @@ Completed = subprocess.CompletedProcess[str] | Result
 
 
 def invoke(
-    *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout_s: float = 120,
 ) -> Result:
     """`gateway ARGS` through `gateway.cli.main` in this process, with `os.environ`
     exactly `env` (None: `clean_env()`) and `cwd` for the call; everything it changes
     is put back afterwards.
 
-    Blocking. Called while this thread runs an event loop (an async test), the command
-    runs in a thread of its own, since its `asyncio.run` cannot nest in a running loop;
-    that loop waits meanwhile, as it did for `subprocess.run`. An async test that
-    serves something the command talks to awaits `asyncio.to_thread(invoke, ...)`.
+    Blocking, in a thread of its own (a command's `asyncio.run` cannot nest in an async
+    test's running loop), waited for at most `timeout_s`: a command still running then
+    is `subprocess.TimeoutExpired`, as `run` raises, and is left behind in its daemon
+    thread rather than hanging the run. An async test that serves something the
+    command talks to awaits `asyncio.to_thread(invoke, ...)`, so its loop runs meanwhile.
     """
+    argv = list(args)
+    if runs_until_stopped(argv):
+        raise ValueError(f"gateway {' '.join(argv)} runs until stopped: use run() or Popen")
     environ = clean_env() if env is None else dict(env)  # a copy: `env` may be os.environ
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return _invoke(list(args), environ, cwd)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-cli") as pool:
-        return pool.submit(_invoke, list(args), environ, cwd).result()
+    answer: list[Result | BaseException] = []
+
+    def call() -> None:
+        try:
+            answer.append(_invoke(argv, environ, cwd))
+        except BaseException as exc:  # handed to the caller's thread
+            answer.append(exc)
+
+    worker = threading.Thread(target=call, name="gateway-cli", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not answer:
+        raise subprocess.TimeoutExpired([GATEWAY, *argv], timeout_s)
+    if isinstance(answer[0], BaseException):
+        raise answer[0]
+    return answer[0]
 
 
 def _invoke(argv: list[str], env: Mapping[str, str], cwd: str | Path | None) -> Result:
@@ -135,15 +175,24 @@ def _exit_status(code: object) -> int:
 @contextlib.contextmanager
 def _environ(env: Mapping[str, str]) -> Iterator[None]:
     """`os.environ` is `env` in the block and what it was afterwards (`main` writes
-    GATEWAY_LOG_LEVEL for `serve`'s workers; a command may read any variable)."""
+    GATEWAY_LOG_LEVEL for `serve`'s workers; a command may read any variable). Only the
+    variables that differ are set or removed, never the whole environment cleared: the
+    test's own threads (a server on its loop) read it meanwhile."""
     saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
+    _become(env)
     try:
         yield
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        _become(saved)
+
+
+def _become(env: Mapping[str, str]) -> None:
+    """Make `os.environ` equal to `env`, touching only the variables that differ."""
+    for name in [n for n in os.environ if n not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 @contextlib.contextmanager

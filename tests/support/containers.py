@@ -223,8 +223,11 @@ def _debootstrap(tarball: Path) -> None:
                 if item.is_file():
                     item.unlink()
         partial = tarball.with_suffix(f".partial-{os.getpid()}")
-        subprocess.run(["tar", "-C", str(staging), "-cf", str(partial), "."], check=True)
-        partial.rename(tarball)
+        try:
+            subprocess.run(["tar", "-C", str(staging), "-cf", str(partial), "."], check=True)
+            partial.rename(tarball)
+        finally:
+            partial.unlink(missing_ok=True)  # a failed tar leaves no half tarball behind
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

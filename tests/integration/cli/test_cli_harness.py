@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +118,17 @@ def test_logging_is_put_back(unreachable: str) -> None:
     """Root handlers and levels, the levels `configure` sets and the JetStream logger
     `operator_command` quietens: as they were, with no JSON handler left behind."""
     before = logging_state()
+    json_before = json_handlers()
     stats = invoke("dlq", "stats", "--log-level", "debug", "--config", unreachable)
     assert stats.returncode == 1, stats.stderr
+    assert '"level":"debug"' in stats.stderr  # it configured logging, at its own level
     assert logging_state() == before
-    assert not any(isinstance(h.formatter, JsonFormatter) for h in logging.getLogger().handlers)
+    # None left behind (an earlier test that called `cli.main` directly may have left one).
+    assert json_handlers() == json_before
+
+
+def json_handlers() -> list[logging.Handler]:
+    return [h for h in logging.getLogger().handlers if isinstance(h.formatter, JsonFormatter)]
 
 
 async def test_from_an_async_test_and_two_at_once(unreachable: str) -> None:
@@ -135,3 +144,71 @@ async def test_from_an_async_test_and_two_at_once(unreachable: str) -> None:
     assert usage.stdout.startswith("usage: gateway dlq")
     assert version.stderr == usage.stderr == ""
     await asyncio.sleep(0)  # the loop still runs
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["serve"], ["relay", "--config", "x.toml"], ["--json", "console"], ["dlq", "run-jobs"]],
+)
+def test_commands_that_run_until_stopped_are_refused(argv: list[str]) -> None:
+    """They would install signal handlers off the main thread and never return."""
+    with pytest.raises(ValueError, match="runs until stopped"):
+        invoke(*argv)
+
+
+def test_until_stopped_commands_still_answer_help_and_once() -> None:
+    assert invoke("serve", "--help").stdout.startswith("usage: gateway serve")
+    assert invoke("dlq", "run-jobs", "--help").returncode == 0
+
+
+def test_a_command_that_does_not_return_is_a_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waited for at most `timeout_s`, then `TimeoutExpired` as `run` raises; the stuck
+    call is left in its daemon thread, and the next call waits its turn after it."""
+    import gateway.cli
+
+    release = threading.Event()
+
+    def stuck(argv: list[str]) -> int:
+        release.wait(30)
+        return 0
+
+    monkeypatch.setattr(gateway.cli, "main", stuck)
+    with pytest.raises(subprocess.TimeoutExpired):
+        invoke("--version", timeout_s=0.2)
+    release.set()
+    assert invoke("--version", timeout_s=10).returncode == 0
+
+
+def test_the_environment_changes_only_where_env_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread of the test reading a variable both have sees it throughout the call
+    (the environment is never emptied, even for a moment)."""
+    import gateway.cli
+
+    monkeypatch.setenv("GATEWAY_HARNESS_KEPT", "1")
+    seen: list[str | None] = []
+
+    def reads(argv: list[str]) -> int:
+        seen.append(os.environ.get("GATEWAY_HARNESS_KEPT"))
+        seen.append(os.environ.get("GATEWAY_HARNESS_ADDED"))
+        return 0
+
+    monkeypatch.setattr(gateway.cli, "main", reads)
+    env = {**os.environ, "GATEWAY_HARNESS_ADDED": "2"}
+    stop = threading.Event()
+    watched: list[str | None] = []
+
+    def watch() -> None:
+        while not stop.is_set():
+            watched.append(os.environ.get("GATEWAY_HARNESS_KEPT"))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for _ in range(20):
+            assert invoke("x", env=env).returncode == 0
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen[:2] == ["1", "2"]
+    assert set(watched) == {"1"}
+    assert "GATEWAY_HARNESS_ADDED" not in os.environ
