@@ -147,6 +147,10 @@ _RECORDED_AFTER = """
 SELECT provider, event_id FROM processed_webhooks
 WHERE event_id LIKE '%\\_' || $1 || '\\_%' AND received_at > to_timestamp($2)
 """
+_RECORDED_BEFORE = """
+SELECT provider, event_id FROM processed_webhooks
+WHERE event_id LIKE '%\\_' || $1 || '\\_%' AND received_at < to_timestamp($2)
+"""
 _FIRST_SETTLED_AFTER = """
 SELECT extract(epoch FROM min(settled_at))::float8 FROM settlements
 WHERE settlement_id LIKE 'pi\\_' || $1 || '\\_%' AND settled_at > to_timestamp($2)
@@ -155,6 +159,19 @@ WHERE settlement_id LIKE 'pi\\_' || $1 || '\\_%' AND settled_at > to_timestamp($
 
 def _since(at: float | None, start: float) -> float | None:
     return None if at is None else round(at - start, 2)
+
+
+async def recorded_before(database_url: str, run: str, kill_wall: float) -> set[Key]:
+    """The run's events the new primary holds from deliveries received before the loss:
+    nothing could commit between the loss and the promotion, so these rows came from
+    the lost primary and survived it, what the serving process may rightly remember as
+    recorded, however late its answers reached the load generator."""
+    conn = await asyncpg.connect(database_url, timeout=10)
+    try:
+        rows = await conn.fetch(_RECORDED_BEFORE, run, kill_wall)
+    finally:
+        await conn.close()
+    return {(r["provider"], r["event_id"]) for r in rows}
 
 
 async def recovery(

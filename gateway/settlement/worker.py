@@ -27,6 +27,7 @@ from gateway.core.failures.excerpt import capped
 from gateway.core.failures.retry import RetryPolicy
 from gateway.errors import AlertNotDelivered, BrokerUnavailable, DatabaseUnavailable, GatewayError
 from gateway.settlement.batch import settle_batch
+from gateway.settlement.handed_back import HandedBack
 from gateway.settlement.items import SettleOutcome
 from gateway.settlement.negative_merchants import keep_refreshed
 from gateway.settlement.ordered.answers import AfterParked
@@ -56,6 +57,8 @@ class SettlementWorker:
             consumer=RetryPolicy(self._settings.retry_delays_s),
             ledger=RetryPolicy(parts.settings.ledger.retry_delays_s),
         )
+        #: Deliveries given back untried (stepping aside): not attempts of a schedule.
+        self.handed_back = HandedBack()
         # `[ordering] enabled = false`: the gate is not there, and nothing is ordered.
         self._gate = (
             OrderedGate(parts, self, self._policies) if parts.settings.ordering.enabled else None
@@ -65,7 +68,7 @@ class SettlementWorker:
         # A database that stops answering: fetching stops and the messages in hand go
         # back to the stream at once, for a healthy worker (`adapters.postgres.liveness`).
         self.database: DatabaseWatch[Delivery] = DatabaseWatch(
-            self._probe, self._hand_back, worker=self._settings.consumer
+            self._probe, self.hand_back, worker=self._settings.consumer
         )
 
     async def run(
@@ -100,7 +103,7 @@ class SettlementWorker:
                     await self.database.until_serving(stop, timeout_s=0.5)
                     # What the last fetch's pull request brought after it returned.
                     if stranded := consumer.delivered():
-                        await self._hand_back(stranded)
+                        await self.hand_back(stranded)
                     continue
                 await slots.acquire()
                 # Messages the ordering gate holds are planned again soon, with the next
@@ -120,7 +123,7 @@ class SettlementWorker:
                     continue
                 if not self.database.serving.is_set():  # stepped aside during the fetch
                     slots.release()
-                    await self._hand_back(messages)
+                    await self.hand_back(messages)
                     continue
                 task = asyncio.create_task(self._in_slot(slots, messages))
                 self.database.track(task, messages)
@@ -148,9 +151,11 @@ class SettlementWorker:
     async def _probe(self) -> bool:
         return await answers(self.parts.settings.database_url, self.database.policy.probe_timeout_s)
 
-    async def _hand_back(self, messages: list[Delivery]) -> None:
+    async def hand_back(self, messages: list[Delivery]) -> None:
         """Stepping aside: every message in hand back to the stream without delay, and
-        the pooled connections (to the silent server) replaced before their next use."""
+        the pooled connections (to the silent server) replaced before their next use.
+        None of them was tried: their retry schedules do not count this delivery."""
+        self.handed_back.note(messages)
         await nak_at_once(messages)
         await self.put_back()
         await self.parts.pool.expire_connections()
@@ -175,7 +180,7 @@ class SettlementWorker:
         readable: list[Delivery] = []
         for msg in messages:
             try:
-                work.append((event_from_message(msg), msg.num_delivered))
+                work.append((event_from_message(msg), self.handed_back.attempt(msg)))
                 readable.append(msg)
             except Exception:  # a header it cannot read; redelivered after ack_wait
                 log.exception("message unreadable; left for redelivery")

@@ -242,7 +242,8 @@ def _by_number(m: Keyed) -> tuple[int, int]:
 
 def after_turn(result: TurnResult, on_poison: str) -> KeyEffect:
     """What a turn's result does to its key; `on_poison` is the provider's ('hold' or
-    'skip'). A dependency that ran out of retries is poison like any other failure."""
+    'skip'). A dependency (a refund before its payment) defers, with retries left or
+    not: its payment may be the key's next number, which a hold would park behind it."""
     if result is TurnResult.SUCCESS:
         return KeyEffect.APPLIED
     if result is TurnResult.DEPENDENCY:

@@ -20,6 +20,7 @@ from gateway.core.ordering import gate
 from gateway.core.ordering.gate import Decision, Keyed, KeyEffect, Step
 from gateway.errors import BlockedByPredecessor, OrderPredecessorMissing, error_class_of
 from gateway.metrics import Metrics
+from gateway.settlement.handed_back import HandedBack
 from gateway.settlement.items import Result, SettleOutcome
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,11 @@ AfterParked = Callable[[Conn, int], Awaitable[None]]
 
 class Answers(Protocol):
     """How the worker answers a message (`SettlementWorker`)."""
+
+    @property
+    def handed_back(self) -> HandedBack:
+        """The deliveries the worker gave back untried (not attempts of a schedule)."""
+        ...
 
     async def settled(
         self,
@@ -186,6 +192,8 @@ class KeyAnswers:
             then = hold_after(turn, result)
         elif turn is not None and effect is KeyEffect.SKIPPED:
             then = skip_after(turn, event)
+        elif turn is not None and effect is KeyEffect.DEFERRED:
+            then = parked_deferral_after(turn)  # deferred at its turn, parked at once
         elif deferral is not None:
             then = parked_deferral_after(deferral)
         action = await self._answers.failed(msg, event, deliveries, result, span, then)

@@ -173,8 +173,11 @@ class OrderedGate:
         # The attempt numbers settlement and its retry schedules see: without the
         # deliveries this worker spent putting an event back to wait for its turn.
         events = [*(h.item[0] for h in held), *(e for e, _ in read)]
-        attempt = self._say.attempt
-        work = [(e, attempt(e, m.num_delivered)) for m, e in zip(messages, events, strict=True)]
+        # Nor the deliveries it gave back untried (stepping aside, positions unread).
+        attempt, handed_back = self._say.attempt, self._say.answers.handed_back
+        work = [
+            (e, attempt(e, handed_back.attempt(m))) for m, e in zip(messages, events, strict=True)
+        ]
         now_s = time.time()
         waits = self._waits
         keyed = [
@@ -188,6 +191,7 @@ class OrderedGate:
             plan = await self._plan(keyed, now_s)
         except Exception:  # the database: every message back to the stream, backing off
             log.exception("could not read the keys' positions; the batch is put back")
+            self._say.answers.handed_back.note(messages)
             await asyncio.gather(
                 *(self._say.wait(m, None, gate.outage_delay_s(m.num_delivered)) for m in messages)
             )

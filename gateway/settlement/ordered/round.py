@@ -159,7 +159,7 @@ class RoundSettler:
             k = turn_of.get(i)
             if isinstance(result, Exception):
                 if k is not None:
-                    effects[i] = self._effect(k, result)
+                    effects[i] = self._effect(k, result, work[i][1])
                     if effects[i] is KeyEffect.DEFERRED:
                         later[i] = moves.Advance(
                             k.provider, k.order_key, k.key_seq, "deferred", work[i][0].event_id
@@ -215,9 +215,16 @@ class RoundSettler:
                 stopped[k.key] = effect
         return stopped
 
-    def _effect(self, k: Keyed, exc: Exception) -> KeyEffect:
-        decision = dispose(exc, k.deliveries, random.random, self._policies)
+    def _effect(self, k: Keyed, exc: Exception, attempt: int) -> KeyEffect:
+        """What a failed turn does to its key; `attempt` is the number its message's
+        answer is disposed with (`work`), so the two agree on retries left."""
+        if isinstance(exc, PaymentNotSettled):
+            # Its payment may be a later number of this key (a refund numbered before
+            # its capture): holding the key would park the capture behind the refund
+            # that waits for it. Deferred, retries left or not: the key moves on, and
+            # the refund settles on its retries or is parked, closing its deferral.
+            return gate.after_turn(TurnResult.DEPENDENCY, "")
+        decision = dispose(exc, attempt, random.random, self._policies)
         if decision.action is Action.RETRY:
-            dependency = isinstance(exc, PaymentNotSettled)
-            return gate.after_turn(TurnResult.DEPENDENCY if dependency else TurnResult.RETRY, "")
+            return gate.after_turn(TurnResult.RETRY, "")
         return gate.after_turn(TurnResult.DEAD_LETTER, self._on_poison(k.provider))

@@ -572,3 +572,78 @@ async def test_a_batch_sharing_keys_settles_while_the_earlier_one_is_still_answe
     await first
     assert [m.answer for m in captures] == ["ack"] * 10
     assert await violations(conn) == []
+
+
+def _first(stream: MemoryStream, deliveries: int) -> None:
+    """The oldest pending message has been delivered `deliveries` times already."""
+    event, _, seq = stream.pending[0]
+    stream.pending[0] = (event, deliveries, seq)
+
+
+async def test_a_refund_out_of_retries_at_its_first_turn_is_parked_and_its_capture_settles(
+    parts: SettlementParts, conn: asyncpg.Connection
+) -> None:
+    """The refund (number 1) reaches its first turn with its schedule already spent: it
+    is parked, and its key still moves past it (deferred, closed as parked), so the
+    capture (number 2) settles rather than being parked behind it."""
+    await open_merchants(parts, ["m_late"])
+    capture, refund = Payment("billing", "pay_late", "m_late", 5_000, [1_200]).events()
+    stream = MemoryStream()
+    stream.publish(dataclasses.replace(refund, key_seq=1))
+    _first(stream, 9)  # the schedule has three delays: a tenth delivery is past it
+    stream.publish(dataclasses.replace(capture, key_seq=2))
+    worker = SettlementWorker(parts)
+    first = stream.fetch(1)
+    await worker.handle(first)  # type: ignore[arg-type]
+    assert [m.answer for m in first] == ["term"]
+    await drain(worker, stream, random.Random(1), max_batch=2, limit=50)
+
+    assert await merchant_balance(parts, "m_late") == 5_000
+    rows = await conn.fetch(
+        "SELECT key_seq, outcome, resolution FROM order_log WHERE order_key = 'pay_late'"
+        " ORDER BY id"
+    )
+    assert [(r["key_seq"], r["outcome"], r["resolution"]) for r in rows] == [
+        (1, "deferred", "parked"),
+        (2, "applied", None),
+    ]
+    parked = await conn.fetch(
+        "SELECT event_id, error_class FROM dlq_webhooks WHERE order_key = 'pay_late'"
+    )
+    assert [(r["event_id"], r["error_class"]) for r in parked] == [
+        (refund.event_id, "PAYMENT_NOT_SETTLED")
+    ]
+    assert await violations(conn) == []
+
+
+async def test_deliveries_handed_back_untried_spend_no_retries(
+    parts: SettlementParts, conn: asyncpg.Connection
+) -> None:
+    """A worker stepping aside hands the refund back nine times before it is tried: its
+    first try is still attempt 1, so it is deferred with its retries ahead, and settles
+    once its capture has."""
+    await open_merchants(parts, ["m_aside"])
+    capture, refund = Payment("billing", "pay_aside", "m_aside", 5_000, [1_200]).events()
+    stream = MemoryStream()
+    stream.publish(dataclasses.replace(refund, key_seq=1))
+    worker = SettlementWorker(parts)
+    for _ in range(9):
+        batch = stream.fetch(1)
+        await worker.hand_back(batch)  # type: ignore[arg-type]
+        assert [m.answer for m in batch] == ["nak"]
+    assert stream.pending[0][1] == 9
+    stream.publish(dataclasses.replace(capture, key_seq=2))
+    await drain(worker, stream, random.Random(1), max_batch=2, limit=50)
+
+    assert await merchant_balance(parts, "m_aside") == 3_800
+    rows = await conn.fetch(
+        "SELECT key_seq, outcome, resolution FROM order_log WHERE order_key = 'pay_aside'"
+        " ORDER BY id"
+    )
+    assert [(r["key_seq"], r["outcome"], r["resolution"]) for r in rows] == [
+        (1, "deferred", "settled"),
+        (2, "applied", None),
+    ]
+    assert (
+        await conn.fetchval("SELECT count(*) FROM dlq_webhooks WHERE order_key = 'pay_aside'") == 0
+    )
