@@ -11,7 +11,7 @@ BIN  := $(VENV)/bin
 help:
 	@echo "make setup   - venv, PostgreSQL, Redis, NATS, demo gateway.toml, migrations, wrk, promtool, chromium, podman, helm"
 	@echo "make run     - setup without wrk/promtool, then run the gateway (serve, settle, console, run-jobs, currency-stub)"
-	@echo "make test    - setup, then ruff, ruff format --check, mypy, the console screenshots (into .data/), the docs site, pytest (TEST_WORKERS=4 for 4 xdist processes)"
+	@echo "make test    - setup, then ruff, ruff format --check, mypy, the console screenshots (into .data/), the docs site, pytest in 4 xdist processes (TEST_WORKERS=0: one)"
 	@echo "make docs    - build the documentation site into site/ (mkdocs, strict; the committed screenshots)"
 	@echo "make screenshots - setup, then the console's screenshots into docs/images/console/ (headless chromium)"
 	@echo "make lint    - ruff, ruff format --check, mypy (no services needed)"
@@ -63,15 +63,13 @@ _screenshots:
 screenshots: setup
 	$(MAKE) --no-print-directory _screenshots
 
-# TEST_WORKERS=4 runs the suite in 4 pytest-xdist processes (most tests wait on
-# PostgreSQL, NATS, subprocesses and timers), one test module per unit of work, the chaos
-# scenarios one unit and the container-image modules one unit, the long kinds handed out first
+# The suite runs in TEST_WORKERS pytest-xdist processes (most tests wait on PostgreSQL,
+# NATS, subprocesses and timers), one test module per unit of work, the chaos scenarios
+# one unit and the container-image modules one unit, the long kinds handed out first
 # (conftest.py); every port, database, Redis database and directory a test takes is its
-# worker's own (tests/support/services.py, conftest.py). One process stays the default:
-# on a slower 2-vCPU machine four workers stretched chaos s06's 18 s load to 97 s and
-# four checks that wait on the machine's pace failed (docs/development.md).
+# worker's own (tests/support/services.py, conftest.py). TEST_WORKERS=0: one process.
 # A test hung for 10 min writes every thread's stack (`faulthandler_timeout`).
-TEST_WORKERS ?= 0
+TEST_WORKERS ?= 4
 PYTEST_ARGS ?= -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # The deployment tests (tests/integration/deploy/: the image, compose, the Helm chart)
