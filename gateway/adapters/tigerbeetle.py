@@ -57,8 +57,11 @@ _U64_MAX = 2**64 - 1
 BATCH_MAX = 8189
 #: Accounts per `query_accounts` page; under `BATCH_MAX`, as the contract suite ran it.
 _QUERY_LIMIT = 8000
-#: Whole reads `check()` makes at most while transfers keep landing between its pages.
-CHECK_READS_MAX = 5
+#: Pairs of whole reads `check()` makes at most while transfers keep landing between
+#: its pages, with a pause between pairs (doubling from `CHECK_PAUSE_S`, at most 1 s):
+#: a settlement worker posts in batches, and a pair fits between two of them.
+CHECK_TRIES = 6
+CHECK_PAUSE_S = 0.05
 T = TypeVar("T")
 E = TypeVar("E")
 
@@ -335,29 +338,31 @@ class TigerBeetleLedger:
 
         One page is one state of the cluster. Over several pages a transfer can land
         between them, its debit read and its credit not: an imbalance that is not there.
-        Posted totals only grow, so two whole reads that agree on every account saw the
-        state at the moment between them: the sums are taken from such a pair, or, when
-        transfers keep landing for `CHECK_READS_MAX` reads, the check is
-        `LedgerUnavailable` (try again), never a false `LedgerImbalance`.
+        Posted totals only grow, so two whole reads one after the other that agree on
+        every account saw the state at the moment between them: the sums are taken from
+        such a pair. While transfers keep landing, the pair is tried again after a
+        pause, `CHECK_TRIES` times; then the check is `LedgerUnavailable` (try again),
+        never a false `LedgerImbalance`.
         """
-        previous, pages = await self._read_accounts()
-        for _ in range(CHECK_READS_MAX - 1):
+        for attempt in range(CHECK_TRIES):
+            first, pages = await self._read_accounts()
             if pages == 1:
-                break
-            current, pages = await self._read_accounts()
-            if current == previous:
-                break
-            previous = current
-        else:
-            if pages > 1:
-                raise LedgerUnavailable(
-                    f"TigerBeetle accounts kept changing over {CHECK_READS_MAX} reads of "
-                    f"{len(previous)} accounts; check again when fewer transfers land"
-                )
-        return LedgerTotals(
-            debits_posted=sum(b.debits_posted for b in previous),
-            credits_posted=sum(b.credits_posted for b in previous),
+                return _totals(first)
+            second, _ = await self._read_accounts()
+            if first == second:
+                return _totals(second)
+            await asyncio.sleep(min(CHECK_PAUSE_S * 2**attempt, 1.0))
+        raise LedgerUnavailable(
+            f"TigerBeetle accounts kept changing over {CHECK_TRIES} pairs of reads; "
+            "check again when fewer transfers land"
         )
+
+
+def _totals(balances: Sequence[Balance]) -> LedgerTotals:
+    return LedgerTotals(
+        debits_posted=sum(b.debits_posted for b in balances),
+        credits_posted=sum(b.credits_posted for b in balances),
+    )
 
 
 def _id_of(record: Any) -> int:

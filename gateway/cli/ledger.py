@@ -169,8 +169,9 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         equal, 1 (with the difference on stderr) when they are not, which is a
         critical fault. Suitable for a monitoring cron job: the sums are of one
         moment, also while money moves (TigerBeetle's accounts are read in pages of
-        8,000, twice or more until two reads agree; if transfers keep landing for
-        five reads, it says so and exits 1 with no verdict). With --payments, compare
+        8,000, twice in a row until two reads agree; if transfers keep landing through
+        six such pairs, about 3 s, it says so and exits 1 with no verdict). With
+        --payments, compare
         every recorded movement with its transfer in the ledger instead, and name
         each payment where they differ (exit 1).""",
         (

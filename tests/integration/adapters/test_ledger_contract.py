@@ -485,9 +485,10 @@ async def test_tigerbeetle_ensures_more_accounts_than_one_request_holds() -> Non
 
 
 async def test_tigerbeetle_check_over_many_pages_sees_no_imbalance_while_money_moves() -> None:
-    """`gateway ledger check` beside a live settlement worker: the accounts are read in
-    four pages or more while captures land between them, and no read is an imbalance
-    (each check sums one state of the cluster, or says it could not: `LedgerUnavailable`)."""
+    """`gateway ledger check` beside a live settlement worker posting in batches: the
+    accounts are read in four pages or more while captures land between them, and no
+    check is an imbalance (each sums one state of the cluster, or says it could not:
+    `LedgerUnavailable`)."""
     async with tigerbeetle_or_skip() as tb_ledger:
         book = Book()
         await tb_ledger.ensure_accounts([book.clearing, book.account])
@@ -500,15 +501,16 @@ async def test_tigerbeetle_check_over_many_pages_sees_no_imbalance_while_money_m
         async def settle() -> int:
             posted = 0
             while moving:
-                await tb_ledger.post([book.capture(f"p{posted}", 1 + posted % 97)])
-                posted += 1
-                await asyncio.sleep(0.01)
+                for _ in range(10):  # a batch, one transfer after the other
+                    await tb_ledger.post([book.capture(f"p{posted}", 1 + posted % 97)])
+                    posted += 1
+                await asyncio.sleep(0.3)
             return posted
 
         worker = asyncio.create_task(settle())
         outcomes: list[str] = []
         try:
-            for _ in range(20):
+            for _ in range(10):
                 try:
                     outcomes.append("balanced" if (await paged.check()).balanced else "imbalance")
                 except LedgerUnavailable:
