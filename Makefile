@@ -68,6 +68,8 @@ screenshots: setup
 # one unit and the container-image modules one unit, the long kinds handed out first
 # (conftest.py); every port, database, Redis database and directory a test takes is its
 # worker's own (tests/support/services.py, conftest.py). TEST_WORKERS=0: one process.
+# Then the tests marked `alone` (they judge answer times against a baseline of the same
+# run, which other workers' changing load would skew) run by themselves.
 # A test hung for 10 min writes every thread's stack (`faulthandler_timeout`).
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?= -q -n $(TEST_WORKERS) --dist loadfile --durations=30
@@ -78,7 +80,8 @@ test: setup
 	$(MAKE) --no-print-directory _lint
 	$(MAKE) --no-print-directory _screenshots SHOTS_DIR=.data/screenshots
 	$(MAKE) --no-print-directory _docs
-	GATEWAY_REQUIRE_CONTAINERS=1 $(BIN)/pytest $(PYTEST_ARGS)
+	GATEWAY_REQUIRE_CONTAINERS=1 $(BIN)/pytest $(PYTEST_ARGS) -m "not alone"
+	$(BIN)/pytest -q --durations=5 -m alone
 
 bench: setup
 	$(BIN)/python -m bench.run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import re
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -107,9 +108,8 @@ def whole_statements_afresh() -> None:
 #: faults, starved the timed checks of their own scenario on 2 vCPUs), and the modules that
 #: build and run the container images (a session fixture builds them once per worker: on
 #: three workers, three times).
+_SCENARIO = re.compile(r"chaos/test_s\d+_")
 _TOGETHER = {
-    "chaos/test_s0": "chaos/scenarios",
-    "chaos/test_s1": "chaos/scenarios",
     "tests/integration/deploy/test_compose.py": "tests/integration/deploy/containers",
     "tests/integration/deploy/test_image.py": "tests/integration/deploy/containers",
     "tests/integration/deploy/test_kube_play.py": "tests/integration/deploy/containers",
@@ -120,19 +120,19 @@ _TOGETHER = {
 #: container images, the benchmarks' self-checks, the rest of chaos/, the browser tests;
 #: then the rest in the collection's order, the unit tests (short) last.
 _FIRST = (
-    "chaos/test_s0",
-    "chaos/test_s1",
-    "tests/integration/deploy/",
-    "tests/integration/test_bench_",
-    "chaos/",
-    "tests/browser/",
+    _SCENARIO,
+    *(
+        re.compile(re.escape(prefix))
+        for prefix in ("tests/integration/deploy/", "tests/integration/test_bench_", "chaos/")
+    ),
+    re.compile("tests/browser/"),
 )
 
 
 def _rank(item: pytest.Item) -> int:
     nodeid = item.nodeid
-    for rank, prefix in enumerate(_FIRST):
-        if nodeid.startswith(prefix):
+    for rank, pattern in enumerate(_FIRST):
+        if pattern.match(nodeid):
             return rank
     return len(_FIRST) + (1 if nodeid.startswith("tests/unit/") else 0)
 
@@ -175,6 +175,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class UnitsTogether(LoadFileScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
+            if _SCENARIO.match(nodeid):
+                return "chaos/scenarios"
             for prefix, unit in _TOGETHER.items():
                 if nodeid.startswith(prefix):
                     return unit

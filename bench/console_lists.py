@@ -246,7 +246,8 @@ async def run(args: argparse.Namespace) -> int:
             for case in found:
                 times_ms = await measure(client, case, args.requests)
                 p95 = percentile(times_ms, 95)
-                assert p95 is not None, f"no request measured for {case.name}"
+                if p95 is None:
+                    raise SystemExit(f"no request measured for {case.name}")
                 verdict = "-"
                 if case.explain is not None:
                     plan, indexed = await explain(pool, case)

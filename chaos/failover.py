@@ -83,6 +83,9 @@ class Failover:
     kill_at: float  # the same instant on the load's clock
     promote_at: float  # `pg_ctl promote` run (load clock)
     promoted_at: float  # the standby takes writes (load clock)
+    #: The run's events the standby held just before its promotion: what survived the
+    #: loss (nothing could commit between the loss and the promotion).
+    survived: frozenset[Key] = frozenset()
 
 
 async def lose_primary(topology: Topology, gen: LoadGen, detect_s: float) -> Failover:
@@ -96,9 +99,20 @@ async def lose_primary(topology: Topology, gen: LoadGen, detect_s: float) -> Fai
     await topology.replication.set_blackhole(True)
     await asyncio.to_thread(topology.pair.kill_primary)
     await asyncio.sleep(detect_s)
+    survived = await _recorded(topology.pair.standby_dsn, gen.record.run)
     promote_at = gen.elapsed()
     await topology.pair.promote()
-    return Failover(kill_wall, kill_at, promote_at, gen.elapsed())
+    return Failover(kill_wall, kill_at, promote_at, gen.elapsed(), survived)
+
+
+async def _recorded(database_url: str, run: str) -> frozenset[Key]:
+    """The run's events a server holds (the standby, read-only, before its promotion)."""
+    conn = await asyncpg.connect(database_url, timeout=10)
+    try:
+        rows = await conn.fetch(_RECORDED, run)
+    finally:
+        await conn.close()
+    return frozenset((r["provider"], r["event_id"]) for r in rows)
 
 
 async def drain_recoverable(
@@ -147,9 +161,8 @@ _RECORDED_AFTER = """
 SELECT provider, event_id FROM processed_webhooks
 WHERE event_id LIKE '%\\_' || $1 || '\\_%' AND received_at > to_timestamp($2)
 """
-_RECORDED_BEFORE = """
-SELECT provider, event_id FROM processed_webhooks
-WHERE event_id LIKE '%\\_' || $1 || '\\_%' AND received_at < to_timestamp($2)
+_RECORDED = """
+SELECT provider, event_id FROM processed_webhooks WHERE event_id LIKE '%\\_' || $1 || '\\_%'
 """
 _FIRST_SETTLED_AFTER = """
 SELECT extract(epoch FROM min(settled_at))::float8 FROM settlements
@@ -159,19 +172,6 @@ WHERE settlement_id LIKE 'pi\\_' || $1 || '\\_%' AND settled_at > to_timestamp($
 
 def _since(at: float | None, start: float) -> float | None:
     return None if at is None else round(at - start, 2)
-
-
-async def recorded_before(database_url: str, run: str, kill_wall: float) -> set[Key]:
-    """The run's events the new primary holds from deliveries received before the loss:
-    nothing could commit between the loss and the promotion, so these rows came from
-    the lost primary and survived it, what the serving process may rightly remember as
-    recorded, however late its answers reached the load generator."""
-    conn = await asyncpg.connect(database_url, timeout=10)
-    try:
-        rows = await conn.fetch(_RECORDED_BEFORE, run, kill_wall)
-    finally:
-        await conn.close()
-    return {(r["provider"], r["event_id"]) for r in rows}
 
 
 async def recovery(

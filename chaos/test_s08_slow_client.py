@@ -8,7 +8,8 @@ for the body, records nothing for it, and answers everyone else as usual meanwhi
 run: the others' answer times are judged against that baseline, not against a fixed
 number of seconds, so a machine busy with other work slows both alike. A gateway that
 made the others wait for a slow client would add up to its `request_timeout_s` to them:
-their p99 and their longest answer may each be at most half of it above the baseline's.
+their p99 may be at most half of it above the baseline's, their longest answer at most
+all of it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ async def post_slowly(url: str, event: PlannedEvent, patience_s: float) -> tuple
     return response.status_code, response.json(), time.monotonic() - started
 
 
+# Its baseline and its measured run are a minute apart: beside other workers, whose load
+# changes from one minute to the next, the two would not see the same machine.
+@pytest.mark.alone
 @pytest.mark.parametrize("profile", profiles())
 async def test_slow_clients_time_out_and_others_are_unaffected(
     profile, make_scenario, database_url, nats_node
@@ -112,7 +116,9 @@ async def test_slow_clients_time_out_and_others_are_unaffected(
     print(f"others' p99/max {took[0.99]:.3f}/{took[1.0]:.3f} s", end=", ")
     print(f"without slow clients {usual_took[0.99]:.3f}/{usual_took[1.0]:.3f} s")
     assert took[0.99] < usual_took[0.99] + p["timeout_s"] / 2, "others were slowed down"
-    assert took[1.0] < usual_took[1.0] + p["timeout_s"] / 2, (
+    # One answer is one sample: on a machine busy with other work it strays further
+    # than the p99 does. Past the whole timeout, it waited for a slow client.
+    assert took[1.0] < usual_took[1.0] + p["timeout_s"], (
         "one of the others waited for a slow client"
     )
 

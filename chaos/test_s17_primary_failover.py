@@ -38,13 +38,11 @@ from chaos.failover import (
     durability_lines,
     lose_primary,
     lost_acknowledgements,
-    recorded_before,
     recovery,
     stream_copies,
 )
 from chaos.harness import RESULTS_DIR, profiles
 from chaos.loadgen import Answer, LoadRecord
-from chaos.observe import Key
 from chaos.workload import LoadSpec
 
 PROFILE = {
@@ -60,12 +58,13 @@ RECOVERY_BOUND_S = 60.0
 QUIET_S = 35.0
 
 
-def refused_until_promoted(record: LoadRecord, failover: Failover, durable: set[Key]) -> list[str]:
+def refused_until_promoted(record: LoadRecord, failover: Failover) -> list[str]:
     """Answers completed between the loss and the promotion that were a 2xx for an event
     not committed before the loss (nothing could commit then: the one writable server
-    was gone). Allowed: any 2xx for an event whose row the new primary holds from before
-    the loss (`durable`: when its first 2xx reached the load generator depends on the
-    machine's pace, not on when it committed), and `duplicate` for an event answered
+    was gone). Allowed: any 2xx for an event whose row the standby held just before its
+    promotion (`failover.survived`: committed before the loss and kept; when its first
+    2xx reached the load generator depends on the machine's pace, not on when it
+    committed), and `duplicate` for an event answered
     before the loss, from the serving process's memory (asynchronous replication: its
     row may be gone with the primary, which the audit counts)."""
     genuine = [a for a in record.answers if record.events[a.event].kind != "forged"]
@@ -78,7 +77,7 @@ def refused_until_promoted(record: LoadRecord, failover: Failover, durable: set[
         if not (failover.kill_at + 0.5 < done < failover.promote_at) or a.status >= 300:
             continue
         event = record.events[a.event]
-        if (event.provider, event.event_id) in durable:
+        if (event.provider, event.event_id) in failover.survived:
             continue
         if not (a.outcome == "duplicate" and a.event in before):
             wrong.append(f"{a.status} {a.outcome} at {done:.2f}s for event {a.event}")
@@ -152,8 +151,7 @@ async def test_primary_lost_and_standby_promoted(profile, pg_failover, make_scen
     assert result.figures["never_2xx"] == 0, result.table()
     assert result.figures["stream_copies"] == 0, "a re-publish got past the duplicate window"
     assert 503 in _statuses(after), "nothing was refused while no primary could commit"
-    durable = await recorded_before(sc.database_url, record.run, failover.kill_wall)
-    wrong = refused_until_promoted(record, failover, durable)
+    wrong = refused_until_promoted(record, failover)
     assert not wrong, f"2xx without a commit before the promotion: {wrong[:5]}"
     for key in ("serve_first_2xx_s", "relay_first_publish_s", "settle_first_settled_s"):
         assert figures[key] is not None and figures[key] < RECOVERY_BOUND_S, (key, figures)

@@ -18,14 +18,17 @@ from gateway.adapters.jetstream.consumer import Delivery
 
 
 class HandedBack:
-    """Stream sequence -> deliveries this worker gave back untried (most recent last)."""
+    """Stream sequence -> the delivery numbers this worker gave back untried (most
+    recent last): a delivery handed back twice (the gate and the database watch both
+    giving back one batch) counts once. Another worker that takes the message over
+    counts every delivery, as the stream does."""
 
     #: How many messages are remembered (the oldest forgotten first): a forgotten one
     #: counts its hand-backs again, as every delivery was counted before.
     REMEMBERED = 100_000
 
     def __init__(self, remembered: int = REMEMBERED) -> None:
-        self._counts: dict[int, int] = {}
+        self._counts: dict[int, set[int]] = {}
         self._remembered = remembered
 
     def note(self, messages: Iterable[Delivery]) -> None:
@@ -35,7 +38,9 @@ class HandedBack:
             # A reply subject that cannot be read: such a message is never settled here.
             with contextlib.suppress(Exception):
                 seq = msg.stream_seq
-                counts[seq] = counts.pop(seq, 0) + 1
+                given = counts.pop(seq, set())
+                given.add(msg.num_delivered)
+                counts[seq] = given
         while len(counts) > self._remembered:
             del counts[next(iter(counts))]
 
@@ -45,4 +50,5 @@ class HandedBack:
         delivered = msg.num_delivered
         if not self._counts:
             return delivered
-        return max(1, delivered - self._counts.get(msg.stream_seq, 0))
+        given = self._counts.get(msg.stream_seq)
+        return delivered if given is None else max(1, delivered - len(given))

@@ -42,6 +42,9 @@ GATEWAY = str(Path(sys.executable).parent / "gateway")
 #: `os.environ`, `sys.stdout`/`sys.stderr`, the cwd and the logging tree are the
 #: process's own: two `invoke`s at once would write into each other's.
 _ONE_AT_A_TIME = threading.Lock()
+#: A call that timed out still holds all of that: every later call fails at once,
+#: rather than run under another test, or wait for it.
+_STUCK: list[str] = []
 
 #: The commands that run until a signal stops them (`console` without `token`, and
 #: `dlq run-jobs` without `--once`, too): they install signal handlers, which only the
@@ -120,6 +123,8 @@ def invoke(
     command talks to awaits `asyncio.to_thread(invoke, ...)`, so its loop runs meanwhile.
     """
     argv = list(args)
+    if _STUCK:
+        raise RuntimeError(f"an earlier invoke timed out and still runs: gateway {_STUCK[0]}")
     if runs_until_stopped(argv):
         raise ValueError(f"gateway {' '.join(argv)} runs until stopped: use run() or Popen")
     environ = clean_env() if env is None else dict(env)  # a copy: `env` may be os.environ
@@ -135,6 +140,7 @@ def invoke(
     worker.start()
     worker.join(timeout_s)
     if not answer:
+        _STUCK.append(" ".join(argv))
         raise subprocess.TimeoutExpired([GATEWAY, *argv], timeout_s)
     if isinstance(answer[0], BaseException):
         raise answer[0]

@@ -18,7 +18,12 @@ from gateway.core.events.model import Event
 from gateway.core.failures.disposition import Action
 from gateway.core.ordering import gate
 from gateway.core.ordering.gate import Decision, Keyed, KeyEffect, Step
-from gateway.errors import BlockedByPredecessor, OrderPredecessorMissing, error_class_of
+from gateway.errors import (
+    BlockedByPredecessor,
+    OrderPredecessorMissing,
+    PaymentNotSettled,
+    error_class_of,
+)
 from gateway.metrics import Metrics
 from gateway.settlement.handed_back import HandedBack
 from gateway.settlement.items import Result, SettleOutcome
@@ -187,6 +192,13 @@ class KeyAnswers:
                 return effect
             await self._answers.settled(msg, result, span, event)
             return KeyEffect.APPLIED
+        if turn is not None and effect is KeyEffect.STOP and isinstance(result, PaymentNotSettled):
+            # Deferred, but the key's move did not commit: parked now, it would leave
+            # its key neither moved nor held. Back to wait for its turn, as a settled
+            # turn whose key did not move is.
+            tracing.end(span)
+            await self.wait(msg, turn, None)
+            return effect
         then: AfterParked | None = None
         if turn is not None and effect is KeyEffect.HOLD:
             then = hold_after(turn, result)

@@ -195,6 +195,26 @@ async def test_deferrals_open_and_resolve(database_url: str) -> None:
         await conn.close()
 
 
+async def test_a_parked_deferral_settled_by_a_replay_says_settled(database_url: str) -> None:
+    """Parked once its retries ran out, then replayed and settled: the log says settled;
+    nothing else overwrites a resolution."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await key_moves.advance(conn, [step(1, outcome="deferred"), step(2)])
+        await ordering.resolve_deferral(conn, "stripe", "pi_1", 1, "parked")
+        await ordering.resolve_deferral(conn, "stripe", "pi_1", 1, "parked")
+        assert await conn.fetchval("SELECT resolution FROM order_log WHERE key_seq = 1") == (
+            "parked"
+        )
+        await ordering.resolve_deferral(conn, "stripe", "pi_1", 1, "settled")
+        await ordering.resolve_deferral(conn, "stripe", "pi_1", 1, "parked")
+        assert await conn.fetchval("SELECT resolution FROM order_log WHERE key_seq = 1") == (
+            "settled"
+        )
+    finally:
+        await conn.close()
+
+
 async def test_release_skips_up_to_the_hold_with_the_operator(database_url: str) -> None:
     """A gap hold at 4 with 1 applied: 2, 3 and 4 are logged skipped by the operator."""
     conn = await asyncpg.connect(database_url)

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from gateway.logs import JsonFormatter
+from tests.support import cli as cli_harness
 from tests.support.cli import invoke, run
 from tests.support.config_file import with_urls, write_toml
 from tests.support.processes import clean_env
@@ -163,7 +164,8 @@ def test_until_stopped_commands_still_answer_help_and_once() -> None:
 
 def test_a_command_that_does_not_return_is_a_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     """Waited for at most `timeout_s`, then `TimeoutExpired` as `run` raises; the stuck
-    call is left in its daemon thread, and the next call waits its turn after it."""
+    call is left in its daemon thread, and while it runs every later call fails at once
+    (it holds the environment, the output and the logging)."""
     import gateway.cli
 
     release = threading.Event()
@@ -175,7 +177,10 @@ def test_a_command_that_does_not_return_is_a_timeout(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(gateway.cli, "main", stuck)
     with pytest.raises(subprocess.TimeoutExpired):
         invoke("--version", timeout_s=0.2)
+    with pytest.raises(RuntimeError, match="an earlier invoke timed out"):
+        invoke("--version", timeout_s=10)
     release.set()
+    cli_harness._STUCK.clear()  # this test's own stuck call is over
     assert invoke("--version", timeout_s=10).returncode == 0
 
 

@@ -616,6 +616,47 @@ async def test_a_refund_out_of_retries_at_its_first_turn_is_parked_and_its_captu
     assert await violations(conn) == []
 
 
+async def test_a_refund_out_of_retries_whose_key_did_not_move_waits_for_its_turn_again(
+    parts: SettlementParts, conn: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deferred with its schedule spent, but the key's move fails to commit: the refund
+    is put back (parked then, it would leave its key neither moved nor held and its
+    capture waiting for ever); next time the move commits, it is parked and the
+    capture settles."""
+    from gateway.adapters.postgres.ordering import key_moves
+
+    await open_merchants(parts, ["m_nomove"])
+    capture, refund = Payment("billing", "pay_nomove", "m_nomove", 5_000, [1_200]).events()
+    stream = MemoryStream()
+    stream.publish(dataclasses.replace(refund, key_seq=1))
+    _first(stream, 9)
+    stream.publish(dataclasses.replace(capture, key_seq=2))
+    real_advance = key_moves.advance
+
+    async def fails(*args: Any) -> None:
+        raise ConnectionError("the move's transaction did not commit")
+
+    monkeypatch.setattr(key_moves, "advance", fails)
+    worker = SettlementWorker(parts)
+    first = stream.fetch(1)
+    await worker.handle(first)  # type: ignore[arg-type]
+    assert [m.answer for m in first] == ["nak"]
+    assert await conn.fetchval("SELECT count(*) FROM dlq_webhooks") == 0
+    monkeypatch.setattr(key_moves, "advance", real_advance)
+    await drain(worker, stream, random.Random(1), max_batch=2, limit=50)
+
+    assert await merchant_balance(parts, "m_nomove") == 5_000
+    rows = await conn.fetch(
+        "SELECT key_seq, outcome, resolution FROM order_log WHERE order_key = 'pay_nomove'"
+        " ORDER BY id"
+    )
+    assert [(r["key_seq"], r["outcome"], r["resolution"]) for r in rows] == [
+        (1, "deferred", "parked"),
+        (2, "applied", None),
+    ]
+    assert await violations(conn) == []
+
+
 async def test_deliveries_handed_back_untried_spend_no_retries(
     parts: SettlementParts, conn: asyncpg.Connection
 ) -> None:

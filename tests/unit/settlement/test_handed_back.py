@@ -24,18 +24,19 @@ class Unreadable:
     ("handed_back", "seq", "delivered", "attempt"),
     [
         ([], 1, 4, 4),  # nothing given back: every delivery counts
-        ([1, 1, 1], 1, 4, 1),  # three hand-backs, then this try: the first attempt
-        ([1, 1, 1], 1, 6, 3),  # ... and two real failures since
-        ([2, 2], 1, 4, 4),  # another message's hand-backs
-        ([1, 1, 1, 1], 1, 2, 1),  # never below 1 (the stream's count is the truth)
+        ([(1, 1), (1, 2), (1, 3)], 1, 4, 1),  # three hand-backs, then this try: attempt 1
+        ([(1, 1), (1, 2), (1, 3)], 1, 6, 3),  # ... and two real failures since
+        ([(2, 1), (2, 2)], 1, 4, 4),  # another message's hand-backs
+        ([(1, 1), (1, 1), (1, 2)], 1, 3, 1),  # one delivery given back twice counts once
+        ([(1, 1), (1, 2), (1, 3)], 1, 2, 1),  # never below 1
     ],
 )
 def test_attempt_leaves_out_the_hand_backs(
-    handed_back: list[int], seq: int, delivered: int, attempt: int
+    handed_back: list[tuple[int, int]], seq: int, delivered: int, attempt: int
 ) -> None:
     counts = HandedBack()
-    for s in handed_back:
-        counts.note([Msg(s, 1)])  # type: ignore[list-item]
+    for s, n in handed_back:
+        counts.note([Msg(s, n)])  # type: ignore[list-item]
     assert counts.attempt(Msg(seq, delivered)) == attempt  # type: ignore[arg-type]
 
 

@@ -160,7 +160,8 @@ async def hold(
 _RESOLVE_DEFERRAL = """
 UPDATE order_log SET resolution = $4, resolved_at = now()
 WHERE provider = $1 AND order_key = $2 AND key_seq = $3
-  AND outcome IN ('deferred', 'skipped') AND resolution IS NULL
+  AND outcome IN ('deferred', 'skipped')
+  AND (resolution IS NULL OR (resolution = 'parked' AND $4 = 'settled'))
 """
 
 
