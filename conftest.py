@@ -121,11 +121,10 @@ _TOGETHER = {
 #: then the rest in the collection's order, the unit tests (short) last.
 _FIRST = (
     _SCENARIO,
-    *(
-        re.compile(re.escape(prefix))
-        for prefix in ("tests/integration/deploy/", "tests/integration/test_bench_", "chaos/")
+    *map(
+        re.compile,
+        ("tests/integration/deploy/", "tests/integration/test_bench_", "chaos/", "tests/browser/"),
     ),
-    re.compile("tests/browser/"),
 )
 
 

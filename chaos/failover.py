@@ -26,6 +26,7 @@ from chaos.procs import GatewayProcess
 from chaos.proxy import FaultProxy
 from gateway.adapters.postgres import migrate
 from tests.support.pg_pair import PgPair
+from tests.support.settlement import fetch
 
 #: The audit's reason for an acknowledged event the database does not have: after a
 #: failover, a commit the promoted standby never received.
@@ -107,11 +108,7 @@ async def lose_primary(topology: Topology, gen: LoadGen, detect_s: float) -> Fai
 
 async def _recorded(database_url: str, run: str) -> frozenset[Key]:
     """The run's events a server holds (the standby, read-only, before its promotion)."""
-    conn = await asyncpg.connect(database_url, timeout=10)
-    try:
-        rows = await conn.fetch(_RECORDED, run)
-    finally:
-        await conn.close()
+    rows = await fetch(database_url, _RECORDED, run)
     return frozenset((r["provider"], r["event_id"]) for r in rows)
 
 

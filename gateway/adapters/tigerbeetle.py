@@ -308,12 +308,8 @@ class TigerBeetleLedger:
         Each page is one request, so one state of the cluster; with more accounts than a
         page, transfers may land between pages (`check()` reads until two reads agree).
         """
-        return (await self._read_accounts())[0]
-
-    async def _read_accounts(self) -> tuple[list[Balance], int]:
-        """Every account's posted totals and the number of pages (requests) read."""
         out: list[Balance] = []
-        timestamp_min, pages = 0, 0
+        timestamp_min = 0
         while True:
             query = tb.QueryFilter(
                 user_data_128=0,
@@ -327,10 +323,9 @@ class TigerBeetleLedger:
                 flags=tb.QueryFilterFlags.NONE,
             )
             page = await self._call("query_accounts", self._client.query_accounts(query))
-            pages += 1
             out.extend(balance_of(a) for a in page)
             if len(page) < self._page_size:
-                return out, pages
+                return out
             timestamp_min = page[-1].timestamp + 1
 
     async def check(self) -> LedgerTotals:
@@ -345,10 +340,10 @@ class TigerBeetleLedger:
         never a false `LedgerImbalance`.
         """
         for attempt in range(CHECK_TRIES):
-            first, pages = await self._read_accounts()
-            if pages == 1:
+            first = await self.balances()
+            if len(first) < self._page_size:  # one page: one state of the cluster
                 return _totals(first)
-            second, _ = await self._read_accounts()
+            second = await self.balances()
             if _posted(first) == _posted(second):  # pending totals may move back
                 return _totals(second)
             if attempt + 1 < CHECK_TRIES:

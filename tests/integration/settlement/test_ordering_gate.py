@@ -574,10 +574,25 @@ async def test_a_batch_sharing_keys_settles_while_the_earlier_one_is_still_answe
     assert await violations(conn) == []
 
 
-def _first(stream: MemoryStream, deliveries: int) -> None:
-    """The oldest pending message has been delivered `deliveries` times already."""
-    event, _, seq = stream.pending[0]
-    stream.pending[0] = (event, deliveries, seq)
+def refund_first(payment_id: str, merchant: str, delivered: int) -> tuple[MemoryStream, Published]:
+    """A payment of 5,000 and its refund of 1,200 on one key: the refund numbered 1 and
+    already delivered `delivered` times, then the capture numbered 2; (stream, refund)."""
+    capture, refund = Payment("billing", payment_id, merchant, 5_000, [1_200]).events()
+    refund = dataclasses.replace(refund, key_seq=1)
+    stream = MemoryStream()
+    stream.publish(refund)
+    stream.pending[0] = (refund, delivered, stream.pending[0][2])
+    stream.publish(dataclasses.replace(capture, key_seq=2))
+    return stream, refund
+
+
+async def key_log(conn: asyncpg.Connection, order_key: str) -> list[tuple[int, str, str | None]]:
+    """The key's `order_log`: (number, outcome, resolution) in the order written."""
+    rows = await conn.fetch(
+        "SELECT key_seq, outcome, resolution FROM order_log WHERE order_key = $1 ORDER BY id",
+        order_key,
+    )
+    return [(r["key_seq"], r["outcome"], r["resolution"]) for r in rows]
 
 
 async def test_a_refund_out_of_retries_at_its_first_turn_is_parked_and_its_capture_settles(
@@ -587,11 +602,8 @@ async def test_a_refund_out_of_retries_at_its_first_turn_is_parked_and_its_captu
     is parked, and its key still moves past it (deferred, closed as parked), so the
     capture (number 2) settles rather than being parked behind it."""
     await open_merchants(parts, ["m_late"])
-    capture, refund = Payment("billing", "pay_late", "m_late", 5_000, [1_200]).events()
-    stream = MemoryStream()
-    stream.publish(dataclasses.replace(refund, key_seq=1))
-    _first(stream, 9)  # the schedule has three delays: a tenth delivery is past it
-    stream.publish(dataclasses.replace(capture, key_seq=2))
+    # The schedule has three delays: a tenth delivery is past it.
+    stream, refund = refund_first("pay_late", "m_late", delivered=9)
     worker = SettlementWorker(parts)
     first = stream.fetch(1)
     await worker.handle(first)  # type: ignore[arg-type]
@@ -599,11 +611,7 @@ async def test_a_refund_out_of_retries_at_its_first_turn_is_parked_and_its_captu
     await drain(worker, stream, random.Random(1), max_batch=2, limit=50)
 
     assert await merchant_balance(parts, "m_late") == 5_000
-    rows = await conn.fetch(
-        "SELECT key_seq, outcome, resolution FROM order_log WHERE order_key = 'pay_late'"
-        " ORDER BY id"
-    )
-    assert [(r["key_seq"], r["outcome"], r["resolution"]) for r in rows] == [
+    assert await key_log(conn, "pay_late") == [
         (1, "deferred", "parked"),
         (2, "applied", None),
     ]
@@ -626,11 +634,7 @@ async def test_a_refund_out_of_retries_whose_key_did_not_move_waits_for_its_turn
     from gateway.adapters.postgres.ordering import key_moves
 
     await open_merchants(parts, ["m_nomove"])
-    capture, refund = Payment("billing", "pay_nomove", "m_nomove", 5_000, [1_200]).events()
-    stream = MemoryStream()
-    stream.publish(dataclasses.replace(refund, key_seq=1))
-    _first(stream, 9)
-    stream.publish(dataclasses.replace(capture, key_seq=2))
+    stream, _ = refund_first("pay_nomove", "m_nomove", delivered=9)
     real_advance = key_moves.advance
 
     async def fails(*args: Any) -> None:
@@ -646,11 +650,7 @@ async def test_a_refund_out_of_retries_whose_key_did_not_move_waits_for_its_turn
     await drain(worker, stream, random.Random(1), max_batch=2, limit=50)
 
     assert await merchant_balance(parts, "m_nomove") == 5_000
-    rows = await conn.fetch(
-        "SELECT key_seq, outcome, resolution FROM order_log WHERE order_key = 'pay_nomove'"
-        " ORDER BY id"
-    )
-    assert [(r["key_seq"], r["outcome"], r["resolution"]) for r in rows] == [
+    assert await key_log(conn, "pay_nomove") == [
         (1, "deferred", "parked"),
         (2, "applied", None),
     ]
@@ -677,11 +677,7 @@ async def test_deliveries_handed_back_untried_spend_no_retries(
     await drain(worker, stream, random.Random(1), max_batch=2, limit=50)
 
     assert await merchant_balance(parts, "m_aside") == 3_800
-    rows = await conn.fetch(
-        "SELECT key_seq, outcome, resolution FROM order_log WHERE order_key = 'pay_aside'"
-        " ORDER BY id"
-    )
-    assert [(r["key_seq"], r["outcome"], r["resolution"]) for r in rows] == [
+    assert await key_log(conn, "pay_aside") == [
         (1, "deferred", "settled"),
         (2, "applied", None),
     ]
