@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import os
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from decimal import Decimal
@@ -496,6 +497,13 @@ async def test_tigerbeetle_check_over_many_pages_sees_no_imbalance_while_money_m
         # The same client, in pages small enough that one read takes four requests or more.
         page_size = min(max(accounts // 4, 2), 8000)
         paged = TigerBeetleLedger(tb_ledger._client, page_size=page_size)
+        # A worker's batches come further apart than a pair of whole reads takes (on a
+        # cluster of many accounts, on a busy machine, a read takes longer): the wait
+        # between batches is three pairs' time, so a check has a moment to fit in.
+        started = time.monotonic()
+        await paged.balances()
+        await paged.balances()
+        between_batches_s = max(0.3, 3 * (time.monotonic() - started))
         moving = True
 
         async def settle() -> int:
@@ -504,7 +512,7 @@ async def test_tigerbeetle_check_over_many_pages_sees_no_imbalance_while_money_m
                 for _ in range(10):  # a batch, one transfer after the other
                     await tb_ledger.post([book.capture(f"p{posted}", 1 + posted % 97)])
                     posted += 1
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(between_batches_s)
             return posted
 
         worker = asyncio.create_task(settle())
