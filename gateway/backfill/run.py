@@ -21,6 +21,7 @@ skipped (`pages.page_failed`) and the pass goes on with the rest of its window.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -34,7 +35,12 @@ from gateway.backfill.offer import offer
 from gateway.backfill.parts import BackfillParts, BackfillReport
 from gateway.core.backfill.decisions import Outcome, PageState, Window, passed_window
 from gateway.core.operator_input import pace_delay_s
-from gateway.errors import ProviderApiRefused, ProviderApiUnavailable, error_class_of
+from gateway.errors import (
+    GatewayError,
+    ProviderApiRefused,
+    ProviderApiUnavailable,
+    error_class_of,
+)
 
 __all__ = ["BackfillParts", "BackfillReport", "backfill"]
 
@@ -80,36 +86,64 @@ async def backfill(
 
 async def _run(parts: BackfillParts, report: BackfillReport, rate_per_s: float | None) -> None:
     """The pass: an unfinished run of this provider first, then the window; fills `report`."""
-    name, window, dry_run = report.provider, report.window, report.dry_run
-    segments = [window]
-    if not dry_run:
+    if report.dry_run:
+        await _segments(parts, report, [report.window], rate_per_s, None)
+    else:
+        # One session for the pass holds the rows it advances (`progress.Claims`).
         async with connection(parts.pool) as conn:
-            found = await progress.find_unfinished(conn, name, window)
-        if found is not None:
-            # Continue the run that died from its cursor, then whatever it did not ask for.
-            report.continued.append(found.window)
-            segments = [found.window]
-            if window.until > found.window.until:
-                segments.append(Window(found.window.until, window.until, window.types))
-            log.info(
-                "continuing an unfinished backfill",
-                extra={
-                    "provider": name,
-                    "since": found.window.since.isoformat(),
-                    "until": found.window.until.isoformat(),
-                    "cursor": found.state.cursor,
-                },
-            )
+            claims = progress.Claims(conn, report.provider)
+            try:
+                await _segments(parts, report, await _plan(claims, report), rate_per_s, claims)
+            finally:
+                with contextlib.suppress(GatewayError):  # a lost session has let go already
+                    await claims.release()
+    if not report.dry_run and report.stopped is None:
+        parts.metrics.backfill_last_complete.set(
+            datetime.now(UTC).timestamp(), provider=report.provider
+        )
+    log.info("backfill done", extra=report.to_json() | {"events": len(report.events)})
+
+
+async def _plan(claims: progress.Claims, report: BackfillReport) -> list[Window]:
+    """The windows of the pass: a run that died, continued from its cursor, then
+    whatever of `report.window` it did not ask for; or the window alone."""
+    window = report.window
+    found = await claims.continue_unfinished(window)
+    if found is None:
+        return [window]
+    report.continued.append(found.window)
+    log.info(
+        "continuing an unfinished backfill",
+        extra={
+            "provider": report.provider,
+            "since": found.window.since.isoformat(),
+            "until": found.window.until.isoformat(),
+            "cursor": found.state.cursor,
+        },
+    )
+    if window.until > found.window.until:
+        return [found.window, Window(found.window.until, window.until, window.types)]
+    return [found.window]
+
+
+async def _segments(
+    parts: BackfillParts,
+    report: BackfillReport,
+    segments: list[Window],
+    rate_per_s: float | None,
+    claims: progress.Claims | None,
+) -> None:
     pace = _Pacer(parts, rate_per_s)
     seen: set[str] = set()
     ends_s = parts.monotonic() + parts.limits.max_pass_s
     for segment in segments:
+        if claims is not None:
+            # Held before its row exists, so no other run sees the row unheld; a live run
+            # of the very same window holds it already, and both go on (the gate decides).
+            await claims.take(segment)
         await _segment(parts, segment, report, seen, pace, ends_s)
         if report.stopped is not None:
             break
-    if not dry_run and report.stopped is None:
-        parts.metrics.backfill_last_complete.set(datetime.now(UTC).timestamp(), provider=name)
-    log.info("backfill done", extra=report.to_json() | {"events": len(report.events)})
 
 
 def _bound_reached(parts: BackfillParts, report: BackfillReport, ends_s: float) -> str | None:

@@ -11,16 +11,22 @@ from datetime import datetime
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.backfill.decisions import PageState, Tally, Window
 
-# An unfinished run of the same provider and type filter that reaches back at least as
-# far as the new one (and started before the new one's since is out of it) is continued
-# rather than started over; the newest such run first.
-_FIND_UNFINISHED = """
+# Unfinished runs of the same provider and type filter that reach back at least as far
+# as the new one (and started before the new one's since is out of them), newest first:
+# the candidates to continue rather than start over (`Claims.continue_unfinished`).
+_UNFINISHED = """
 SELECT since, until, cursor, pages, fetched, present, recovered, failed
 FROM backfill_progress
 WHERE provider = $1 AND types = $2 AND completed_at IS NULL AND skipped_at IS NULL
   AND since <= $3 AND until > $3
 ORDER BY updated_at DESC
-LIMIT 1
+LIMIT 20
+"""
+
+_STILL_UNFINISHED = """
+SELECT EXISTS (SELECT 1 FROM backfill_progress
+               WHERE provider = $1 AND since = $2 AND until = $3 AND types = $4
+                 AND completed_at IS NULL AND skipped_at IS NULL)
 """
 
 # A run asked for again with exactly a skipped run's window (an operator's) starts its
@@ -61,20 +67,77 @@ class Resumed:
     state: PageState
 
 
-async def find_unfinished(conn: Conn, provider: str, window: Window) -> Resumed | None:
-    """The unfinished run this one should continue, if any (see `_FIND_UNFINISHED`)."""
-    with translate_errors():
-        row = await conn.fetchrow(_FIND_UNFINISHED, provider, window.types_key, window.since)
-    if row is None:
+#: `pg_try_advisory_lock(key, hashtext(window))` class of the progress rows a live run is
+#: advancing ("gwbr"): held by the run's session, so it goes with a run that dies.
+RUN_LOCK_CLASS = 0x67776272
+
+
+def _run_key(provider: str, window: Window) -> str:
+    # Microseconds since the epoch, not isoformat: a row read back carries UTC, a window
+    # made by an operator may carry another offset for the same instant.
+    since_us = int(window.since.timestamp() * 1_000_000)
+    until_us = int(window.until.timestamp() * 1_000_000)
+    return f"{provider} {since_us} {until_us} {window.types_key}"
+
+
+class Claims:
+    """The progress rows one live run is advancing, locked on one session it holds for
+    the pass, so another run at the same moment does not take a live run's row for one
+    that died and continue it from its cursor (it starts its own window; the gate keeps
+    the two apart). A hash that collides only makes a dead row look live: the next run
+    reads its own window whole instead of continuing, which is safe."""
+
+    def __init__(self, conn: Conn, provider: str) -> None:
+        self._conn, self._provider = conn, provider
+        self._held: list[str] = []
+
+    async def take(self, window: Window) -> bool:
+        """Lock `window`'s row for this run, if no other live run holds it."""
+        key = _run_key(self._provider, window)
+        with translate_errors():
+            taken = bool(
+                await self._conn.fetchval(
+                    "SELECT pg_try_advisory_lock($1::int, hashtext($2))", RUN_LOCK_CLASS, key
+                )
+            )
+        if taken:
+            self._held.append(key)
+        return taken
+
+    async def continue_unfinished(self, window: Window) -> Resumed | None:
+        """The unfinished run this one should continue, now held by this run: the newest
+        candidate of `_UNFINISHED` that no live run holds and that is still unfinished
+        once held (its run may have completed in between)."""
+        with translate_errors():
+            rows = await self._conn.fetch(
+                _UNFINISHED, self._provider, window.types_key, window.since
+            )
+        for row in rows:
+            old = Window(row["since"], row["until"], window.types)
+            if not await self.take(old):
+                continue  # a live run is advancing it
+            with translate_errors():
+                open_ = await self._conn.fetchval(
+                    _STILL_UNFINISHED, self._provider, old.since, old.until, old.types_key
+                )
+            if open_:
+                tally = Tally(
+                    fetched=row["fetched"],
+                    present=row["present"],
+                    recovered=row["recovered"],
+                    failed=row["failed"],
+                )
+                return Resumed(old, PageState(row["cursor"], row["pages"], tally))
         return None
-    tally = Tally(
-        fetched=row["fetched"],
-        present=row["present"],
-        recovered=row["recovered"],
-        failed=row["failed"],
-    )
-    old = Window(row["since"], row["until"], window.types)
-    return Resumed(old, PageState(row["cursor"], row["pages"], tally))
+
+    async def release(self) -> None:
+        """Let go of every row this run held (its session going does the same)."""
+        with translate_errors():
+            for key in self._held:
+                await self._conn.execute(
+                    "SELECT pg_advisory_unlock($1::int, hashtext($2))", RUN_LOCK_CLASS, key
+                )
+        self._held.clear()
 
 
 async def start(conn: Conn, provider: str, window: Window) -> PageState:

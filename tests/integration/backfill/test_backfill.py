@@ -10,10 +10,12 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import orjson
 import pytest
 
 from gateway import settings as settings_mod
+from gateway.adapters.postgres import backfill as progress
 from gateway.adapters.provider_api import Fetched, Listed, Page
 from gateway.backfill.run import BackfillReport, backfill
 from gateway.core.backfill.decisions import Window, make_window
@@ -185,6 +187,33 @@ async def test_a_killed_run_continues_from_its_cursor(database_url: str, nats_ur
         assert report.tally.recovered == 3
         rows = await fetch(database_url, "SELECT count(*) AS n FROM processed_webhooks")
         assert rows[0]["n"] == 5
+
+
+async def test_a_live_runs_row_is_not_continued(database_url: str, nats_url: str) -> None:
+    """A run advancing its window at this moment (its session holds the row) is not taken
+    for one that died: a second run reads its own window whole; once the first run's
+    session is gone, the next run continues the row from its cursor."""
+    async with running_apis() as apis:
+        apis.stripe_events = [stripe_event(n, NOW - timedelta(minutes=60 - n)) for n in range(5)]
+        settings = with_api(config(database_url, nats_url), apis.url)
+        apis.fail_from = (2, "401")
+        with pytest.raises(ProviderApiAuth):
+            await run(settings, "stripe")
+        apis.fail_from = None
+        conn = await asyncpg.connect(database_url)
+        try:
+            live = progress.Claims(conn, "stripe")
+            assert await live.take(OUTAGE)
+            report = await run(settings, "stripe", Window(OUTAGE.since + timedelta(minutes=1), NOW))
+            assert not report.continued
+            t = report.tally
+            assert (t.fetched, t.present, t.recovered) == (5, 2, 3)
+        finally:
+            await conn.close()
+        apis.requests.clear()
+        report = await run(settings, "stripe", Window(OUTAGE.since + timedelta(minutes=2), NOW))
+        assert report.continued and report.continued[0].since == OUTAGE.since
+        assert "starting_after=evt_bf0003" in apis.requests[0]
 
 
 async def test_two_runs_at_once_record_each_event_once(database_url: str, nats_url: str) -> None:
