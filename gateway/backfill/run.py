@@ -27,20 +27,15 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from gateway import tracing
+from gateway.adapters.postgres import Conn, connection
 from gateway.adapters.postgres import backfill as progress
-from gateway.adapters.postgres import connection
 from gateway.adapters.provider_api import Listed, Page
 from gateway.backfill import pages, traced
 from gateway.backfill.offer import offer
 from gateway.backfill.parts import BackfillParts, BackfillReport
 from gateway.core.backfill.decisions import Outcome, PageState, Window, passed_window
 from gateway.core.operator_input import pace_delay_s
-from gateway.errors import (
-    GatewayError,
-    ProviderApiRefused,
-    ProviderApiUnavailable,
-    error_class_of,
-)
+from gateway.errors import ProviderApiRefused, ProviderApiUnavailable, error_class_of
 
 __all__ = ["BackfillParts", "BackfillReport", "backfill"]
 
@@ -68,14 +63,18 @@ async def backfill(
     *,
     dry_run: bool = False,
     rate_per_s: float | None = None,
+    session: Conn | None = None,
 ) -> BackfillReport:
-    """Recover what the provider's API has in `window` and the gateway never recorded."""
+    """Recover what the provider's API has in `window` and the gateway never recorded.
+    `session`: a connection the caller holds for the pass anyway (a scheduled pass's,
+    with its lock), which then holds the pass's rows too, rather than one more of the
+    pool's."""
     report = BackfillReport(parts.provider.name, window, dry_run)
     # None: tracing off, or a pass not sampled (its events then carry flags 00).
     span = traced.pass_span(report.provider, window, dry_run)
     try:
         with tracing.activated(span):  # its log lines and each recovered event join it
-            await _run(parts, report, rate_per_s)
+            await _run(parts, report, rate_per_s, session)
     except BaseException as exc:
         error = error_class_of(exc)
         traced.pass_done(span, report.tally.to_json(), report.unpublished, error)
@@ -84,19 +83,21 @@ async def backfill(
     return report
 
 
-async def _run(parts: BackfillParts, report: BackfillReport, rate_per_s: float | None) -> None:
+async def _run(
+    parts: BackfillParts, report: BackfillReport, rate_per_s: float | None, session: Conn | None
+) -> None:
     """The pass: an unfinished run of this provider first, then the window; fills `report`."""
     if report.dry_run:
         await _segments(parts, report, [report.window], rate_per_s, None)
     else:
-        # One session for the pass holds the rows it advances (`progress.Claims`).
-        async with connection(parts.pool) as conn:
-            claims = progress.Claims(conn, report.provider)
-            try:
-                await _segments(parts, report, await _plan(claims, report), rate_per_s, claims)
-            finally:
-                with contextlib.suppress(GatewayError):  # a lost session has let go already
-                    await claims.release()
+        # One session for the pass holds the rows it advances (`progress.Claims`): the
+        # caller's, or one of the pool's.
+        async with contextlib.AsyncExitStack() as stack:
+            if session is None:
+                session = await stack.enter_async_context(connection(parts.pool))
+            claims = progress.Claims(session, report.provider)
+            await _segments(parts, report, await _plan(claims, report), rate_per_s, claims)
+            await claims.release()
     if not report.dry_run and report.stopped is None:
         parts.metrics.backfill_last_complete.set(
             datetime.now(UTC).timestamp(), provider=report.provider
@@ -139,7 +140,8 @@ async def _segments(
     for segment in segments:
         if claims is not None:
             # Held before its row exists, so no other run sees the row unheld; a live run
-            # of the very same window holds it already, and both go on (the gate decides).
+            # of the very same window holds it too (shared), and both go on: the gate
+            # decides what each records.
             await claims.take(segment)
         await _segment(parts, segment, report, seen, pace, ends_s)
         if report.stopped is not None:

@@ -74,7 +74,7 @@ class ScheduledBackfill:
                     return None
                 window = trailing_window(self._clock(), schedule.window_s)
                 async with self._open_parts(name) as parts:
-                    report = await backfill(parts, window)
+                    report = await backfill(parts, window, session=conn)
                 # Each pass adds a row; without this the table grows by one an interval.
                 pruned = await progress.prune_completed(
                     conn, name, keep_completed_s(schedule.interval_s)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from gateway.adapters.postgres import Conn, translate_errors
 from gateway.core.backfill.decisions import PageState, Tally, Window
@@ -23,10 +24,13 @@ ORDER BY updated_at DESC
 LIMIT 20
 """
 
-_STILL_UNFINISHED = """
-SELECT EXISTS (SELECT 1 FROM backfill_progress
-               WHERE provider = $1 AND since = $2 AND until = $3 AND types = $4
-                 AND completed_at IS NULL AND skipped_at IS NULL)
+# The row again once the continuing run holds it: its run may have completed or been
+# skipped, or moved its cursor, since `_UNFINISHED` read it.
+_HELD_UNFINISHED = """
+SELECT cursor, pages, fetched, present, recovered, failed
+FROM backfill_progress
+WHERE provider = $1 AND since = $2 AND until = $3 AND types = $4
+  AND completed_at IS NULL AND skipped_at IS NULL
 """
 
 # A run asked for again with exactly a skipped run's window (an operator's) starts its
@@ -67,77 +71,101 @@ class Resumed:
     state: PageState
 
 
-#: `pg_try_advisory_lock(key, hashtext(window))` class of the progress rows a live run is
-#: advancing ("gwbr"): held by the run's session, so it goes with a run that dies.
+#: `pg_advisory_lock*(key, hashtext(window))` class of the progress rows live runs are
+#: advancing ("gwbr"): held by each run's session, so it goes with a run that dies.
 RUN_LOCK_CLASS = 0x67776272
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
 
 
 def _run_key(provider: str, window: Window) -> str:
-    # Microseconds since the epoch, not isoformat: a row read back carries UTC, a window
-    # made by an operator may carry another offset for the same instant.
-    since_us = int(window.since.timestamp() * 1_000_000)
-    until_us = int(window.until.timestamp() * 1_000_000)
+    # Whole microseconds since the epoch, not isoformat: a row read back carries UTC, a
+    # window an operator gave may carry another offset for the same instant.
+    since_us = (window.since - _EPOCH) // _US
+    until_us = (window.until - _EPOCH) // _US
     return f"{provider} {since_us} {until_us} {window.types_key}"
 
 
 class Claims:
-    """The progress rows one live run is advancing, locked on one session it holds for
-    the pass, so another run at the same moment does not take a live run's row for one
-    that died and continue it from its cursor (it starts its own window; the gate keeps
-    the two apart). A hash that collides only makes a dead row look live: the next run
-    reads its own window whole instead of continuing, which is safe."""
+    """The progress rows one live run is advancing, locked on a session it holds for the
+    pass, so that a run at the same moment does not take a live run's row for one that
+    died and continue it from its cursor (it reads its own window; the gate keeps the
+    two apart).
+
+    A live run holds its rows shared: two runs of the very same window both do. A run
+    that would continue a row must hold it alone, for a moment, so it continues only a
+    row no live run holds. A hash that collides only makes a dead row look live: the
+    next run reads its own window whole instead of continuing, which is safe.
+    """
 
     def __init__(self, conn: Conn, provider: str) -> None:
         self._conn, self._provider = conn, provider
         self._held: list[str] = []
 
-    async def take(self, window: Window) -> bool:
-        """Lock `window`'s row for this run, if no other live run holds it."""
+    async def take(self, window: Window) -> None:
+        """Hold `window`'s row for this run (waiting, if at all, for a continuing run's
+        moment alone with it)."""
         key = _run_key(self._provider, window)
         with translate_errors():
-            taken = bool(
-                await self._conn.fetchval(
-                    "SELECT pg_try_advisory_lock($1::int, hashtext($2))", RUN_LOCK_CLASS, key
-                )
+            await self._conn.execute(
+                "SELECT pg_advisory_lock_shared($1::int, hashtext($2))", RUN_LOCK_CLASS, key
             )
-        if taken:
-            self._held.append(key)
-        return taken
+        self._held.append(key)
 
     async def continue_unfinished(self, window: Window) -> Resumed | None:
         """The unfinished run this one should continue, now held by this run: the newest
-        candidate of `_UNFINISHED` that no live run holds and that is still unfinished
-        once held (its run may have completed in between)."""
+        of `_UNFINISHED` that no live run holds and that is still unfinished once held."""
         with translate_errors():
             rows = await self._conn.fetch(
                 _UNFINISHED, self._provider, window.types_key, window.since
             )
-        for row in rows:
-            old = Window(row["since"], row["until"], window.types)
-            if not await self.take(old):
-                continue  # a live run is advancing it
-            with translate_errors():
-                open_ = await self._conn.fetchval(
-                    _STILL_UNFINISHED, self._provider, old.since, old.until, old.types_key
-                )
-            if open_:
-                tally = Tally(
-                    fetched=row["fetched"],
-                    present=row["present"],
-                    recovered=row["recovered"],
-                    failed=row["failed"],
-                )
-                return Resumed(old, PageState(row["cursor"], row["pages"], tally))
+            for listed in rows:
+                old = Window(listed["since"], listed["until"], window.types)
+                key = _run_key(self._provider, old)
+                if not await self._conn.fetchval(
+                    "SELECT pg_try_advisory_lock($1::int, hashtext($2))", RUN_LOCK_CLASS, key
+                ):
+                    continue  # a live run is advancing it
+                try:
+                    row = await self._conn.fetchrow(
+                        _HELD_UNFINISHED, self._provider, old.since, old.until, old.types_key
+                    )
+                    if row is not None:
+                        await self._conn.execute(
+                            "SELECT pg_advisory_lock_shared($1::int, hashtext($2))",
+                            RUN_LOCK_CLASS,
+                            key,
+                        )
+                        self._held.append(key)
+                        return Resumed(old, _page_state(row))
+                finally:
+                    await self._conn.execute(
+                        "SELECT pg_advisory_unlock($1::int, hashtext($2))", RUN_LOCK_CLASS, key
+                    )
         return None
 
     async def release(self) -> None:
-        """Let go of every row this run held (its session going does the same)."""
+        """Let go of every row this run held. Only after a pass that ended well: one
+        that failed leaves it to its session, reset as it goes back to the pool
+        (`pg_advisory_unlock_all`) or gone with its connection, so a server that
+        stopped answering is not asked once more per row."""
         with translate_errors():
             for key in self._held:
                 await self._conn.execute(
-                    "SELECT pg_advisory_unlock($1::int, hashtext($2))", RUN_LOCK_CLASS, key
+                    "SELECT pg_advisory_unlock_shared($1::int, hashtext($2))", RUN_LOCK_CLASS, key
                 )
         self._held.clear()
+
+
+def _page_state(row: Any) -> PageState:
+    tally = Tally(
+        fetched=row["fetched"],
+        present=row["present"],
+        recovered=row["recovered"],
+        failed=row["failed"],
+    )
+    return PageState(row["cursor"], row["pages"], tally)
 
 
 async def start(conn: Conn, provider: str, window: Window) -> PageState:

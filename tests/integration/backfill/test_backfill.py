@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import asyncpg
@@ -203,7 +203,9 @@ async def test_a_live_runs_row_is_not_continued(database_url: str, nats_url: str
         conn = await asyncpg.connect(database_url)
         try:
             live = progress.Claims(conn, "stripe")
-            assert await live.take(OUTAGE)
+            # The same window in another offset: the same row, held.
+            east = timezone(timedelta(hours=2))
+            await live.take(Window(OUTAGE.since.astimezone(east), OUTAGE.until.astimezone(east)))
             report = await run(settings, "stripe", Window(OUTAGE.since + timedelta(minutes=1), NOW))
             assert not report.continued
             t = report.tally
@@ -214,6 +216,31 @@ async def test_a_live_runs_row_is_not_continued(database_url: str, nats_url: str
         report = await run(settings, "stripe", Window(OUTAGE.since + timedelta(minutes=2), NOW))
         assert report.continued and report.continued[0].since == OUTAGE.since
         assert "starting_after=evt_bf0003" in apis.requests[0]
+
+
+async def test_a_run_holds_its_row_while_it_goes(database_url: str, nats_url: str) -> None:
+    """A run part-way through its window (its first page saved, the API slow): a second
+    run started then reads its own window whole, and the first is not continued."""
+    async with running_apis(page_size=3) as apis:
+        apis.stripe_events = [stripe_event(n, NOW - timedelta(minutes=50 - n)) for n in range(12)]
+        settings = with_api(config(database_url, nats_url), apis.url)
+        apis.delay_s = 0.3
+        first = asyncio.create_task(run(settings, "stripe"))
+        try:
+
+            async def saved_a_page() -> bool:
+                rows = await fetch(database_url, "SELECT pages FROM backfill_progress")
+                return bool(rows) and rows[0]["pages"] >= 1
+
+            await wait_until(saved_a_page, timeout_s=10)
+            second = await run(settings, "stripe", Window(OUTAGE.since + timedelta(minutes=1), NOW))
+        finally:
+            done = await first
+        assert not second.continued
+        assert second.tally.fetched == 12
+        assert done.tally.recovered + second.tally.recovered == 12
+        rows = await fetch(database_url, "SELECT count(*) AS n FROM processed_webhooks")
+        assert rows[0]["n"] == 12
 
 
 async def test_two_runs_at_once_record_each_event_once(database_url: str, nats_url: str) -> None:
