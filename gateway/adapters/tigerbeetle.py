@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from decimal import Decimal
@@ -44,7 +45,13 @@ from gateway.core.ledger.port import (
     TransferPhase,
     TransferResult,
 )
-from gateway.errors import ConfigError, LedgerIdCollision, LedgerRejected, LedgerUnavailable
+from gateway.errors import (
+    ConfigError,
+    LedgerIdCollision,
+    LedgerImbalance,
+    LedgerRejected,
+    LedgerUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -336,9 +343,11 @@ class TigerBeetleLedger:
         Posted totals only grow, so two whole reads one after the other that agree on
         every account saw the state at the moment between them: the sums are taken from
         such a pair. While transfers keep landing, the pair is tried again after a
-        pause, `CHECK_TRIES` times; then the check is `LedgerUnavailable` (try again),
-        never a false `LedgerImbalance`.
+        pause, `CHECK_TRIES` times; then the check is `LedgerUnavailable` (no verdict,
+        try again), never a false `LedgerImbalance`, unless two reads in a row show an
+        imbalance no moving ledger could (`LedgerTotals.outgrown_by`).
         """
+        reads: list[LedgerTotals] = []
         for attempt in range(CHECK_TRIES):
             first = await self.balances()
             if len(first) < self._page_size:  # one page: one state of the cluster
@@ -346,12 +355,27 @@ class TigerBeetleLedger:
             second = await self.balances()
             if _posted(first) == _posted(second):  # pending totals may move back
                 return _totals(second)
+            reads += [_totals(first), _totals(second)]
+            _imbalance_between(reads)
             if attempt + 1 < CHECK_TRIES:
                 await asyncio.sleep(min(CHECK_PAUSE_S * 2**attempt, 1.0))
         raise LedgerUnavailable(
             f"TigerBeetle accounts kept changing over {CHECK_TRIES} pairs of reads; "
             "check again when fewer transfers land"
         )
+
+
+def _imbalance_between(reads: Sequence[LedgerTotals]) -> None:
+    """`LedgerImbalance` if a read's sums outgrow the next read's: certain, unlike any
+    difference within one read of several pages."""
+    for earlier, later in itertools.pairwise(reads):
+        if earlier.outgrown_by(later):
+            raise LedgerImbalance(
+                "ledger out of balance: a whole read of the accounts summed debits "
+                f"{earlier.debits_posted} and credits {earlier.credits_posted}, the read "
+                f"after it debits {later.debits_posted} and credits {later.credits_posted}; "
+                "posted totals only grow, so no ledger in balance reads so"
+            )
 
 
 def _posted(balances: Sequence[Balance]) -> list[tuple[int, int, int]]:

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from gateway.cli.common import SubParsers, help_texts, load_settings, operator_family
+from gateway.cli.common import (
+    SubParsers,
+    help_texts,
+    load_settings,
+    operator_family,
+    outage_line,
+)
 from gateway.cli.finance import add_finance_commands, cmd_check_payments
 from gateway.cli.format import print_json
 from gateway.core.money import check_currency, format_decimal
-from gateway.errors import ConfigError, LedgerImbalance
+from gateway.errors import ConfigError, GatewayError, LedgerImbalance, UsageError
 from gateway.settings import Settings
 
 if TYPE_CHECKING:
@@ -20,6 +27,11 @@ if TYPE_CHECKING:
     from gateway.core.ledger.port import Ledger
 
 T = TypeVar("T")
+
+#: `gateway ledger check`'s exit status when it could not read the ledger as one state
+#: (transfers kept landing on TigerBeetle, or the ledger did not answer): UNKNOWN, as
+#: monitoring plugins say, apart from 1, an imbalance.
+NO_VERDICT = 3
 
 
 def _with_ledger(
@@ -69,7 +81,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     from gateway.settlement import ledger_ops
 
     if args.ledger_command == "check" and args.payments:
-        return cmd_check_payments(args)
+        return _or_no_verdict(args, lambda: cmd_check_payments(args), "differing")
     settings = load_settings(args)
     if args.ledger_command == "open-account":
         currency = _currency_flag(args.currency or settings.settlement.currency)
@@ -97,6 +109,12 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         else:
             _print_table(views)
         return 0
+    return _or_no_verdict(args, lambda: _check_totals(args, settings), "balanced")
+
+
+def _check_totals(args: argparse.Namespace, settings: Settings) -> int:
+    from gateway.settlement import ledger_ops
+
     try:
         debits, credits = _with_ledger(settings, lambda led, _names: ledger_ops.check(led))
     except LedgerImbalance as exc:
@@ -109,6 +127,24 @@ def cmd_ledger(args: argparse.Namespace) -> int:
     else:
         print(f"ledger balanced: debits {debits} = credits {credits}")
     return 0
+
+
+def _or_no_verdict(args: argparse.Namespace, check: Callable[[], int], verdict_key: str) -> int:
+    """`check`'s exit status, or `NO_VERDICT` when it could not give one: the ledger or
+    the database did not answer, TigerBeetle kept moving, a statement failed. A monitor
+    must tell "look again" from 1, a difference found. Bad flags and a bad
+    configuration stay 2."""
+    try:
+        return check()
+    except (ConfigError, UsageError):
+        raise
+    except (GatewayError, OSError) as exc:
+        # An outage reads as it does from every command; the status says "no verdict".
+        line = outage_line(exc, getattr(args, "loaded_settings", None), os.environ)
+        print(line or f"ledger check: no verdict: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if args.json:
+            print_json({verdict_key: None, "error": str(exc)})
+        return NO_VERDICT
 
 
 def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
@@ -164,16 +200,20 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     check = family.add(
         "check",
         None,
-        "Verify total debits equal total credits (exit 1 if not).",
+        "Verify total debits equal total credits (exit 1 if not, 3 if no verdict).",
         """Sum every posted debit and credit in the ledger; exit 0 when they are
         equal, 1 (with the difference on stderr) when they are not, which is a
-        critical fault. Suitable for a monitoring cron job: the sums are of one
-        moment, also while money moves (TigerBeetle's accounts are read in pages of
-        8,000, twice in a row until two reads agree; if transfers keep landing through
-        six such pairs, about 3 s, it says so and exits 1 with no verdict). With
-        --payments, compare
+        critical fault, and 3 when there is no verdict: the ledger or the database
+        did not answer or refused the read, or the ledger could not be read as one
+        state (with --json, "balanced" is then null). Suitable for a monitoring cron job: the
+        sums are of one moment, also while money moves (TigerBeetle's accounts are
+        read in pages of 8,000, twice in a row until two reads agree; if transfers
+        keep landing through six such pairs, about 3 s, it exits 3, unless two reads
+        in a row already show an imbalance no moving ledger could: a sum of the
+        earlier read above one of the later, which exits 1). With --payments, compare
         every recorded movement with its transfer in the ledger instead, and name
-        each payment where they differ (exit 1).""",
+        each payment where they differ (exit 1; 3, and "differing" null, when there
+        is no verdict).""",
         (
             "gateway ledger check --config gateway.toml --json",
             "gateway ledger check --payments --config gateway.toml",

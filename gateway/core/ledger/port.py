@@ -204,6 +204,18 @@ class LedgerTotals:
         """True when double entry holds: every debit has its credit."""
         return self.debits_posted == self.credits_posted
 
+    def outgrown_by(self, later: LedgerTotals) -> bool:
+        """True when these sums, read before `later`, cannot come from a ledger in balance.
+
+        Either read may span pages read at different moments, so neither alone is a
+        state of the ledger. But posted totals only grow, and in balance debits equal
+        credits at every moment: each sum of the earlier read is at most the ledger's
+        total at the moment between the reads, and each sum of the later one at least
+        that. An earlier sum above a later one is an imbalance for certain.
+        """
+        earlier_most = max(self.debits_posted, self.credits_posted)
+        return earlier_most > min(later.debits_posted, later.credits_posted)
+
 
 @dataclass(frozen=True)
 class PostedTransfer:
@@ -248,7 +260,10 @@ class Ledger(Protocol):
         ...
 
     async def check(self) -> LedgerTotals:
-        """Total debits and credits over all accounts (see `verify_totals`)."""
+        """Total debits and credits over all accounts at one moment (see
+        `verify_totals`); `LedgerUnavailable` when no such moment could be read, and
+        `LedgerImbalance` when the reads show one for certain without it
+        (`LedgerTotals.outgrown_by`)."""
         ...
 
 

@@ -275,12 +275,30 @@ def test_every_command_reports_a_database_outage_in_the_same_line(
     )
     env = {"GATEWAY_DATABASE_URL": url} if where != "database.url" else {}
     result = gateway(*command.split(), "--config", cfg, env=env)
-    assert result.returncode == 1
+    # `ledger check` says "no verdict" (3), apart from an imbalance (1), for its monitor.
+    assert result.returncode == (3 if command == "ledger check" else 1)
     assert one_line(result) == (
         f"gateway: cannot use the database at 127.0.0.1:{closed_port} (set by {where}): "
         "database unreachable: ConnectionRefusedError"
     )
     assert PASSWORD not in result.stderr + result.stdout
+
+
+def test_ledger_check_without_its_database_says_no_verdict_in_json(
+    tmp_path: Path, closed_port: int
+) -> None:
+    """For a monitor: `balanced` is null (not false) and the status 3, not 1."""
+    cfg = write(
+        tmp_path / "gateway.toml",
+        f'[database]\nurl = "postgresql://127.0.0.1:{closed_port}/gw"\n'
+        f'[nats]\nurl = "nats://127.0.0.1:{closed_port}"\n',
+    )
+    result = gateway("ledger", "check", "--json", "--config", cfg)
+    assert result.returncode == 3
+    assert orjson.loads(result.stdout) == {
+        "balanced": None,
+        "error": "PostgreSQL ledger unreachable: database unreachable: ConnectionRefusedError",
+    }
 
 
 def test_migrate_reports_nats_down_the_same_way(

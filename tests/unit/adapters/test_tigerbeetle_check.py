@@ -8,6 +8,7 @@ the credit side not yet. The check must not call that an imbalance.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import tigerbeetle as tb
 
 from gateway.adapters.tigerbeetle import CHECK_TRIES, TigerBeetleLedger
 from gateway.core.ledger.port import LedgerTotals
-from gateway.errors import LedgerUnavailable
+from gateway.errors import LedgerImbalance, LedgerUnavailable
 
 
 class MovingCluster:
@@ -98,3 +99,69 @@ async def test_the_first_read_alone_would_have_seen_an_imbalance() -> None:
     cluster = MovingCluster(5, transfers_after=3)
     first = await _ledger(cluster, 2).balances()
     assert sum(b.debits_posted for b in first) != sum(b.credits_posted for b in first)
+
+
+async def test_an_imbalance_larger_than_what_lands_is_reported_while_transfers_land(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No two reads agree, but a debit of 100 with no credit is more than the 30 that
+    lands between two reads: the first pair already shows it for certain."""
+    monkeypatch.setattr("gateway.adapters.tigerbeetle.CHECK_PAUSE_S", 0.001)
+    cluster = MovingCluster(5, transfers_after=10**9, skew=100)
+    with pytest.raises(LedgerImbalance, match="no ledger in balance reads so"):
+        await _ledger(cluster, 2).check()
+    assert cluster.requests == 6
+
+
+async def test_an_imbalance_smaller_than_what_lands_gets_no_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A debit of 7 with no credit hides in the 10s landing between pages: no verdict,
+    not a balanced one."""
+    monkeypatch.setattr("gateway.adapters.tigerbeetle.CHECK_PAUSE_S", 0.001)
+    cluster = MovingCluster(5, transfers_after=10**9, skew=7)
+    with pytest.raises(LedgerUnavailable):
+        await _ledger(cluster, 2).check()
+
+
+class RandomCluster(MovingCluster):
+    """After each page, zero to three transfers of random amounts between random
+    accounts land, and now and then a new account opens (at zero, after every other in
+    creation order, so a read under way still reaches it): a balanced ledger always,
+    moving at any pace. (A pending amount posted is, for posted totals, one more
+    transfer.)"""
+
+    def __init__(self, accounts: int, rng: random.Random) -> None:
+        super().__init__(accounts, transfers_after=0)
+        self.rng = rng
+
+    async def query_accounts(self, query: tb.QueryFilter) -> list[tb.Account]:
+        page = await super().query_accounts(query)
+        if self.rng.random() < 0.2:
+            opened = max(self.debits) + 1
+            self.debits[opened] = self.credits[opened] = 0
+        for _ in range(self.rng.randrange(4)):
+            debit, credit = self.rng.sample(sorted(self.debits), 2)
+            amount = self.rng.randrange(1, 10**6)
+            self.debits[debit] += amount
+            self.credits[credit] += amount
+        return page
+
+
+async def test_a_balanced_ledger_moving_at_random_is_never_called_out_of_balance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300 clusters, each moving at its own pace: some checks get a verdict (balanced),
+    many none while transfers keep landing, none an imbalance."""
+    monkeypatch.setattr("gateway.adapters.tigerbeetle.CHECK_PAUSE_S", 0.0)
+    outcomes: list[str] = []
+    for seed in range(300):
+        rng = random.Random(seed)
+        cluster = RandomCluster(rng.randrange(3, 12), rng)
+        try:
+            totals = await _ledger(cluster, rng.randrange(1, 4)).check()
+            outcomes.append("balanced" if totals.balanced else "imbalance")
+        except LedgerUnavailable:
+            outcomes.append("moving")
+    assert "imbalance" not in outcomes
+    assert {"balanced", "moving"} <= set(outcomes)

@@ -91,6 +91,28 @@ def test_verify_totals() -> None:
 
 
 @pytest.mark.parametrize(
+    ("earlier", "later", "certain"),
+    [
+        # Balanced and quiet, or money landing between and during the reads.
+        (LedgerTotals(10, 10), LedgerTotals(10, 10), False),
+        (LedgerTotals(10, 30), LedgerTotals(40, 30), False),
+        (LedgerTotals(30, 10), LedgerTotals(30, 30), False),
+        # An earlier sum equal to a later one: the ledger may have stood at 30 between.
+        (LedgerTotals(30, 20), LedgerTotals(50, 30), False),
+        # Debits of the earlier read above the later credits: no balanced ledger does it.
+        (LedgerTotals(31, 20), LedgerTotals(50, 30), True),
+        # The same on the other side, and a later sum below an earlier one.
+        (LedgerTotals(20, 31), LedgerTotals(30, 50), True),
+        (LedgerTotals(10, 10), LedgerTotals(12, 9), True),
+    ],
+)
+def test_a_read_outgrown_by_the_next_is_an_imbalance_for_certain(
+    earlier: LedgerTotals, later: LedgerTotals, certain: bool
+) -> None:
+    assert earlier.outgrown_by(later) is certain
+
+
+@pytest.mark.parametrize(
     ("status", "expected"),
     [
         (S.CREATED, R.CREATED),
