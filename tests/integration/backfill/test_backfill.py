@@ -30,6 +30,7 @@ from tests.support.provider_apis import (
     HOOK_ID,
     REPO,
     GitHubDelivery,
+    ProviderApis,
     paddle_event,
     running_apis,
     stand_in_keys,
@@ -168,19 +169,28 @@ async def test_bad_credentials_stop_with_one_line(database_url: str, nats_url: s
         assert len(apis.requests) == 1
 
 
+async def _killed_after_one_page(
+    apis: ProviderApis, database_url: str, nats_url: str
+) -> settings_mod.Settings:
+    """Five events; a run over `OUTAGE` dies after its first page (the API starts
+    refusing it), leaving its progress row unfinished; the API answers again."""
+    apis.stripe_events = [stripe_event(n, NOW - timedelta(minutes=60 - n)) for n in range(5)]
+    settings = with_api(config(database_url, nats_url), apis.url)
+    apis.fail_from = (2, "401")
+    with pytest.raises(ProviderApiAuth):
+        await run(settings, "stripe")
+    apis.fail_from = None
+    return settings
+
+
 async def test_a_killed_run_continues_from_its_cursor(database_url: str, nats_url: str) -> None:
     """The run dies after its first page (the API starts refusing it); run again, it
     continues from the saved cursor, not from the newest event, and recovers the rest."""
     async with running_apis() as apis:
-        apis.stripe_events = [stripe_event(n, NOW - timedelta(minutes=60 - n)) for n in range(5)]
-        settings = with_api(config(database_url, nats_url), apis.url)
-        apis.fail_from = (2, "401")
-        with pytest.raises(ProviderApiAuth):
-            await run(settings, "stripe")
+        settings = await _killed_after_one_page(apis, database_url, nats_url)
         first = await fetch(database_url, "SELECT count(*) AS n FROM processed_webhooks")
         assert first[0]["n"] == 2
         apis.requests.clear()
-        apis.fail_from = None
         report = await run(settings, "stripe", Window(OUTAGE.since + timedelta(minutes=1), NOW))
         assert report.continued and report.continued[0].since == OUTAGE.since
         assert "starting_after=evt_bf0003" in apis.requests[0]
@@ -194,12 +204,7 @@ async def test_a_live_runs_row_is_not_continued(database_url: str, nats_url: str
     for one that died: a second run reads its own window whole; once the first run's
     session is gone, the next run continues the row from its cursor."""
     async with running_apis() as apis:
-        apis.stripe_events = [stripe_event(n, NOW - timedelta(minutes=60 - n)) for n in range(5)]
-        settings = with_api(config(database_url, nats_url), apis.url)
-        apis.fail_from = (2, "401")
-        with pytest.raises(ProviderApiAuth):
-            await run(settings, "stripe")
-        apis.fail_from = None
+        settings = await _killed_after_one_page(apis, database_url, nats_url)
         conn = await asyncpg.connect(database_url)
         try:
             live = progress.Claims(conn, "stripe")
