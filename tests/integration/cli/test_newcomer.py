@@ -284,20 +284,27 @@ def test_every_command_reports_a_database_outage_in_the_same_line(
     assert PASSWORD not in result.stderr + result.stdout
 
 
+@pytest.mark.parametrize(
+    ("flags", "verdict", "error"),
+    [
+        ((), "balanced", "PostgreSQL ledger unreachable: database unreachable: "),
+        (("--payments",), "differing", "database unreachable: "),
+    ],
+)
 def test_ledger_check_without_its_database_says_no_verdict_in_json(
-    tmp_path: Path, closed_port: int
+    tmp_path: Path, closed_port: int, flags: tuple[str, ...], verdict: str, error: str
 ) -> None:
-    """For a monitor: `balanced` is null (not false) and the status 3, not 1."""
+    """For a monitor: the verdict is null (not false) and the status 3, not 1."""
     cfg = write(
         tmp_path / "gateway.toml",
         f'[database]\nurl = "postgresql://127.0.0.1:{closed_port}/gw"\n'
         f'[nats]\nurl = "nats://127.0.0.1:{closed_port}"\n',
     )
-    result = gateway("ledger", "check", "--json", "--config", cfg)
+    result = gateway("ledger", "check", *flags, "--json", "--config", cfg)
     assert result.returncode == 3
     assert orjson.loads(result.stdout) == {
-        "balanced": None,
-        "error": "PostgreSQL ledger unreachable: database unreachable: ConnectionRefusedError",
+        verdict: None,
+        "error": f"{error}ConnectionRefusedError",
     }
 
 
