@@ -255,7 +255,13 @@ class OutboxRelay:
 
     async def drain(self, timeout_s: float) -> None:
         """Sweep until the walk catches up with what is committed (or `timeout_s`): what a
-        stopping `gateway serve` owes the stream goes out before it exits."""
+        stopping `gateway serve` owes the stream goes out before it exits.
+
+        A sweep lock held elsewhere is waited out, not taken for "someone else will
+        publish it": the holder may be this relay's own sweep, cancelled a moment ago,
+        whose transaction the server has not ended yet (its snapshot may predate the
+        last commits), and another relay's sweep is short.
+        """
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
@@ -263,8 +269,11 @@ class OutboxRelay:
             except GatewayError as exc:
                 log.warning("outbox not drained on stop", extra={"error": repr(exc)})
                 return
-            if done.busy or not done.moved or done.stuck:
-                return  # caught up, or another relay is walking and will publish them
+            if done.busy:
+                await asyncio.sleep(_LOCK_RETRY_S)
+                continue
+            if not done.moved or done.stuck:
+                return  # caught up, or the stream does not take them now
 
     async def close(self) -> None:
         if self._task is not None:

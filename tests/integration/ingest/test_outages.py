@@ -11,9 +11,9 @@ import pytest
 from chaos.proxy import FaultProxy
 from gateway import settings as settings_mod
 from gateway.adapters.jetstream.broker import JetStreamBroker
-from gateway.adapters.postgres import migrate, open_pool
+from gateway.adapters.postgres import migrate, open_pool, outbox
 from gateway.adapters.postgres.webhooks import insert_events
-from gateway.core.events.model import webhook_event
+from gateway.core.events.model import Event, webhook_event
 from gateway.core.signatures.base import FieldRef
 from gateway.ingest.relay import OutboxRelay
 from gateway.metrics import Metrics
@@ -166,15 +166,7 @@ async def test_graceful_shutdown_publishes_what_was_accepted(
     async with running_gateway(settings) as gw:
         for i in range(50):
             d = deliver("paddle", f"evt_shutdown_{i}")
-            event = webhook_event(
-                "paddle",
-                FieldRef("json", "event_id"),
-                FieldRef("json", "event_type"),
-                {},
-                d.body,
-                datetime.now(UTC),
-            )
-            await gw.inbox.accept(event)
+            await gw.inbox.accept(_paddle_event(d.body))
     assert (
         await count(
             database_url,
@@ -183,6 +175,47 @@ async def test_graceful_shutdown_publishes_what_was_accepted(
         == 0
     )
     assert len(await stream_messages(nats_url)) == 50
+
+
+async def test_graceful_shutdown_waits_out_a_sweep_in_progress(
+    database_url: str, nats_url: str
+) -> None:
+    """A sweep holds the outbox's lock as the gateway stops (another relay's, or its own
+    cancelled one still ending at the server): the stop waits for it and publishes
+    what was accepted, rather than leaving it for a relay that may never come."""
+    settings = settings_mod.parse(config(database_url, nats_url), env={})
+    holder = await asyncpg.connect(database_url)
+    try:
+        sweeping = holder.transaction()
+        await sweeping.start()
+        assert await outbox.try_lock(holder)
+        async with running_gateway(settings) as gw:
+            for i in range(20):
+                d = deliver("paddle", f"evt_held_{i}")
+                await gw.inbox.accept(_paddle_event(d.body))
+
+            async def sweep_ends() -> None:
+                await asyncio.sleep(0.3)
+                await sweeping.rollback()
+
+            ending = asyncio.create_task(sweep_ends())
+        await ending
+    finally:
+        await holder.close()
+    held = "SELECT count(*) FROM processed_webhooks WHERE outbox_holds(processed_webhooks)"
+    assert await count(database_url, held) == 0
+    assert len(await stream_messages(nats_url)) == 20
+
+
+def _paddle_event(body: bytes) -> Event:
+    return webhook_event(
+        "paddle",
+        FieldRef("json", "event_id"),
+        FieldRef("json", "event_type"),
+        {},
+        body,
+        datetime.now(UTC),
+    )
 
 
 async def test_migrations_apply_once_from_several_processes(empty_database_url: str) -> None:
