@@ -263,6 +263,7 @@ class OutboxRelay:
         last commits), and another relay's sweep is short.
         """
         deadline = time.monotonic() + timeout_s
+        done = Sweep(busy=True)
         while time.monotonic() < deadline:
             try:
                 done = await self.sweep()
@@ -274,6 +275,11 @@ class OutboxRelay:
                 continue
             if not done.moved or done.stuck:
                 return  # caught up, or the stream does not take them now
+        # Rows may be left: the next relay to run publishes them; say so.
+        log.warning(
+            "outbox not drained on stop: time ran out",
+            extra={"timeout_s": timeout_s, "last_sweep": "busy" if done.busy else "moving"},
+        )
 
     async def close(self) -> None:
         if self._task is not None:

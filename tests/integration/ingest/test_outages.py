@@ -178,7 +178,7 @@ async def test_graceful_shutdown_publishes_what_was_accepted(
 
 
 async def test_graceful_shutdown_waits_out_a_sweep_in_progress(
-    database_url: str, nats_url: str
+    database_url: str, nats_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A sweep holds the outbox's lock as the gateway stops (another relay's, or its own
     cancelled one still ending at the server): the stop waits for it and publishes
@@ -194,12 +194,24 @@ async def test_graceful_shutdown_waits_out_a_sweep_in_progress(
                 d = deliver("paddle", f"evt_held_{i}")
                 await gw.inbox.accept(_paddle_event(d.body))
 
+            # Let go only once the relay's own loop is stopped: only the drain is left
+            # to publish, and it finds the lock taken.
+            stopped = asyncio.Event()
+            close = OutboxRelay.close
+
+            async def closed(relay: OutboxRelay) -> None:
+                await close(relay)
+                stopped.set()
+
+            monkeypatch.setattr(OutboxRelay, "close", closed)
+
             async def sweep_ends() -> None:
+                await stopped.wait()
                 await asyncio.sleep(0.3)
                 await sweeping.rollback()
 
             ending = asyncio.create_task(sweep_ends())
-        await ending
+        await asyncio.wait_for(ending, 10)
     finally:
         await holder.close()
     held = "SELECT count(*) FROM processed_webhooks WHERE outbox_holds(processed_webhooks)"
