@@ -356,7 +356,7 @@ class TigerBeetleLedger:
             if _posted(first) == _posted(second):  # pending totals may move back
                 return _totals(second)
             reads += [_totals(first), _totals(second)]
-            _imbalance_between(reads)
+            _imbalance_between(reads[-3:])  # the pairs this attempt added
             if attempt + 1 < CHECK_TRIES:
                 await asyncio.sleep(min(CHECK_PAUSE_S * 2**attempt, 1.0))
         raise LedgerUnavailable(

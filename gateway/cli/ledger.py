@@ -205,8 +205,8 @@ def add_commands(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         equal, 1 (with the difference on stderr) when they are not, which is a
         critical fault, and 3 when there is no verdict: the ledger or the database
         did not answer or refused the read, or the ledger could not be read as one
-        state (with --json, "balanced" is then null). Suitable for a monitoring cron job: the
-        sums are of one moment, also while money moves (TigerBeetle's accounts are
+        state (with --json, "balanced" is then null). Suitable for a monitoring cron
+        job: the sums are of one moment, also while money moves (TigerBeetle's accounts are
         read in pages of 8,000, twice in a row until two reads agree; if transfers
         keep landing through six such pairs, about 3 s, it exits 3, unless two reads
         in a row already show an imbalance no moving ledger could: a sum of the

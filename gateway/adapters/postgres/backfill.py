@@ -75,6 +75,24 @@ class Resumed:
 #: advancing ("gwbr"): held by each run's session, so it goes with a run that dies.
 RUN_LOCK_CLASS = 0x67776272
 
+#: PostgreSQL's two-key advisory lock functions this module uses, each on (class,
+#: hashtext(key)); a void one answers None.
+_ADVISORY = {
+    name: f"SELECT {name}($1::int, hashtext($2))"
+    for name in (
+        "pg_try_advisory_lock",
+        "pg_advisory_lock_shared",
+        "pg_advisory_unlock",
+        "pg_advisory_unlock_shared",
+    )
+}
+
+
+async def _advisory(conn: Conn, function: str, lock_class: int, key: str) -> bool:
+    """Call one of `_ADVISORY` (inside the caller's `translate_errors`)."""
+    return bool(await conn.fetchval(_ADVISORY[function], lock_class, key))
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 
@@ -108,9 +126,7 @@ class Claims:
         moment alone with it)."""
         key = _run_key(self._provider, window)
         with translate_errors():
-            await self._conn.execute(
-                "SELECT pg_advisory_lock_shared($1::int, hashtext($2))", RUN_LOCK_CLASS, key
-            )
+            await _advisory(self._conn, "pg_advisory_lock_shared", RUN_LOCK_CLASS, key)
         self._held.append(key)
 
     async def continue_unfinished(self, window: Window) -> Resumed | None:
@@ -123,26 +139,18 @@ class Claims:
             for listed in rows:
                 old = Window(listed["since"], listed["until"], window.types)
                 key = _run_key(self._provider, old)
-                if not await self._conn.fetchval(
-                    "SELECT pg_try_advisory_lock($1::int, hashtext($2))", RUN_LOCK_CLASS, key
-                ):
+                if not await _advisory(self._conn, "pg_try_advisory_lock", RUN_LOCK_CLASS, key):
                     continue  # a live run is advancing it
                 try:
                     row = await self._conn.fetchrow(
                         _HELD_UNFINISHED, self._provider, old.since, old.until, old.types_key
                     )
                     if row is not None:
-                        await self._conn.execute(
-                            "SELECT pg_advisory_lock_shared($1::int, hashtext($2))",
-                            RUN_LOCK_CLASS,
-                            key,
-                        )
+                        await _advisory(self._conn, "pg_advisory_lock_shared", RUN_LOCK_CLASS, key)
                         self._held.append(key)
                         return Resumed(old, _page_state(row))
                 finally:
-                    await self._conn.execute(
-                        "SELECT pg_advisory_unlock($1::int, hashtext($2))", RUN_LOCK_CLASS, key
-                    )
+                    await _advisory(self._conn, "pg_advisory_unlock", RUN_LOCK_CLASS, key)
         return None
 
     async def release(self) -> None:
@@ -152,20 +160,18 @@ class Claims:
         stopped answering is not asked once more per row."""
         with translate_errors():
             for key in self._held:
-                await self._conn.execute(
-                    "SELECT pg_advisory_unlock_shared($1::int, hashtext($2))", RUN_LOCK_CLASS, key
-                )
+                await _advisory(self._conn, "pg_advisory_unlock_shared", RUN_LOCK_CLASS, key)
         self._held.clear()
 
 
-def _page_state(row: Any) -> PageState:
+def _page_state(row: Any, *, done: bool = False) -> PageState:
     tally = Tally(
         fetched=row["fetched"],
         present=row["present"],
         recovered=row["recovered"],
         failed=row["failed"],
     )
-    return PageState(row["cursor"], row["pages"], tally)
+    return PageState(row["cursor"], row["pages"], tally, done=done)
 
 
 async def start(conn: Conn, provider: str, window: Window) -> PageState:
@@ -174,13 +180,7 @@ async def start(conn: Conn, provider: str, window: Window) -> PageState:
         row = await conn.fetchrow(_START, provider, window.since, window.until, window.types_key)
     if row is None:  # an upsert's RETURNING always gives the row
         raise RuntimeError("backfill_progress upsert returned no row")
-    tally = Tally(
-        fetched=row["fetched"],
-        present=row["present"],
-        recovered=row["recovered"],
-        failed=row["failed"],
-    )
-    return PageState(row["cursor"], row["pages"], tally, done=row["completed_at"] is not None)
+    return _page_state(row, done=row["completed_at"] is not None)
 
 
 async def save(
@@ -269,18 +269,12 @@ SCHEDULE_LOCK_CLASS = 0x67776266
 async def try_lock(conn: Conn, provider: str) -> bool:
     """Take this provider's scheduled-pass lock for the session, if no one holds it."""
     with translate_errors():
-        return bool(
-            await conn.fetchval(
-                "SELECT pg_try_advisory_lock($1::int, hashtext($2))", SCHEDULE_LOCK_CLASS, provider
-            )
-        )
+        return await _advisory(conn, "pg_try_advisory_lock", SCHEDULE_LOCK_CLASS, provider)
 
 
 async def unlock(conn: Conn, provider: str) -> None:
     with translate_errors():
-        await conn.execute(
-            "SELECT pg_advisory_unlock($1::int, hashtext($2))", SCHEDULE_LOCK_CLASS, provider
-        )
+        await _advisory(conn, "pg_advisory_unlock", SCHEDULE_LOCK_CLASS, provider)
 
 
 async def pass_due(conn: Conn, provider: str, interval_s: float) -> bool:
